@@ -1,0 +1,217 @@
+"""Backend protocol, registry and dispatch.
+
+A backend declares the ops, dtypes and device kinds it serves and says whether it can run here
+(``available()`` with a reason). Dispatch walks a per-device-kind priority list and takes the first backend
+that is available and supports the op and dtype; ``backend=`` or ``$TILEPORT_BACKEND`` forces one, and a
+forced backend that cannot serve the call raises :class:`BackendUnavailableError` saying why.
+
+Backends are registered by name with a loader, so importing tileport does not import TileLang (about 3 s);
+a backend module is imported the first time dispatch asks for it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+import torch
+
+from . import platform
+
+ENV_BACKEND = "TILEPORT_BACKEND"
+
+# Priority per device kind. Names not registered are skipped with a reason.
+DISPATCH_ORDER: dict[str, tuple[str, ...]] = {
+    platform.CPU: ("tilelang", "torch"),
+    platform.CUDA: ("tilelang", "triton", "torch"),
+    platform.NPU_ARCH35: ("tilelang", "torch"),
+    platform.NPU_ARCH32: ("tilelang-ascend", "torch"),
+}
+
+
+class BackendUnavailableError(ValueError):
+    """No backend can serve this call (or the forced one cannot); the message says why for each candidate."""
+
+
+@dataclass(frozen=True)
+class Availability:
+    ok: bool
+    reason: str = ""
+
+
+class Backend(Protocol):
+    """What a backend package exposes as ``BACKEND``."""
+
+    name: str
+    device_kinds: frozenset[str]
+    dtypes: dict[str, frozenset[torch.dtype]]  # op -> dtypes served
+
+    def available(self) -> Availability: ...
+
+    def supports(self, op: str, device_kind: str, dtypes: Sequence[torch.dtype]) -> str | None:
+        """None when this backend serves (op, device kind, every dtype of the call); else the reason why not."""
+        ...
+
+    def kernels(self, op: str) -> Any:
+        """The op's implementation module (``forward`` / ``backward`` functions)."""
+        ...
+
+    def cache_info(self) -> list[dict[str, Any]]: ...
+
+
+def declared_support(backend: Backend, op: str, device_kind: str, dtypes: Sequence[torch.dtype]) -> str | None:
+    """The common part of ``supports``: checks against the declared ops, device kinds and dtypes."""
+    if op not in backend.dtypes:
+        return f"backend {backend.name!r} has no {op!r} kernel"
+    if device_kind not in backend.device_kinds:
+        kinds = ", ".join(sorted(backend.device_kinds))
+        return f"backend {backend.name!r} does not run on {device_kind!r} devices (it serves: {kinds})"
+    for dtype in dtypes:
+        if dtype in backend.dtypes[op]:
+            continue
+        names = ", ".join(sorted(_dtype_name(d) for d in backend.dtypes[op]))
+        return f"backend {backend.name!r} does not support {_dtype_name(dtype)} for {op!r} (it supports: {names})"
+    return None
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+@dataclass
+class _Entry:
+    module: str
+    instance: Backend | None = None
+    error: str | None = None
+
+
+@dataclass
+class Registry:
+    entries: dict[str, _Entry] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def register(self, name: str, module: str) -> None:
+        """Register backend ``name`` whose module exposes ``BACKEND`` (imported lazily)."""
+        self.entries[name] = _Entry(module)
+
+    def names(self) -> list[str]:
+        return list(self.entries)
+
+    def load(self, name: str) -> Backend | None:
+        """The backend object, importing its package on first use; None when the import failed."""
+        entry = self._entry(name)
+        with self.lock:
+            if entry.instance is None and entry.error is None:
+                try:
+                    entry.instance = importlib.import_module(entry.module).BACKEND
+                except Exception as exc:  # a broken optional dependency must not break tileport
+                    entry.error = f"import of {entry.module} failed: {type(exc).__name__}: {exc}"
+        return entry.instance
+
+    def loaded(self) -> list[Backend]:
+        return [e.instance for e in self.entries.values() if e.instance is not None]
+
+    def availability(self, name: str) -> Availability:
+        backend = self.load(name)
+        if backend is None:
+            return Availability(False, self._entry(name).error or "not loaded")
+        return backend.available()
+
+    def _entry(self, name: str) -> _Entry:
+        try:
+            return self.entries[name]
+        except KeyError:
+            known = ", ".join(self.entries)
+            raise BackendUnavailableError(f"unknown backend {name!r}; known backends: {known}") from None
+
+    def rejection(self, name: str, op: str, device_kind: str, dtypes: Sequence[torch.dtype]) -> str | None:
+        """None when backend ``name`` can serve the call now, else why not."""
+        if name not in self.entries:
+            return f"backend {name!r} is not registered"
+        avail = self.availability(name)
+        if not avail.ok:
+            return f"backend {name!r} is unavailable: {avail.reason}"
+        return self.load(name).supports(op, device_kind, dtypes)  # type: ignore[union-attr]
+
+    def resolve(
+        self,
+        op: str,
+        device: torch.device,
+        dtypes: Sequence[torch.dtype],
+        backend: str | None = None,
+        npu_name: Callable[[int | None], str] | None = None,
+    ) -> Backend:
+        """Pick the backend for ``op`` on tensors of ``device`` with ``dtypes`` (inputs and outputs).
+
+        ``backend`` (or ``$TILEPORT_BACKEND`` when it is None) forces a backend by name.
+        """
+        kind = platform.device_kind(device, npu_name) if npu_name else platform.device_kind(device)
+        forced = backend if backend is not None else (os.environ.get(ENV_BACKEND) or None)
+        if forced is not None:
+            if not isinstance(forced, str):
+                raise TypeError(f"backend must be a string naming a backend, got {type(forced).__name__}")
+            self._entry(forced)  # unknown names raise with the list of known ones
+            why = self.rejection(forced, op, kind, dtypes)
+            if why is not None:
+                source = "backend=" if backend is not None else f"${ENV_BACKEND}="
+                raise BackendUnavailableError(f"{op}: forced {source}{forced!r} cannot run: {why}")
+            return self.load(forced)  # type: ignore[return-value]
+        order = DISPATCH_ORDER.get(kind)
+        if order is None:
+            raise BackendUnavailableError(
+                f"{op}: no backend serves tensors on device {str(device)!r} "
+                f"(device kinds served: {', '.join(DISPATCH_ORDER)})"
+            )
+        reasons = []
+        for name in order:
+            why = self.rejection(name, op, kind, dtypes)
+            if why is None:
+                return self.load(name)  # type: ignore[return-value]
+            reasons.append(why)
+        raise BackendUnavailableError(
+            f"{op}: no available backend for {'/'.join(_dtype_name(d) for d in dtypes)} on {str(device)!r}: "
+            + "; ".join(reasons)
+        )
+
+
+REGISTRY = Registry()
+REGISTRY.register("tilelang", "tileport.backends.tilelang")
+REGISTRY.register("torch", "tileport.backends.torch")
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    name: str
+    available: bool
+    reason: str
+    device_kinds: tuple[str, ...]
+    ops: tuple[str, ...]
+
+
+def available_backends(registry: Registry = REGISTRY) -> list[BackendInfo]:
+    """Every registered backend, whether it can run here, and why not."""
+    infos = []
+    for name in registry.names():
+        avail = registry.availability(name)
+        b = registry.load(name)
+        infos.append(
+            BackendInfo(
+                name=name,
+                available=avail.ok,
+                reason=avail.reason,
+                device_kinds=tuple(sorted(b.device_kinds)) if b else (),
+                ops=tuple(sorted(b.dtypes)) if b else (),
+            )
+        )
+    return infos
+
+
+def kernel_cache_info(registry: Registry = REGISTRY) -> list[dict[str, Any]]:
+    """Per op and backend: compiled kernels, cache hits, compile seconds (backends loaded so far)."""
+    rows: list[dict[str, Any]] = []
+    for b in registry.loaded():
+        rows.extend(b.cache_info())
+    return rows

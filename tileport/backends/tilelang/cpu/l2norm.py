@@ -1,0 +1,174 @@
+"""l2norm forward and backward as TileLang CPU kernels (C target), one compiled kernel per (D, dtypes).
+
+Forward, per row: rstd = rsqrt(sum(x^2) + eps) (exact: the C target prints 1/sqrtf), y = x * rstd.
+Backward, per row: y = x * rstd recomputed in fp32 (never a saved fp16/bf16 y), s = sum(dy * y),
+dx = (dy - s * y) * rstd. Two passes over the row; the row stays in L1 between them.
+"""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+import math
+
+import tilelang.cpu.language as T
+import torch
+
+from .runtime import (
+    CACHE,
+    LANES,
+    STORAGE,
+    Bridge,
+    Param,
+    RowKernelSpec,
+    blocked_row_sum,
+    check_rows,
+    storage_view,
+    threads_for,
+)
+
+
+def build_forward(D: int, x_dtype: torch.dtype, y_dtype: torch.dtype):
+    bx, by = Bridge(x_dtype), Bridge(y_dtype)
+    nv, tail = divmod(D, LANES)
+    spec = RowKernelSpec(
+        "l2norm_fwd",
+        D,
+        matrices=(Param("x", STORAGE[x_dtype].ctype), Param("y", STORAGE[y_dtype].ctype)),
+        vectors=(Param("rstd", "float"),),
+        scalars=(Param("eps", "float"),),
+    )
+
+    @T.macro
+    def square8(a, b, row, col, acc, va, vb):
+        bx.load8(a, row, col, va)
+        for i in T.vectorized(LANES):
+            acc[i] += va[i] * va[i]
+
+    def square1(a, b, row, col):
+        return bx.load1(a, row, col) * bx.load1(a, row, col)
+
+    sum_squares = blocked_row_sum(D, square8, square1)
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def l2norm_fwd(
+        x: T.Tensor((M, D), bx.tl),
+        y: T.Tensor((M, D), by.tl),
+        rstd: T.Tensor((M,), T.float32),
+        eps: T.float32,
+    ):
+        with T.Kernel(M, prelude=spec.prelude()) as row:
+            va = T.alloc_local((LANES,), T.float32)
+            vb = T.alloc_local((LANES,), T.float32)
+            inner = T.alloc_local((LANES,), T.float32)
+            outer = T.alloc_local((LANES,), T.float32)
+            r = T.alloc_local((1,), T.float32)
+            sum_squares(x, x, row, va, vb, inner, outer, r)
+            r[0] = T.rsqrt(r[0] + eps)
+            rstd[row] = r[0]
+            for j in T.serial(nv):
+                bx.load8(x, row, j * LANES, va)
+                for i in T.vectorized(LANES):
+                    va[i] = va[i] * r[0]
+                by.store8(va, y, row, j * LANES)
+            for t in T.serial(tail):
+                y[row, nv * LANES + t] = by.store1_value(bx.load1(x, row, nv * LANES + t) * r[0])
+
+    return l2norm_fwd, spec
+
+
+def build_backward(D: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
+    bx, bg = Bridge(x_dtype), Bridge(dy_dtype)
+    nv, tail = divmod(D, LANES)
+    spec = RowKernelSpec(
+        "l2norm_bwd",
+        D,
+        matrices=(
+            Param("x", STORAGE[x_dtype].ctype),
+            Param("dy", STORAGE[dy_dtype].ctype),
+            Param("dx", STORAGE[x_dtype].ctype),
+        ),
+        vectors=(Param("rstd", "float"),),
+    )
+
+    @T.macro
+    def dot8(a, b, row, col, acc, va, vb):
+        bx.load8(a, row, col, va)
+        bg.load8(b, row, col, vb)
+        for i in T.vectorized(LANES):
+            acc[i] += va[i] * vb[i]
+
+    def dot1(a, b, row, col):
+        return bx.load1(a, row, col) * bg.load1(b, row, col)
+
+    sum_dy_x = blocked_row_sum(D, dot8, dot1)
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def l2norm_bwd(
+        x: T.Tensor((M, D), bx.tl),
+        dy: T.Tensor((M, D), bg.tl),
+        dx: T.Tensor((M, D), bx.tl),
+        rstd: T.Tensor((M,), T.float32),
+    ):
+        with T.Kernel(M, prelude=spec.prelude()) as row:
+            va = T.alloc_local((LANES,), T.float32)
+            vb = T.alloc_local((LANES,), T.float32)
+            inner = T.alloc_local((LANES,), T.float32)
+            outer = T.alloc_local((LANES,), T.float32)
+            s = T.alloc_local((2,), T.float32)  # s[0] = sum(dy * y), s[1] = rstd
+            s[1] = rstd[row]
+            sum_dy_x(x, dy, row, va, vb, inner, outer, s)
+            s[0] = s[0] * s[1]
+            for j in T.serial(nv):
+                bx.load8(x, row, j * LANES, va)
+                bg.load8(dy, row, j * LANES, vb)
+                for i in T.vectorized(LANES):
+                    va[i] = (vb[i] - s[0] * (va[i] * s[1])) * s[1]
+                bx.store8(va, dx, row, j * LANES)
+            for t in T.serial(tail):
+                dx[row, nv * LANES + t] = bx.store1_value(
+                    (bg.load1(dy, row, nv * LANES + t) - s[0] * (bx.load1(x, row, nv * LANES + t) * s[1])) * s[1]
+                )
+
+    return l2norm_bwd, spec
+
+
+def _row_stride(t: torch.Tensor) -> int:
+    return t.stride(0) if t.shape[0] > 1 else t.shape[1]
+
+
+def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y, rstd) for a 2-D ``x`` of shape (M, D) whose rows are unit-stride (any row stride)."""
+    M, D = x.shape
+    check_rows(M)
+    y = torch.empty((M, D), dtype=output_dtype)
+    rstd = torch.empty((M,), dtype=torch.float32)
+    if M == 0:
+        return y, rstd
+    if D == 0:  # an empty row: the sum is 0
+        rstd.fill_(1.0 / math.sqrt(eps) if eps > 0 else math.inf)
+        return y, rstd
+    kernel = CACHE.get("l2norm_fwd", (D, x.dtype, output_dtype), lambda: build_forward(D, x.dtype, output_dtype))
+    kernel(
+        storage_view(x).data_ptr(), _row_stride(x),
+        storage_view(y).data_ptr(), D,
+        rstd.data_ptr(), M, eps, threads_for(M * D),
+    )  # fmt: skip
+    return y, rstd
+
+
+def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    """dx (x's dtype) for 2-D ``x`` and ``dy`` (M, D) with unit-stride rows and fp32-castable ``rstd`` (M,)."""
+    M, D = x.shape
+    check_rows(M)
+    dx = torch.empty((M, D), dtype=x.dtype)
+    if M == 0 or D == 0:
+        return dx
+    rstd = rstd.to(torch.float32).contiguous()
+    kernel = CACHE.get("l2norm_bwd", (D, x.dtype, dy.dtype), lambda: build_backward(D, x.dtype, dy.dtype))
+    kernel(
+        storage_view(x).data_ptr(), _row_stride(x),
+        storage_view(dy).data_ptr(), _row_stride(dy),
+        storage_view(dx).data_ptr(), D,
+        rstd.data_ptr(), M, threads_for(M * D),
+    )  # fmt: skip
+    return dx

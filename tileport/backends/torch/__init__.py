@@ -1,0 +1,38 @@
+"""The torch reference backend: small-operator composites, as users write them today.
+
+It runs on every device torch runs on and serves float64 (the dtype the TileLang CPU kernels leave out).
+It is also the "benchmark" side of the dual-benchmark precision standard: an independent same-precision
+implementation measured against the float64 golden.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..registry import Availability, declared_support
+from .. import platform
+
+_FLOATS = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
+
+
+class TorchBackend:
+    name = "torch"
+    device_kinds = frozenset({platform.CPU, platform.CUDA, platform.NPU_ARCH35, platform.NPU_ARCH32})
+    dtypes = {"l2norm": _FLOATS}
+
+    def available(self) -> Availability:
+        return Availability(True, f"torch {torch.__version__}")
+
+    def supports(self, op, device_kind, dtypes):
+        return declared_support(self, op, device_kind, dtypes)
+
+    def kernels(self, op):
+        from . import l2norm
+
+        return {"l2norm": l2norm}[op]
+
+    def cache_info(self):
+        return []  # eager composites compile nothing
+
+
+BACKEND = TorchBackend()

@@ -1,0 +1,24 @@
+"""l2norm as the torch composite: rstd = rsqrt(sum(x^2) + eps), y = x * rstd, in fp32 (fp64 for fp64)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y, rstd) for rows ``x[..., D]``; rstd has x.shape[:-1] and the compute dtype (fp32, fp64 for fp64)."""
+    xf = x.to(_compute_dtype(x.dtype))
+    rstd = torch.rsqrt(xf.pow(2).sum(-1) + eps)
+    return (xf * rstd.unsqueeze(-1)).to(output_dtype), rstd
+
+
+def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    """dx = dy * rstd - sum(dy * y, -1) * y * rstd with y recomputed from x; returned in x's dtype."""
+    cdt = _compute_dtype(x.dtype)
+    xf, r, g = x.to(cdt), rstd.to(cdt).unsqueeze(-1), dy.to(cdt)
+    y = xf * r
+    return ((g - (g * y).sum(-1, keepdim=True) * y) * r).to(x.dtype)

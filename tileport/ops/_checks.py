@@ -1,0 +1,60 @@
+"""Argument checks shared by the operators: each failure names the argument and what was expected."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+
+def floating_tensor(t: object, name: str) -> torch.Tensor:
+    """``t`` must be a real floating-point tensor of rank >= 1."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if not t.dtype.is_floating_point:
+        kind = "complex" if t.dtype.is_complex else "integer/bool"
+        raise TypeError(f"{name} must have a floating dtype (float16, bfloat16, float32, float64), got {kind} {t.dtype}")
+    if t.dim() == 0:
+        raise ValueError(f"{name} must have at least 1 dimension (the reduced last one), got a 0-dim tensor")
+    return t
+
+
+def eps_value(eps: object) -> float:
+    """eps must be a finite, non-negative real number."""
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+        raise TypeError(f"eps must be a real number, got {type(eps).__name__}")
+    value = float(eps)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"eps must be finite and >= 0, got {eps!r}")
+    return value
+
+
+def output_dtype(dtype: object, default: torch.dtype | None) -> torch.dtype | None:
+    """None means ``default``; otherwise a floating torch.dtype."""
+    if dtype is None:
+        return default
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"output_dtype must be None or a floating torch.dtype, got {dtype!r}")
+    return dtype
+
+
+def same_device(tensors: dict[str, torch.Tensor]) -> None:
+    devices = {name: t.device for name, t in tensors.items()}
+    if len(set(devices.values())) > 1:
+        listing = ", ".join(f"{n} on {d}" for n, d in devices.items())
+        raise ValueError(f"tensors must be on one device, got {listing}")
+
+
+def rows_2d(t: torch.Tensor) -> torch.Tensor:
+    """A (rows, D) view of ``t`` (a copy only when no view exists) whose rows are unit-stride.
+
+    Backends receive this form: any row stride, last-dim stride 1. Transposed or sliced inputs are handled
+    here once, so no kernel ever reads a non-contiguous row.
+    """
+    d = t.shape[-1]
+    m = math.prod(t.shape[:-1])
+    t2 = t.reshape(m, d)
+    if d > 1 and t2.stride(1) != 1:
+        t2 = t2.contiguous()
+    return t2
