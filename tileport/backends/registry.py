@@ -83,7 +83,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 @dataclass
 class _Entry:
-    module: str
+    module: str | None
     instance: Backend | None = None
     error: str | None = None
 
@@ -92,10 +92,16 @@ class _Entry:
 class Registry:
     entries: dict[str, _Entry] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # resolve() answers per (op, device, dtypes, forced name): availability does not change within a process
+    memo: dict[tuple, Backend] = field(default_factory=dict)
 
-    def register(self, name: str, module: str) -> None:
-        """Register backend ``name`` whose module exposes ``BACKEND`` (imported lazily)."""
-        self.entries[name] = _Entry(module)
+    def register(self, name: str, backend: str | Backend) -> None:
+        """Register ``name``: a module path exposing ``BACKEND`` (imported lazily) or a backend object."""
+        if isinstance(backend, str):
+            self.entries[name] = _Entry(backend)
+        else:
+            self.entries[name] = _Entry(None, backend)
+        self.memo.clear()
 
     def names(self) -> list[str]:
         return list(self.entries)
@@ -148,6 +154,21 @@ class Registry:
 
         ``backend`` (or ``$TILEPORT_BACKEND`` when it is None) forces a backend by name.
         """
+        key = (op, device, tuple(dtypes), backend, os.environ.get(ENV_BACKEND), npu_name)
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = self._resolve(op, device, dtypes, backend, npu_name)
+        return found
+
+    def kernels(self, op: str, device: torch.device, dtypes: Sequence[torch.dtype], backend: str | None = None):
+        """The implementation module of ``op`` on the backend ``resolve`` picks (memoized likewise)."""
+        key = ("kernels", op, device, tuple(dtypes), backend, os.environ.get(ENV_BACKEND))
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = self.resolve(op, device, dtypes, backend).kernels(op)
+        return found
+
+    def _resolve(self, op, device, dtypes, backend, npu_name) -> Backend:
         kind = platform.device_kind(device, npu_name) if npu_name else platform.device_kind(device)
         forced = backend if backend is not None else (os.environ.get(ENV_BACKEND) or None)
         if forced is not None:

@@ -12,6 +12,7 @@ import tilelang.cpu.language as T
 import torch
 
 from .runtime import (
+    ACC,
     CACHE,
     LANES,
     STORAGE,
@@ -37,12 +38,12 @@ def build_forward(D: int, x_dtype: torch.dtype, y_dtype: torch.dtype):
     )
 
     @T.macro
-    def square8(a, b, row, col, acc, va, vb):
+    def square8(a, b, row, col, acc, k, va, vb, out):
         bx.load8(a, row, col, va)
         for i in T.vectorized(LANES):
-            acc[i] += va[i] * va[i]
+            acc[k + i] += va[i] * va[i]
 
-    def square1(a, b, row, col):
+    def square1(a, b, row, col, out):
         return bx.load1(a, row, col) * bx.load1(a, row, col)
 
     sum_squares = blocked_row_sum(D, square8, square1)
@@ -58,8 +59,8 @@ def build_forward(D: int, x_dtype: torch.dtype, y_dtype: torch.dtype):
         with T.Kernel(M, prelude=spec.prelude()) as row:
             va = T.alloc_local((LANES,), T.float32)
             vb = T.alloc_local((LANES,), T.float32)
-            inner = T.alloc_local((LANES,), T.float32)
-            outer = T.alloc_local((LANES,), T.float32)
+            inner = T.alloc_local((ACC,), T.float32)
+            outer = T.alloc_local((ACC,), T.float32)
             r = T.alloc_local((1,), T.float32)
             sum_squares(x, x, row, va, vb, inner, outer, r)
             r[0] = T.rsqrt(r[0] + eps)
@@ -89,17 +90,19 @@ def build_backward(D: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
         vectors=(Param("rstd", "float"),),
     )
 
+    # sum(dy * y) with y = x * rstd rounded to fp32 first, exactly as the composite does: the product order
+    # matters where dx = (dy - s * y) * rstd cancels to near zero (out[1] holds rstd).
     @T.macro
-    def dot8(a, b, row, col, acc, va, vb):
+    def dot8(a, b, row, col, acc, k, va, vb, out):
         bx.load8(a, row, col, va)
         bg.load8(b, row, col, vb)
         for i in T.vectorized(LANES):
-            acc[i] += va[i] * vb[i]
+            acc[k + i] += (va[i] * out[1]) * vb[i]
 
-    def dot1(a, b, row, col):
-        return bx.load1(a, row, col) * bg.load1(b, row, col)
+    def dot1(a, b, row, col, out):
+        return (bx.load1(a, row, col) * out[1]) * bg.load1(b, row, col)
 
-    sum_dy_x = blocked_row_sum(D, dot8, dot1)
+    sum_dy_y = blocked_row_sum(D, dot8, dot1)
     M = T.dynamic("M")
 
     @T.prim_func
@@ -112,12 +115,11 @@ def build_backward(D: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
         with T.Kernel(M, prelude=spec.prelude()) as row:
             va = T.alloc_local((LANES,), T.float32)
             vb = T.alloc_local((LANES,), T.float32)
-            inner = T.alloc_local((LANES,), T.float32)
-            outer = T.alloc_local((LANES,), T.float32)
+            inner = T.alloc_local((ACC,), T.float32)
+            outer = T.alloc_local((ACC,), T.float32)
             s = T.alloc_local((2,), T.float32)  # s[0] = sum(dy * y), s[1] = rstd
             s[1] = rstd[row]
-            sum_dy_x(x, dy, row, va, vb, inner, outer, s)
-            s[0] = s[0] * s[1]
+            sum_dy_y(x, dy, row, va, vb, inner, outer, s)
             for j in T.serial(nv):
                 bx.load8(x, row, j * LANES, va)
                 bg.load8(dy, row, j * LANES, vb)

@@ -265,40 +265,57 @@ def check_rows(m: int) -> None:
         raise ValueError(f"tilelang CPU kernels take at most {MAX_ROWS} rows, got {m}")
 
 
-BLOCK = 64  # 8-lane vectors per inner block of a row sum
+ACC = 4 * LANES  # independent fp32 accumulator lanes of a row sum: four 8-lane chains hide FMA latency
+BLOCK = 16  # ACC-wide steps per inner block of a row sum (512 elements)
 
 
 def blocked_row_sum(D: int, step8, term1):
-    """A macro summing D per-element terms of a row in fp32, two-level blocked.
+    """A macro summing D per-element terms of a row in fp32: 32 lanes, two-level blocked.
 
     A single running sum per lane over a long row (D / 8 additions per lane) loses to torch's cascade sum
-    by 10-18x in max relative error at D = 65536. Summing each block of BLOCK * 8 elements into a fresh
-    8-lane accumulator and adding block totals into a second one bounds the chain at BLOCK + D / (8 * BLOCK)
-    additions, at no extra memory traffic. ``step8(a, b, row, col, acc, va, vb)`` adds 8 lanes of terms at
-    ``col`` into ``acc`` (``va``/``vb`` are 8-lane scratch); ``term1(a, b, row, col)`` is one tail term.
+    by 10-18x in max relative error at D = 65536. Here each block of BLOCK * 32 elements is summed into a
+    fresh 32-lane accumulator and block totals go into a second one, so no lane's chain exceeds
+    BLOCK + D / (32 * BLOCK) additions, at no extra memory traffic; the 32 lanes are then added as a tree.
+    ``step8(a, b, row, col, acc, k, va, vb, out)`` adds the 8 terms at ``col`` into ``acc[k:k+8]``
+    (``va``/``vb`` are 8-lane scratch; ``out`` is the result buffer, whose other slots may hold per-row
+    constants such as rstd); ``term1(a, b, row, col, out)`` is one tail term.
     """
-    nv, tail = divmod(D, LANES)
-    nb, rem = divmod(nv, BLOCK)
+    nacc, rest = divmod(D, ACC)
+    n8, tail = divmod(rest, LANES)
+    nb, rem = divmod(nacc, BLOCK)
 
     @T.macro
     def row_sum(a, b, row, va, vb, inner, outer, out):
-        for i in T.vectorized(LANES):
+        for i in T.vectorized(ACC):
             outer[i] = 0.0
         for blk in T.serial(nb):
-            for i in T.vectorized(LANES):
+            for i in T.vectorized(ACC):
                 inner[i] = 0.0
             for j in T.serial(BLOCK):
-                step8(a, b, row, (blk * BLOCK + j) * LANES, inner, va, vb)
-            for i in T.vectorized(LANES):
+                for u in T.unroll(ACC // LANES):
+                    step8(a, b, row, (blk * BLOCK + j) * ACC + u * LANES, inner, u * LANES, va, vb, out)
+            for i in T.vectorized(ACC):
                 outer[i] += inner[i]
-        for i in T.vectorized(LANES):
+        for i in T.vectorized(ACC):
             inner[i] = 0.0
         for j in T.serial(rem):
-            step8(a, b, row, (nb * BLOCK + j) * LANES, inner, va, vb)
-        for i in T.vectorized(LANES):
+            for u in T.unroll(ACC // LANES):
+                step8(a, b, row, (nb * BLOCK + j) * ACC + u * LANES, inner, u * LANES, va, vb, out)
+        for u in T.serial(n8):
+            step8(a, b, row, nacc * ACC + u * LANES, inner, u * LANES, va, vb, out)
+        for i in T.vectorized(ACC):
             outer[i] += inner[i]
-        out[0] = ((outer[0] + outer[4]) + (outer[2] + outer[6])) + ((outer[1] + outer[5]) + (outer[3] + outer[7]))
+        # 32 -> 1 lanes, pairwise (ACC is fixed at 32: five halvings)
+        for i in T.vectorized(16):
+            outer[i] = outer[i] + outer[i + 16]
+        for i in T.vectorized(8):
+            outer[i] = outer[i] + outer[i + 8]
+        for i in T.vectorized(4):
+            outer[i] = outer[i] + outer[i + 4]
+        for i in T.serial(2):
+            outer[i] = outer[i] + outer[i + 2]
+        out[0] = outer[0] + outer[1]
         for t in T.serial(tail):
-            out[0] += term1(a, b, row, nv * LANES + t)
+            out[0] += term1(a, b, row, nacc * ACC + n8 * LANES + t, out)
 
     return row_sum

@@ -1,0 +1,87 @@
+"""l2norm edge cases that must work: empties, D = 1, zero rows, nan/inf rows, threads."""
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+import tileport
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("backend", ["tilelang", "torch"])
+@pytest.mark.parametrize("shape", [(0, 16), (3, 0, 8), (0,), (4, 0)])
+def test_empty_inputs(shape, backend):
+    x = torch.randn(shape)
+    y, rstd = tileport.l2norm_fwd(x, eps=0.25, backend=backend)
+    assert y.shape == x.shape and rstd.shape == x.shape[:-1]
+    if rstd.numel():  # D = 0: the sum over an empty row is 0
+        assert torch.all(rstd == 2.0)
+    dx = tileport.l2norm_bwd(x, rstd, torch.randn(shape), backend=backend)
+    assert dx.shape == x.shape
+    xg = x.clone().requires_grad_()
+    tileport.l2norm(xg, backend=backend).sum().backward()
+    assert xg.grad.shape == x.shape
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_d_equals_one(dtype, golden):
+    x = torch.tensor([[3.0], [-0.5], [0.0]]).to(dtype)
+    y, rstd = tileport.l2norm_fwd(x)
+    yg, rg = golden[0](x)
+    torch.testing.assert_close(y.double(), yg.to(dtype).double(), rtol=0, atol=0)
+    torch.testing.assert_close(rstd.double(), rg, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_zero_rows_give_zero_output_and_finite_gradient(dtype):
+    x = torch.zeros(4, 300, dtype=dtype)
+    x[1] = 1.0
+    y, rstd = tileport.l2norm_fwd(x)
+    assert torch.all(y[0] == 0) and torch.all(y[2:] == 0)
+    assert rstd[0].item() == pytest.approx(1 / math.sqrt(1e-6), rel=1e-6)
+    xg = x.clone().requires_grad_()
+    tileport.l2norm(xg).backward(torch.ones(4, 300, dtype=dtype))
+    assert torch.isfinite(xg.grad.float()).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_nonfinite_values_affect_only_their_row(dtype, bad):
+    x = torch.randn(5, 257).to(dtype)
+    x[2, 100] = bad
+    y, rstd = tileport.l2norm_fwd(x)
+    clean = [0, 1, 3, 4]
+    y_ref, r_ref = tileport.l2norm_fwd(x[clean])
+    assert torch.equal(y[clean], y_ref) and torch.equal(rstd[clean], r_ref)
+    assert not torch.isfinite(y[2].float()).all()
+    yt, rt = tileport.l2norm_fwd(x, backend="torch")
+    assert torch.equal(torch.isnan(y), torch.isnan(yt)) and torch.equal(torch.isnan(rstd), torch.isnan(rt))
+    dx = tileport.l2norm_bwd(x, rstd, torch.ones_like(x))
+    assert torch.isfinite(dx[clean].float()).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_concurrent_calls_from_python_threads(dtype):
+    xs = [torch.randn(64 + i, 384).to(dtype) for i in range(16)]
+    expected = [tileport.l2norm_fwd(x) for x in xs]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(tileport.l2norm_fwd, xs * 4))
+    for i, (y, r) in enumerate(got):
+        ye, re_ = expected[i % len(xs)]
+        assert torch.equal(y, ye) and torch.equal(r, re_)
+
+
+def test_thread_count_does_not_change_results():
+    x = torch.randn(2048, 640)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        y1, r1 = tileport.l2norm_fwd(x)
+        torch.set_num_threads(2)
+        y2, r2 = tileport.l2norm_fwd(x)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(y1, y2) and torch.equal(r1, r2)

@@ -1,0 +1,151 @@
+"""l2norm forward and backward on the default CPU backend against the float64 golden (dual benchmark L0)."""
+
+import pytest
+import torch
+
+import tileport
+from tileport.precision import assert_dual_benchmark, compare, retest
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+DIMS = [1, 7, 100, 512, 4097]
+
+
+def _check_fwd(x, golden, eps=1e-6, output_dtype=None):
+    y, rstd = tileport.l2norm_fwd(x, eps, output_dtype)
+    yb, rb = tileport.l2norm_fwd(x, eps, output_dtype, backend="torch")
+    yg, rg = golden[0](x, eps)
+    assert y.dtype == (output_dtype or x.dtype) and y.shape == x.shape
+    assert rstd.dtype == torch.float32 and rstd.shape == x.shape[:-1]
+    assert_dual_benchmark(y, yg, yb, dtype=y.dtype)
+    assert_dual_benchmark(rstd, rg, rb, dtype=torch.float32)
+    return y, rstd
+
+
+def _check_bwd(x, dy, golden, eps=1e-6):
+    _, rstd = tileport.l2norm_fwd(x, eps)
+    _, rb = tileport.l2norm_fwd(x, eps, backend="torch")
+    dx = tileport.l2norm_bwd(x, rstd, dy)
+    dxb = tileport.l2norm_bwd(x, rb, dy, backend="torch")
+    assert dx.dtype == x.dtype and dx.shape == x.shape
+    assert_dual_benchmark(dx, golden[1](x, dy, eps), dxb, dtype=x.dtype)
+    return dx
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("D", DIMS)
+def test_forward_and_backward_match_golden(dtype, D, golden, randn):
+    x = randn(64, D, dtype=dtype)
+    dy = randn(64, D, dtype=dtype, seed=1)
+    _check_fwd(x, golden)
+    _check_bwd(x, dy, golden)
+
+
+def test_default_backend_on_cpu_is_tilelang():
+    x = torch.randn(4, 16)
+    assert tileport.backends.REGISTRY.resolve("l2norm", x.device, (x.dtype,)).name == "tilelang"
+
+
+@pytest.mark.parametrize("eps", [0.0, 1e-12, 1e-6, 1e-2, 1.0])
+def test_eps_values(eps, golden, randn):
+    x = randn(33, 100, scale=0.05)  # small rows: eps is a visible part of the sum
+    _check_fwd(x, golden, eps)
+
+    def backward_verdict(seed):
+        xs, dy = randn(33, 100, seed=seed, scale=0.05), randn(33, 100, seed=seed + 1000)
+        _, r = tileport.l2norm_fwd(xs, eps)
+        _, rb = tileport.l2norm_fwd(xs, eps, backend="torch")
+        dx, dxb = tileport.l2norm_bwd(xs, r, dy), tileport.l2norm_bwd(xs, rb, dy, backend="torch")
+        return compare(dx, golden[1](xs, dy, eps), dxb)
+
+    # dx cancels to near zero here, so its MARE ratio swings with summation order on either side (a reordered
+    # torch composite scores up to ~40x on some seeds); the standard settles such cases by its retest rule.
+    if not backward_verdict(3).passed:
+        result = retest(backward_verdict, seeds=range(100, 150))
+        assert result.passed, result.failures
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_three_dim_input(dtype, golden, randn):
+    x = randn(3, 11, 96, dtype=dtype)
+    _check_fwd(x, golden)
+    _check_bwd(x, randn(3, 11, 96, dtype=dtype, seed=2), golden)
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda t: t.transpose(0, 1),  # last dim strided: copied to unit-stride rows
+        lambda t: t[:, 5:105],  # row stride 160, unit-stride rows: read in place
+        lambda t: t[::3],  # every third row
+        lambda t: t.unsqueeze(0).expand(2, -1, -1)[..., :100],  # 3-D, row stride 0 between the copies
+    ],
+    ids=["transposed", "sliced-cols", "strided-rows", "expanded"],
+)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_non_contiguous_inputs(view, dtype, golden, randn):
+    base = randn(160, 160, dtype=dtype)
+    x = view(base)
+    assert not x.is_contiguous()
+    y, rstd = _check_fwd(x, golden)
+    y_c, rstd_c = tileport.l2norm_fwd(x.contiguous())
+    assert torch.equal(y, y_c) and torch.equal(rstd, rstd_c)
+    dy = view(randn(160, 160, dtype=dtype, seed=5))
+    dx = _check_bwd(x, dy, golden)
+    assert torch.equal(dx, tileport.l2norm_bwd(x.contiguous(), rstd_c, dy.contiguous()))
+
+
+@pytest.mark.parametrize("x_dtype,out_dtype", [(torch.float16, torch.float32), (torch.float32, torch.bfloat16), (torch.bfloat16, torch.float16)])
+def test_output_dtype(x_dtype, out_dtype, golden, randn):
+    x = randn(17, 300, dtype=x_dtype)
+    _check_fwd(x, golden, output_dtype=out_dtype)
+    y = tileport.l2norm(x.requires_grad_(), output_dtype=out_dtype)
+    y.backward(randn(17, 300, dtype=out_dtype, seed=4))
+    assert x.grad.dtype == x_dtype
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_very_large_rows(dtype, golden, randn):
+    """fp32 accuracy at D = 65536 needs the blocked sum: a running sum per lane fails MARE by 10-18x."""
+    x = randn(4, 65536, dtype=dtype)
+    _check_fwd(x, golden)
+    _check_bwd(x, randn(4, 65536, dtype=dtype, seed=9), golden)
+
+
+def test_float64_runs_on_torch_backend_and_gradchecks():
+    x = torch.randn(5, 3, 13, dtype=torch.float64, requires_grad=True)
+    y, rstd = tileport.l2norm_fwd(x.detach())
+    assert rstd.dtype == torch.float64
+    assert torch.autograd.gradcheck(tileport.l2norm, (x,))
+    assert torch.autograd.gradcheck(lambda t: tileport.l2norm(t, eps=0.5), (x,))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tilelang_matches_torch_backend(dtype, randn):
+    """Same math, different summation order: rstd within a few fp32 ulp, y and dx within 1 ulp of dtype."""
+    x = randn(128, 777, dtype=dtype)
+    dy = randn(128, 777, dtype=dtype, seed=7)
+    y, r = tileport.l2norm_fwd(x, backend="tilelang")
+    yt, rt = tileport.l2norm_fwd(x, backend="torch")
+    torch.testing.assert_close(r, rt, rtol=4e-7, atol=0)
+    ulp = max(torch.finfo(dtype).eps, 4e-7)  # fp32: y inherits rstd's few-ulp difference
+    torch.testing.assert_close(y.float(), yt.float(), rtol=ulp, atol=ulp * 2**-6)
+    dx = tileport.l2norm_bwd(x, r, dy, backend="tilelang")
+    dxt = tileport.l2norm_bwd(x, rt, dy, backend="torch")
+    torch.testing.assert_close(dx.float(), dxt.float(), rtol=2 * ulp, atol=1e-5 if dtype == torch.float32 else 2 * ulp)
+
+
+def test_autograd_matches_torch_autograd(randn):
+    x = randn(9, 4, 50).requires_grad_()
+    xr = x.detach().clone().requires_grad_()
+    dy = randn(9, 4, 50, seed=1)
+    tileport.l2norm(x).backward(dy)
+    (xr * torch.rsqrt(xr.pow(2).sum(-1, keepdim=True) + 1e-6)).backward(dy)
+    torch.testing.assert_close(x.grad, xr.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_module(randn):
+    layer = tileport.L2Norm(eps=1e-3, output_dtype=torch.float32)
+    x = randn(6, 40, dtype=torch.bfloat16)
+    torch.testing.assert_close(layer(x), tileport.l2norm(x, eps=1e-3, output_dtype=torch.float32), rtol=0, atol=0)
+    assert "eps=0.001" in repr(layer)

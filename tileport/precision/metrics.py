@@ -1,0 +1,143 @@
+"""Metrics and the ratio rule of the Ascend dual-benchmark precision standard.
+
+Implemented from the published commercial operator precision standard (hicann/opbase
+``ops_precision_standard/commercial_standard.md``, as mirrored in 2026): the output under test ``a`` and an
+independent same-precision benchmark ``b`` are both measured against a float64 golden ``g``; each metric of
+``a`` must stay within a per-level multiple of the benchmark's.
+
+- MARE = max(|a - g| / (|g| + 1e-7)), MERE = mean(|a - g| / (|g| + 1e-7)), RMSE = sqrt(mean((a - g)^2)),
+  over the positions where the golden is finite.
+- Small values (|g| < threshold per dtype) with |a - g| > bound count as errors; pass if
+  count(a) / max(count(b), 1) <= 2.
+- inf/nan positions of ``a`` must equal the golden's.
+- A benchmark metric of 0 is not defined by the standard: here, as in msprobe, both ~0 gives ratio 1 and only
+  the benchmark ~0 gives ratio inf (a failure).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+REL_EPS = 1e-7  # the standard's denominator guard
+ZERO = 1e-30  # a metric at or below this counts as 0 for the ratio rule
+
+# level -> (MARE, MERE, RMSE) ratio limits
+LEVELS: dict[str, tuple[float, float, float]] = {
+    "L0": (10.0, 2.0, 2.0),
+    "L1": (5.0, 1.5, 1.5),
+    "L2": (2.0, 1.2, 1.2),
+}
+SMALL_COUNT_RATIO = 2.0
+
+# dtype -> (small-value threshold on |golden|, error bound for a small value)
+SMALL_VALUE: dict[torch.dtype, tuple[float, float]] = {
+    torch.float16: (2.0**-11, 2.0**-16),
+    torch.bfloat16: (2.0**-8, 2.0**-16),
+    torch.float32: (2.0**-14, 2.0**-30),
+}
+
+
+@dataclass(frozen=True)
+class Metrics:
+    mare: float
+    mere: float
+    rmse: float
+    small_errors: int
+    nonfinite_match: bool
+    elements: int
+
+
+def measure(actual: torch.Tensor, golden: torch.Tensor, dtype: torch.dtype | None = None) -> Metrics:
+    """The standard's metrics of ``actual`` against ``golden`` (``dtype`` picks the small-value rule)."""
+    if actual.shape != golden.shape:
+        raise ValueError(f"actual shape {tuple(actual.shape)} != golden shape {tuple(golden.shape)}")
+    a = actual.detach().to(torch.float64).reshape(-1).cpu()
+    g = golden.detach().to(torch.float64).reshape(-1).cpu()
+    finite = torch.isfinite(g)
+    nonfinite_match = bool(
+        torch.equal(torch.isnan(a), torch.isnan(g)) and torch.equal(torch.isposinf(a), torch.isposinf(g))
+        and torch.equal(torch.isneginf(a), torch.isneginf(g))
+    )  # fmt: skip
+    a, g = a[finite], g[finite]
+    if a.numel() == 0:
+        return Metrics(0.0, 0.0, 0.0, 0, nonfinite_match, 0)
+    err = (a - g).abs()
+    err = torch.where(torch.isnan(err), torch.full_like(err, math.inf), err)  # a nan where g is finite
+    rel = err / (g.abs() + REL_EPS)
+    threshold, bound = SMALL_VALUE.get(dtype or actual.dtype, SMALL_VALUE[torch.float32])
+    small = g.abs() < threshold
+    return Metrics(
+        mare=float(rel.max()),
+        mere=float(rel.mean()),
+        rmse=float(torch.sqrt((err * err).mean())),
+        small_errors=int((small & (err > bound)).sum()),
+        nonfinite_match=nonfinite_match,
+        elements=int(actual.numel()),
+    )
+
+
+def ratio(under_test: float, benchmark: float) -> float:
+    """metric(under test) / metric(benchmark), with the zero rule above."""
+    if benchmark <= ZERO:
+        return 1.0 if under_test <= ZERO else math.inf
+    return under_test / benchmark
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one comparison: each ratio and which limits it broke."""
+
+    level: str
+    actual: Metrics
+    benchmark: Metrics
+    ratios: dict[str, float]
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+def judge(actual: Metrics, benchmark: Metrics, level: str = "L0") -> Verdict:
+    """Apply the ratio rule of ``level`` to the metrics of the output under test and of the benchmark."""
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
+    limits = dict(zip(("mare", "mere", "rmse"), LEVELS[level]))
+    ratios = {name: ratio(getattr(actual, name), getattr(benchmark, name)) for name in limits}
+    ratios["small"] = actual.small_errors / max(benchmark.small_errors, 1)
+    failures = [
+        f"{name.upper()} ratio {ratios[name]:.3g} > {limit:g}" for name, limit in limits.items() if ratios[name] > limit
+    ]
+    if ratios["small"] > SMALL_COUNT_RATIO:
+        failures.append(
+            f"small-value errors {actual.small_errors} > {SMALL_COUNT_RATIO:g} x benchmark's {benchmark.small_errors}"
+        )
+    if not actual.nonfinite_match:
+        failures.append("inf/nan positions differ from the golden's")
+    return Verdict(level, actual, benchmark, ratios, failures)
+
+
+def compare(
+    actual: torch.Tensor, golden: torch.Tensor, benchmark: torch.Tensor, level: str = "L0", dtype: torch.dtype | None = None
+) -> Verdict:
+    """Dual-benchmark comparison: ``actual`` and ``benchmark`` both against the float64 ``golden``."""
+    dtype = dtype or actual.dtype
+    return judge(measure(actual, golden, dtype), measure(benchmark, golden, dtype), level)
+
+
+def assert_dual_benchmark(
+    actual: torch.Tensor, golden: torch.Tensor, benchmark: torch.Tensor, level: str = "L0", dtype: torch.dtype | None = None
+) -> Verdict:
+    """pytest helper: raise AssertionError naming each broken limit, else return the verdict."""
+    verdict = compare(actual, golden, benchmark, level, dtype)
+    if not verdict.passed:
+        a, b = verdict.actual, verdict.benchmark
+        raise AssertionError(
+            f"dual-benchmark {level} failed: {'; '.join(verdict.failures)} "
+            f"(under test MARE {a.mare:.3g} MERE {a.mere:.3g} RMSE {a.rmse:.3g}; "
+            f"benchmark MARE {b.mare:.3g} MERE {b.mere:.3g} RMSE {b.rmse:.3g})"
+        )
+    return verdict
