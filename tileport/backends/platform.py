@@ -52,7 +52,8 @@ def _npu_device_name(index: int | None) -> str:
 def device_kind(device: torch.device, npu_name=_npu_device_name) -> str:
     """The dispatch kind of a tensor device: ``cpu``, ``cuda``, ``npu-arch35``, ``npu-arch32`` or the raw type.
 
-    ``npu_name`` is injectable so tests can decide for device names without an NPU.
+    ``device`` may be any description with ``type`` and ``index`` (``torch.device("npu")`` exists only once
+    torch_npu is imported); ``npu_name`` is injectable so tests decide for device names without an NPU.
     """
     if device.type == "npu":
         return npu_kind(npu_name(device.index))

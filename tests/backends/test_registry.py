@@ -1,0 +1,142 @@
+"""Dispatch decisions, on a registry of fake backends (no global state touched) and on the real one."""
+
+import pytest
+import torch
+
+from typing import NamedTuple
+
+from tileport.backends import platform
+from tileport.backends.registry import REGISTRY, Availability, BackendUnavailableError, Registry, declared_support
+
+
+class NpuDevice(NamedTuple):
+    """A device description: torch.device("npu") exists only once torch_npu is imported."""
+
+    index: int
+    type: str = "npu"
+
+F32, F64 = torch.float32, torch.float64
+
+
+class Fake:
+    def __init__(self, name, kinds, dtypes=(F32,), ok=True, reason=""):
+        self.name = name
+        self.device_kinds = frozenset(kinds)
+        self.dtypes = {"l2norm": frozenset(dtypes)}
+        self._avail = Availability(ok, reason)
+
+    def available(self):
+        return self._avail
+
+    def supports(self, op, device_kind, dtypes):
+        return declared_support(self, op, device_kind, dtypes)
+
+    def kernels(self, op):
+        return self.name
+
+    def cache_info(self):
+        return []
+
+
+def make_registry(*backends):
+    reg = Registry()
+    for b in backends:
+        reg.register(b.name, b)
+    return reg
+
+
+ALL = [platform.CPU, platform.CUDA, platform.NPU_ARCH35, platform.NPU_ARCH32]
+
+
+def full_registry(**unavailable):
+    return make_registry(
+        Fake("tilelang", [platform.CPU, platform.CUDA, platform.NPU_ARCH35], ok="tilelang" not in unavailable, reason="no g++"),
+        Fake("triton", [platform.CUDA], ok="triton" not in unavailable, reason="triton not installed"),
+        Fake("tilelang-ascend", [platform.NPU_ARCH32], ok="tilelang-ascend" not in unavailable, reason="glibc too old"),
+        Fake("torch", ALL, dtypes=(F32, F64)),
+    )
+
+
+def npu(name):
+    return lambda index: name
+
+
+@pytest.mark.parametrize(
+    "device,npu_name,expected",
+    [
+        (torch.device("cpu"), None, "tilelang"),
+        (torch.device("cuda", 0), None, "tilelang"),
+        (NpuDevice(0), npu("Ascend950PR"), "tilelang"),
+        (NpuDevice(0), npu("Ascend910B3"), "tilelang-ascend"),
+    ],
+)
+def test_first_choice_per_device(device, npu_name, expected, monkeypatch):
+    monkeypatch.delenv("TILEPORT_BACKEND", raising=False)
+    assert full_registry().resolve("l2norm", device, (F32,), npu_name=npu_name).name == expected
+
+
+def test_fallbacks_in_priority_order(monkeypatch):
+    monkeypatch.delenv("TILEPORT_BACKEND", raising=False)
+    reg = full_registry(tilelang=True)
+    assert reg.resolve("l2norm", torch.device("cuda"), (F32,)).name == "triton"
+    assert reg.resolve("l2norm", torch.device("cpu"), (F32,)).name == "torch"
+    reg = full_registry(tilelang=True, triton=True)
+    assert reg.resolve("l2norm", torch.device("cuda"), (F32,)).name == "torch"
+    reg = full_registry(**{"tilelang-ascend": True})
+    assert reg.resolve("l2norm", NpuDevice(0), (F32,), npu_name=npu("Ascend910_9382")).name == "torch"
+
+
+def test_dtype_decides_too(monkeypatch):
+    monkeypatch.delenv("TILEPORT_BACKEND", raising=False)
+    assert full_registry().resolve("l2norm", torch.device("cpu"), (F64,)).name == "torch"
+    assert full_registry().resolve("l2norm", torch.device("cpu"), (F32, F64)).name == "torch"
+
+
+def test_no_candidate_lists_every_reason(monkeypatch):
+    monkeypatch.delenv("TILEPORT_BACKEND", raising=False)
+    reg = make_registry(Fake("tilelang", [platform.CPU], ok=False, reason="no g++"))
+    with pytest.raises(BackendUnavailableError) as info:
+        reg.resolve("l2norm", torch.device("cpu"), (F32,))
+    msg = str(info.value)
+    assert "'tilelang' is unavailable: no g++" in msg and "'torch' is not registered" in msg
+
+
+def test_forced_backend(monkeypatch):
+    monkeypatch.delenv("TILEPORT_BACKEND", raising=False)
+    reg = full_registry(triton=True)
+    assert reg.resolve("l2norm", torch.device("cpu"), (F32,), backend="torch").name == "torch"
+    with pytest.raises(BackendUnavailableError, match="forced backend='triton' cannot run: .*triton not installed"):
+        reg.resolve("l2norm", torch.device("cuda"), (F32,), backend="triton")
+    with pytest.raises(BackendUnavailableError, match="does not run on 'cpu' devices"):
+        full_registry().resolve("l2norm", torch.device("cpu"), (F32,), backend="triton")
+    with pytest.raises(TypeError, match="backend must be a string"):
+        reg.resolve("l2norm", torch.device("cpu"), (F32,), backend=3)
+
+
+def test_environment_variable_forces(monkeypatch):
+    monkeypatch.setenv("TILEPORT_BACKEND", "torch")
+    assert full_registry().resolve("l2norm", torch.device("cpu"), (F32,)).name == "torch"
+
+
+def test_broken_backend_import_is_a_reason_not_a_crash():
+    reg = Registry()
+    reg.register("broken", "tileport.no_such_module")
+    avail = reg.availability("broken")
+    assert not avail.ok and "import of tileport.no_such_module failed" in avail.reason
+
+
+def test_real_registry_on_cuda_device_falls_back_to_torch(monkeypatch):
+    """No CUDA kernels are registered for tilelang yet and triton is not registered: torch serves CUDA."""
+    monkeypatch.delenv("TILEPORT_BACKEND", raising=False)
+    assert REGISTRY.resolve("l2norm", torch.device("cuda"), (F32,)).name == "torch"
+    with pytest.raises(BackendUnavailableError, match="'tilelang' does not run on 'cuda' devices"):
+        REGISTRY.resolve("l2norm", torch.device("cuda"), (F32,), backend="tilelang")
+
+
+def test_available_backends_report():
+    import tileport
+
+    infos = {b.name: b for b in tileport.available_backends()}
+    assert infos["torch"].available and "torch" in infos["torch"].reason
+    assert infos["tilelang"].available, infos["tilelang"].reason
+    assert infos["tilelang"].device_kinds == ("cpu",) and infos["tilelang"].ops == ("l2norm",)

@@ -1,0 +1,86 @@
+"""The standard's metrics on constructed inputs with known answers."""
+
+import math
+
+import pytest
+import torch
+
+from tileport.precision import LEVELS, assert_dual_benchmark, compare, judge, measure, retest
+from tileport.precision.metrics import REL_EPS, ratio
+
+
+def test_known_values():
+    g = torch.tensor([1.0, 2.0, 4.0, 0.5], dtype=torch.float64)
+    a = torch.tensor([1.1, 2.0, 3.6, 0.5], dtype=torch.float64)
+    m = measure(a, g, torch.float32)
+    assert m.mare == pytest.approx(0.4 / (4 + REL_EPS))
+    assert m.mere == pytest.approx((0.1 / (1 + REL_EPS) + 0.4 / (4 + REL_EPS)) / 4)
+    assert m.rmse == pytest.approx(math.sqrt((0.01 + 0.16) / 4))
+    assert m.elements == 4 and m.small_errors == 0 and m.nonfinite_match
+
+
+@pytest.mark.parametrize(
+    "dtype,threshold,bound", [(torch.float16, 2**-11, 2**-16), (torch.bfloat16, 2**-8, 2**-16), (torch.float32, 2**-14, 2**-30)]
+)
+def test_small_value_rule_per_dtype(dtype, threshold, bound):
+    g = torch.tensor([threshold * 0.5, threshold * 0.5, threshold * 2], dtype=torch.float64)
+    a = g + torch.tensor([bound * 2, bound * 0.5, bound * 4], dtype=torch.float64)
+    assert measure(a, g, dtype).small_errors == 1  # only the first: small and above the bound
+
+
+def test_nonfinite_positions():
+    g = torch.tensor([1.0, math.nan, math.inf], dtype=torch.float64)
+    assert measure(torch.tensor([1.0, math.nan, math.inf]), g).nonfinite_match
+    assert not measure(torch.tensor([1.0, 0.0, math.inf]), g).nonfinite_match
+    assert not measure(torch.tensor([1.0, math.nan, -math.inf]), g).nonfinite_match
+    m = measure(torch.tensor([math.nan, math.nan, math.inf]), g)
+    assert math.isinf(m.mare)  # nan where the golden is finite
+
+
+def test_zero_benchmark_rule():
+    assert ratio(0.0, 0.0) == 1.0
+    assert ratio(1e-9, 0.0) == math.inf
+    assert ratio(2e-6, 1e-6) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_ratio_limits_per_level(level):
+    mare, mere, rmse = LEVELS[level]
+    g = torch.linspace(1, 2, 1000, dtype=torch.float64)
+    bench = g * (1 + 1e-6)
+    within = g * (1 + 1e-6 * min(mere, rmse) * 0.99)
+    beyond = g * (1 + 1e-6 * mare * 1.01)
+    assert compare(within, g, bench, level, torch.float32).passed
+    v = compare(beyond, g, bench, level, torch.float32)
+    assert not v.passed and any("MARE ratio" in f for f in v.failures)
+
+
+def test_judge_rejects_unknown_level():
+    m = measure(torch.ones(2), torch.ones(2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="level must be one of L0, L1, L2"):
+        judge(m, m, "L3")
+
+
+def test_assert_helper_names_the_failed_metric():
+    g = torch.linspace(1, 2, 100, dtype=torch.float64)
+    with pytest.raises(AssertionError, match="RMSE ratio .* > 2"):
+        assert_dual_benchmark(g * (1 + 1e-3), g, g * (1 + 1e-5), dtype=torch.float32)
+
+
+def test_retest_passes_noise_and_fails_a_systematic_loss():
+    g = torch.linspace(1, 2, 200, dtype=torch.float64)
+
+    def noisy(seed):  # same error scale as the benchmark: ratios scatter around 1
+        gen = torch.Generator().manual_seed(seed)
+        e1 = torch.randn(200, generator=gen, dtype=torch.float64) * 1e-6
+        e2 = torch.randn(200, generator=gen, dtype=torch.float64) * 1e-6
+        return compare(g + e1, g, g + e2, dtype=torch.float32)
+
+    def worse(seed):  # 1.5x the benchmark's error every time
+        gen = torch.Generator().manual_seed(seed)
+        e = torch.randn(200, generator=gen, dtype=torch.float64) * 1e-6
+        return compare(g + 1.5 * e, g, g + e, dtype=torch.float32)
+
+    assert retest(noisy, range(60)).passed
+    result = retest(worse, range(60))
+    assert not result.passed and result.medians["rmse"] == pytest.approx(1.5)
