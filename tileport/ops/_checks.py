@@ -25,7 +25,7 @@ def eps_value(eps: object) -> float:
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(f"eps must be a real number, got {type(eps).__name__}")
     value = float(eps)
-    if not math.isfinite(value) or value < 0:
+    if not 0.0 <= value < math.inf:  # False for nan too; plain comparisons also trace under torch.compile
         raise ValueError(f"eps must be finite and >= 0, got {eps!r}")
     return value
 
