@@ -221,6 +221,10 @@ class KernelCache:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def get(self, op: str, key: tuple, build: Callable[[], tuple[object, RowKernelSpec]]) -> Launcher:
+        launcher = self._kernels.get((op, key))
+        if launcher is not None:  # hot path, no lock: entries are only ever added (hit counts are best-effort
+            self._stats[op].hits += 1  # under concurrent threads)
+            return launcher
         with self._lock:
             stats = self._stats.setdefault(op, _Stats())
             launcher = self._kernels.get((op, key))
