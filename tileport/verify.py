@@ -62,6 +62,11 @@ def _case_inputs(shape, dtype, seed):
 
 def _verdicts(shape, dtype, seed, name, level):
     """Each output (y, rstd, dx) of one seeded case, judged against the golden and the torch benchmark."""
+    return _run_case(shape, dtype, seed, name, level)[0]
+
+
+def _run_case(shape, dtype, seed, name, level):
+    """The verdicts of one seeded case, with the inputs and both rstd (the timings reuse them)."""
     x, dy = _case_inputs(shape, dtype, seed)
     y, rstd = ops.l2norm_fwd(x, EPS, backend=name)
     dx = ops.l2norm_bwd(x, rstd, dy, backend=name)
@@ -69,11 +74,12 @@ def _verdicts(shape, dtype, seed, name, level):
     dxb = ops.l2norm_bwd(x, rb, dy, backend="torch")
     yg, rg = ops.l2norm_fwd(x.double(), EPS, backend="torch")
     dxg = ops.l2norm_bwd(x.double(), rg, dy.double(), backend="torch")
-    return {
+    verdicts = {
         "y": compare(y, yg, yb, level=level, dtype=dtype),
         "rstd": compare(rstd, rg, rb, level=level, dtype=torch.float32),
         "dx": compare(dx, dxg, dxb, level=level, dtype=dtype),
     }
+    return verdicts, x, dy, rstd, rb
 
 
 def verify_l2norm(
@@ -93,10 +99,7 @@ def verify_l2norm(
             if progress:
                 progress(f"l2norm {DTYPE_LABEL[dtype]} {'x'.join(map(str, shape))}")
             name = backend or default_backend(dtype, torch.device("cpu"))
-            verdicts = _verdicts(shape, dtype, seed, name, level)
-            x, dy = _case_inputs(shape, dtype, seed)
-            _, rstd = ops.l2norm_fwd(x, EPS, backend=name)
-            _, rb = ops.l2norm_fwd(x, EPS, backend="torch")
+            verdicts, x, dy, rstd, rb = _run_case(shape, dtype, seed, name, level)
             t_fwd = _median_us(lambda: ops.l2norm_fwd(x, EPS, backend=name), repeats)
             t_ref = _median_us(lambda: ops.l2norm_fwd(x, EPS, backend="torch"), repeats)
             t_bwd = _median_us(lambda: ops.l2norm_bwd(x, rstd, dy, backend=name), repeats)
