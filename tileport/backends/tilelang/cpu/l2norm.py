@@ -149,13 +149,19 @@ def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype) -> tuple[tor
     if D == 0:  # an empty row: the sum is 0
         rstd.fill_(1.0 / math.sqrt(eps) if eps > 0 else math.inf)
         return y, rstd
-    kernel = CACHE.get("l2norm_fwd", (D, x.dtype, output_dtype), lambda: build_forward(D, x.dtype, output_dtype))
+    launch_forward(x, y, rstd, eps)
+    return y, rstd
+
+
+def launch_forward(x: torch.Tensor, y: torch.Tensor, rstd: torch.Tensor, eps: float) -> None:
+    """Run the forward kernel into preallocated ``y`` (contiguous, (M, D), D > 0) and ``rstd`` (M,)."""
+    M, D = x.shape
+    kernel = CACHE.get("l2norm_fwd", (D, x.dtype, y.dtype), lambda: build_forward(D, x.dtype, y.dtype))
     kernel(
         storage_view(x).data_ptr(), _row_stride(x),
         storage_view(y).data_ptr(), D,
         rstd.data_ptr(), M, eps, threads_for(M * D),
     )  # fmt: skip
-    return y, rstd
 
 
 def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
