@@ -1,3 +1,5 @@
+import json
+
 from typer.testing import CliRunner
 
 from tileport.cli import app
@@ -11,33 +13,52 @@ def test_backends_lists_each_backend():
     assert "tilelang" in result.output and "torch" in result.output
 
 
-def test_verify_l2norm_passes_one_dtype():
-    result = runner.invoke(app, ["verify", "l2norm", "--dtype", "bf16"])
+def test_verify_quick_writes_the_report(tmp_path):
+    out = tmp_path / "rep"
+    result = runner.invoke(app, ["verify", "l2norm", "--level", "quick", "--dtype", "bf16", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "all 21 checks passed at L0" in result.output
+    assert "checks passed at quick" in result.output
+    for name in ("report.md", "report.html", "results.json", "results.csv", "ratios.png", "latency_fwd.png", "memory.png"):
+        assert (out / name).stat().st_size > 0, name
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["passed"] is True and doc["level"] == "quick"
+    assert {a["backend"] for a in doc["aggregates"]} == {"tilelang", "torch"}
+    assert doc["counts"]["met"]["cases"] is False  # a quick run is not the standard's evidence, and says so
+    assert any(r["steps"] == 2 and r["passes_L0"] for r in doc["refinement"])
+    html = (out / "report.html").read_text()
+    assert "data:image/png;base64," in html and 'src="http' not in html  # self-contained
+    assert "Cross-backend comparison" in (out / "report.md").read_text()
 
 
-def test_verify_on_forced_torch_backend():
-    result = runner.invoke(app, ["verify", "l2norm", "--dtype", "fp32", "--backend", "torch"])
+def test_verify_on_forced_torch_backend_without_perf(tmp_path):
+    args = ["verify", "l2norm", "--level", "quick", "--dtype", "fp32", "--backend", "torch", "--no-perf"]
+    result = runner.invoke(app, args + ["--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert {a["backend"] for a in doc["aggregates"]} == {"torch"} and doc["performance"] == []
 
 
-def test_verify_rejects_unknown_operator_and_dtype():
+def test_verify_rejects_unknown_operator_dtype_level_backend():
     result = runner.invoke(app, ["verify", "softmax"])
     assert result.exit_code == 2 and "unknown operator 'softmax'" in result.output
     result = runner.invoke(app, ["verify", "l2norm", "--dtype", "int8"])
     assert result.exit_code == 2 and "unknown dtype 'int8'" in result.output
+    result = runner.invoke(app, ["verify", "l2norm", "--level", "L9"])
+    assert result.exit_code == 2 and "unknown level 'L9'" in result.output
+    result = runner.invoke(app, ["verify", "l2norm", "--level", "quick", "--backend", "cuda-magic"])
+    assert result.exit_code == 2 and "unknown backend 'cuda-magic'" in result.output
 
 
-def test_verify_exits_non_zero_on_failure(monkeypatch):
-    import tileport.verify as verify_mod
+def test_verify_exits_non_zero_on_failure(monkeypatch, tmp_path):
+    import tileport.verify.accuracy as accuracy
 
-    real = verify_mod.compare
+    real = accuracy.compare
 
-    def failing(*args, **kwargs):  # a backend whose every output is judged against a far better benchmark
-        a, g, b = args[:3]
-        return real(a + 1.0, g, b, **kwargs)
+    def failing(actual, golden, benchmark, **kwargs):  # every output judged against a far better benchmark
+        return real(actual + 1.0, golden, benchmark, **kwargs)
 
-    monkeypatch.setattr(verify_mod, "compare", failing)
-    result = runner.invoke(app, ["verify", "l2norm", "--dtype", "fp16"])
-    assert result.exit_code == 1 and "checks failed" in result.output
+    monkeypatch.setattr(accuracy, "compare", failing)
+    args = ["verify", "l2norm", "--level", "quick", "--dtype", "fp16", "--no-perf", "--retest-seeds", "3"]
+    result = runner.invoke(app, args + ["--out", str(tmp_path)])
+    assert result.exit_code == 1 and "checks failed at quick" in result.output
+    assert "FAIL" in (tmp_path / "report.md").read_text()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import torch
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -42,54 +44,67 @@ def _dtypes(names: Optional[list[str]]) -> list[torch.dtype] | None:
     return [DTYPE_NAMES[n] for n in names]
 
 
+def _progress():
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    )
+
+
+def print_table(t) -> None:
+    """A report table (tileport.report.tables.Table) on the console."""
+    table = Table(title=t.title, title_justify="left")
+    for h in t.headers:
+        table.add_column(h)
+    styles = {"pass": "[green]pass[/]", "PASS": "[green]PASS[/]", "FAIL": "[red]FAIL[/]", "fail": "[red]fail[/]", "NO": "[red]NO[/]"}
+    for row in t.rows:
+        table.add_row(*(styles.get(c, escape(c)) for c in row))
+    console.print(table)
+    if t.note:
+        console.print(t.note)
+
+
 @app.command()
 def verify(
     op: str = typer.Argument(..., help="operator to verify (l2norm)"),
-    backend: Optional[str] = typer.Option(None, help="backend to verify (default: dispatch's choice)"),
-    dtype: Optional[list[str]] = typer.Option(None, help="fp32, fp16, bf16 (repeatable; default: all)"),
-    level: str = typer.Option("L0", help="precision level of the dual-benchmark standard: L0, L1, L2"),
-    seed: int = typer.Option(0, help="seed of the generated inputs"),
+    level: str = typer.Option("L0", help="quick (CI), or L0 / L1 / L2: the standard's case counts and ratio limits"),
+    backend: Optional[list[str]] = typer.Option(None, help="backend to verify (repeatable; default: every available one)"),
+    dtype: Optional[list[str]] = typer.Option(None, help="fp32, fp16, bf16 (repeatable; default: the suite's)"),
+    out: Path = typer.Option(Path("tileport-report"), help="folder for report.md, report.html, results.json/csv, PNGs"),
+    seed: int = typer.Option(0, help="seed of the generated cases"),
+    retest_seeds: Optional[int] = typer.Option(None, help="new seeds for a failed check (default: 1000, quick: 30)"),
+    perf: bool = typer.Option(True, help="also run the performance and memory tasks"),
 ) -> None:
-    """Check OP against a float64 golden and the torch reference; print errors and timings."""
-    from .precision import LEVELS
-    from .verify import DTYPES, SHAPES, verify_l2norm
+    """Run OP's case suite on every available backend: accuracy (dual benchmark), performance, memory; write
+    a report. Exit code 1 when a check fails."""
+    from .cases import load_suite
+    from .report import tables, write_report
+    from .verify import verify as run_verify
 
     if op not in OPS:
         raise typer.BadParameter(f"unknown operator {op!r}; available: {', '.join(OPS)}", param_hint="OP")
-    if level not in LEVELS:
-        raise typer.BadParameter(f"unknown level {level!r}; choose from {', '.join(LEVELS)}", param_hint="--level")
-    dtypes = _dtypes(dtype)
-    total = len(dtypes or DTYPES) * len(SHAPES)
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
-    ) as bar:
-        task = bar.add_task("verify", total=total)
+    levels = load_suite(op).levels
+    if level not in levels:
+        raise typer.BadParameter(f"unknown level {level!r}; choose from {', '.join(levels)}", param_hint="--level")
+    with _progress() as bar:
+        task = bar.add_task("verify", total=None)
 
-        def step(what: str) -> None:
-            bar.update(task, description=what)
+        def step(what: str, total: int) -> None:
+            bar.update(task, description=what, total=total)
             bar.advance(task)
 
-        rows = verify_l2norm(backend=backend, dtypes=dtypes, level=level, seed=seed, progress=step)
-    table = Table(title=f"{op}: dual-benchmark {level}, float64 golden, torch composite as benchmark (us: median)")
-    for col in ("shape", "dtype", "out", "backend", "MARE", "MARE ratio", "MERE ratio", "RMSE ratio", "us", "torch us", "result"):
-        table.add_column(col, justify="right" if col not in ("out", "backend", "result") else "left")
-    for r in rows:
-        table.add_row(
-            "x".join(map(str, r.shape)), DTYPE_LABELS[r.dtype], r.output, r.backend,
-            f"{r.mare:.2e}", f"{r.mare_ratio:.2f}", f"{r.mere_ratio:.2f}", f"{r.rmse_ratio:.2f}",
-            f"{r.us_backend:.1f}", f"{r.us_reference:.1f}",
-            ("[green]pass[/]" if not r.note else "[yellow]pass (retest)[/]") if r.passed else "[red]FAIL[/]",
-        )  # fmt: skip
-    console.print(table)
-    failed = [r for r in rows if not r.passed]
-    for r in rows:
-        if r.note:
-            word = "retested" if r.passed else "[red]FAIL[/]"
-            console.print(f"{word} {'x'.join(map(str, r.shape))} {DTYPE_LABELS[r.dtype]} {r.output}: {r.note}")
-    if failed:
-        console.print(f"[red]{len(failed)} of {len(rows)} checks failed[/]")
+        try:
+            rep = run_verify(op, level, backend, _dtypes(dtype), seed, retest_seeds, perf, progress=step)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+    for t in tables.all_tables(rep):
+        if t.rows:
+            print_table(t)
+    paths = write_report(rep, out)
+    console.print(f"report: {paths['md']} and {paths['html']} (results.json, results.csv, plots) in {out}")
+    if not rep.passed:
+        console.print(f"[red]{len(rep.failures)} of {len(rep.results)} checks failed at {level}[/]")
         raise typer.Exit(1)
-    console.print(f"[green]all {len(rows)} checks passed at {level}[/]")
+    console.print(f"[green]all {len(rep.results)} checks passed at {level}[/] ({rep.limits} ratio limits)")
 
 
 if __name__ == "__main__":

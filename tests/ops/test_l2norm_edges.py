@@ -85,3 +85,13 @@ def test_thread_count_does_not_change_results():
     finally:
         torch.set_num_threads(before)
     assert torch.equal(y1, y2) and torch.equal(r1, r2)
+
+
+@pytest.mark.parametrize("backend", ["tilelang", "torch"])
+def test_out_writes_into_given_tensors(backend, randn):
+    x = randn(3, 5, 64, dtype=torch.bfloat16)
+    y, rstd = torch.empty_like(x), torch.empty(3, 5)
+    got = tileport.l2norm_fwd(x, out=(y, rstd), backend=backend)
+    assert got[0] is y and got[1] is rstd
+    ye, re = tileport.l2norm_fwd(x, backend=backend)
+    assert torch.equal(y, ye) and torch.equal(rstd, re)

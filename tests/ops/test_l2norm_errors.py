@@ -97,3 +97,15 @@ def test_environment_override(monkeypatch):
     monkeypatch.setenv("TILEPORT_BACKEND", "nope")
     with pytest.raises(BackendUnavailableError, match="unknown backend 'nope'"):
         tileport.l2norm_fwd(x)
+
+
+def test_bad_out_tensors_are_named():
+    x = torch.randn(4, 8)
+    with pytest.raises(TypeError, match=r"out must be a \(y, rstd\) pair"):
+        tileport.l2norm_fwd(x, out=torch.empty(4, 8))
+    with pytest.raises(ValueError, match=r"out\[0\] \(y\) must be torch.float32 of shape \(4, 8\)"):
+        tileport.l2norm_fwd(x, out=(torch.empty(4, 9), torch.empty(4)))
+    with pytest.raises(ValueError, match=r"out\[1\] \(rstd\) must be torch.float32 of shape \(4,\)"):
+        tileport.l2norm_fwd(x, out=(torch.empty(4, 8), torch.empty(4, dtype=torch.float16)))
+    with pytest.raises(ValueError, match=r"out\[0\] \(y\) must be contiguous"):
+        tileport.l2norm_fwd(x, out=(torch.empty(8, 4).t(), torch.empty(4)))

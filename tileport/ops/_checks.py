@@ -39,6 +39,18 @@ def output_dtype(dtype: object, default: torch.dtype | None) -> torch.dtype | No
     return dtype
 
 
+def output_tensor(t: object, name: str, shape: tuple, dtype: torch.dtype, device: torch.device) -> None:
+    """A caller-provided output must be a contiguous tensor of exactly this shape, dtype and device."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if tuple(t.shape) != shape or t.dtype != dtype or t.device != device:
+        raise ValueError(
+            f"{name} must be {dtype} of shape {shape} on {device}, got {t.dtype} of shape {tuple(t.shape)} on {t.device}"
+        )
+    if not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous")
+
+
 def same_device(tensors: dict[str, torch.Tensor]) -> None:
     devices = {name: t.device for name, t in tensors.items()}
     if len(set(devices.values())) > 1:

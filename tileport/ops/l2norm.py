@@ -31,8 +31,12 @@ def _rstd_dtype(x_dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if x_dtype == torch.float64 else torch.float32
 
 
-def _forward_impl(x: torch.Tensor, eps: float, output_dtype: torch.dtype, backend: Optional[str]):
+def _forward_impl(x: torch.Tensor, eps: float, output_dtype: torch.dtype, backend: Optional[str], out=None):
     impl = REGISTRY.kernels(OP, x.device, (x.dtype, output_dtype), backend)
+    if out is not None:
+        y, rstd = out
+        impl.forward(_checks.rows_2d(x), eps, output_dtype, out=(y.view(-1, x.shape[-1]), rstd.view(-1)))
+        return y, rstd
     y, rstd = impl.forward(_checks.rows_2d(x), eps, output_dtype)
     if x.dim() == 2:
         return y, rstd
@@ -100,12 +104,32 @@ def _check_forward(x, eps, output_dtype):
     return _checks.eps_value(eps), _checks.output_dtype(output_dtype, x.dtype)
 
 
+def _check_out(out, x: torch.Tensor, output_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise TypeError(f"out must be a (y, rstd) pair of tensors, got {type(out).__name__}")
+    y, rstd = out
+    _checks.output_tensor(y, "out[0] (y)", tuple(x.shape), output_dtype, x.device)
+    _checks.output_tensor(rstd, "out[1] (rstd)", tuple(x.shape[:-1]), _rstd_dtype(x.dtype), x.device)
+    return y, rstd
+
+
 def l2norm_fwd(
-    x: torch.Tensor, eps: float = DEFAULT_EPS, output_dtype: torch.dtype | None = None, backend: str | None = None
+    x: torch.Tensor,
+    eps: float = DEFAULT_EPS,
+    output_dtype: torch.dtype | None = None,
+    backend: str | None = None,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(y, rstd)`` of l2norm over the last dimension, without autograd (see the module docstring)."""
-    eps, out = _check_forward(x, eps, output_dtype)
-    return _fwd(x, eps, out, backend)
+    """``(y, rstd)`` of l2norm over the last dimension, without autograd (see the module docstring).
+
+    ``out=(y, rstd)``: contiguous tensors to write into (no allocation; eager mode only), returned as given.
+    """
+    eps, out_dtype = _check_forward(x, eps, output_dtype)
+    if out is not None:
+        if torch.compiler.is_compiling():
+            raise NotImplementedError("l2norm_fwd(out=...) is eager-only; under torch.compile let it allocate")
+        return _forward_impl(x, eps, out_dtype, backend, _check_out(out, x, out_dtype))
+    return _fwd(x, eps, out_dtype, backend)
 
 
 def l2norm_bwd(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, backend: str | None = None) -> torch.Tensor:

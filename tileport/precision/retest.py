@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .metrics import Verdict
+from .standard import RETEST_RESAMPLES
 
 METRICS = ("mare", "mere", "rmse")
 
@@ -30,7 +31,7 @@ class RetestResult:
         return not self.failures
 
 
-def bootstrap_median_lower_bound(values: Sequence[float], resamples: int = 2000, seed: int = 0) -> float:
+def bootstrap_median_lower_bound(values: Sequence[float], resamples: int = RETEST_RESAMPLES, seed: int = 0) -> float:
     """2.5th percentile of the bootstrap distribution of the median of ``values``."""
     arr = np.asarray(values, dtype=np.float64)
     rng = np.random.default_rng(seed)
@@ -38,7 +39,7 @@ def bootstrap_median_lower_bound(values: Sequence[float], resamples: int = 2000,
     return float(np.percentile(medians, 2.5))
 
 
-def retest(run: Callable[[int], Verdict], seeds: Sequence[int], resamples: int = 2000) -> RetestResult:
+def retest(run: Callable[[int], Verdict], seeds: Sequence[int], resamples: int = RETEST_RESAMPLES) -> RetestResult:
     """Run ``run(seed)`` for each seed and apply the bootstrap rule to each metric's ratio."""
     verdicts = [run(s) for s in seeds]
     medians, lows, failures = {}, {}, []

@@ -9,11 +9,19 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """(y, rstd) for rows ``x[..., D]``; rstd has x.shape[:-1] and the compute dtype (fp32, fp64 for fp64)."""
+def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y, rstd) for rows ``x[..., D]``; rstd has x.shape[:-1] and the compute dtype (fp32, fp64 for fp64).
+
+    ``out``: (y, rstd) to copy the results into (the composite allocates its temporaries regardless).
+    """
     xf = x.to(_compute_dtype(x.dtype))
     rstd = torch.rsqrt(xf.pow(2).sum(-1) + eps)
-    return (xf * rstd.unsqueeze(-1)).to(output_dtype), rstd
+    y = (xf * rstd.unsqueeze(-1)).to(output_dtype)
+    if out is not None:
+        out[0].copy_(y)
+        out[1].copy_(rstd)
+        return out
+    return y, rstd
 
 
 def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:

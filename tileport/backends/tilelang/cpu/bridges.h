@@ -5,6 +5,7 @@
 // convert 8 lanes at a time here (F16C / AVX2 where present, scalar otherwise). Every helper is extern "C"
 // and returns what the codegen's own declaration says (`void*` for a "handle" call), or the symbol clashes.
 // Rounding: fp32 -> fp16 and fp32 -> bf16 both round to nearest even, bit-exact with torch (bf16 NaN -> 0x7FC0).
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <omp.h>
@@ -103,4 +104,17 @@ extern "C" inline void* tp_store8_bf16(float* src, uint16_t* dst) {
   for (int i = 0; i < 8; ++i) dst[i] = tp_store1_bf16(src[i]);
 #endif
   return 0;
+}
+
+// A model of an approximate hardware rsqrt (Ascend A2/A3's vector rsqrt has about 3e-3 relative error):
+// the correctly rounded 1/sqrt(s), then truncated to 8 fraction bits, so its relative error lies in
+// [0, 2^-8) = [0, 3.9e-3), mean about 2e-3. Newton-Raphson steps y <- y * (1.5 - 0.5 * s * y * y) in the
+// kernel then refine it (error e -> 1.5 e^2: about 2e-5 after one step, fp32 rounding after two).
+extern "C" inline float tp_rsqrt_approx(float s) {
+  float r = 1.0f / sqrtf(s);
+  uint32_t b;
+  memcpy(&b, &r, 4);
+  if ((b & 0x7F800000u) != 0x7F800000u) b &= ~((1u << 15) - 1u);  // keep inf/nan as they are
+  memcpy(&r, &b, 4);
+  return r;
 }

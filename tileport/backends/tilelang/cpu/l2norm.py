@@ -1,6 +1,9 @@
 """l2norm forward and backward as TileLang CPU kernels (C target), one compiled kernel per (D, dtypes).
 
 Forward, per row: rstd = rsqrt(sum(x^2) + eps) (exact: the C target prints 1/sqrtf), y = x * rstd.
+With ``rsqrt_steps=k`` the exact rsqrt is replaced by a model of an approximate hardware rsqrt
+(``tp_rsqrt_approx`` in bridges.h: 8 fraction bits, relative error below 3.9e-3) refined by k Newton-Raphson
+steps, as Ascend A2/A3 ports do; it exists to measure that practice, the default stays exact.
 Backward, per row: y = x * rstd recomputed in fp32 (never a saved fp16/bf16 y), s = sum(dy * y),
 dx = (dy - s * y) * rstd. Two passes over the row; the row stays in L1 between them.
 """
@@ -26,7 +29,17 @@ from .runtime import (
 )
 
 
-def build_forward(D: int, x_dtype: torch.dtype, y_dtype: torch.dtype):
+def _rsqrt(s, steps):
+    """1/sqrt(s): exact when ``steps`` is None, else the approximate model refined by ``steps`` NR steps."""
+    if steps is None:
+        return T.rsqrt(s)
+    r = T.call_extern("float32", "tp_rsqrt_approx", s)
+    for _ in range(steps):  # unrolled at trace time
+        r = r * (T.float32(1.5) - T.float32(0.5) * s * r * r)
+    return r
+
+
+def build_forward(D: int, x_dtype: torch.dtype, y_dtype: torch.dtype, rsqrt_steps=None):
     bx, by = Bridge(x_dtype), Bridge(y_dtype)
     nv, tail = divmod(D, LANES)
     spec = RowKernelSpec(
@@ -63,7 +76,8 @@ def build_forward(D: int, x_dtype: torch.dtype, y_dtype: torch.dtype):
             outer = T.alloc_local((ACC,), T.float32)
             r = T.alloc_local((1,), T.float32)
             sum_squares(x, x, row, va, vb, inner, outer, r)
-            r[0] = T.rsqrt(r[0] + eps)
+            r[0] = r[0] + eps
+            r[0] = _rsqrt(r[0], rsqrt_steps)
             rstd[row] = r[0]
             for j in T.serial(nv):
                 bx.load8(x, row, j * LANES, va)
@@ -138,25 +152,34 @@ def _row_stride(t: torch.Tensor) -> int:
     return t.stride(0) if t.shape[0] > 1 else t.shape[1]
 
 
-def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """(y, rstd) for a 2-D ``x`` of shape (M, D) whose rows are unit-stride (any row stride)."""
+def forward(
+    x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, rsqrt_steps=None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y, rstd) for a 2-D ``x`` of shape (M, D) whose rows are unit-stride (any row stride).
+
+    ``out``: contiguous (y, rstd) to write into. ``rsqrt_steps``: None for the exact rsqrt, k >= 0 for the
+    approximate model plus k Newton-Raphson steps.
+    """
     M, D = x.shape
     check_rows(M)
-    y = torch.empty((M, D), dtype=output_dtype)
-    rstd = torch.empty((M,), dtype=torch.float32)
+    if out is None:
+        y, rstd = torch.empty((M, D), dtype=output_dtype), torch.empty((M,), dtype=torch.float32)
+    else:
+        y, rstd = out
     if M == 0:
         return y, rstd
     if D == 0:  # an empty row: the sum is 0
         rstd.fill_(1.0 / math.sqrt(eps) if eps > 0 else math.inf)
         return y, rstd
-    launch_forward(x, y, rstd, eps)
+    launch_forward(x, y, rstd, eps, rsqrt_steps)
     return y, rstd
 
 
-def launch_forward(x: torch.Tensor, y: torch.Tensor, rstd: torch.Tensor, eps: float) -> None:
+def launch_forward(x: torch.Tensor, y: torch.Tensor, rstd: torch.Tensor, eps: float, rsqrt_steps=None) -> None:
     """Run the forward kernel into preallocated ``y`` (contiguous, (M, D), D > 0) and ``rstd`` (M,)."""
     M, D = x.shape
-    kernel = CACHE.get("l2norm_fwd", (D, x.dtype, y.dtype), lambda: build_forward(D, x.dtype, y.dtype))
+    key = (D, x.dtype, y.dtype) if rsqrt_steps is None else (D, x.dtype, y.dtype, "nr", rsqrt_steps)
+    kernel = CACHE.get("l2norm_fwd", key, lambda: build_forward(D, x.dtype, y.dtype, rsqrt_steps))
     kernel(
         storage_view(x).data_ptr(), _row_stride(x),
         storage_view(y).data_ptr(), D,

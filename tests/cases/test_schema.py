@@ -1,0 +1,90 @@
+"""The suite loader: the shipped suite loads, and each kind of malformed file names file, key and expectation."""
+
+import textwrap
+
+import pytest
+import torch
+
+from tileport.cases import CaseFileError, load_suite
+
+GOOD = """
+name: toy
+api: tileport.l2norm_fwd
+adapter: tileport.cases.adapters.l2norm
+backward: true
+outputs: [y, rstd]
+standard: {acc: single_bm, golden: float64, benchmark: torch}
+levels:
+  quick: {cases: 6, runs: 2, limits: L0}
+inputs:
+  - name: x
+    type: tensor
+    dtypes: {values: [float32, float16]}
+    ranges:
+      normal: {kind: normal, scale: 1.0}
+    shapes: {dim_numbers: [2], last_dim_values: [8, 16], max_length: 1024, fixed: [[2, 8]]}
+    boundary: {has_empty: true}
+  - name: dy
+    type: tensor
+    like: x
+    ranges:
+      normal: {kind: normal}
+  - name: eps
+    type: attrs
+    values: [1.0e-6]
+"""
+
+
+def write(tmp_path, text):
+    p = tmp_path / "suite.yaml"
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_shipped_l2norm_suite_covers_the_issue():
+    s = load_suite("l2norm")
+    x = s.primary
+    assert set(x.dtypes) == {torch.float16, torch.bfloat16, torch.float32}
+    assert 1 in x.shapes.last_dim_values and 65536 in x.shapes.last_dim_values
+    assert {r.kind for r in x.ranges} == {"normal", "uniform", "near_eps", "large"}
+    assert all(x.boundary[f] for f in ("has_empty", "has_infnan", "has_upper_border"))
+    assert len(s.attrs[0].values) >= 3 and s.backward
+    assert s.level("L1").cases == 10000 and s.level("L1").limits == "L1"
+
+
+def test_small_suite_loads(tmp_path):
+    s = load_suite(write(tmp_path, GOOD))
+    assert s.name == "toy" and s.primary.shapes.fixed == ((2, 8),) and s.tensors[1].like == "x"
+
+
+@pytest.mark.parametrize(
+    "old, new, key, expected",
+    [
+        ("max_length: 1024", "max_length: -3", "inputs[0].shapes.max_length", "a positive integer"),
+        ("kind: normal, scale: 1.0", "kind: gaussian", "inputs[0].ranges.normal.kind", "one of normal"),
+        ("values: [float32, float16]", "values: [float32, int8]", "inputs[0].dtypes.values", "dtype names"),
+        ("cases: 6", "cases: many", "levels.quick.cases", "a positive integer"),
+        ("limits: L0", "limits: L9", "levels.quick.limits", "one of L0"),
+        ("like: x", "like: z", "inputs[1].like", "an earlier tensor input"),
+        ("has_empty: true", "has_empty: maybe", "inputs[0].boundary.has_empty", "true/false"),
+        ("adapter: tileport.cases.adapters.l2norm\n", "", "adapter", "the key is missing"),
+        ("last_dim_values: [8, 16]", "last_dim_values: []", "inputs[0].shapes.last_dim_values", "non-empty list"),
+    ],
+)
+def test_malformed_suite_names_file_key_and_expectation(tmp_path, old, new, key, expected):
+    assert old in GOOD
+    path = write(tmp_path, GOOD.replace(old, new))
+    with pytest.raises(CaseFileError) as err:
+        load_suite(path)
+    msg = str(err.value)
+    assert str(path) in msg and f"key '{key}'" in msg and expected in msg
+    assert err.value.key == key
+
+
+def test_invalid_yaml_and_unknown_suite(tmp_path):
+    with pytest.raises(CaseFileError, match="valid YAML"):
+        load_suite(write(tmp_path, "name: [unclosed"))
+    with pytest.raises(ValueError, match="no case suite for operator 'softmax'; suites: l2norm"):
+        load_suite("softmax")
+    with pytest.raises(ValueError, match="no level 'L7'"):
+        load_suite("l2norm").level("L7")

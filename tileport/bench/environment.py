@@ -1,0 +1,27 @@
+"""What a benchmark or verify run ran on: machine and versions, as strings for CSV rows and reports."""
+
+from __future__ import annotations
+
+import os
+import platform as _py_platform
+
+import torch
+
+from ..backends import platform
+
+
+def machine() -> str:
+    return f"{platform.cpu_model()} ({os.cpu_count()} cpus)"
+
+
+def versions() -> str:
+    import tileport
+
+    parts = [f"tileport {tileport.__version__}", f"torch {torch.__version__}", f"python {_py_platform.python_version()}"]
+    try:
+        import tilelang
+
+        parts.append(f"tilelang {tilelang.__version__}")
+    except Exception:  # tilelang missing or broken: the run says so through available_backends()
+        pass
+    return ", ".join(parts)

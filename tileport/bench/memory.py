@@ -1,0 +1,54 @@
+"""Peak bytes of the tensors a call allocates, counted at the torch dispatcher.
+
+CPU torch keeps no allocator statistics, and the profiler's CPU memory view misses allocations made through
+``torch.empty`` here. So every aten op's outputs are seen through a ``TorchDispatchMode``: a storage not seen
+before adds its bytes, and is subtracted when the tensor that brought it is freed (views share the storage
+and are not counted twice). Inputs that exist before the call are not counted. This is tracemalloc for torch
+tensors: what ATK's memory task reports, measured the same way for the operator and its baseline.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Callable
+
+import torch
+import torch.utils._pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class _Accounting(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.live: dict[int, int] = {}
+        self.current = 0
+        self.peak = 0
+
+    def _release(self, ptr: int) -> None:
+        self.current -= self.live.pop(ptr, 0)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        # an output sharing an argument's storage is a view or an in-place result: nothing new was allocated
+        given = {t.untyped_storage().data_ptr() for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        for t in pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+                storage = t.untyped_storage()
+                ptr = storage.data_ptr()
+                if ptr and ptr not in self.live and ptr not in given:
+                    self.live[ptr] = storage.nbytes()
+                    self.current += storage.nbytes()
+                    self.peak = max(self.peak, self.current)
+                    weakref.finalize(t, self._release, ptr)
+        return out
+
+
+def peak_bytes(fn: Callable[[], object]) -> int:
+    """The largest total of bytes held at once by tensors that ``fn`` allocates (its outputs included)."""
+    mode = _Accounting()
+    with mode:
+        result = fn()
+    peak = mode.peak
+    del result
+    return peak

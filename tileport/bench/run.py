@@ -1,0 +1,92 @@
+"""``tileport bench OP``: providers side by side, interleaved, per (mode, dtype, shape, threads).
+
+Each group times every provider and a copy of the same traffic in the same rounds (the roofline), then
+derives GB/s from the minimum traffic, the share of the copy's bandwidth, the speed-ups against eager and
+torch.compile, and measures each provider's peak allocated bytes once outside the timing.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from .environment import machine, versions
+from .memory import peak_bytes
+from .roofline import copy_provider, gbps
+from .timing import interleave
+from .workloads import spec
+
+DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+
+
+@dataclass(frozen=True)
+class Group:
+    mode: str
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    threads: int
+    workload: str = ""
+
+
+def plan(op: str, modes, dtypes, shapes, threads, workloads: list[str] | None = None) -> list[Group]:
+    s = spec(op)
+    named = [(w, s.WORKLOADS[w]) for w in (workloads or [])]
+    groups = [("", shape) for shape in shapes] + named
+    return [Group(m, d, tuple(shape), t, w) for t in threads for m in modes for d in dtypes for w, shape in groups]
+
+
+def _budget(shape, budget_s: float) -> float:
+    return budget_s if math.prod(shape) < 1 << 22 else 3 * budget_s
+
+
+def run(
+    op: str,
+    groups: list[Group],
+    backends: list[str] | None = None,
+    budget_s: float = 0.4,
+    compile_baseline: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict]:
+    """Long-format rows (the CSV schema) for every group."""
+    s = spec(op)
+    backends = s.tileport_backends() if backends is None else backends
+    stamp, mach, vers = time.strftime("%Y-%m-%dT%H:%M:%S"), machine(), versions()
+    rows: list[dict] = []
+    threads_before = torch.get_num_threads()
+    try:
+        for g in groups:
+            if progress:
+                progress(f"{op} {g.mode} {DTYPE_NAMES[g.dtype]} {'x'.join(map(str, g.shape))} t{g.threads}")
+            torch.set_num_threads(g.threads)
+            provs = s.providers(g.shape, g.dtype, g.mode, backends, compile_baseline)
+            nbytes = s.bytes_moved(g.shape, g.dtype, g.mode)
+            provs["copy"] = copy_provider(nbytes // 2)
+            times = interleave(provs, _budget(g.shape, budget_s))
+            base = dict(operator=op, mode=g.mode, dtype=DTYPE_NAMES[g.dtype], shape="x".join(map(str, g.shape)),
+                        threads=g.threads, machine=mach, versions=vers, run=stamp, workload=g.workload)  # fmt: skip
+            copy_gbps = gbps(nbytes, times["copy"])
+            for name, t in times.items():
+                stats = {"min_us": t.min_us, "median_us": t.median_us, "p80_us": t.p80_us, "rounds": t.rounds,
+                         "gbps": gbps(nbytes, t), "bandwidth_share": gbps(nbytes, t) / copy_gbps}  # fmt: skip
+                for ref, key in (("torch-eager", "speedup_vs_eager"), ("torch-compile", "speedup_vs_compile")):
+                    if ref in times and name != "copy":
+                        stats[key] = times[ref].min_us / t.min_us
+                if name not in ("copy", "torch-compile"):
+                    stats["peak_bytes"] = peak_bytes(provs[name])
+                rows += [dict(base, provider=name, statistic=k, value=float(v)) for k, v in stats.items()]
+    finally:
+        torch.set_num_threads(threads_before)
+    return rows
+
+
+def pivot(rows: list[dict], statistic: str) -> dict[tuple, dict[str, float]]:
+    """{(mode, dtype, shape, threads): {provider: value}} of one statistic."""
+    out: dict[tuple, dict[str, float]] = {}
+    for r in rows:
+        if r["statistic"] == statistic:
+            out.setdefault((r["mode"], r["dtype"], r["shape"], r["threads"]), {})[r["provider"]] = r["value"]
+    return out

@@ -1,0 +1,261 @@
+"""The case-suite YAML format (close to ATK's) and its loader.
+
+A suite names the API and its adapter, the levels (how many cases and repeated runs each ``--level`` runs,
+and which ratio limits apply), and the inputs: tensors with dtypes, value ranges, shape rules and boundary
+flags, and attributes such as eps. ``load_suite`` checks every key it reads; a malformed file raises
+``CaseFileError`` naming the file, the key and what was expected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from ..precision.standard import COUNTS
+
+SUITES = Path(__file__).with_name("suites")
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
+RANGE_KINDS = ("normal", "uniform", "near_eps", "large")
+BOUNDARY_FLAGS = ("has_empty", "has_infnan", "has_upper_border", "has_lower_border")
+
+
+class CaseFileError(ValueError):
+    """A suite file that does not follow the format: names the file, the key and what was expected."""
+
+    def __init__(self, file: Path | str, key: str, expected: str, got: Any = None):
+        self.file, self.key, self.expected = str(file), key, expected
+        got_text = "" if got is None else f", got {got!r}"
+        super().__init__(f"{file}: key '{key}': expected {expected}{got_text}")
+
+
+@dataclass(frozen=True)
+class ValueRange:
+    name: str
+    kind: str
+    weight: float = 1.0
+    scale: float = 1.0
+    low: float = -1.0
+    high: float = 1.0
+
+
+@dataclass(frozen=True)
+class ShapeRule:
+    dim_numbers: tuple[int, ...]
+    last_dim_values: tuple[int, ...]
+    max_length: int
+    fixed: tuple[tuple[int, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class TensorInput:
+    name: str
+    required: bool
+    ranges: tuple[ValueRange, ...]
+    dtypes: tuple[torch.dtype, ...] = ()
+    shapes: ShapeRule | None = None
+    boundary: dict[str, bool] = field(default_factory=dict)
+    like: str | None = None
+
+
+@dataclass(frozen=True)
+class AttrInput:
+    name: str
+    required: bool
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Level:
+    name: str
+    cases: int
+    runs: int
+    limits: str  # the ratio limits of the standard that apply (L0, L1, L2)
+
+
+@dataclass(frozen=True)
+class Suite:
+    file: Path
+    name: str
+    api: str
+    adapter: str
+    backward: bool
+    outputs: tuple[str, ...]
+    grad_outputs: tuple[str, ...]
+    standard: dict[str, str]
+    levels: dict[str, Level]
+    tensors: tuple[TensorInput, ...]
+    attrs: tuple[AttrInput, ...]
+
+    @property
+    def primary(self) -> TensorInput:
+        """The tensor input that carries dtypes and shapes; the others are ``like`` it."""
+        return next(t for t in self.tensors if t.like is None)
+
+    def level(self, name: str) -> Level:
+        if name not in self.levels:
+            raise ValueError(f"suite {self.name!r} has no level {name!r}; levels: {', '.join(self.levels)}")
+        return self.levels[name]
+
+
+class _Reader:
+    """Typed access to a mapping, with errors that name the file and the dotted key."""
+
+    def __init__(self, file: Path, data: Any, prefix: str = ""):
+        self.file, self.prefix = file, prefix
+        if not isinstance(data, dict):
+            raise CaseFileError(file, prefix or "<top level>", "a mapping", data)
+        self.data = data
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}.{name}" if self.prefix else name
+
+    def get(self, name: str, kind: type | tuple[type, ...], expected: str, default: Any = ...):
+        if name not in self.data:
+            if default is ...:
+                raise CaseFileError(self.file, self.key(name), f"{expected} (the key is missing)")
+            return default
+        value = self.data[name]
+        if not isinstance(value, kind) or isinstance(value, bool) and bool not in _tuple(kind):
+            raise CaseFileError(self.file, self.key(name), expected, value)
+        return value
+
+    def child(self, name: str, default: Any = ...) -> "_Reader":
+        return _Reader(self.file, self.get(name, dict, "a mapping", default), self.key(name))
+
+    def int_list(self, name: str, minimum: int) -> tuple[int, ...]:
+        values = self.get(name, list, f"a list of integers >= {minimum}")
+        if not values or not all(isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in values):
+            raise CaseFileError(self.file, self.key(name), f"a non-empty list of integers >= {minimum}", values)
+        return tuple(values)
+
+
+def _tuple(kind) -> tuple:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _number(r: _Reader, name: str, default: float) -> float:
+    return float(r.get(name, (int, float), "a number", default))
+
+
+def _ranges(r: _Reader) -> tuple[ValueRange, ...]:
+    ranges = r.child("ranges")
+    out = []
+    for name in ranges.data:
+        spec = ranges.child(name)
+        kind = spec.get("kind", str, f"one of {', '.join(RANGE_KINDS)}")
+        if kind not in RANGE_KINDS:
+            raise CaseFileError(r.file, spec.key("kind"), f"one of {', '.join(RANGE_KINDS)}", kind)
+        weight = _number(spec, "weight", 1.0)
+        if weight <= 0:
+            raise CaseFileError(r.file, spec.key("weight"), "a positive number", weight)
+        low, high = _number(spec, "low", -1.0), _number(spec, "high", 1.0)
+        if low >= high:
+            raise CaseFileError(r.file, spec.key("high"), f"a number above low ({low})", high)
+        out.append(ValueRange(name, kind, weight, _number(spec, "scale", 1.0), low, high))
+    if not out:
+        raise CaseFileError(r.file, ranges.prefix, "at least one value range")
+    return tuple(out)
+
+
+def _shapes(r: _Reader) -> ShapeRule:
+    s = r.child("shapes")
+    fixed = s.get("fixed", list, "a list of shapes (lists of integers >= 0)", [])
+    for shape in fixed:
+        if not isinstance(shape, list) or not shape or not all(isinstance(d, int) and d >= 0 for d in shape):
+            raise CaseFileError(r.file, s.key("fixed"), "a list of shapes (lists of integers >= 0)", shape)
+    max_length = s.get("max_length", int, "a positive integer")
+    if max_length < 1:
+        raise CaseFileError(r.file, s.key("max_length"), "a positive integer", max_length)
+    return ShapeRule(s.int_list("dim_numbers", 1), s.int_list("last_dim_values", 1), max_length, tuple(map(tuple, fixed)))
+
+
+def _dtypes(r: _Reader) -> tuple[torch.dtype, ...]:
+    names = r.child("dtypes").get("values", list, f"a list of dtype names from {', '.join(DTYPES)}")
+    bad = [n for n in names if n not in DTYPES]
+    if bad or not names:
+        raise CaseFileError(r.file, r.key("dtypes.values"), f"dtype names from {', '.join(DTYPES)}", bad or names)
+    return tuple(DTYPES[n] for n in names)
+
+
+def _inputs(file: Path, items: list) -> tuple[tuple[TensorInput, ...], tuple[AttrInput, ...]]:
+    tensors, attrs = [], []
+    for i, item in enumerate(items):
+        r = _Reader(file, item, f"inputs[{i}]")
+        name = r.get("name", str, "the input's name")
+        required = r.get("required", bool, "true or false", True)
+        kind = r.get("type", str, "tensor or attrs")
+        if kind == "attrs":
+            values = r.get("values", list, "a non-empty list of values")
+            if not values:
+                raise CaseFileError(file, r.key("values"), "a non-empty list of values", values)
+            attrs.append(AttrInput(name, required, tuple(values)))
+        elif kind == "tensor":
+            like = r.get("like", str, "the name of an earlier tensor input", None)
+            if like is not None:
+                if like not in {t.name for t in tensors}:
+                    raise CaseFileError(file, r.key("like"), "the name of an earlier tensor input", like)
+                tensors.append(TensorInput(name, required, _ranges(r), like=like))
+                continue
+            boundary = r.child("boundary", {})
+            flags = {}
+            for flag, value in boundary.data.items():
+                if flag not in BOUNDARY_FLAGS or not isinstance(value, bool):
+                    raise CaseFileError(file, boundary.key(flag), f"one of {', '.join(BOUNDARY_FLAGS)}: true/false", value)
+                flags[flag] = value
+            tensors.append(TensorInput(name, required, _ranges(r), _dtypes(r), _shapes(r), flags))
+        else:
+            raise CaseFileError(file, r.key("type"), "tensor or attrs", kind)
+    primaries = [t for t in tensors if t.like is None]
+    if len(primaries) != 1:
+        raise CaseFileError(file, "inputs", "exactly one tensor input with dtypes and shapes (others use `like`)")
+    return tuple(tensors), tuple(attrs)
+
+
+def _levels(top: _Reader) -> dict[str, Level]:
+    levels = top.child("levels")
+    out = {}
+    for name in levels.data:
+        lv = levels.child(name)
+        cases, runs = lv.get("cases", int, "a positive integer"), lv.get("runs", int, "a positive integer")
+        if cases < 1 or runs < 1:
+            raise CaseFileError(top.file, lv.key("cases" if cases < 1 else "runs"), "a positive integer", min(cases, runs))
+        limits = lv.get("limits", str, f"one of {', '.join(COUNTS)}", name)
+        if limits not in COUNTS:
+            raise CaseFileError(top.file, lv.key("limits"), f"one of {', '.join(COUNTS)}", limits)
+        out[name] = Level(name, cases, runs, limits)
+    if not out:
+        raise CaseFileError(top.file, "levels", "at least one level")
+    return out
+
+
+def load_suite(source: str | Path) -> Suite:
+    """Load a suite by operator name (``tileport/cases/suites/<op>.yaml``) or by path."""
+    path = Path(source)
+    if path.suffix not in (".yaml", ".yml"):
+        path = SUITES / f"{source}.yaml"
+        if not path.exists():
+            known = ", ".join(sorted(p.stem for p in SUITES.glob("*.yaml")))
+            raise ValueError(f"no case suite for operator {source!r}; suites: {known}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise CaseFileError(path, "<file>", f"valid YAML ({exc})") from exc
+    top = _Reader(path, data)
+    tensors, attrs = _inputs(path, top.get("inputs", list, "a list of inputs"))
+    return Suite(
+        file=path,
+        name=top.get("name", str, "the operator's name"),
+        api=top.get("api", str, "the dotted name of the API under test"),
+        adapter=top.get("adapter", str, "the dotted module name of the adapter"),
+        backward=top.get("backward", bool, "true or false", False),
+        outputs=tuple(top.get("outputs", list, "a list of output names")),
+        grad_outputs=tuple(top.get("grad_outputs", list, "a list of gradient names", [])),
+        standard={k: str(v) for k, v in top.child("standard").data.items()},
+        levels=_levels(top),
+        tensors=tensors,
+        attrs=attrs,
+    )

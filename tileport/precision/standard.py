@@ -1,0 +1,50 @@
+"""The published numbers of the Ascend dual-benchmark precision standard, in one place.
+
+Source: the commercial operator precision standard (hicann/opbase
+``docs/zh/ops_precision_standard/commercial_standard.md``, as mirrored in 2026; see
+``shared/notes/precision-standard.md``). Implemented version: the 2026 mirror text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+STANDARD_VERSION = "hicann/opbase commercial_standard.md (2026 mirror)"
+REL_EPS = 1e-7  # the denominator guard of MARE / MERE
+
+# level -> (MARE, MERE, RMSE) limits on metric(under test) / metric(benchmark)
+LEVELS: dict[str, tuple[float, float, float]] = {
+    "L0": (10.0, 2.0, 2.0),
+    "L1": (5.0, 1.5, 1.5),
+    "L2": (2.0, 1.2, 1.2),
+}
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The minimum evidence a level asks for."""
+
+    cases: int  # cases in total
+    cases_per_dtype: int  # 0 where the standard names none
+    runs_per_case: int
+
+
+COUNTS: dict[str, Counts] = {
+    "L0": Counts(5000, 200, 50),
+    "L1": Counts(10000, 700, 50),
+    "L2": Counts(30000, 0, 1000),
+}
+MIN_ELEMENTS = 1_000_000  # total output elements of a suite
+
+# dtype -> (small-value threshold on |golden|, error bound for a small value)
+SMALL_VALUE: dict[torch.dtype, tuple[float, float]] = {
+    torch.float16: (2.0**-11, 2.0**-16),
+    torch.bfloat16: (2.0**-8, 2.0**-16),
+    torch.float32: (2.0**-14, 2.0**-30),
+}
+SMALL_COUNT_RATIO = 2.0  # ErrorCount(under test) / max(ErrorCount(benchmark), 1) must not exceed this
+
+RETEST_SEEDS = 1000  # new seeds after a failure
+RETEST_RESAMPLES = 2000  # bootstrap resamples of the median ratio

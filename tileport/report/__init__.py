@@ -1,0 +1,53 @@
+"""Report writers: a verify run as report.md, a self-contained report.html, results.json and results.csv,
+beside the PNG plots."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+from . import html, markdown, plots, tables
+
+
+def _clean(v):
+    """JSON has no inf/nan: write them as strings."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    return v
+
+
+def write_report(rep, out: str | Path) -> dict[str, Path]:
+    """Write every file of the report into ``out``; returns {kind: path}."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    images = plots.verify_plots(rep, out)
+    tbls = tables.all_tables(rep)
+    title = f"tileport verify {rep.op} ({rep.level}): {'PASS' if rep.passed else 'FAIL'}"
+    paths = {"md": out / "report.md", "html": out / "report.html", "json": out / "results.json", "csv": out / "results.csv"}
+    paths["md"].write_text(markdown.document(title, tbls, [p.name for p in images]))
+    paths["html"].write_text(html.document(title, tbls, images))
+    rows = [r.row() for r in rep.results]
+    with paths["csv"].open("w", newline="") as f:
+        if rows:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    doc = {
+        "op": rep.op, "level": rep.level, "limits": rep.limits, "passed": rep.passed, "seed": rep.seed,
+        "environment": rep.environment, "backends": rep.backends, "counts": rep.counts, "seconds": rep.seconds,
+        "aggregates": [dataclasses.asdict(a) | {"passed": a.passed} for a in rep.aggregates],
+        "cross_backend": [dataclasses.asdict(p) for p in rep.pairs],
+        "refinement": [dataclasses.asdict(r) for r in rep.refinement], "refinement_note": rep.refinement_note,
+        "performance": rep.perf, "results": rows,
+    }  # fmt: skip
+    paths["json"].write_text(json.dumps(_clean(doc), indent=1))
+    for p in images:
+        paths[p.stem] = p
+    return paths

@@ -1,0 +1,126 @@
+"""``tileport verify OP``: the acceptance run, producing the evidence a pull request needs.
+
+Flow: cases.load_suite(op) -> generate the level's seeded cases -> accuracy on every available backend
+(dual benchmark, retest, repeated runs, cross-backend) -> refinement study -> performance and memory ->
+a ``Report`` that the writers in ``tileport.report`` turn into markdown, html, json and csv.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from .. import available_backends
+from ..bench.environment import machine, versions
+from ..cases import generate, load_suite
+from ..precision import COUNTS, MIN_ELEMENTS, STANDARD_VERSION, Aggregate, CaseResult, aggregate
+from ..precision.standard import RETEST_SEEDS
+from .accuracy import PairStat, dtype_name, run_accuracy
+from .performance import performance, performance_groups
+from .refinement import RefinementRow, refinement_study
+
+QUICK_RETEST_SEEDS = 30  # the standard's 1000 new seeds apply from L0 up; the quick level says it used fewer
+
+
+@dataclass
+class Report:
+    op: str
+    level: str
+    limits: str
+    seed: int
+    environment: dict
+    backends: list[dict]
+    cases: int
+    elements: int
+    runs: int
+    retest_seeds: int
+    results: list[CaseResult]
+    aggregates: list[Aggregate]
+    pairs: list[PairStat]
+    refinement: list[RefinementRow]
+    refinement_note: str
+    perf: list[dict]
+    seconds: float
+    counts: dict = field(default_factory=dict)  # the standard's minimum counts and whether they were met
+
+    @property
+    def passed(self) -> bool:
+        return all(a.passed for a in self.aggregates)
+
+    @property
+    def failures(self) -> list[CaseResult]:
+        return [r for r in self.results if not r.passed]
+
+
+def environment() -> dict:
+    return {
+        "machine": machine(),
+        "versions": versions(),
+        "threads": torch.get_num_threads(),
+        "standard": STANDARD_VERSION,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "TILEPORT_BACKEND": os.environ.get("TILEPORT_BACKEND", ""),
+    }
+
+
+def serving_backends(op: str, wanted: list[str] | None) -> tuple[list[str], list[dict]]:
+    """Backends to verify (available, serving op on the CPU) and every backend's status for the report."""
+    infos = available_backends()
+    status = [dict(name=b.name, available=b.available, reason=b.reason, devices=list(b.device_kinds)) for b in infos]
+    names = [b.name for b in infos if b.available and op in b.ops and "cpu" in b.device_kinds]
+    if wanted:
+        unknown = [w for w in wanted if w not in {b.name for b in infos}]
+        if unknown:
+            raise ValueError(f"unknown backend {unknown[0]!r}; backends: {', '.join(b.name for b in infos)}")
+        unusable = [w for w in wanted if w not in names]
+        if unusable:
+            reason = next(s["reason"] for s in status if s["name"] == unusable[0])
+            raise ValueError(f"backend {unusable[0]!r} cannot run {op} here: {reason}")
+        names = list(wanted)
+    return names, status
+
+
+def verify(
+    op: str,
+    level: str = "L0",
+    backends: list[str] | None = None,
+    dtypes: list[torch.dtype] | None = None,
+    seed: int = 0,
+    retest_seeds: int | None = None,
+    with_perf: bool = True,
+    progress: Callable[[str, int], None] | None = None,
+) -> Report:
+    """Run the acceptance tasks; ``progress(description, total)`` is told each step and the step count."""
+    t0 = time.perf_counter()
+    suite = load_suite(op)
+    lv = suite.level(level)
+    names, status = serving_backends(op, backends)
+    cases = generate(suite, level, dtypes, seed)
+    dtypes = list(dict.fromkeys(c.dtype for c in cases))
+    if retest_seeds is None:
+        retest_seeds = QUICK_RETEST_SEEDS if level == "quick" else RETEST_SEEDS
+    perf_groups = performance_groups(op, dtypes) if with_perf else []
+    total = len(cases) + len(perf_groups)
+    step = (lambda what: progress(what, total)) if progress else None
+    results, pairs = run_accuracy(suite, cases, names, lv.limits, lv.runs, retest_seeds, step)
+    refinement, note = refinement_study([d for d in dtypes if d != torch.float64], seed)
+    perf = performance(op, perf_groups, names, progress=step) if with_perf else []
+    aggs = aggregate(results)
+    elements = sum(c.elements for c in cases)
+    need = COUNTS[lv.limits]
+    per_dtype = {dtype_name(d): sum(c.dtype == d for c in cases) for d in dtypes}
+    counts = {
+        "required": {"cases": need.cases, "cases_per_dtype": need.cases_per_dtype, "runs_per_case": need.runs_per_case,
+                     "elements": MIN_ELEMENTS},
+        "actual": {"cases": len(cases), "cases_per_dtype": per_dtype, "runs_per_case": lv.runs, "elements": elements},
+        "met": {"cases": len(cases) >= need.cases, "cases_per_dtype": min(per_dtype.values()) >= need.cases_per_dtype,
+                "runs_per_case": lv.runs >= need.runs_per_case, "elements": elements >= MIN_ELEMENTS},
+    }  # fmt: skip
+    return Report(
+        op, level, lv.limits, seed, environment(), status, len(cases), elements, lv.runs, retest_seeds, results, aggs,
+        pairs, refinement, note, perf, time.perf_counter() - t0, counts,
+    )  # fmt: skip

@@ -1,0 +1,22 @@
+"""The performance and memory tasks of verify: forward and forward+backward latency against torch eager and
+torch.compile over a few sizes, and peak allocated bytes, through the benchmark layer."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from ..bench.run import Group, plan, run
+
+SIZES = [(33, 100), (1024, 512), (256, 4096), (2048, 4096)]
+
+
+def performance_groups(op: str, dtypes: list[torch.dtype]) -> list[Group]:
+    return plan(op, ["fwd", "fwdbwd"], dtypes, SIZES, [torch.get_num_threads()])
+
+
+def performance(
+    op: str, groups: list[Group], backends: list[str], budget_s: float = 0.2, progress: Callable[[str], None] | None = None
+) -> list[dict]:
+    return run(op, groups, backends=[b for b in backends if b != "torch"], budget_s=budget_s, progress=progress)
