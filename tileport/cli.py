@@ -107,5 +107,103 @@ def verify(
     console.print(f"[green]all {len(rep.results)} checks passed at {level}[/] ({rep.limits} ratio limits)")
 
 
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(d) for d in text.lower().split("x"))
+    except ValueError:
+        dims = ()
+    if not dims or any(d < 1 for d in dims):
+        raise typer.BadParameter(f"shape {text!r} is not like 1024x512 (positive integers joined by x)", param_hint="--shape")
+    return dims
+
+
+@app.command()
+def bench(
+    op: str = typer.Argument(..., help="operator to benchmark (l2norm)"),
+    mode: Optional[list[str]] = typer.Option(None, help="fwd, bwd, fwdbwd (repeatable; default: all)"),
+    dtype: Optional[list[str]] = typer.Option(None, help="fp32, fp16, bf16 (repeatable; default: all)"),
+    threads: Optional[list[int]] = typer.Option(None, help="thread counts (repeatable; default: 1 and 2)"),
+    shape: Optional[list[str]] = typer.Option(None, help="shapes like 1024x512 (repeatable; default: the sweep)"),
+    workload: Optional[list[str]] = typer.Option(None, help="named workloads (repeatable), 'all' for every one"),
+    backend: Optional[list[str]] = typer.Option(None, help="tileport backends to time (default: every available one)"),
+    quick: bool = typer.Option(False, help="small shapes only, short budgets"),
+    budget: float = typer.Option(0.4, help="seconds of interleaved rounds per group (large shapes: 3x)"),
+    compile_baseline: bool = typer.Option(True, "--compile/--no-compile", help="include torch.compile"),
+    csv: Path = typer.Option(Path("benchmarks/results/bench.csv"), help="CSV to append the rows to"),
+    plot: bool = typer.Option(False, help="only draw the PNGs of the CSV's latest run, do not time"),
+    out: Path = typer.Option(Path("benchmarks/results"), help="folder for the PNGs and the markdown table"),
+) -> None:
+    """Time OP's providers side by side (tileport backends, torch eager, torch.compile, a copy of the same
+    bytes), append to the CSV, write the markdown table and PNGs."""
+    from .bench import csvfile
+    from .bench.plots import bench_plots, latest
+    from .bench.run import plan, run
+    from .bench.summary import markdown_table
+    from .bench.workloads import spec
+
+    try:
+        s = spec(op)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="OP") from exc
+    if not plot:
+        modes = mode or list(s.MODES)
+        bad = [m for m in modes if m not in s.MODES]
+        if bad:
+            raise typer.BadParameter(f"unknown mode {bad[0]!r}; choose from {', '.join(s.MODES)}", param_hint="--mode")
+        names = list(s.WORKLOADS) if workload == ["all"] else (workload or [])
+        bad = [w for w in names if w not in s.WORKLOADS]
+        if bad:
+            raise typer.BadParameter(f"unknown workload {bad[0]!r}; choose from {', '.join(s.WORKLOADS)}", param_hint="--workload")
+        shapes = [_shape(t) for t in shape] if shape else ([] if names else s.SWEEP[:4] if quick else s.SWEEP)
+        groups = plan(op, modes, _dtypes(dtype) or list(DTYPE_NAMES.values()), shapes, threads or [1, 2], names)
+        with _progress() as bar:
+            task = bar.add_task("bench", total=len(groups))
+
+            def step(what: str) -> None:
+                bar.update(task, description=what)
+                bar.advance(task)
+
+            rows = run(op, groups, backend, budget / 3 if quick else budget, compile_baseline, progress=step)
+        csvfile.append(csv, rows)
+        console.print(f"appended {len(rows)} rows to {csv}")
+    rows = latest([r for r in csvfile.read(csv) if r["operator"] == op]) if csv.exists() else []
+    if not rows:
+        raise typer.BadParameter(f"{csv} holds no {op} rows; run `tileport bench {op}` first", param_hint="--csv")
+    out.mkdir(parents=True, exist_ok=True)
+    table = markdown_table(rows)
+    (out / f"{op}.md").write_text(f"# tileport bench {op}\n\n{rows[0]['machine']}; {rows[0]['versions']}; run {rows[0]['run']}\n\n{table}")
+    pngs = bench_plots(rows, out, op)
+    if not plot:
+        console.print(table)
+    console.print(f"table: {out / (op + '.md')}; plots: {', '.join(p.name for p in pngs)}")
+
+
+@app.command()
+def doctor(as_json: bool = typer.Option(False, "--json", help="print the findings as JSON")) -> None:
+    """Check Python, torch, TileLang, the compiler, OpenMP, the kernel cache, glibc/libstdc++, CUDA, Ascend
+    (torch_npu, CANN, bisheng) and say how to fix each problem. Exit code 1 when the default CPU backend
+    cannot run."""
+    import dataclasses
+    import json
+
+    from .doctor import default_backend_runs, run_checks
+
+    findings = run_checks()
+    if as_json:
+        typer.echo(json.dumps([dataclasses.asdict(f) for f in findings], indent=1))
+    else:
+        table = Table(title="tileport doctor", title_justify="left")
+        for col in ("check", "status", "detail", "fix"):
+            table.add_column(col)
+        color = {"ok": "green", "warn": "yellow", "fail": "red", "info": "blue"}
+        for f in findings:
+            table.add_row(f.check, f"[{color[f.status]}]{f.status}[/]", escape(f.detail), escape(f.fix))
+        console.print(table)
+    if not default_backend_runs(findings):
+        if not as_json:
+            console.print("[red]the default CPU backend (tilelang) cannot run here; fix the failed checks[/]")
+        raise typer.Exit(1)
+
+
 if __name__ == "__main__":
     app()

@@ -24,6 +24,7 @@ from .runtime import (
     RowKernelSpec,
     blocked_row_sum,
     check_rows,
+    lanes,
     storage_view,
     threads_for,
 )
@@ -53,7 +54,7 @@ def build_forward(D: int, x_dtype: torch.dtype, y_dtype: torch.dtype, rsqrt_step
     @T.macro
     def square8(a, b, row, col, acc, k, va, vb, out):
         bx.load8(a, row, col, va)
-        for i in T.vectorized(LANES):
+        for i in lanes(LANES):
             acc[k + i] += va[i] * va[i]
 
     def square1(a, b, row, col, out):
@@ -81,7 +82,7 @@ def build_forward(D: int, x_dtype: torch.dtype, y_dtype: torch.dtype, rsqrt_step
             rstd[row] = r[0]
             for j in T.serial(nv):
                 bx.load8(x, row, j * LANES, va)
-                for i in T.vectorized(LANES):
+                for i in lanes(LANES):
                     va[i] = va[i] * r[0]
                 by.store8(va, y, row, j * LANES)
             for t in T.serial(tail):
@@ -110,7 +111,7 @@ def build_backward(D: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
     def dot8(a, b, row, col, acc, k, va, vb, out):
         bx.load8(a, row, col, va)
         bg.load8(b, row, col, vb)
-        for i in T.vectorized(LANES):
+        for i in lanes(LANES):
             acc[k + i] += (va[i] * out[1]) * vb[i]
 
     def dot1(a, b, row, col, out):
@@ -137,7 +138,7 @@ def build_backward(D: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
             for j in T.serial(nv):
                 bx.load8(x, row, j * LANES, va)
                 bg.load8(dy, row, j * LANES, vb)
-                for i in T.vectorized(LANES):
+                for i in lanes(LANES):
                     va[i] = (vb[i] - s[0] * (va[i] * s[1])) * s[1]
                 bx.store8(va, dx, row, j * LANES)
             for t in T.serial(tail):

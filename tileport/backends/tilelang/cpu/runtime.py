@@ -1,7 +1,7 @@
 """The TileLang CPU runtime shared by every row-wise operator.
 
 What each op's kernel module gets from here, written once:
-- compile flags (TileLang builds with no -O flag by default: 14-58x slower) and a disk cache per CPU model
+- compile flags and a disk cache per CPU model (``settings.py``)
   (kernels built with -march=native are only valid on the CPU that built them);
 - dtype bridges: fp16/bf16 tensors are uint16 storage in the kernel, converted 8 lanes at a time by the
   C helpers in ``bridges.h`` (the C codegen cannot print bf16, and rejects vectorized half casts);
@@ -15,7 +15,6 @@ What each op's kernel module gets from here, written once:
 import contextlib
 import ctypes
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,9 +26,9 @@ import tilelang.cpu.language as T
 import torch
 from tilelang.env import env as _tl_env
 
-from ... import platform
+from . import settings
+from .settings import COMPILE_FLAGS  # noqa: F401  (re-exported for kernel modules)
 
-COMPILE_FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fopenmp")
 LANES = 8  # fp32 lanes of one AVX2 register; bridges convert this many elements per call
 GRAIN = 1 << 15  # elements per thread below which a second thread costs more than it saves
 MAX_ROWS = 2**31 - 1  # the generated kernel counts rows in int32
@@ -185,10 +184,8 @@ def threads_for(elements: int) -> int:
 
 
 def cache_dir() -> Path:
-    """Disk cache of compiled kernels: ``$TILEPORT_CACHE_DIR`` (default ``~/.cache/tileport``) per TileLang
-    version and CPU model, since TileLang's cache key holds the flag text ``-march=native``, not the CPU."""
-    root = os.environ.get("TILEPORT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tileport")
-    return Path(root) / f"tilelang-{tilelang.__version__}" / platform.cpu_tag()
+    """Disk cache of compiled kernels (see ``settings.cache_dir``)."""
+    return settings.cache_dir(tilelang.__version__)
 
 
 @contextlib.contextmanager
@@ -269,6 +266,16 @@ def check_rows(m: int) -> None:
         raise ValueError(f"tilelang CPU kernels take at most {MAX_ROWS} rows, got {m}")
 
 
+def lanes(n: int):
+    """A loop over n fp32 lanes of a local buffer, for g++ to vectorize.
+
+    Deliberately a plain serial loop: ``T.vectorized`` prints TileLang's 128-bit ``vec_type`` structs, which
+    g++ -O3 breaks into scalars (the hot loop of the first l2norm kernel was all ``vfmadd231ss``); a plain loop
+    over fp32 locals becomes full-width ``vfmadd231ps`` with the accumulators held in registers.
+    """
+    return T.serial(n)
+
+
 ACC = 4 * LANES  # independent fp32 accumulator lanes of a row sum: four 8-lane chains hide FMA latency
 BLOCK = 16  # ACC-wide steps per inner block of a row sum (512 elements)
 
@@ -290,31 +297,31 @@ def blocked_row_sum(D: int, step8, term1):
 
     @T.macro
     def row_sum(a, b, row, va, vb, inner, outer, out):
-        for i in T.vectorized(ACC):
+        for i in lanes(ACC):
             outer[i] = 0.0
         for blk in T.serial(nb):
-            for i in T.vectorized(ACC):
+            for i in lanes(ACC):
                 inner[i] = 0.0
             for j in T.serial(BLOCK):
                 for u in T.unroll(ACC // LANES):
                     step8(a, b, row, (blk * BLOCK + j) * ACC + u * LANES, inner, u * LANES, va, vb, out)
-            for i in T.vectorized(ACC):
+            for i in lanes(ACC):
                 outer[i] += inner[i]
-        for i in T.vectorized(ACC):
+        for i in lanes(ACC):
             inner[i] = 0.0
         for j in T.serial(rem):
             for u in T.unroll(ACC // LANES):
                 step8(a, b, row, (nb * BLOCK + j) * ACC + u * LANES, inner, u * LANES, va, vb, out)
         for u in T.serial(n8):
             step8(a, b, row, nacc * ACC + u * LANES, inner, u * LANES, va, vb, out)
-        for i in T.vectorized(ACC):
+        for i in lanes(ACC):
             outer[i] += inner[i]
         # 32 -> 1 lanes, pairwise (ACC is fixed at 32: five halvings)
-        for i in T.vectorized(16):
+        for i in lanes(16):
             outer[i] = outer[i] + outer[i + 16]
-        for i in T.vectorized(8):
+        for i in lanes(8):
             outer[i] = outer[i] + outer[i + 8]
-        for i in T.vectorized(4):
+        for i in lanes(4):
             outer[i] = outer[i] + outer[i + 4]
         for i in T.serial(2):
             outer[i] = outer[i] + outer[i + 2]

@@ -1,0 +1,43 @@
+"""`tileport bench`: rows in the one CSV schema, the markdown table and the PNGs, and argument errors."""
+
+from typer.testing import CliRunner
+
+from tileport.bench import csvfile
+from tileport.cli import app
+
+runner = CliRunner()
+
+
+def test_bench_appends_csv_and_draws(tmp_path):
+    csv, out = tmp_path / "bench.csv", tmp_path / "out"
+    args = ["bench", "l2norm", "--shape", "33x100", "--dtype", "fp32", "--threads", "1", "--mode", "fwd", "--mode", "bwd",
+            "--no-compile", "--budget", "0.05", "--csv", str(csv), "--out", str(out)]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = csvfile.read(csv)
+    assert {r["provider"] for r in rows} >= {"tilelang", "tilelang:kernel", "torch-eager", "copy"}
+    assert {r["mode"] for r in rows} == {"fwd", "bwd"} and {r["statistic"] for r in rows} <= set(csvfile.STATISTICS)
+    assert all(r["value"] > 0 for r in rows if r["statistic"] == "min_us")
+    eager = [r for r in rows if r["provider"] == "torch-eager" and r["statistic"] == "speedup_vs_eager"]
+    assert eager and all(r["value"] == 1.0 for r in eager)
+    assert "| fwd | fp32 | 33x100 | 1 | tilelang |" in (out / "l2norm.md").read_text()
+    assert (out / "l2norm_fwd_latency_t1.png").stat().st_size > 0
+    assert (out / "l2norm_bwd_bandwidth_share_t1.png").stat().st_size > 0
+    again = runner.invoke(app, ["bench", "l2norm", "--plot", "--csv", str(csv), "--out", str(tmp_path / "replot")])
+    assert again.exit_code == 0, again.output
+    assert (tmp_path / "replot" / "l2norm_fwd_gbps_t1.png").exists()
+    assert len(csvfile.read(csv)) == len(rows)  # --plot times nothing
+
+
+def test_bench_argument_errors(tmp_path):
+    cases = [
+        (["bench", "softmax"], "no benchmark spec for operator 'softmax'"),
+        (["bench", "l2norm", "--mode", "sideways"], "unknown mode 'sideways'"),
+        (["bench", "l2norm", "--workload", "gpt-9"], "unknown workload 'gpt-9'"),
+        (["bench", "l2norm", "--shape", "10by10"], "shape '10by10' is not like 1024x512"),
+        (["bench", "l2norm", "--plot", "--csv", str(tmp_path / "none.csv")], "holds no l2norm rows"),
+    ]
+    for args, message in cases:
+        result = runner.invoke(app, args)
+        text = " ".join(result.output.replace("│", " ").split())  # rich wraps long messages in a box
+        assert result.exit_code == 2 and message in text, (args, result.output)

@@ -1,0 +1,241 @@
+"""The doctor's checks: each reads the machine through a ``Probe`` and returns a finding with its fix.
+
+Status: ``ok``; ``warn`` (works here, breaks a path a user may take, e.g. the tilelang-ascend wheels);
+``fail`` (the default CPU backend cannot run: the doctor exits non-zero); ``info`` (not present, not needed
+on this machine, e.g. no NPU).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .probe import Probe
+
+TILELANG_RANGE = ((0, 1, 15), (0, 2, 0))
+GLIBC_ASCEND = (2, 38)
+GLIBCXX_NEEDED = "GLIBCXX_3.4.32"
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    status: str  # ok | warn | fail | info
+    detail: str
+    fix: str = ""
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for p in text.split("+")[0].split("."):
+        digits = "".join(ch for ch in p if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def python(p: Probe) -> Finding:
+    v = ".".join(map(str, p.python_version))
+    if tuple(p.python_version[:2]) < (3, 10):
+        return Finding("python", "fail", f"Python {v}", "tileport needs Python >= 3.10")
+    return Finding("python", "ok", f"Python {v}")
+
+
+def python_headers(p: Probe) -> Finding:
+    h = p.python_include / "Python.h"
+    if h.exists():
+        return Finding("Python.h", "ok", str(h))
+    return Finding(
+        "Python.h", "fail", f"no {h}: TileLang builds its Cython wrapper against it",
+        "install the headers: apt install python3-dev, or dnf install python3-devel",
+    )  # fmt: skip
+
+
+def torch_build(p: Probe) -> Finding:
+    try:
+        torch = p.import_module("torch")
+    except Exception as exc:
+        return Finding("torch", "fail", f"import torch failed: {exc}", "pip install torch==2.13.0 (the CPU wheel here)")
+    cuda = getattr(torch.version, "cuda", None)
+    return Finding("torch", "ok", f"torch {torch.__version__} ({'CUDA ' + cuda if cuda else 'CPU'} build)")
+
+
+def tilelang(p: Probe) -> Finding:
+    fix = 'pip install "tilelang>=0.1.15,<0.2"'
+    try:
+        tl = p.import_module("tilelang")
+    except Exception as exc:
+        return Finding("tilelang", "fail", f"import tilelang failed: {type(exc).__name__}: {exc}", fix)
+    v = _version(tl.__version__)
+    lo, hi = TILELANG_RANGE
+    if not lo <= v < hi:
+        return Finding("tilelang", "fail", f"tilelang {tl.__version__}: the CPU runtime is written for 0.1.15+ < 0.2", fix)
+    return Finding("tilelang", "ok", f"tilelang {tl.__version__}")
+
+
+def compiler(p: Probe) -> Finding:
+    cxx = p.environ.get("CXX", "g++")
+    path = p.which(cxx)
+    if path is None:
+        return Finding(
+            "C++ compiler", "fail", f"{cxx!r} not on PATH: TileLang's C target builds every CPU kernel with it",
+            "install g++ (apt install g++, dnf install gcc-c++) or set CXX",
+        )  # fmt: skip
+    out = p.run([cxx, "--version"]) or ""
+    return Finding("C++ compiler", "ok", f"{path}: {out.splitlines()[0] if out else 'version unknown'}")
+
+
+def openmp(p: Probe) -> Finding:
+    """Compile and run a tiny OpenMP program with the CPU kernels' flags."""
+    from ..backends.tilelang.cpu.settings import COMPILE_FLAGS
+
+    cxx = p.environ.get("CXX", "g++")
+    if p.which(cxx) is None:
+        return Finding("OpenMP and flags", "fail", "no compiler (see above)", "install g++")
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = Path(d) / "omp.cpp", Path(d) / "omp"
+        src.write_text(
+            "#include <omp.h>\n#include <cstdio>\nint main(){int n=0;\n#pragma omp parallel reduction(+:n)\nn+=1;"
+            "std::printf(\"%d\", n);return n>0?0:1;}\n"
+        )
+        built = p.run([cxx, *COMPILE_FLAGS, str(src), "-o", str(exe)])
+        ran = p.run([str(exe)]) if built is not None else None
+    flags = " ".join(COMPILE_FLAGS)
+    if built is None:
+        return Finding("OpenMP and flags", "fail", f"{cxx} {flags} failed on a tiny OpenMP program", "install libgomp (gcc's OpenMP)")
+    if ran is None:
+        return Finding("OpenMP and flags", "fail", "the tiny OpenMP program built but did not run", "check libgomp.so is loadable")
+    return Finding("OpenMP and flags", "ok", f"{flags}: built and ran ({ran.strip()} threads)")
+
+
+def cpu_kernel(p: Probe) -> Finding:
+    """Build (or load from the cache) and run the l2norm kernel on a tiny input, checked against torch."""
+    try:
+        import torch
+
+        import tileport
+
+        x = torch.randn(4, 8)
+        y, _ = tileport.l2norm_fwd(x, backend="tilelang")
+        yt, _ = tileport.l2norm_fwd(x, backend="torch")
+        err = float((y - yt).abs().max())
+    except Exception as exc:
+        return Finding("TileLang CPU kernel", "fail", f"{type(exc).__name__}: {exc}", "fix the findings above, then rerun")
+    if not err < 1e-5:
+        return Finding("TileLang CPU kernel", "fail", f"ran, but differs from torch by {err:g}", "report this as a bug")
+    return Finding("TileLang CPU kernel", "ok", f"l2norm 4x8 ran, max |diff| vs torch {err:.1e}")
+
+
+def glibc(p: Probe) -> Finding:
+    v = p.glibc()
+    if v is None:
+        return Finding("glibc", "info", "not glibc (or unknown): the tilelang-ascend wheels need glibc >= 2.38")
+    if _version(v) < GLIBC_ASCEND:
+        return Finding(
+            "glibc", "warn", f"glibc {v}: fine here, too old for the tilelang-ascend wheels (need >= 2.38)",
+            "for Ascend A2/A3 use an image with glibc >= 2.38 (Ubuntu 24.04, openEuler 24.03)",
+        )  # fmt: skip
+    return Finding("glibc", "ok", f"glibc {v}")
+
+
+def glibcxx(p: Probe) -> Finding:
+    path = p.libstdcxx()
+    versions = p.glibcxx_versions(path)
+    if path is None:
+        return Finding("libstdc++", "warn", "libstdc++.so.6 not found", "install libstdc++ (gcc)")
+    if GLIBCXX_NEEDED not in versions:
+        newest = max(versions, key=lambda s: int(s.rsplit(".", 1)[1]), default="none")
+        return Finding(
+            "libstdc++", "warn", f"{path} has no {GLIBCXX_NEEDED} (newest {newest}): the tilelang-ascend wheels need it",
+            "gcc-toolset-13 (or conda's libstdcxx-ng >= 13) and put its lib64 first in LD_LIBRARY_PATH",
+        )  # fmt: skip
+    return Finding("libstdc++", "ok", f"{path} has {GLIBCXX_NEEDED}")
+
+
+def nvcc(p: Probe) -> Finding:
+    path = p.which("nvcc")
+    if path is None:
+        return Finding("nvcc", "info", "not found: `tileport lower --target cuda` stops at CUDA source", "install the CUDA toolkit")
+    out = p.run([path, "--version"]) or ""
+    release = next((line.strip() for line in out.splitlines() if "release" in line), "version unknown")
+    return Finding("nvcc", "ok", f"{path}: {release}")
+
+
+def cuda_devices(p: Probe) -> Finding:
+    try:
+        torch = p.import_module("torch")
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception as exc:
+        return Finding("CUDA devices", "info", f"cannot ask torch: {exc}")
+    if n == 0:
+        return Finding("CUDA devices", "info", "none: CUDA kernels are lowered and compiled, not run")
+    names = ", ".join(f"{torch.cuda.get_device_name(i)} (sm_{''.join(map(str, torch.cuda.get_device_capability(i)))})" for i in range(n))
+    return Finding("CUDA devices", "ok", names)
+
+
+def npu(p: Probe) -> Finding:
+    from ..backends import platform
+
+    if not p.can_import("torch_npu"):
+        return Finding("torch_npu and NPUs", "info", "torch_npu not installed: no Ascend NPU path on this machine")
+    try:
+        torch_npu = p.import_module("torch_npu")
+        n = torch_npu.npu.device_count()
+        names = [torch_npu.npu.get_device_name(i) for i in range(n)]
+    except Exception as exc:
+        return Finding(
+            "torch_npu and NPUs", "warn", f"torch_npu is installed but fails: {type(exc).__name__}: {exc}",
+            "source CANN's set_env.sh (source /usr/local/Ascend/ascend-toolkit/set_env.sh) before Python",
+        )  # fmt: skip
+    if not names:
+        return Finding("torch_npu and NPUs", "info", "torch_npu imports, no NPU visible")
+    kinds = ", ".join(f"{n} ({platform.npu_kind(n) or 'unknown architecture'})" for n in names)
+    return Finding("torch_npu and NPUs", "ok", kinds)
+
+
+def cann(p: Probe) -> Finding:
+    home = p.environ.get("ASCEND_HOME_PATH") or p.environ.get("ASCEND_TOOLKIT_HOME")
+    bisheng = p.which("bisheng")
+    if bisheng:
+        return Finding("CANN and bisheng", "ok", f"bisheng {bisheng}" + (f", CANN {home}" if home else ""))
+    if home:
+        return Finding("CANN and bisheng", "warn", f"CANN at {home} but bisheng not on PATH", "source CANN's set_env.sh")
+    return Finding("CANN and bisheng", "info", "not found: `tileport lower --target ascend` stops at Ascend C source")
+
+
+def autoload(p: Probe) -> Finding:
+    value = p.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD")
+    if not p.can_import("torch_npu"):
+        return Finding("TORCH_DEVICE_BACKEND_AUTOLOAD", "ok", f"{value or 'unset'}; no torch_npu to autoload")
+    if value == "0":
+        return Finding("TORCH_DEVICE_BACKEND_AUTOLOAD", "ok", "0: import torch does not load torch_npu")
+    return Finding(
+        "TORCH_DEVICE_BACKEND_AUTOLOAD", "warn",
+        f"{value or 'unset'}: `import torch` loads torch_npu, which breaks every import when CANN is not set up",
+        "export TORCH_DEVICE_BACKEND_AUTOLOAD=0 and import torch_npu explicitly where you use the NPU",
+    )  # fmt: skip
+
+
+def kernel_cache(p: Probe) -> Finding:
+    from ..backends.tilelang.cpu.settings import cache_dir
+
+    try:
+        version = p.import_module("tilelang").__version__
+    except Exception:
+        version = "unknown"
+    path = cache_dir(version, p.environ)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        return Finding("kernel cache", "fail", f"{path} is not writable: {exc.strerror or exc}", "set TILEPORT_CACHE_DIR to a writable folder")
+    return Finding("kernel cache", "ok", f"{path} (one folder per TileLang version and CPU model)")
+
+
+CHECKS = (
+    python, python_headers, torch_build, tilelang, compiler, openmp, kernel_cache, cpu_kernel,
+    glibc, glibcxx, nvcc, cuda_devices, npu, cann, autoload,
+)  # fmt: skip
