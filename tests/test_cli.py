@@ -22,12 +22,14 @@ def test_verify_quick_writes_the_report(tmp_path):
         assert (out / name).stat().st_size > 0, name
     doc = json.loads((out / "results.json").read_text())
     assert doc["passed"] is True and doc["level"] == "quick"
-    assert {a["backend"] for a in doc["aggregates"]} == {"tilelang", "torch"}
+    assert {a["backend"] for a in doc["aggregates"]} == {"tilelang"}  # the torch benchmark is not judged against itself
+    assert {(p["a"], p["b"]) for p in doc["cross_backend"]} == {("tilelang", "torch")}
     assert doc["counts"]["met"]["cases"] is False  # a quick run is not the standard's evidence, and says so
     assert any(r["steps"] == 2 and r["passes_L0"] for r in doc["refinement"])
     html = (out / "report.html").read_text()
     assert "data:image/png;base64," in html and 'src="http' not in html  # self-contained
-    assert "Cross-backend comparison" in (out / "report.md").read_text()
+    md = (out / "report.md").read_text()
+    assert "Cross-backend comparison" in md and "torch (benchmark)" in md
 
 
 def test_verify_on_forced_torch_backend_without_perf(tmp_path):

@@ -88,9 +88,8 @@ def verify(
     with _progress() as bar:
         task = bar.add_task("verify", total=None)
 
-        def step(what: str, total: int) -> None:
-            bar.update(task, description=what, total=total)
-            bar.advance(task)
+        def step(what: str, total: int, advance: int = 1) -> None:
+            bar.update(task, description=what, total=total, advance=advance)
 
         try:
             rep = run_verify(op, level, backend, _dtypes(dtype), seed, retest_seeds, perf, progress=step)

@@ -42,31 +42,30 @@ def measure(actual: torch.Tensor, golden: torch.Tensor, dtype: torch.dtype | Non
     """The standard's metrics of ``actual`` against ``golden`` (``dtype`` picks the small-value rule)."""
     if actual.shape != golden.shape:
         raise ValueError(f"actual shape {tuple(actual.shape)} != golden shape {tuple(golden.shape)}")
-    dtype = dtype or actual.dtype
-    a = actual.detach().to(torch.float64).reshape(-1).cpu()
-    g = golden.detach().to(torch.float64).reshape(-1).cpu()
-    g_out = golden.detach().reshape(-1).cpu().to(dtype) if dtype != torch.float64 else g
+    return measure_batch(actual.reshape(1, -1), golden.reshape(1, -1), dtype or actual.dtype)[0]
+
+
+def measure_batch(actual: torch.Tensor, golden: torch.Tensor, dtype: torch.dtype) -> list[Metrics]:
+    """The metrics of each row of (S, N) ``actual`` against ``golden``: S independent samples (seeds) at once."""
+    a = actual.detach().cpu().to(torch.float64)
+    g = golden.detach().cpu().to(torch.float64)
+    g_out = golden.detach().cpu().to(dtype) if dtype != torch.float64 else g
     finite = torch.isfinite(g_out)
-    nonfinite_match = bool(
-        torch.equal(torch.isnan(a), torch.isnan(g_out)) and torch.equal(torch.isposinf(a), torch.isposinf(g_out))
-        and torch.equal(torch.isneginf(a), torch.isneginf(g_out))
-    )  # fmt: skip
-    a, g = a[finite], g[finite]
-    if a.numel() == 0:
-        return Metrics(0.0, 0.0, 0.0, 0, nonfinite_match, 0)
+    same = (torch.isnan(a) == torch.isnan(g_out)) & (torch.isposinf(a) == torch.isposinf(g_out))
+    same &= torch.isneginf(a) == torch.isneginf(g_out)
     err = (a - g).abs()
-    err = torch.where(torch.isnan(err), torch.full_like(err, math.inf), err)  # a nan where g is finite
-    rel = err / (g.abs() + REL_EPS)
+    err = torch.where(torch.isnan(err), math.inf, err)  # a nan where the golden is finite is an infinite error
+    err = torch.where(finite, err, 0.0)
+    rel = err / (g.abs().nan_to_num(0.0, 0.0, 0.0) + REL_EPS)
+    n = finite.sum(1).clamp(min=1).to(torch.float64)
     threshold, bound = SMALL_VALUE.get(dtype, SMALL_VALUE[torch.float32])
-    small = g.abs() < threshold
-    return Metrics(
-        mare=float(rel.max()),
-        mere=float(rel.mean()),
-        rmse=float(torch.sqrt((err * err).mean())),
-        small_errors=int((small & (err > bound)).sum()),
-        nonfinite_match=nonfinite_match,
-        elements=int(actual.numel()),
-    )
+    small = finite & (g.abs() < threshold) & (err > bound)
+    mare = rel.amax(1) if rel.shape[1] else torch.zeros(rel.shape[0], dtype=torch.float64)
+    cols = zip(
+        mare.tolist(), (rel.sum(1) / n).tolist(), torch.sqrt((err * err).sum(1) / n).tolist(),
+        small.sum(1).tolist(), same.all(1).tolist(),
+    )  # fmt: skip
+    return [Metrics(m, me, r, int(sm), bool(ok), int(a.shape[1])) for m, me, r, sm, ok in cols]
 
 
 def ratio(under_test: float, benchmark: float) -> float:

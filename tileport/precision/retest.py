@@ -41,7 +41,13 @@ def bootstrap_median_lower_bound(values: Sequence[float], resamples: int = RETES
 
 def retest(run: Callable[[int], Verdict], seeds: Sequence[int], resamples: int = RETEST_RESAMPLES) -> RetestResult:
     """Run ``run(seed)`` for each seed and apply the bootstrap rule to each metric's ratio."""
-    verdicts = [run(s) for s in seeds]
+    return retest_verdicts([run(s) for s in seeds], resamples)
+
+
+def retest_verdicts(verdicts: Sequence[Verdict], resamples: int = RETEST_RESAMPLES) -> RetestResult:
+    """The bootstrap rule over the verdicts of the new seeds (however they were computed)."""
+    if not verdicts:
+        raise ValueError("a retest needs at least one new seed")
     medians, lows, failures = {}, {}, []
     for m in METRICS:
         ratios = [v.ratios[m] for v in verdicts]

@@ -56,8 +56,9 @@ class Report:
         return [r for r in self.results if not r.passed]
 
 
-def environment() -> dict:
+def environment(benchmark: str) -> dict:
     return {
+        "benchmark": benchmark,
         "machine": machine(),
         "versions": versions(),
         "threads": torch.get_num_threads(),
@@ -67,21 +68,23 @@ def environment() -> dict:
     }
 
 
-def serving_backends(op: str, wanted: list[str] | None) -> tuple[list[str], list[dict]]:
-    """Backends to verify (available, serving op on the CPU) and every backend's status for the report."""
+def serving_backends(op: str, wanted: list[str] | None, benchmark: str) -> tuple[list[str], list[dict]]:
+    """Backends to verify and every backend's status for the report. By default: every available backend
+    serving op on the CPU except the benchmark's (judging the torch composite against itself proves nothing;
+    it enters the cross-backend comparison as the benchmark)."""
     infos = available_backends()
     status = [dict(name=b.name, available=b.available, reason=b.reason, devices=list(b.device_kinds)) for b in infos]
-    names = [b.name for b in infos if b.available and op in b.ops and "cpu" in b.device_kinds]
+    usable = [b.name for b in infos if b.available and op in b.ops and "cpu" in b.device_kinds]
     if wanted:
         unknown = [w for w in wanted if w not in {b.name for b in infos}]
         if unknown:
             raise ValueError(f"unknown backend {unknown[0]!r}; backends: {', '.join(b.name for b in infos)}")
-        unusable = [w for w in wanted if w not in names]
+        unusable = [w for w in wanted if w not in usable]
         if unusable:
             reason = next(s["reason"] for s in status if s["name"] == unusable[0])
             raise ValueError(f"backend {unusable[0]!r} cannot run {op} here: {reason}")
-        names = list(wanted)
-    return names, status
+        return list(wanted), status
+    return [n for n in usable if n != benchmark], status
 
 
 def verify(
@@ -92,20 +95,22 @@ def verify(
     seed: int = 0,
     retest_seeds: int | None = None,
     with_perf: bool = True,
-    progress: Callable[[str, int], None] | None = None,
+    progress: Callable[..., None] | None = None,
 ) -> Report:
-    """Run the acceptance tasks; ``progress(description, total)`` is told each step and the step count."""
+    """Run the acceptance tasks; ``progress(description, total, advance)`` is told of each step (advance 1)
+    and of long work inside one (advance 0), with the count of steps."""
     t0 = time.perf_counter()
     suite = load_suite(op)
     lv = suite.level(level)
-    names, status = serving_backends(op, backends)
+    benchmark = suite.standard.get("benchmark", "torch")
+    names, status = serving_backends(op, backends, benchmark)
     cases = generate(suite, level, dtypes, seed)
     dtypes = list(dict.fromkeys(c.dtype for c in cases))
     if retest_seeds is None:
         retest_seeds = QUICK_RETEST_SEEDS if level == "quick" else RETEST_SEEDS
     perf_groups = performance_groups(op, dtypes) if with_perf else []
     total = len(cases) + len(perf_groups)
-    step = (lambda what: progress(what, total)) if progress else None
+    step = (lambda what, advance=1: progress(what, total, advance)) if progress else None
     results, pairs = run_accuracy(suite, cases, names, lv.limits, lv.runs, retest_seeds, step)
     refinement, note = refinement_study([d for d in dtypes if d != torch.float64], seed)
     perf = performance(op, perf_groups, names, progress=step) if with_perf else []
@@ -121,6 +126,6 @@ def verify(
                 "runs_per_case": lv.runs >= need.runs_per_case, "elements": elements >= MIN_ELEMENTS},
     }  # fmt: skip
     return Report(
-        op, level, lv.limits, seed, environment(), status, len(cases), elements, lv.runs, retest_seeds, results, aggs,
+        op, level, lv.limits, seed, environment(benchmark), status, len(cases), elements, lv.runs, retest_seeds, results, aggs,
         pairs, refinement, note, perf, time.perf_counter() - t0, counts,
     )  # fmt: skip
