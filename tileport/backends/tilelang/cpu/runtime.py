@@ -15,9 +15,7 @@ What each op's kernel module gets from here, written once:
 import contextlib
 import ctypes
 import logging
-import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -26,8 +24,9 @@ import tilelang.cpu.language as T
 import torch
 from tilelang.env import env as _tl_env
 
+from ..cache import KernelCache
 from . import settings
-from .settings import COMPILE_FLAGS  # noqa: F401  (re-exported for kernel modules)
+from .settings import COMPILE_FLAGS
 
 LANES = 8  # fp32 lanes of one AVX2 register; bridges convert this many elements per call
 GRAIN = 1 << 15  # elements per thread below which a second thread costs more than it saves
@@ -201,64 +200,20 @@ def _tilelang_cache_at(path: Path):
         descriptor._forced_value = previous
 
 
-@dataclass
-class _Stats:
-    kernels: int = 0
-    hits: int = 0
-    compile_seconds: float = 0.0
+class CpuKernelCache(KernelCache):
+    """Kernels built for the C target into the per-CPU disk cache, launched through ctypes."""
+
+    def compile(self, op: str, key: tuple, build: Callable[[], tuple[object, RowKernelSpec]]) -> Launcher:
+        func, spec = build()
+        try:
+            with _tilelang_cache_at(cache_dir()):
+                jit = tilelang.compile(func, target="c", execution_backend="cython", compile_flags=list(COMPILE_FLAGS))
+        except Exception as exc:
+            raise RuntimeError(f"tileport: building the TileLang CPU kernel {op}{key} failed: {exc}") from exc
+        return Launcher(jit, spec)
 
 
-@dataclass
-class KernelCache:
-    """One compiled kernel per key (op, D, dtypes): the row count M is symbolic, so it is never part of it."""
-
-    backend: str = "tilelang"
-    _kernels: dict = field(default_factory=dict)
-    _stats: dict = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def get(self, op: str, key: tuple, build: Callable[[], tuple[object, RowKernelSpec]]) -> Launcher:
-        launcher = self._kernels.get((op, key))
-        if launcher is not None:  # hot path, no lock: entries are only ever added (hit counts are best-effort
-            self._stats[op].hits += 1  # under concurrent threads)
-            return launcher
-        with self._lock:
-            stats = self._stats.setdefault(op, _Stats())
-            launcher = self._kernels.get((op, key))
-            if launcher is not None:
-                stats.hits += 1
-                return launcher
-            t0 = time.perf_counter()
-            func, spec = build()
-            try:
-                with _tilelang_cache_at(cache_dir()):
-                    jit = tilelang.compile(
-                        func, target="c", execution_backend="cython", compile_flags=list(COMPILE_FLAGS)
-                    )
-            except Exception as exc:
-                raise RuntimeError(f"tileport: building the TileLang CPU kernel {op}{key} failed: {exc}") from exc
-            launcher = Launcher(jit, spec)
-            stats.compile_seconds += time.perf_counter() - t0
-            stats.kernels += 1
-            self._kernels[(op, key)] = launcher
-            return launcher
-
-    def info(self) -> list[dict]:
-        with self._lock:
-            return [
-                {
-                    "op": op,
-                    "backend": self.backend,
-                    "kernels": s.kernels,
-                    "hits": s.hits,
-                    "compile_seconds": round(s.compile_seconds, 3),
-                    "keys": sorted(str(k) for (o, k) in self._kernels if o == op),
-                }
-                for op, s in sorted(self._stats.items())
-            ]
-
-
-CACHE = KernelCache()
+CACHE = CpuKernelCache("tilelang")
 
 
 def check_rows(m: int) -> None:
