@@ -1,5 +1,11 @@
+import os
+
 import pytest
 import torch
+
+# Triton runs on the CPU only under its interpreter, which must be chosen before triton is imported.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import tileport
 

@@ -78,7 +78,8 @@ def verify(
     a report. Exit code 1 when a check fails."""
     from .cases import load_suite
     from .report import tables, write_report
-    from .verify import verify as run_verify
+    from .verify import prepare
+    from .verify import run as run_verify
 
     if op not in OPS:
         raise typer.BadParameter(f"unknown operator {op!r}; available: {', '.join(OPS)}", param_hint="OP")
@@ -92,9 +93,10 @@ def verify(
             bar.update(task, description=what, total=total, advance=advance)
 
         try:
-            rep = run_verify(op, level, backend, _dtypes(dtype), seed, retest_seeds, perf, progress=step)
+            plan = prepare(op, level, backend, _dtypes(dtype), seed)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
+        rep = run_verify(plan, retest_seeds, perf, progress=step)
     for t in tables.all_tables(rep):
         if t.rows:
             print_table(t)
@@ -202,6 +204,38 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="print the finding
         if not as_json:
             console.print("[red]the default CPU backend (tilelang) cannot run here; fix the failed checks[/]")
         raise typer.Exit(1)
+
+
+@app.command()
+def lower(
+    op: str = typer.Argument(..., help="operator to lower (l2norm)"),
+    target: str = typer.Option(..., help="cuda or ascend (Ascend 950, arch35)"),
+    dtype: str = typer.Option("fp16", help="fp32, fp16, bf16"),
+    dim: int = typer.Option(4096, help="row length D the kernels are built for"),
+    out: Path = typer.Option(Path("tileport-lower"), help="folder for the sources and binaries"),
+    arch: str = typer.Option("sm_90", help="CUDA architecture"),
+    rsqrt: str = typer.Option("exact", help="CUDA: exact (__frsqrt_rn) or approx (rsqrt.approx.f32)"),
+    nr_steps: int = typer.Option(1, help="Ascend: Newton-Raphson steps after the hardware rsqrt"),
+) -> None:
+    """Write OP's forward and backward device source for TARGET; build a cubin when nvcc is present."""
+    from .lower import lower as run_lower
+
+    if op not in OPS:
+        raise typer.BadParameter(f"unknown operator {op!r}; available: {', '.join(OPS)}", param_hint="OP")
+    if rsqrt not in ("exact", "approx"):
+        raise typer.BadParameter(f"rsqrt must be exact or approx, got {rsqrt!r}", param_hint="--rsqrt")
+    if nr_steps < 0:
+        raise typer.BadParameter(f"nr-steps must be >= 0, got {nr_steps}", param_hint="--nr-steps")
+    (dt,) = _dtypes([dtype])
+    options = {"rsqrt": rsqrt} if target == "cuda" else {"nr_steps": nr_steps}
+    try:
+        result = run_lower(op, target, dt, dim, out, arch=arch, **options)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    for path in result.sources + result.binaries:
+        console.print(f"wrote {path}")
+    for note in result.notes:
+        console.print(note)
 
 
 if __name__ == "__main__":

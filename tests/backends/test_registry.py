@@ -31,7 +31,7 @@ class Fake:
     def supports(self, op, device_kind, dtypes):
         return declared_support(self, op, device_kind, dtypes)
 
-    def kernels(self, op):
+    def kernels(self, op, device_kind="cpu"):
         return self.name
 
     def cache_info(self):
@@ -125,12 +125,19 @@ def test_broken_backend_import_is_a_reason_not_a_crash():
     assert not avail.ok and "import of tileport.no_such_module failed" in avail.reason
 
 
-def test_real_registry_on_cuda_device_falls_back_to_torch(monkeypatch):
-    """No CUDA kernels are registered for tilelang yet and triton is not registered: torch serves CUDA."""
+def test_real_registry_sends_device_tensors_to_the_device_kernels(monkeypatch):
+    """CUDA and Ascend 950 tensors go to the TileLang kernels of their target; A2/A3 fall back to torch
+    while tilelang-ascend is not registered. Decided from device descriptions: no device is here."""
     monkeypatch.delenv("TILEPORT_BACKEND", raising=False)
-    assert REGISTRY.resolve("l2norm", torch.device("cuda"), (F32,)).name == "torch"
-    with pytest.raises(BackendUnavailableError, match="'tilelang' does not run on 'cuda' devices"):
-        REGISTRY.resolve("l2norm", torch.device("cuda"), (F32,), backend="tilelang")
+    cuda = REGISTRY.resolve("l2norm", torch.device("cuda"), (F32,))
+    assert cuda.name == "tilelang"
+    assert cuda.kernels("l2norm", "cuda").__name__ == "tileport.backends.tilelang.cuda.l2norm"
+    a35 = REGISTRY.resolve("l2norm", NpuDevice(0), (F32,), npu_name=npu("Ascend950PR"))
+    assert a35.kernels("l2norm", "npu-arch35").__name__ == "tileport.backends.tilelang.ascend.l2norm"
+    assert REGISTRY.resolve("l2norm", NpuDevice(0), (F32,), npu_name=npu("Ascend910B2")).name == "torch"
+    assert REGISTRY.kernels("l2norm", torch.device("cpu"), (F32,)).__name__ == "tileport.backends.tilelang.cpu.l2norm"
+    with pytest.raises(BackendUnavailableError, match="does not support float64"):
+        REGISTRY.resolve("l2norm", torch.device("cuda"), (torch.float64,), backend="tilelang")
 
 
 def test_available_backends_report():
@@ -139,4 +146,4 @@ def test_available_backends_report():
     infos = {b.name: b for b in tileport.available_backends()}
     assert infos["torch"].available and "torch" in infos["torch"].reason
     assert infos["tilelang"].available, infos["tilelang"].reason
-    assert infos["tilelang"].device_kinds == ("cpu",) and infos["tilelang"].ops == ("l2norm",)
+    assert infos["tilelang"].device_kinds == ("cpu", "cuda", "npu-arch35") and infos["tilelang"].ops == ("l2norm",)

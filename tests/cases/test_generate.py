@@ -60,3 +60,11 @@ def test_value_ranges_mean_what_they_say():
     assert make_inputs(SUITE, by_range["large"])["x"].abs().min() >= 1e15
     u = make_inputs(SUITE, by_range["uniform"])["x"]
     assert u.min() >= -5 and u.max() <= 5
+
+
+def test_a_smaller_level_is_a_prefix_of_a_larger_one():
+    quick, full = generate(SUITE, "quick"), generate(SUITE, "L0")
+    by_key = {(c.dtype, c.rank): c for c in full}
+    for c in quick:
+        twin = by_key[(c.dtype, c.rank)]
+        assert (twin.shape, twin.value_range, twin.attrs, twin.boundary, twin.seed) == (c.shape, c.value_range, c.attrs, c.boundary, c.seed)

@@ -55,8 +55,8 @@ class Backend(Protocol):
         """None when this backend serves (op, device kind, every dtype of the call); else the reason why not."""
         ...
 
-    def kernels(self, op: str) -> Any:
-        """The op's implementation module (``forward`` / ``backward`` functions)."""
+    def kernels(self, op: str, device_kind: str) -> Any:
+        """The op's implementation module for that device kind (``forward`` / ``backward`` functions)."""
         ...
 
     def cache_info(self) -> list[dict[str, Any]]: ...
@@ -165,7 +165,7 @@ class Registry:
         key = ("kernels", op, device, tuple(dtypes), backend, os.environ.get(ENV_BACKEND))
         found = self.memo.get(key)
         if found is None:
-            found = self.memo[key] = self.resolve(op, device, dtypes, backend).kernels(op)
+            found = self.memo[key] = self.resolve(op, device, dtypes, backend).kernels(op, platform.device_kind(device))
         return found
 
     def _resolve(self, op, device, dtypes, backend, npu_name) -> Backend:
@@ -201,6 +201,7 @@ class Registry:
 REGISTRY = Registry()
 REGISTRY.register("tilelang", "tileport.backends.tilelang")
 REGISTRY.register("torch", "tileport.backends.torch")
+REGISTRY.register("triton", "tileport.backends.triton")
 
 
 @dataclass(frozen=True)
@@ -210,6 +211,7 @@ class BackendInfo:
     reason: str
     device_kinds: tuple[str, ...]
     ops: tuple[str, ...]
+    interpreted: bool = False  # runs through an interpreter here (slow: small shapes and few cases only)
 
 
 def available_backends(registry: Registry = REGISTRY) -> list[BackendInfo]:
@@ -225,6 +227,7 @@ def available_backends(registry: Registry = REGISTRY) -> list[BackendInfo]:
                 reason=avail.reason,
                 device_kinds=tuple(sorted(b.device_kinds)) if b else (),
                 ops=tuple(sorted(b.dtypes)) if b else (),
+                interpreted=bool(avail.ok and getattr(b, "interpreted", False)),
             )
         )
     return infos

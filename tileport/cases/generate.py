@@ -32,6 +32,7 @@ class Case:
     attrs: dict[str, Any] = field(default_factory=dict)
     boundary: str | None = None  # empty | infnan | zeros | None
     seed: int = 0
+    rank: int = 0  # position among the cases of its dtype: a smaller level's cases are a prefix of a larger's
 
     @property
     def elements(self) -> int:
@@ -94,8 +95,9 @@ def generate(suite: Suite, level: str, dtypes: list[torch.dtype] | None = None, 
         while len(mine) < per_dtype:
             attrs = {a.name: a.values[int(rng.integers(len(a.values)))] for a in suite.attrs}
             mine.append(Case(0, dtype, _random_shape(rng, suite), _pick_range(rng, x.ranges, allowed).name, attrs))
-        cases += mine[:per_dtype]
-    return [replace(c, index=i, seed=seed * 1_000_003 + i) for i, c in enumerate(cases)]
+        # a case's seed depends on (seed, dtype, rank) only, so quick's cases are L0's first ones, input for input
+        cases += [replace(c, rank=r, seed=(seed * 7919 + d_index) * 1_000_003 + r) for r, c in enumerate(mine[:per_dtype])]
+    return [replace(c, index=i) for i, c in enumerate(cases)]
 
 
 def _values(t: TensorInput, rng_range: ValueRange, shape, dtype, eps: float, gen: torch.Generator) -> torch.Tensor:

@@ -94,6 +94,11 @@ def retested(rep, limit: int = 50) -> Table:
     return Table("Checks that failed on their first seed and passed the retest", ("backend", "case", "dtype", "shape", "output", "detail"), rows)
 
 
+def skipped(rep) -> Table:
+    rows = tuple((b, str(n), why) for b, (n, why) in rep.skipped.items())
+    return Table("Cases a backend did not run", ("backend", "cases", "why"), rows)
+
+
 def against_golden(rep) -> Table:
     """Worst MARE and RMSE against the float64 golden, per backend (the benchmark included), dtype and output."""
     worst: dict[tuple, list[float]] = {}
@@ -157,6 +162,8 @@ def all_tables(rep) -> list[Table]:
         out.append(failures(rep))
     if any(r.retest is not None and r.passed for r in rep.results):
         out.append(retested(rep))
+    if rep.skipped:
+        out.append(skipped(rep))
     if rep.results:
         out.append(against_golden(rep))
     if rep.pairs:

@@ -45,7 +45,8 @@ class Report:
     refinement_note: str
     perf: list[dict]
     seconds: float
-    counts: dict = field(default_factory=dict)  # the standard's minimum counts and whether they were met
+    counts: dict = field(default_factory=dict)
+    skipped: dict = field(default_factory=dict)  # backend -> (cases not run, why)  # the standard's minimum counts and whether they were met
 
     @property
     def passed(self) -> bool:
@@ -68,12 +69,13 @@ def environment(benchmark: str) -> dict:
     }
 
 
-def serving_backends(op: str, wanted: list[str] | None, benchmark: str) -> tuple[list[str], list[dict]]:
+def serving_backends(op: str, wanted: list[str] | None, benchmark: str) -> tuple[list[str], list[dict], set[str]]:
     """Backends to verify and every backend's status for the report. By default: every available backend
     serving op on the CPU except the benchmark's (judging the torch composite against itself proves nothing;
     it enters the cross-backend comparison as the benchmark)."""
     infos = available_backends()
     status = [dict(name=b.name, available=b.available, reason=b.reason, devices=list(b.device_kinds)) for b in infos]
+    interpreted = {b.name for b in infos if b.interpreted}
     usable = [b.name for b in infos if b.available and op in b.ops and "cpu" in b.device_kinds]
     if wanted:
         unknown = [w for w in wanted if w not in {b.name for b in infos}]
@@ -83,8 +85,33 @@ def serving_backends(op: str, wanted: list[str] | None, benchmark: str) -> tuple
         if unusable:
             reason = next(s["reason"] for s in status if s["name"] == unusable[0])
             raise ValueError(f"backend {unusable[0]!r} cannot run {op} here: {reason}")
-        return list(wanted), status
-    return [n for n in usable if n != benchmark], status
+        return list(wanted), status, interpreted
+    return [n for n in usable if n != benchmark], status, interpreted
+
+
+@dataclass
+class Plan:
+    """A checked verify request: the suite, its level, the backends and the cases."""
+
+    op: str
+    level: str
+    seed: int
+    suite: object
+    benchmark: str
+    names: list[str]
+    status: list[dict]
+    interpreted: set[str]
+    cases: list
+
+
+def prepare(op: str, level: str = "L0", backends: list[str] | None = None, dtypes=None, seed: int = 0) -> Plan:
+    """Check the request (operator, level, backends, dtypes) and expand the cases; bad input raises
+    ValueError naming it, before any work starts."""
+    suite = load_suite(op)
+    suite.level(level)
+    benchmark = suite.standard.get("benchmark", "torch")
+    names, status, interpreted = serving_backends(op, backends, benchmark)
+    return Plan(op, level, seed, suite, benchmark, names, status, interpreted, generate(suite, level, dtypes, seed))
 
 
 def verify(
@@ -97,23 +124,28 @@ def verify(
     with_perf: bool = True,
     progress: Callable[..., None] | None = None,
 ) -> Report:
+    """Prepare and run the acceptance tasks (see ``run``)."""
+    return run(prepare(op, level, backends, dtypes, seed), retest_seeds, with_perf, progress)
+
+
+def run(plan: Plan, retest_seeds: int | None = None, with_perf: bool = True, progress: Callable[..., None] | None = None) -> Report:
     """Run the acceptance tasks; ``progress(description, total, advance)`` is told of each step (advance 1)
     and of long work inside one (advance 0), with the count of steps."""
     t0 = time.perf_counter()
-    suite = load_suite(op)
+    op, level, seed, suite, cases, names, interpreted = plan.op, plan.level, plan.seed, plan.suite, plan.cases, plan.names, plan.interpreted
     lv = suite.level(level)
-    benchmark = suite.standard.get("benchmark", "torch")
-    names, status = serving_backends(op, backends, benchmark)
-    cases = generate(suite, level, dtypes, seed)
+    # an interpreted backend (Triton on the CPU) runs the quick level's cases, which open every level's list
+    quick = suite.levels.get("quick")
+    max_rank = {n: -(-quick.cases // len(suite.primary.dtypes)) for n in interpreted if quick and n in names}
     dtypes = list(dict.fromkeys(c.dtype for c in cases))
     if retest_seeds is None:
         retest_seeds = QUICK_RETEST_SEEDS if level == "quick" else RETEST_SEEDS
     perf_groups = performance_groups(op, dtypes) if with_perf else []
     total = len(cases) + len(perf_groups)
     step = (lambda what, advance=1: progress(what, total, advance)) if progress else None
-    results, pairs = run_accuracy(suite, cases, names, lv.limits, lv.runs, retest_seeds, step)
+    results, pairs, skipped = run_accuracy(suite, cases, names, lv.limits, lv.runs, retest_seeds, step, max_rank)
     refinement, note = refinement_study([d for d in dtypes if d != torch.float64], seed)
-    perf = performance(op, perf_groups, names, progress=step) if with_perf else []
+    perf = performance(op, perf_groups, [n for n in names if n not in interpreted], progress=step) if with_perf else []
     aggs = aggregate(results)
     elements = sum(c.elements for c in cases)
     need = COUNTS[lv.limits]
@@ -126,6 +158,6 @@ def verify(
                 "runs_per_case": lv.runs >= need.runs_per_case, "elements": elements >= MIN_ELEMENTS},
     }  # fmt: skip
     return Report(
-        op, level, lv.limits, seed, environment(benchmark), status, len(cases), elements, lv.runs, retest_seeds, results, aggs,
-        pairs, refinement, note, perf, time.perf_counter() - t0, counts,
+        op, level, lv.limits, seed, environment(plan.benchmark), plan.status, len(cases), elements, lv.runs, retest_seeds,
+        results, aggs, pairs, refinement, note, perf, time.perf_counter() - t0, counts, skipped,
     )  # fmt: skip

@@ -20,6 +20,7 @@ from typing import Callable
 
 import torch
 
+from ..backends.registry import BackendUnavailableError
 from ..cases import Case, Suite, adapter_for, golden_inputs, make_inputs
 from ..precision import CaseResult, Verdict, compare, judge, measure_batch, retest_verdicts
 
@@ -74,8 +75,13 @@ def run_accuracy(
     runs: int,
     retest_seeds: int,
     progress: Callable[..., None] | None = None,
-) -> tuple[list[CaseResult], list[PairStat]]:
-    """CaseResults for each (case, backend, output) and the pairwise backend comparison."""
+    max_rank: dict[str, int] | None = None,
+) -> tuple[list[CaseResult], list[PairStat], dict[str, tuple[int, str]]]:
+    """CaseResults for each (case, backend, output), the pairwise comparison, and per backend the cases
+    it did not run and why (``max_rank`` limits a backend to each dtype's first cases; a backend may also
+    decline a shape, e.g. an interpreter's size limit)."""
+    max_rank = max_rank or {}
+    skipped: dict[str, list] = {}
     adapter = adapter_for(suite)
     bm_backend = suite.standard.get("benchmark", "torch")
     results: list[CaseResult] = []
@@ -102,7 +108,11 @@ def run_accuracy(
         for i in range(0, len(seeds), chunk):
             many = [make_inputs(suite, replace(case, seed=s)) for s in seeds[i : i + chunk]]
             stacked = {k: torch.stack([m[k] for m in many]) if isinstance(v, torch.Tensor) else v for k, v in many[0].items()}
-            under, bm, gold = (o[name].reshape(len(many), -1) for o in run_all(stacked, backend, backward))
+            try:
+                under, bm, gold = (o[name].reshape(len(many), -1) for o in run_all(stacked, backend, backward))
+            except BackendUnavailableError:  # the stack is too large for this backend (an interpreter): seed by seed
+                out += [verdict(name, case, *run_all(m, backend, backward)) for m in many]
+                continue
             out += [judge(a, b, limits) for a, b in zip(measure_batch(under, gold, dtype), measure_batch(bm, gold, dtype))]
         return out
 
@@ -114,7 +124,14 @@ def run_accuracy(
         gold = adapter.run(golden_inputs(suite, inputs), bm_backend, suite.backward)
         per_backend = {bm_backend: bm}  # the benchmark is one side of the cross-backend comparison
         for backend in backends:
-            under = adapter.run(inputs, backend, suite.backward)
+            if case.rank >= max_rank.get(backend, case.rank + 1):
+                skipped.setdefault(backend, [0, f"interpreted: the first {max_rank[backend]} cases per dtype"])[0] += 1
+                continue
+            try:
+                under = adapter.run(inputs, backend, suite.backward)
+            except BackendUnavailableError as exc:
+                skipped.setdefault(backend, [0, str(exc)])[0] += 1
+                continue
             per_backend[backend] = under
             repeats = [adapter.run(inputs, backend, suite.backward) for _ in range(runs - 1)]
             for name in under:
@@ -138,4 +155,4 @@ def run_accuracy(
                     key = (a, b, dtype_name(case.dtype), name)
                     stat = pairs.setdefault(key, PairStat(*key))
                     _pair_update(stat, per_backend[a][name], per_backend[b][name])
-    return results, list(pairs.values())
+    return results, list(pairs.values()), {b: (n, why) for b, (n, why) in skipped.items()}

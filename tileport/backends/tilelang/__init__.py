@@ -31,7 +31,8 @@ def _probe() -> Availability:
 
 class TileLangBackend:
     name = "tilelang"
-    device_kinds = frozenset({platform.CPU})
+    # CPU kernels run here; CUDA and Ascend arch35 kernels lower here and run where the device is
+    device_kinds = frozenset({platform.CPU, platform.CUDA, platform.NPU_ARCH35})
     dtypes = {"l2norm": _CPU_DTYPES}
 
     def available(self) -> Availability:
@@ -40,17 +41,52 @@ class TileLangBackend:
     def supports(self, op, device_kind, dtypes):
         return declared_support(self, op, device_kind, dtypes)
 
-    def kernels(self, op):
-        from .cpu import l2norm
+    def kernels(self, op, device_kind=platform.CPU):
+        if op != "l2norm":
+            raise KeyError(op)
+        if device_kind == platform.CUDA:
+            from .cuda import l2norm
+        elif device_kind == platform.NPU_ARCH35:
+            from .ascend import l2norm
+        else:
+            from .cpu import l2norm
+        return l2norm
 
-        return {"l2norm": l2norm}[op]
+    def device_sources(self, op: str, target: str, dtype: torch.dtype, dim: int, arch: str = "sm_90", **options):
+        """{kernel name: generated source} of op's kernels for a device target, lowered without the device.
+
+        Options: CUDA ``rsqrt="exact"|"approx"``; Ascend ``nr_steps`` (Newton-Raphson steps after the
+        hardware rsqrt, default 1).
+        """
+        from .targets import cuda_target, lower_source
+
+        if op != "l2norm":
+            raise ValueError(f"no {target} kernels for {op!r}")
+        if target == "cuda":
+            from .cuda import l2norm as k
+
+            fwd = k.build_forward(dim, dtype, dtype, options.get("rsqrt", "exact"))
+            tgt = cuda_target(arch)
+        else:
+            from .ascend import l2norm as k
+
+            fwd = k.build_forward(dim, dtype, dtype, options.get("nr_steps", k.NR_STEPS))
+            tgt = "ascend"
+        return {"l2norm_fwd": lower_source(fwd, tgt), "l2norm_bwd": lower_source(k.build_backward(dim, dtype, dtype), tgt)}
 
     def cache_info(self):
         if not _probe().ok:
             return []
+        import sys
+
         from .cpu.runtime import CACHE
 
-        return CACHE.info()
+        rows = CACHE.info()
+        for name in ("cuda", "ascend"):  # device caches, where a device kernel was built in this process
+            mod = sys.modules.get(f"{__name__}.{name}.l2norm")
+            if mod is not None:
+                rows += mod.RUNNER.cache.info()
+        return rows
 
 
 BACKEND = TileLangBackend()

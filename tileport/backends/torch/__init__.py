@@ -26,7 +26,7 @@ class TorchBackend:
     def supports(self, op, device_kind, dtypes):
         return declared_support(self, op, device_kind, dtypes)
 
-    def kernels(self, op):
+    def kernels(self, op, device_kind="cpu"):
         from . import l2norm
 
         return {"l2norm": l2norm}[op]

@@ -12,19 +12,12 @@ it (default 1: about 1e-5 relative error from about 3e-3; 2 reaches fp32 roundin
 import tilelang.ascend.language as T
 import torch
 
-from ..targets import TL_DTYPE, ceil_to
+from ..targets import TL_DTYPE, DeviceKernelCache, ceil_to
 
 CORES = 32  # vector cores of the persistent grid
 THREADS = 128  # SIMT threads of a vector sub-kernel
 UB_BUDGET = 96 * 1024  # bytes of UB for one stage's tiles (two stages are allocated by T.Pipelined)
 NR_STEPS = 1
-
-
-def refine(r, s, steps: int):
-    """``steps`` Newton-Raphson steps on r ~ 1/sqrt(s), unrolled at trace time."""
-    for _ in range(steps):
-        r = r * (1.5 - 0.5 * s * r * r)
-    return r
 
 
 def _tiles(D: int, bytes_per_col: int) -> tuple[int, int, int, int]:
@@ -80,7 +73,10 @@ def build_forward(D: int, x_dtype: torch.dtype, y_dtype: torch.dtype, nr_steps: 
                                 ru[i] += part[i]
                     with T.SimtVF(threads=THREADS):
                         for i in T.Parallel(block_M):
-                            ru[i] = refine(T.rsqrt(ru[i] + eps), ru[i] + eps, nr_steps)
+                            part[i] = ru[i] + eps  # s
+                            ru[i] = T.rsqrt(part[i])  # the approximate hardware rsqrt
+                            for _ in T.unroll(nr_steps):  # Newton-Raphson: y <- y * (1.5 - 0.5 * s * y^2)
+                                ru[i] = ru[i] * (1.5 - 0.5 * part[i] * ru[i] * ru[i])
                     for k in T.Pipelined(chunks, num_stages=2):
                         if chunks > 1:  # one chunk: the row is still in UB from the first pass
                             T.copy(X[b * block_M : (b + 1) * block_M, k * chunk : (k + 1) * chunk], xu[:, 0:chunk])
@@ -139,3 +135,15 @@ def build_backward(D: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
                         T.copy(du[:, 0:chunk], DX[b * block_M : (b + 1) * block_M, k * chunk : (k + 1) * chunk])
 
     return l2norm_bwd
+
+
+RUNNER = DeviceKernelCache("ascend", "tvm_ffi")
+
+
+def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, nr_steps: int = NR_STEPS):
+    """(y, rstd) on an Ascend 950 NPU (torch_npu tensors) for a 2-D x with unit-stride rows."""
+    return RUNNER.forward(build_forward, x, eps, output_dtype, out, nr_steps=nr_steps)
+
+
+def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    return RUNNER.backward(build_backward, x, rstd, dy)

@@ -30,16 +30,6 @@ from .runtime import (
 )
 
 
-def _rsqrt(s, steps):
-    """1/sqrt(s): exact when ``steps`` is None, else the approximate model refined by ``steps`` NR steps."""
-    if steps is None:
-        return T.rsqrt(s)
-    r = T.call_extern("float32", "tp_rsqrt_approx", s)
-    for _ in range(steps):  # unrolled at trace time
-        r = r * (T.float32(1.5) - T.float32(0.5) * s * r * r)
-    return r
-
-
 def build_forward(D: int, x_dtype: torch.dtype, y_dtype: torch.dtype, rsqrt_steps=None):
     bx, by = Bridge(x_dtype), Bridge(y_dtype)
     nv, tail = divmod(D, LANES)
@@ -73,12 +63,17 @@ def build_forward(D: int, x_dtype: torch.dtype, y_dtype: torch.dtype, rsqrt_step
         with T.Kernel(M, prelude=spec.prelude()) as row:
             va = T.alloc_local((LANES,), T.float32)
             vb = T.alloc_local((LANES,), T.float32)
-            inner = T.alloc_local((ACC,), T.float32)
-            outer = T.alloc_local((ACC,), T.float32)
-            r = T.alloc_local((1,), T.float32)
-            sum_squares(x, x, row, va, vb, inner, outer, r)
+            acc = T.alloc_local((3 * ACC,), T.float32)
+            r = T.alloc_local((2,), T.float32)
+            sum_squares(x, x, row, va, vb, acc, r)
             r[0] = r[0] + eps
-            r[0] = _rsqrt(r[0], rsqrt_steps)
+            if rsqrt_steps is None:
+                r[0] = T.rsqrt(r[0])
+            else:  # r[1] keeps s; the approximate model, then y <- y * (1.5 - 0.5 * s * y^2) per step
+                r[1] = r[0]
+                r[0] = T.call_extern("float32", "tp_rsqrt_approx", r[1])
+                for _ in T.unroll(rsqrt_steps):
+                    r[0] = r[0] * (T.float32(1.5) - T.float32(0.5) * r[1] * r[0] * r[0])
             rstd[row] = r[0]
             for j in T.serial(nv):
                 bx.load8(x, row, j * LANES, va)
@@ -130,11 +125,10 @@ def build_backward(D: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
         with T.Kernel(M, prelude=spec.prelude()) as row:
             va = T.alloc_local((LANES,), T.float32)
             vb = T.alloc_local((LANES,), T.float32)
-            inner = T.alloc_local((ACC,), T.float32)
-            outer = T.alloc_local((ACC,), T.float32)
+            acc = T.alloc_local((3 * ACC,), T.float32)
             s = T.alloc_local((2,), T.float32)  # s[0] = sum(dy * y), s[1] = rstd
             s[1] = rstd[row]
-            sum_dy_y(x, dy, row, va, vb, inner, outer, s)
+            sum_dy_y(x, dy, row, va, vb, acc, s)
             for j in T.serial(nv):
                 bx.load8(x, row, j * LANES, va)
                 bg.load8(dy, row, j * LANES, vb)

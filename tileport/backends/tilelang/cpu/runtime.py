@@ -236,12 +236,15 @@ BLOCK = 16  # ACC-wide steps per inner block of a row sum (512 elements)
 
 
 def blocked_row_sum(D: int, step8, term1):
-    """A macro summing D per-element terms of a row in fp32: 32 lanes, two-level blocked.
+    """A macro summing D per-element terms of a row in fp32: 32 lanes, blocked in three levels.
 
     A single running sum per lane over a long row (D / 8 additions per lane) loses to torch's cascade sum
-    by 10-18x in max relative error at D = 65536. Here each block of BLOCK * 32 elements is summed into a
-    fresh 32-lane accumulator and block totals go into a second one, so no lane's chain exceeds
-    BLOCK + D / (32 * BLOCK) additions, at no extra memory traffic; the 32 lanes are then added as a tree.
+    by 10-18x in max relative error at D = 65536, and two levels still lose by about 1.4x on the backward's
+    cancelling sum there. Here each block of BLOCK steps (BLOCK * 32 elements) is summed into a fresh
+    32-lane accumulator, BLOCK block totals into a second, and those into a third, so no lane's chain exceeds
+    2 * BLOCK + D / (32 * BLOCK^2) additions (as torch's cascade does with levels of 16), at no extra memory
+    traffic; the 32 lanes are then added as a tree. ``acc`` holds the three levels: [0:32) the block,
+    [32:64) the group of blocks, [64:96) the row.
     ``step8(a, b, row, col, acc, k, va, vb, out)`` adds the 8 terms at ``col`` into ``acc[k:k+8]``
     (``va``/``vb`` are 8-lane scratch; ``out`` is the result buffer, whose other slots may hold per-row
     constants such as rstd); ``term1(a, b, row, col, out)`` is one tail term.
@@ -249,39 +252,52 @@ def blocked_row_sum(D: int, step8, term1):
     nacc, rest = divmod(D, ACC)
     n8, tail = divmod(rest, LANES)
     nb, rem = divmod(nacc, BLOCK)
+    ngroups, nb_rem = divmod(nb, BLOCK)
+    MID, TOP = ACC, 2 * ACC
 
     @T.macro
-    def row_sum(a, b, row, va, vb, inner, outer, out):
+    def block(a, b, row, va, vb, acc, out, first_step, steps):
         for i in lanes(ACC):
-            outer[i] = 0.0
-        for blk in T.serial(nb):
-            for i in lanes(ACC):
-                inner[i] = 0.0
-            for j in T.serial(BLOCK):
-                for u in T.unroll(ACC // LANES):
-                    step8(a, b, row, (blk * BLOCK + j) * ACC + u * LANES, inner, u * LANES, va, vb, out)
-            for i in lanes(ACC):
-                outer[i] += inner[i]
-        for i in lanes(ACC):
-            inner[i] = 0.0
-        for j in T.serial(rem):
+            acc[i] = 0.0
+        for j in T.serial(steps):
             for u in T.unroll(ACC // LANES):
-                step8(a, b, row, (nb * BLOCK + j) * ACC + u * LANES, inner, u * LANES, va, vb, out)
-        for u in T.serial(n8):
-            step8(a, b, row, nacc * ACC + u * LANES, inner, u * LANES, va, vb, out)
+                step8(a, b, row, (first_step + j) * ACC + u * LANES, acc, u * LANES, va, vb, out)
+
+    @T.macro
+    def row_sum(a, b, row, va, vb, acc, out):
         for i in lanes(ACC):
-            outer[i] += inner[i]
+            acc[TOP + i] = 0.0
+        for g in T.serial(ngroups):
+            for i in lanes(ACC):
+                acc[MID + i] = 0.0
+            for blk in T.serial(BLOCK):
+                block(a, b, row, va, vb, acc, out, (g * BLOCK + blk) * BLOCK, BLOCK)
+                for i in lanes(ACC):
+                    acc[MID + i] += acc[i]
+            for i in lanes(ACC):
+                acc[TOP + i] += acc[MID + i]
+        for i in lanes(ACC):
+            acc[MID + i] = 0.0
+        for blk in T.serial(nb_rem):
+            block(a, b, row, va, vb, acc, out, (ngroups * BLOCK + blk) * BLOCK, BLOCK)
+            for i in lanes(ACC):
+                acc[MID + i] += acc[i]
+        block(a, b, row, va, vb, acc, out, nb * BLOCK, rem)
+        for u in T.serial(n8):
+            step8(a, b, row, nacc * ACC + u * LANES, acc, u * LANES, va, vb, out)
+        for i in lanes(ACC):
+            acc[TOP + i] += acc[MID + i] + acc[i]
+        for t in T.serial(tail):  # the last D % 8 terms join lanes of their own before the tree, not after it
+            acc[TOP + t] += term1(a, b, row, nacc * ACC + n8 * LANES + t, out)
         # 32 -> 1 lanes, pairwise (ACC is fixed at 32: five halvings)
         for i in lanes(16):
-            outer[i] = outer[i] + outer[i + 16]
+            acc[TOP + i] = acc[TOP + i] + acc[TOP + i + 16]
         for i in lanes(8):
-            outer[i] = outer[i] + outer[i + 8]
+            acc[TOP + i] = acc[TOP + i] + acc[TOP + i + 8]
         for i in lanes(4):
-            outer[i] = outer[i] + outer[i + 4]
+            acc[TOP + i] = acc[TOP + i] + acc[TOP + i + 4]
         for i in T.serial(2):
-            outer[i] = outer[i] + outer[i + 2]
-        out[0] = outer[0] + outer[1]
-        for t in T.serial(tail):
-            out[0] += term1(a, b, row, nacc * ACC + n8 * LANES + t, out)
+            acc[TOP + i] = acc[TOP + i] + acc[TOP + i + 2]
+        out[0] = acc[TOP] + acc[TOP + 1]
 
     return row_sum

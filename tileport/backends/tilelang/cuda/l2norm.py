@@ -13,8 +13,7 @@ rsqrt: "exact" is ``T.ieee_frsqrt`` (``__frsqrt_rn``, correctly rounded); "appro
 import tilelang.language as T
 import torch
 
-from ..cache import KernelCache
-from ..targets import TL_DTYPE, ceil_to
+from ..targets import TL_DTYPE, DeviceKernelCache, ceil_to
 
 THREADS = 128
 MAX_CHUNK = 2048  # fp32 fragment columns per chunk: block_M * chunk / THREADS registers per thread
@@ -96,32 +95,13 @@ def build_backward(D: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
     return l2norm_bwd
 
 
-class CudaKernelCache(KernelCache):
-    def compile(self, op, key, build):
-        import tilelang
-
-        return tilelang.compile(build(), target="cuda", execution_backend="tvm_ffi")
-
-
-CACHE = CudaKernelCache("tilelang-cuda")
+RUNNER = DeviceKernelCache("cuda", "tvm_ffi")
 
 
 def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, rsqrt: str = "exact"):
     """(y, rstd) on the GPU for a 2-D x with unit-stride rows."""
-    M, D = x.shape
-    x = x.contiguous()  # the kernel indexes rows with stride D
-    y, rstd = out if out is not None else (torch.empty_like(x, dtype=output_dtype), x.new_empty((M,), dtype=torch.float32))
-    if M and D:
-        CACHE.get("l2norm_fwd", (D, x.dtype, output_dtype, rsqrt), lambda: build_forward(D, x.dtype, output_dtype, rsqrt))(x, y, rstd, eps)
-    elif M:
-        rstd.fill_(eps ** -0.5 if eps > 0 else float("inf"))
-    return y, rstd
+    return RUNNER.forward(build_forward, x, eps, output_dtype, out, rsqrt=rsqrt)
 
 
 def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-    M, D = x.shape
-    x, dy, rstd = x.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
-    dx = torch.empty_like(x)
-    if M and D:
-        CACHE.get("l2norm_bwd", (D, x.dtype, dy.dtype), lambda: build_backward(D, x.dtype, dy.dtype))(x, rstd, dy, dx)
-    return dx
+    return RUNNER.backward(build_backward, x, rstd, dy)

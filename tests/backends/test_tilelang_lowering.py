@@ -1,0 +1,90 @@
+"""CUDA and Ascend arch35 kernels lower here for every dtype and a spread of D; CUDA source builds a cubin."""
+
+import re
+import shutil
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from tileport.backends.registry import REGISTRY
+from tileport.cli import app
+
+@pytest.fixture(scope="module")
+def backend():
+    if not REGISTRY.availability("tilelang").ok:
+        pytest.skip(REGISTRY.availability("tilelang").reason)
+    return REGISTRY.load("tilelang")
+
+
+# every dtype and every D, without the full cross product (a small-D CUDA lowering takes about 7 s here)
+SPREAD = [(torch.float16, 1), (torch.bfloat16, 100), (torch.float32, 4097), (torch.float16, 65536), (torch.bfloat16, 4097), (torch.float32, 7)]
+
+
+@pytest.mark.parametrize("dtype,dim", SPREAD)
+def test_cuda_lowering(backend, dtype, dim):
+    src = backend.device_sources("l2norm", "cuda", dtype, dim)
+    fwd, bwd = src["l2norm_fwd"], src["l2norm_bwd"]
+    assert 'extern "C" __global__' in fwd and "int M" in fwd  # one kernel for every row count
+    assert "tl::AllReduce" in fwd and "tl::AllReduce" in bwd  # T.reduce_sum across threads
+    assert "__frsqrt_rn" in fwd  # the correctly rounded rsqrt by default
+    if dim % 128:
+        assert re.search(r"< %d\)" % dim, fwd) or dim < 128, fwd  # the padded tile is masked at D
+
+
+def test_cuda_approx_rsqrt(backend):
+    fwd = backend.device_sources("l2norm", "cuda", torch.float16, 512, rsqrt="approx")["l2norm_fwd"]
+    assert "__frsqrt_rn" not in fwd and "rsqrtf" in fwd
+
+
+@pytest.mark.parametrize("dtype,dim", SPREAD)
+def test_ascend_lowering(backend, dtype, dim):
+    src = backend.device_sources("l2norm", "ascend", dtype, dim)
+    for s in src.values():
+        assert "asc_copy_gm2ub_align" in s and "asc_copy_ub2gm_align" in s  # GM <-> UB tiles
+        assert "asc_vf_call" in s and "tl::AscendAllReduce" in s  # SIMT vector sub-kernels, row reduction
+        assert "asc_sync_wait" in s
+    assert "rsqrtf" in src["l2norm_fwd"] and "0x1.8p+0f" in src["l2norm_fwd"]  # one NR step by default
+
+
+@pytest.mark.parametrize("steps", [0, 1, 3])
+def test_ascend_refinement_steps_in_source(backend, steps):
+    fwd = backend.device_sources("l2norm", "ascend", torch.float16, 512, nr_steps=steps)["l2norm_fwd"]
+    assert ("0x1.8p+0f" in fwd) == (steps > 0)  # the 1.5 of y * (1.5 - 0.5 * s * y^2)
+    if steps > 1:
+        assert re.search(r"for \(int32_t _ = 0; _ < %d; \+\+_\)" % steps, fwd)
+
+
+def test_double_buffered_chunks_for_long_rows(backend):
+    fwd = backend.device_sources("l2norm", "ascend", torch.float32, 65536)["l2norm_fwd"]
+    assert "version_counter" in fwd  # T.Pipelined's two UB stages
+
+
+def test_lower_cli_cuda_builds_a_cubin(tmp_path):
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not on PATH: the cubin step needs the CUDA toolkit")
+    result = CliRunner().invoke(app, ["lower", "l2norm", "--target", "cuda", "--dim", "4097", "--dtype", "bf16", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    cubin = tmp_path / "l2norm_fwd_bfloat16_D4097.cubin"
+    assert cubin.read_bytes()[:4] == b"\x7fELF" and (tmp_path / "l2norm_bwd_bfloat16_D4097.cubin").exists()
+
+
+def test_lower_cli_ascend_stops_at_source_without_bisheng(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.delenv("BISHENG_HOME", raising=False)
+    result = CliRunner().invoke(app, ["lower", "l2norm", "--target", "ascend", "--dim", "100", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "stopped at Ascend C source" in result.output
+    assert (tmp_path / "l2norm_fwd_float16_D100.cpp").read_text().count("asc_vf_call") >= 1
+
+
+def test_lower_cli_errors(tmp_path):
+    runner = CliRunner()
+    for args, message in [
+        (["--target", "metal"], "target must be one of cuda, ascend"),
+        (["--target", "cuda", "--dim", "0"], "positive row length"),
+        (["--target", "cuda", "--rsqrt", "fast"], "rsqrt must be exact or approx"),
+    ]:
+        result = runner.invoke(app, ["lower", "l2norm", *args, "--out", str(tmp_path)])
+        text = " ".join(result.output.replace("│", " ").split())
+        assert result.exit_code == 2 and message in text, result.output

@@ -1,0 +1,76 @@
+"""The Triton backend: l2norm in Triton, native on a GPU, under the interpreter on the CPU.
+
+Without a GPU, Triton only runs with ``TRITON_INTERPRET=1`` set before ``import triton``; probing this
+backend on a machine with no CUDA device sets it (when triton is not imported yet). The interpreter costs
+milliseconds per program instance, so on the CPU the backend serves small shapes only, is never chosen by
+dispatch (force it with ``backend="triton"``), and ``available_backends()`` says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import sys
+
+import torch
+
+from .. import platform
+from ..registry import Availability, declared_support
+
+INTERPRET_MAX_ELEMENTS = 1 << 20  # per call on the CPU interpreter
+_DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16})
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@functools.lru_cache(maxsize=1)
+def _probe() -> Availability:
+    if importlib.util.find_spec("triton") is None:
+        return Availability(False, "triton is not installed (pip install tileport[triton])")
+    gpu = torch.cuda.is_available()
+    if not gpu and "triton" not in sys.modules:
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede the import: tl.sum is built at import
+    try:
+        import triton
+    except Exception as exc:
+        return Availability(False, f"triton does not import: {type(exc).__name__}: {exc}")
+    if gpu:
+        return Availability(True, f"triton {triton.__version__} on {torch.cuda.get_device_name()}")
+    if not interpreting():
+        return Availability(False, "no GPU, and triton was imported without TRITON_INTERPRET=1 (set it before importing triton)")
+    return Availability(
+        True, f"triton {triton.__version__} interpreter (TRITON_INTERPRET=1): CPU, small shapes only (<= {INTERPRET_MAX_ELEMENTS} elements), slow"
+    )
+
+
+class TritonBackend:
+    name = "triton"
+    device_kinds = frozenset({platform.CUDA, platform.CPU})
+    dtypes = {"l2norm": _DTYPES}
+
+    def available(self) -> Availability:
+        return _probe()
+
+    @property
+    def interpreted(self) -> bool:
+        return _probe().ok and not torch.cuda.is_available()
+
+    def supports(self, op, device_kind, dtypes):
+        why = declared_support(self, op, device_kind, dtypes)
+        if why is None and device_kind == platform.CPU and not interpreting():
+            return "backend 'triton' runs on the CPU only under TRITON_INTERPRET=1"
+        return why
+
+    def kernels(self, op, device_kind=platform.CUDA):
+        from . import l2norm
+
+        return {"l2norm": l2norm}[op]
+
+    def cache_info(self):
+        return []  # Triton keeps its own JIT cache, keyed by constexprs; rows are not among them
+
+
+BACKEND = TritonBackend()

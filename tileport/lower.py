@@ -1,0 +1,76 @@
+"""``tileport lower OP --target cuda|ascend``: write the device source of OP's kernels without the device,
+and build what this machine's toolchain can (a cubin with nvcc; Ascend binaries need CANN's bisheng)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from .backends.registry import REGISTRY
+
+TARGETS = ("cuda", "ascend")
+EXT = {"cuda": ".cu", "ascend": ".cpp"}
+
+
+@dataclass
+class Lowered:
+    target: str
+    sources: list[str] = field(default_factory=list)
+    binaries: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _nvcc(src: Path, arch: str) -> tuple[Path | None, str]:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return None, "nvcc not found: stopped at CUDA source"
+    import tilelang
+
+    root = Path(tilelang.__file__).parent
+    sm = arch.removeprefix("sm_")
+    out = src.with_suffix(".cubin")
+    cmd = [nvcc, "-std=c++20", f"-gencode=arch=compute_{sm},code=sm_{sm}", "-cubin", "-w",
+           f"-I{root / 'src'}", f"-I{root / '3rdparty' / 'cutlass' / 'include'}", "-o", str(out), str(src)]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"nvcc failed on {src.name}:\n{p.stderr[-2000:]}")
+    return out, f"{src.name} -> {out.name} with {Path(nvcc).name} (sm_{sm})"
+
+
+def lower(
+    op: str, target: str, dtype: torch.dtype, dim: int, out: Path, arch: str = "sm_90", **options
+) -> Lowered:
+    """Lower OP's forward and backward for ``target`` at row length ``dim``; write sources (and binaries)."""
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
+    if dim < 1:
+        raise ValueError(f"--dim must be a positive row length, got {dim}")
+    backend = REGISTRY.load("tilelang")
+    avail = REGISTRY.availability("tilelang")
+    if backend is None or not avail.ok:
+        raise ValueError(f"lowering needs the tilelang backend: {avail.reason}")
+    out.mkdir(parents=True, exist_ok=True)
+    result = Lowered(target)
+    tag = str(dtype).removeprefix("torch.")
+    for name, source in backend.device_sources(op, target, dtype, dim, arch=arch, **options).items():
+        path = out / f"{name}_{tag}_D{dim}{EXT[target]}"
+        path.write_text(source)
+        result.sources.append(str(path))
+        if target == "cuda":
+            binary, note = _nvcc(path, arch)
+            if binary:
+                result.binaries.append(str(binary))
+            result.notes.append(note)
+    if target == "ascend":
+        if shutil.which("bisheng") or os.environ.get("BISHENG_HOME"):
+            result.notes.append("bisheng found: compile with tilelang.compile(..., target='ascend') on the NPU host")
+        else:
+            result.notes.append("bisheng (CANN) not found: stopped at Ascend C source")
+    (out / "lower.json").write_text(json.dumps(asdict(result) | {"op": op, "dtype": tag, "dim": dim, "options": options}, indent=1))
+    return result
