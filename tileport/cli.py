@@ -133,6 +133,7 @@ def bench(
     csv: Path = typer.Option(Path("benchmarks/results/bench.csv"), help="CSV to append the rows to"),
     plot: bool = typer.Option(False, help="only draw the PNGs of the CSV's latest run, do not time"),
     out: Path = typer.Option(Path("benchmarks/results"), help="folder for the PNGs and the markdown table"),
+    device: str = typer.Option("cpu", help="cpu, or cuda on a machine with an NVIDIA GPU"),
 ) -> None:
     """Time OP's providers side by side (tileport backends, torch eager, torch.compile, a copy of the same
     bytes), append to the CSV, write the markdown table and PNGs."""
@@ -156,6 +157,8 @@ def bench(
         if bad:
             raise typer.BadParameter(f"unknown workload {bad[0]!r}; choose from {', '.join(s.WORKLOADS)}", param_hint="--workload")
         shapes = [_shape(t) for t in shape] if shape else ([] if names else s.SWEEP[:4] if quick else s.SWEEP)
+        if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
+            raise typer.BadParameter(f"device {device!r} is not usable here (cpu, or cuda with a GPU)", param_hint="--device")
         groups = plan(op, modes, _dtypes(dtype) or list(DTYPE_NAMES.values()), shapes, threads or [1, 2], names)
         with _progress() as bar:
             task = bar.add_task("bench", total=len(groups))
@@ -164,7 +167,7 @@ def bench(
                 bar.update(task, description=what)
                 bar.advance(task)
 
-            rows = run(op, groups, backend, budget / 3 if quick else budget, compile_baseline, progress=step)
+            rows = run(op, groups, backend, budget / 3 if quick else budget, compile_baseline, progress=step, device=device)
         csvfile.append(csv, rows)
         console.print(f"appended {len(rows)} rows to {csv}")
     rows = latest([r for r in csvfile.read(csv) if r["operator"] == op]) if csv.exists() else []

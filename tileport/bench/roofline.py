@@ -7,10 +7,10 @@ import torch
 from .timing import Timing, interleave
 
 
-def copy_provider(nbytes_read: int):
+def copy_provider(nbytes_read: int, device="cpu"):
     """A provider copying ``nbytes_read`` bytes into a preallocated buffer (read + write = 2x the bytes)."""
     n = max(1, nbytes_read // 4)
-    src, dst = torch.ones(n), torch.empty(n)
+    src, dst = torch.ones(n, device=device), torch.empty(n, device=device)
     return lambda: dst.copy_(src)
 
 

@@ -50,10 +50,14 @@ def run(
     budget_s: float = 0.4,
     compile_baseline: bool = True,
     progress: Callable[[str], None] | None = None,
+    device: str = "cpu",
 ) -> list[dict]:
-    """Long-format rows (the CSV schema) for every group."""
+    """Long-format rows (the CSV schema) for every group. On a GPU every call is followed by a
+    synchronize, so times are wall times of finished work."""
     s = spec(op)
-    backends = s.tileport_backends() if backends is None else backends
+    kind = torch.device(device).type
+    backends = s.tileport_backends(kind) if backends is None else backends
+    sync = torch.cuda.synchronize if kind == "cuda" else None
     stamp, mach, vers = time.strftime("%Y-%m-%dT%H:%M:%S"), machine(), versions()
     rows: list[dict] = []
     threads_before = torch.get_num_threads()
@@ -62,12 +66,15 @@ def run(
             if progress:
                 progress(f"{op} {g.mode} {DTYPE_NAMES[g.dtype]} {'x'.join(map(str, g.shape))} t{g.threads}")
             torch.set_num_threads(g.threads)
-            provs = s.providers(g.shape, g.dtype, g.mode, backends, compile_baseline)
+            provs = s.providers(g.shape, g.dtype, g.mode, backends, compile_baseline, device)
             nbytes = s.bytes_moved(g.shape, g.dtype, g.mode)
-            provs["copy"] = copy_provider(nbytes // 2)
+            provs["copy"] = copy_provider(nbytes // 2, device)
+            if sync is not None:
+                provs = {name: (lambda f=f: (f(), sync())) for name, f in provs.items()}
             times = interleave(provs, _budget(g.shape, budget_s))
             base = dict(operator=op, mode=g.mode, dtype=DTYPE_NAMES[g.dtype], shape="x".join(map(str, g.shape)),
-                        threads=g.threads, machine=mach, versions=vers, run=stamp, workload=g.workload)  # fmt: skip
+                        threads=g.threads, machine=mach if kind == "cpu" else f"{mach}; {torch.cuda.get_device_name()}",
+                        versions=vers, run=stamp, workload=g.workload)  # fmt: skip
             copy_gbps = gbps(nbytes, times["copy"])
             for name, t in times.items():
                 stats = {"min_us": t.min_us, "median_us": t.median_us, "p80_us": t.p80_us, "rounds": t.rounds,
@@ -76,7 +83,7 @@ def run(
                     if ref in times and name != "copy":
                         stats[key] = times[ref].min_us / t.min_us
                 if name not in ("copy", "torch-compile"):
-                    stats["peak_bytes"] = peak_bytes(provs[name])
+                    stats["peak_bytes"] = peak_bytes(provs[name], device)
                 rows += [dict(base, provider=name, statistic=k, value=float(v)) for k, v in stats.items()]
     finally:
         torch.set_num_threads(threads_before)

@@ -49,16 +49,16 @@ def _autograd(fn, x: torch.Tensor, dy: torch.Tensor, mode: str):
     return lambda: torch.autograd.grad(y, xg, dy, retain_graph=True)
 
 
-def providers(shape, dtype, mode: str, backends: list[str], compile_baseline: bool = True) -> dict:
+def providers(shape, dtype, mode: str, backends: list[str], compile_baseline: bool = True, device="cpu") -> dict:
     """Callables to time side by side: each tileport backend (and, for fwd, its kernel-only form writing
     into preallocated outputs), torch eager, torch.compile of the same composite."""
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(shape, generator=g).to(dtype)
-    dy = torch.randn(shape, generator=g).to(dtype)
+    x = torch.randn(shape, generator=g).to(dtype).to(device)
+    dy = torch.randn(shape, generator=g).to(dtype).to(device)
     out: dict = {}
     for b in backends:
         if mode == "fwd":
-            y, rstd = torch.empty_like(x), torch.empty(shape[:-1])
+            y, rstd = torch.empty_like(x), torch.empty(shape[:-1], device=device)
             out[f"{b}:kernel"] = lambda b=b, y=y, r=rstd: tileport.l2norm_fwd(x, EPS, backend=b, out=(y, r))
             out[b] = lambda b=b: tileport.l2norm_fwd(x, EPS, backend=b)
         else:
@@ -70,9 +70,10 @@ def providers(shape, dtype, mode: str, backends: list[str], compile_baseline: bo
     return out
 
 
-def tileport_backends() -> list[str]:
-    """The available tileport backends that serve l2norm on the CPU, except the torch reference."""
+def tileport_backends(device_kind: str = "cpu") -> list[str]:
+    """The available tileport backends that serve l2norm on that device kind, except the torch reference
+    and interpreters (milliseconds per call: not a speed contender)."""
     return [
         b.name for b in tileport.available_backends()
-        if b.available and "l2norm" in b.ops and "cpu" in b.device_kinds and b.name != "torch"
+        if b.available and "l2norm" in b.ops and device_kind in b.device_kinds and b.name != "torch" and not b.interpreted
     ]  # fmt: skip

@@ -1,10 +1,11 @@
 """l2norm forward and backward as TileLang CUDA kernels, one per (D, dtypes, rsqrt mode); M is dynamic.
 
-Each CTA takes ``block_M`` rows and walks them in column chunks of at most ``MAX_CHUNK``: pass one adds the
-per-element terms into a (block_M, chunk) fp32 fragment (a lane per column: blocked accumulation), reduces
-it with ``T.reduce_sum``; pass two re-reads the chunk (L2-resident) and writes the output. Chunks are padded
-to a multiple of the thread count and masked: a fragment whose extent is not a multiple of the threads fails
-TileLang's layout inference.
+Each CTA takes one row and walks it in column chunks of at most ``MAX_CHUNK``: pass one adds the
+per-element terms into a (1, chunk) fp32 fragment (a lane per column: blocked accumulation), reduces it
+with ``T.reduce_sum``; pass two re-reads the chunk (L2-resident) and writes the output. Chunks are padded to a
+multiple of the thread count and masked: a fragment whose extent is not a multiple of the threads fails
+TileLang's layout inference. One row per CTA, with 32-128 threads by D: several rows per CTA lowered 5x
+slower here (7 s against 1.5 s per kernel, also the first call's JIT time on a GPU) for no gain at D >= 128.
 rsqrt: "exact" is ``T.ieee_frsqrt`` (``__frsqrt_rn``, correctly rounded); "approx" is ``T.rsqrt``
 (``rsqrt.approx.f32``, about 2 ulp), the faster hardware instruction.
 """
@@ -15,14 +16,16 @@ import torch
 
 from ..targets import TL_DTYPE, DeviceKernelCache, ceil_to
 
-THREADS = 128
-MAX_CHUNK = 2048  # fp32 fragment columns per chunk: block_M * chunk / THREADS registers per thread
+MAX_THREADS = 128
+MAX_CHUNK = 2048  # fp32 fragment columns per chunk: chunk / threads registers per thread
 RSQRT_MODES = ("exact", "approx")
 
 
-def _shape(D: int) -> tuple[int, int, int]:
-    chunk = min(ceil_to(D, THREADS), MAX_CHUNK)
-    return max(1, min(8, MAX_CHUNK // chunk)), chunk, -(-D // chunk)  # block_M, chunk, chunks
+def _shape(D: int) -> tuple[int, int, int, int]:
+    """(block_M, threads, chunk, chunks) for rows of D."""
+    threads = min(MAX_THREADS, ceil_to(D, 32))
+    chunk = min(ceil_to(D, threads), MAX_CHUNK)
+    return 1, threads, chunk, -(-D // chunk)
 
 
 def _rsqrt(s, mode: str):
@@ -33,12 +36,12 @@ def _rsqrt(s, mode: str):
 
 def build_forward(D: int, x_dtype: torch.dtype, y_dtype: torch.dtype, rsqrt: str = "exact"):
     xt, yt = TL_DTYPE[x_dtype], TL_DTYPE[y_dtype]
-    block_M, chunk, chunks = _shape(D)
+    block_M, threads, chunk, chunks = _shape(D)
     M = T.dynamic("M")
 
     @T.prim_func
     def l2norm_fwd(X: T.Tensor((M, D), xt), Y: T.Tensor((M, D), yt), RSTD: T.Tensor((M,), "float32"), eps: T.float32):
-        with T.Kernel(T.ceildiv(M, block_M), threads=THREADS) as bx:
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
             acc = T.alloc_fragment((block_M, chunk), "float32")
             r = T.alloc_fragment((block_M,), "float32")
             T.clear(acc)
@@ -65,12 +68,12 @@ def build_forward(D: int, x_dtype: torch.dtype, y_dtype: torch.dtype, rsqrt: str
 def build_backward(D: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
     """dx = (dy - sum(dy * y) * y) * rstd with y = x * rstd recomputed in fp32."""
     xt, gt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype]
-    block_M, chunk, chunks = _shape(D)
+    block_M, threads, chunk, chunks = _shape(D)
     M = T.dynamic("M")
 
     @T.prim_func
     def l2norm_bwd(X: T.Tensor((M, D), xt), RSTD: T.Tensor((M,), "float32"), DY: T.Tensor((M, D), gt), DX: T.Tensor((M, D), xt)):
-        with T.Kernel(T.ceildiv(M, block_M), threads=THREADS) as bx:
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
             acc = T.alloc_fragment((block_M, chunk), "float32")
             s = T.alloc_fragment((block_M,), "float32")
             r = T.alloc_fragment((block_M,), "float32")
