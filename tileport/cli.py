@@ -175,7 +175,13 @@ def bench(
         raise typer.BadParameter(f"{csv} holds no {op} rows; run `tileport bench {op}` first", param_hint="--csv")
     out.mkdir(parents=True, exist_ok=True)
     table = markdown_table(rows)
-    (out / f"{op}.md").write_text(f"# tileport bench {op}\n\n{rows[0]['machine']}; {rows[0]['versions']}; run {rows[0]['run']}\n\n{table}")
+    header = f"# tileport bench {op}\n\n{rows[0]['machine']}; {rows[0]['versions']}; run {rows[0]['run']}\n\n"
+    bar = ""
+    if op == "l2norm":
+        from .bench.bar import bar_markdown
+
+        bar = "## The speed bar\n\n" + bar_markdown(rows) + "\n## All figures\n\n"
+    (out / f"{op}.md").write_text(header + bar + table)
     pngs = bench_plots(rows, out, op)
     if not plot:
         console.print(table)

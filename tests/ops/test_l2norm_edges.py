@@ -95,3 +95,18 @@ def test_out_writes_into_given_tensors(backend, randn):
     assert got[0] is y and got[1] is rstd
     ye, re = tileport.l2norm_fwd(x, backend=backend)
     assert torch.equal(y, ye) and torch.equal(rstd, re)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_large_given_outputs_take_the_streaming_kernel_and_agree(dtype, randn):
+    from tileport.backends.tilelang.cpu.l2norm import STREAM_BYTES
+
+    rows = STREAM_BYTES // (1024 * dtype.itemsize) + 1  # just past the threshold
+    x = randn(rows, 1024, dtype=dtype)
+    y, rstd = torch.empty_like(x), torch.empty(rows)
+    tileport.l2norm_fwd(x, out=(y, rstd))
+    keys = {k for r in tileport.kernel_cache_info() for k in r["keys"]}
+    assert str((1024, dtype, dtype, "stream")) in keys
+    yf, rf = tileport.l2norm_fwd(x)  # a fresh output: plain stores, the same bits
+    assert torch.equal(y, yf) and torch.equal(rstd, rf)

@@ -15,8 +15,12 @@ FIGURES = (
 
 
 def latest(rows: list[dict]) -> list[dict]:
-    last = max((r["run"] for r in rows), default="")
-    return [r for r in rows if r["run"] == last]
+    """The rows of the latest run of each (operator, mode, dtype, shape, threads): several runs compose."""
+    key = lambda r: (r["operator"], r["mode"], r["dtype"], r["shape"], r["threads"])  # noqa: E731
+    last: dict = {}
+    for r in rows:
+        last[key(r)] = max(last.get(key(r), ""), r["run"])
+    return [r for r in rows if r["run"] == last[key(r)]]
 
 
 def bench_plots(rows: list[dict], out: Path, op: str) -> list[Path]:

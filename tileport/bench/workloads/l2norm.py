@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch._functorch.config  # noqa: F401  (donated_buffer, patched for the bwd mode)
 
 import tileport
 
@@ -45,7 +46,10 @@ def _autograd(fn, x: torch.Tensor, dy: torch.Tensor, mode: str):
     xg = x.detach().requires_grad_(True)
     if mode == "fwdbwd":
         return lambda: torch.autograd.grad(fn(xg), xg, dy)
-    y = fn(xg)  # bwd: the graph is built once, each call only runs the backward
+    # bwd: the graph is built once and each call only runs the backward; retain_graph=True needs AOT autograd's
+    # donated buffers off for the torch.compile provider (it compiles on this first call)
+    with torch._functorch.config.patch(donated_buffer=False):
+        y = fn(xg)
     return lambda: torch.autograd.grad(y, xg, dy, retain_graph=True)
 
 

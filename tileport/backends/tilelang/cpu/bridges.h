@@ -125,3 +125,46 @@ extern "C" inline float tp_rsqrt_approx(float s) {
   memcpy(&r, &b, 4);
   return r;
 }
+
+// Streaming (non-temporal) 8-lane stores for outputs far larger than the caches: a plain store first reads
+// the destination line (read-for-ownership), so a kernel writing y moves 3 units of memory where a copy
+// with streaming stores moves 2. Used when the destination is 16-byte aligned, plain stores otherwise; the
+// driver ends with an sfence so the streamed lines are visible when the call returns.
+extern "C" inline void* tp_store8_f32_nt(float* src, float* dst) {
+#ifdef TP_X86_SIMD
+  if (((uintptr_t)dst & 31) == 0) {
+    _mm256_stream_ps(dst, _mm256_loadu_ps(src));
+    return 0;
+  }
+#endif
+  return tp_store8_f32(src, dst);
+}
+
+extern "C" inline void* tp_store8_u16_nt(uint16_t* tmp, uint16_t* dst) {
+#ifdef TP_X86_SIMD
+  if (((uintptr_t)dst & 15) == 0) {
+    _mm_stream_si128((__m128i*)dst, _mm_loadu_si128((const __m128i*)tmp));
+    return 0;
+  }
+#endif
+  memcpy(dst, tmp, 16);
+  return 0;
+}
+
+extern "C" inline void* tp_store8_f16_nt(float* src, uint16_t* dst) {
+  uint16_t tmp[8];
+  tp_store8_f16(src, tmp);
+  return tp_store8_u16_nt(tmp, dst);
+}
+
+extern "C" inline void* tp_store8_bf16_nt(float* src, uint16_t* dst) {
+  uint16_t tmp[8];
+  tp_store8_bf16(src, tmp);
+  return tp_store8_u16_nt(tmp, dst);
+}
+
+extern "C" inline void tp_store_fence() {
+#ifdef TP_X86_SIMD
+  _mm_sfence();
+#endif
+}

@@ -62,7 +62,7 @@ def storage_view(t: torch.Tensor) -> torch.Tensor:
 class Bridge:
     """Loads and stores between a storage dtype and fp32 locals, usable inside ``T.prim_func`` bodies."""
 
-    def __init__(self, dtype: torch.dtype):
+    def __init__(self, dtype: torch.dtype, streaming: bool = False):
         s = STORAGE[dtype]
         self.dtype = dtype
         self.tl = s.tl
@@ -74,7 +74,7 @@ class Bridge:
 
         @T.macro
         def store8(src, buf, r, c):
-            T.call_extern("handle", f"tp_store8_{tag}", T.address_of(src[0]), T.address_of(buf[r, c]))
+            T.call_extern("handle", f"tp_store8_{tag}{'_nt' if streaming else ''}", T.address_of(src[0]), T.address_of(buf[r, c]))
 
         if tag == "f32":
             self.load1 = lambda buf, r, c: buf[r, c]
@@ -151,6 +151,7 @@ extern "C" int32_t {self.name}_drive({params}) {{
       for (int64_t r = lo; r < hi; ++r) {call("r", "1")}
     }}
   }}
+  tp_store_fence();  // streamed stores, where a kernel uses them, are ordered before the return
   return 0;
 }}
 """

@@ -1,0 +1,93 @@
+"""Every command shown in the README and docs/ runs (tileport commands, with shortened workloads), or names a
+file that exists (scripts), and the README's test command is the one .ci/run runs: the docs cannot rot."""
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tileport.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def shell_lines(path: Path) -> list[str]:
+    lines = []
+    for block in re.findall(r"```bash\n(.*?)```", path.read_text(), flags=re.S):
+        for line in block.splitlines():
+            line = line.split(" #")[0].strip()
+            if line and not line.startswith("#"):
+                lines.append(line)
+    return lines
+
+
+def commands(prefix: str) -> list[tuple[str, str]]:
+    out = []
+    for doc in DOCS:
+        for line in shell_lines(doc):
+            for part in re.split(r"\s*&&\s*", line):
+                if part.startswith(prefix):
+                    out.append((doc.name, part))
+    return out
+
+
+# Shortened workloads: the same command and options, on a small slice so the suite stays fast.
+def shortened(args: list[str], tmp: Path) -> list[str]:
+    args = [a for a in args]
+    for opt in ("--out", "--csv"):
+        if opt in args:
+            i = args.index(opt)
+            del args[i : i + 2]
+    name = args[0]
+    if name == "verify":
+        args = [a for a in args]
+        if "--level" in args:
+            i = args.index("--level")
+            del args[i : i + 2]
+        return args + ["--level", "quick", "--dtype", "fp32", "--backend", "tilelang", "--no-perf", "--out", str(tmp / "v")]
+    if name == "bench":
+        keep = [a for a in args if a in ("bench", "l2norm", "--plot")]
+        if "--plot" in keep:  # needs rows first
+            assert CliRunner().invoke(app, ["bench", "l2norm", "--shape", "33x100", "--dtype", "fp32", "--threads", "1",
+                                            "--mode", "fwd", "--no-compile", "--budget", "0.02", "--csv", str(tmp / "b.csv"),
+                                            "--out", str(tmp / "b")]).exit_code == 0  # fmt: skip
+            return keep + ["--csv", str(tmp / "b.csv"), "--out", str(tmp / "b")]
+        return keep + ["--shape", "33x100", "--dtype", "fp32", "--threads", "1", "--mode", "fwd", "--no-compile",
+                       "--budget", "0.02", "--csv", str(tmp / "b.csv"), "--out", str(tmp / "b")]  # fmt: skip
+    if name == "lower":
+        if "--dim" in args:
+            i = args.index("--dim")
+            del args[i : i + 2]
+        return args + ["--dim", "128", "--out", str(tmp / "l")]
+    return args
+
+
+TILEPORT = commands("tileport ")
+
+
+def test_the_docs_show_tileport_commands():
+    assert {shlex.split(c)[1] for _, c in TILEPORT} >= {"doctor", "verify", "bench", "lower"}
+
+
+@pytest.mark.parametrize("doc,command", TILEPORT, ids=[f"{d}:{c}" for d, c in TILEPORT])
+def test_tileport_command_runs(doc, command, tmp_path):
+    args = shortened(shlex.split(command)[1:], tmp_path)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, f"{doc}: `{command}` (run as {args}) failed:\n{result.output}"
+
+
+@pytest.mark.parametrize("doc,command", commands("bash ") + commands("python scripts/") + commands("python benchmarks/"))
+def test_scripts_named_in_the_docs_exist(doc, command):
+    path = ROOT / shlex.split(command)[1]
+    assert path.is_file(), f"{doc}: `{command}` names a missing file"
+
+
+def test_readme_test_command_is_what_ci_runs():
+    ci = (ROOT / ".ci" / "run").read_text()
+    readme = [line for line in shell_lines(ROOT / "README.md") if "pytest" in line]
+    assert len(readme) == 1
+    ci_line = next(line for line in ci.splitlines() if "pytest" in line)
+    assert ci_line.strip() in readme[0]
