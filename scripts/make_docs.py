@@ -1,6 +1,7 @@
-"""Regenerate docs/ops/l2norm.md from a verify run and a benchmark run (the tables are never typed by hand).
+"""Regenerate docs/ops/l2norm.md from a verify run and a benchmark run, and the README's benchmark section
+from benchmarks/results/l2norm.md (the tables are never typed by hand).
 
-    python scripts/make_docs.py [--level quick|L0] [--bench-args "..."]
+    python scripts/make_docs.py [--level quick|L0] [--bench-args "..."] [--readme-only]
 """
 
 from __future__ import annotations
@@ -48,11 +49,30 @@ def run(args: list[str]) -> None:
         raise SystemExit(f"tileport {' '.join(args)} failed:\n{result.output}")
 
 
+README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def update_readme() -> None:
+    """Put the speed bar of the latest full benchmark (benchmarks/results/l2norm.md) into the README."""
+    table = (ROOT / "benchmarks" / "results" / "l2norm.md").read_text()
+    header = table.split("\n\n", 2)[1]  # machine, versions, run
+    bar = section(table, "The speed bar").split("\n", 1)[1].strip()
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    start, end = text.index(README_START) + len(README_START), text.index(README_END)
+    readme.write_text(text[:start] + f"\n{header}\n\n{bar}\n" + text[end:])
+    print(f"updated {readme}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--level", default="quick")
     ap.add_argument("--bench-args", default="--quick --threads 1 --threads 2 --mode fwd --mode fwdbwd")
+    ap.add_argument("--readme-only", action="store_true", help="only refresh the README's benchmark section")
     a = ap.parse_args()
+    update_readme()
+    if a.readme_only:
+        return
     evidence, bench = OPS / "l2norm-verify", OPS / "l2norm-bench"
     shutil.rmtree(evidence, ignore_errors=True)
     shutil.rmtree(bench, ignore_errors=True)
