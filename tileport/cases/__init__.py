@@ -2,4 +2,4 @@
 
 from .generate import Case, generate, make_inputs  # noqa: F401
 from .schema import CaseFileError, Suite, load_suite  # noqa: F401
-from .runner import adapter_for, golden_inputs  # noqa: F401
+from .adapters import adapter_for, golden_inputs  # noqa: F401

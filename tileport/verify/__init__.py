@@ -19,7 +19,7 @@ from ..bench.environment import machine, versions
 from ..cases import generate, load_suite
 from ..precision import COUNTS, MIN_ELEMENTS, STANDARD_VERSION, Aggregate, CaseResult, aggregate
 from ..precision.standard import RETEST_SEEDS
-from .accuracy import PairStat, dtype_name, run_accuracy
+from .accuracy import PairStat, Reduced, dtype_name, run_accuracy
 from .performance import performance, performance_groups
 from .refinement import RefinementRow, refinement_study
 
@@ -134,16 +134,20 @@ def run(plan: Plan, retest_seeds: int | None = None, with_perf: bool = True, pro
     t0 = time.perf_counter()
     op, level, seed, suite, cases, names, interpreted = plan.op, plan.level, plan.seed, plan.suite, plan.cases, plan.names, plan.interpreted
     lv = suite.level(level)
-    # an interpreted backend (Triton on the CPU) runs the quick level's cases, which open every level's list
+    # an interpreted backend (Triton on the CPU) runs the quick level's workload: its cases open every level's list
     quick = suite.levels.get("quick")
-    max_rank = {n: -(-quick.cases // len(suite.primary.dtypes)) for n in interpreted if quick and n in names}
+    reduced = {}
     dtypes = list(dict.fromkeys(c.dtype for c in cases))
     if retest_seeds is None:
         retest_seeds = QUICK_RETEST_SEEDS if level == "quick" else RETEST_SEEDS
     perf_groups = performance_groups(op, dtypes) if with_perf else []
     total = len(cases) + len(perf_groups)
     step = (lambda what, advance=1: progress(what, total, advance)) if progress else None
-    results, pairs, skipped = run_accuracy(suite, cases, names, lv.limits, lv.runs, retest_seeds, step, max_rank)
+    if quick is not None:
+        per_dtype = -(-quick.cases // len(suite.primary.dtypes))
+        cut = Reduced(per_dtype, min(lv.runs, quick.runs), min(retest_seeds, QUICK_RETEST_SEEDS))
+        reduced = {n: cut for n in interpreted if n in names}
+    results, pairs, skipped = run_accuracy(suite, cases, names, lv.limits, lv.runs, retest_seeds, step, reduced)
     refinement, note = refinement_study([d for d in dtypes if d != torch.float64], seed)
     perf = performance(op, perf_groups, [n for n in names if n not in interpreted], progress=step) if with_perf else []
     aggs = aggregate(results)

@@ -63,6 +63,19 @@ def _pair_update(stat: PairStat, a: torch.Tensor, b: torch.Tensor) -> None:
         stat.max_rel = max(stat.max_rel, float((d / (b64[finite].abs() + 1e-7)).max()))
 
 
+@dataclass(frozen=True)
+class Reduced:
+    """A smaller workload for one backend (an interpreter): the first cases of each dtype, fewer runs."""
+
+    cases_per_dtype: int
+    runs: int
+    retest_seeds: int
+
+    def describe(self) -> str:
+        return (f"interpreted: the first {self.cases_per_dtype} cases per dtype (the quick level's), "
+                f"{self.runs} runs each, {self.retest_seeds} retest seeds")  # fmt: skip
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -75,17 +88,21 @@ def run_accuracy(
     runs: int,
     retest_seeds: int,
     progress: Callable[..., None] | None = None,
-    max_rank: dict[str, int] | None = None,
+    reduced: dict[str, "Reduced"] | None = None,
 ) -> tuple[list[CaseResult], list[PairStat], dict[str, tuple[int, str]]]:
     """CaseResults for each (case, backend, output), the pairwise comparison, and per backend the cases
-    it did not run and why (``max_rank`` limits a backend to each dtype's first cases; a backend may also
-    decline a shape, e.g. an interpreter's size limit)."""
-    max_rank = max_rank or {}
+    it did not run and why. ``reduced`` gives a backend a smaller workload (an interpreter: milliseconds per
+    program instance): each dtype's first cases only, fewer repeated runs and retest seeds; a backend may
+    also decline a shape (an interpreter's size limit)."""
+    reduced = reduced or {}
     skipped: dict[str, list] = {}
     adapter = adapter_for(suite)
     bm_backend = suite.standard.get("benchmark", "torch")
     results: list[CaseResult] = []
     pairs: dict[tuple, PairStat] = {}
+
+    def _seeds(backend: str) -> int:
+        return reduced[backend].retest_seeds if backend in reduced else retest_seeds
 
     def run_all(inputs, backend: str, backward: bool):
         return (
@@ -98,22 +115,26 @@ def run_accuracy(
         return compare(under[name], gold[name], bm[name], level=limits, dtype=adapter.precision_dtype(name, case.dtype))
 
     def new_seed_verdicts(case: Case, name: str, backend: str) -> list[Verdict]:
-        seeds = list(range(case.seed + 1, case.seed + 1 + retest_seeds))
+        seeds = list(range(case.seed + 1, case.seed + 1 + _seeds(backend)))
         backward = name in suite.grad_outputs  # a forward output is retested without running the backward
         if not getattr(adapter, "ROWWISE", False):
             return [verdict(name, case, *run_all(make_inputs(suite, replace(case, seed=s)), backend, backward)) for s in seeds]
         dtype = adapter.precision_dtype(name, case.dtype)
-        chunk = max(1, RETEST_CHUNK_ELEMENTS // max(case.elements, 1))
-        out: list[Verdict] = []
-        for i in range(0, len(seeds), chunk):
-            many = [make_inputs(suite, replace(case, seed=s)) for s in seeds[i : i + chunk]]
+
+        def batch(many: list[dict]) -> list[Verdict]:
             stacked = {k: torch.stack([m[k] for m in many]) if isinstance(v, torch.Tensor) else v for k, v in many[0].items()}
             try:
                 under, bm, gold = (o[name].reshape(len(many), -1) for o in run_all(stacked, backend, backward))
-            except BackendUnavailableError:  # the stack is too large for this backend (an interpreter): seed by seed
-                out += [verdict(name, case, *run_all(m, backend, backward)) for m in many]
-                continue
-            out += [judge(a, b, limits) for a, b in zip(measure_batch(under, gold, dtype), measure_batch(bm, gold, dtype))]
+            except BackendUnavailableError:  # too large for this backend (an interpreter's limit): halve the stack
+                if len(many) == 1:
+                    raise
+                return batch(many[: len(many) // 2]) + batch(many[len(many) // 2 :])
+            return [judge(a, b, limits) for a, b in zip(measure_batch(under, gold, dtype), measure_batch(bm, gold, dtype))]
+
+        chunk = max(1, RETEST_CHUNK_ELEMENTS // max(case.elements, 1))
+        out: list[Verdict] = []
+        for i in range(0, len(seeds), chunk):
+            out += batch([make_inputs(suite, replace(case, seed=s)) for s in seeds[i : i + chunk]])
         return out
 
     for case in cases:
@@ -124,28 +145,30 @@ def run_accuracy(
         gold = adapter.run(golden_inputs(suite, inputs), bm_backend, suite.backward)
         per_backend = {bm_backend: bm}  # the benchmark is one side of the cross-backend comparison
         for backend in backends:
-            if case.rank >= max_rank.get(backend, case.rank + 1):
-                skipped.setdefault(backend, [0, f"interpreted: the first {max_rank[backend]} cases per dtype"])[0] += 1
+            cut = reduced.get(backend)
+            if cut is not None and case.rank >= cut.cases_per_dtype:
+                skipped.setdefault(backend, [0, cut.describe()])[0] += 1
                 continue
+            backend_runs = cut.runs if cut is not None else runs
             try:
                 under = adapter.run(inputs, backend, suite.backward)
             except BackendUnavailableError as exc:
                 skipped.setdefault(backend, [0, str(exc)])[0] += 1
                 continue
             per_backend[backend] = under
-            repeats = [adapter.run(inputs, backend, suite.backward) for _ in range(runs - 1)]
+            repeats = [adapter.run(inputs, backend, suite.backward) for _ in range(backend_runs - 1)]
             for name in under:
                 v = verdict(name, case, under, bm, gold)
                 redo = None
                 if not v.passed:
                     if progress:
-                        progress(f"{case.describe()}: retest {name} on {backend} over {retest_seeds} new seeds", advance=0)
+                        progress(f"{case.describe()}: retest {name} on {backend} over {_seeds(backend)} new seeds", advance=0)
                     redo = retest_verdicts(new_seed_verdicts(case, name, backend))
                 results.append(
                     CaseResult(
                         suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range,
                         float(case.attrs.get("eps", 0.0)), name, v, redo,
-                        deterministic=all(same_bits(r[name], under[name]) for r in repeats), runs=runs,
+                        deterministic=all(same_bits(r[name], under[name]) for r in repeats), runs=backend_runs,
                     )
                 )  # fmt: skip
         names = list(per_backend)
