@@ -83,7 +83,8 @@ def main() -> None:
         USAGE,
         f"## Precision (`tileport verify l2norm --level {a.level}`)\n",
         *(section(report, t).replace("## ", "### ", 1) for t in ("Summary", "The standard's minimum counts", "Dual benchmark", "Approximate rsqrt", "Cross-backend")),
-        "Full report: [l2norm-verify/report.md](l2norm-verify/report.md) (and `report.html`).\n",
+        "Full report: [l2norm-verify/report.md](l2norm-verify/report.md) (`tileport verify` also writes a "
+        "self-contained report.html, results.json and results.csv).\n",
         f"## Performance (`tileport bench l2norm {a.bench_args}`)\n",
         (bench / "l2norm.md").read_text().split("\n", 2)[2],
         "![latency fwd](l2norm-bench/l2norm_fwd_latency_t1.png)\n",
@@ -92,6 +93,9 @@ def main() -> None:
         "Regenerate: `python scripts/make_docs.py`.\n",
     ]
     (OPS / "l2norm.md").write_text("\n".join(parts))
+    for heavy in ("report.html", "results.json", "results.csv"):  # the docs keep report.md and the PNGs
+        (evidence / heavy).unlink(missing_ok=True)
+    (bench / "bench.csv").unlink(missing_ok=True)
     print(f"wrote {OPS / 'l2norm.md'}")
 
 

@@ -8,8 +8,10 @@ the interpreter's fp32 -> bf16 cast truncates, and the explicit rounding is the 
 
 from __future__ import annotations
 
+import contextlib
 import math
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
@@ -90,6 +92,12 @@ def _check(x: torch.Tensor) -> None:
         )
 
 
+def _launch_context():
+    """The interpreter computes with numpy, which warns on fp32 overflow (large inputs overflow x*x as torch's
+    composite does, silently); on a GPU nothing to silence."""
+    return np.errstate(all="ignore") if interpreting() else contextlib.nullcontext()
+
+
 def _storage(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.uint16) if t.dtype == torch.bfloat16 else t
 
@@ -105,8 +113,9 @@ def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None):
         rstd.fill_(eps**-0.5 if eps > 0 else math.inf)
         return y, rstd
     block_m, block_d, grid = _blocks(M, D)
-    _fwd_kernel[grid](x, _storage(y), rstd, M, D, x.stride(0) if M > 1 else D, eps,
-                      BLOCK_M=block_m, BLOCK_D=block_d, Y_BF16=output_dtype == torch.bfloat16)  # fmt: skip
+    with _launch_context():
+        _fwd_kernel[grid](x, _storage(y), rstd, M, D, x.stride(0) if M > 1 else D, eps,
+                          BLOCK_M=block_m, BLOCK_D=block_d, Y_BF16=output_dtype == torch.bfloat16)  # fmt: skip
     return y, rstd
 
 
@@ -118,6 +127,7 @@ def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Ten
         return dx
     rstd = rstd.to(torch.float32).contiguous()
     block_m, block_d, grid = _blocks(M, D)
-    _bwd_kernel[grid](x, rstd, dy, _storage(dx), M, D, x.stride(0) if M > 1 else D, dy.stride(0) if M > 1 else D,
-                      BLOCK_M=block_m, BLOCK_D=block_d, DX_BF16=x.dtype == torch.bfloat16)  # fmt: skip
+    with _launch_context():
+        _bwd_kernel[grid](x, rstd, dy, _storage(dx), M, D, x.stride(0) if M > 1 else D, dy.stride(0) if M > 1 else D,
+                          BLOCK_M=block_m, BLOCK_D=block_d, DX_BF16=x.dtype == torch.bfloat16)  # fmt: skip
     return dx
