@@ -5,7 +5,6 @@ import json
 import types
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from tileport.cli import app
