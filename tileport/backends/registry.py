@@ -56,7 +56,8 @@ class Backend(Protocol):
         ...
 
     def kernels(self, op: str, device_kind: str) -> Any:
-        """The op's implementation module for that device kind (``forward`` / ``backward`` functions)."""
+        """The op's implementation module for that device kind (``forward`` / ``backward`` functions).
+        The ops layer answers empty inputs itself: implementations only see non-empty rows."""
         ...
 
     def cache_info(self) -> list[dict[str, Any]]: ...

@@ -16,6 +16,7 @@ whole small-shape composite); under ``torch.compile`` the same functions are rea
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -31,8 +32,19 @@ def _rstd_dtype(x_dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if x_dtype == torch.float64 else torch.float32
 
 
+def _empty_forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None):
+    """Empty inputs, answered here for every backend: M = 0 gives empty outputs; D = 0 (an empty row, sum 0)
+    gives rstd = 1 / sqrt(eps) (inf for eps = 0). Backends only ever see non-empty rows."""
+    if out is None:
+        out = (x.new_empty(x.shape, dtype=output_dtype), x.new_empty(x.shape[:-1], dtype=_rstd_dtype(x.dtype)))
+    out[1].fill_(eps**-0.5 if eps > 0 else math.inf)
+    return out
+
+
 def _forward_impl(x: torch.Tensor, eps: float, output_dtype: torch.dtype, backend: Optional[str], out=None):
     impl = REGISTRY.kernels(OP, x.device, (x.dtype, output_dtype), backend)
+    if x.numel() == 0:
+        return _empty_forward(x, eps, output_dtype, out)
     if out is not None:
         y, rstd = out
         impl.forward(_checks.rows_2d(x), eps, output_dtype, out=(y.view(-1, x.shape[-1]), rstd.view(-1)))
@@ -45,6 +57,8 @@ def _forward_impl(x: torch.Tensor, eps: float, output_dtype: torch.dtype, backen
 
 def _backward_impl(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, backend: Optional[str]):
     impl = REGISTRY.kernels(OP, x.device, (x.dtype, dy.dtype), backend)
+    if x.numel() == 0:
+        return torch.empty_like(x, memory_format=torch.contiguous_format)
     dx = impl.backward(_checks.rows_2d(x), rstd.reshape(-1), _checks.rows_2d(dy))
     return dx if x.dim() == 2 else dx.view(x.shape)
 

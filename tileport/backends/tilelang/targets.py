@@ -43,23 +43,19 @@ class DeviceKernelCache:
         self.cache = _Cache(f"tilelang-{target}")
 
     def forward(self, build, x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, **options):
-        """(y, rstd) for a 2-D x on the device; ``build(D, x_dtype, y_dtype, **options)`` makes the kernel."""
+        """(y, rstd) for a non-empty 2-D x on the device; ``build(D, x_dtype, y_dtype, **options)`` makes the kernel."""
         M, D = x.shape
         x = x.contiguous()  # the device kernels index rows with stride D
         if out is None:
             out = (torch.empty_like(x, dtype=output_dtype), x.new_empty((M,), dtype=torch.float32))
         y, rstd = out
-        if M and D:
-            key = (D, x.dtype, output_dtype, tuple(sorted(options.items())))
-            self.cache.get("l2norm_fwd", key, lambda: build(D, x.dtype, output_dtype, **options))(x, y, rstd, eps)
-        elif M:
-            rstd.fill_(eps**-0.5 if eps > 0 else float("inf"))
+        key = (D, x.dtype, output_dtype, tuple(sorted(options.items())))
+        self.cache.get("l2norm_fwd", key, lambda: build(D, x.dtype, output_dtype, **options))(x, y, rstd, eps)
         return y, rstd
 
     def backward(self, build, x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
         M, D = x.shape
         x, dy, rstd = x.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
         dx = torch.empty_like(x)
-        if M and D:
-            self.cache.get("l2norm_bwd", (D, x.dtype, dy.dtype), lambda: build(D, x.dtype, dy.dtype))(x, rstd, dy, dx)
+        self.cache.get("l2norm_bwd", (D, x.dtype, dy.dtype), lambda: build(D, x.dtype, dy.dtype))(x, rstd, dy, dx)
         return dx
