@@ -104,12 +104,12 @@ def run_accuracy(
     def _seeds(backend: str) -> int:
         return reduced[backend].retest_seeds if backend in reduced else retest_seeds
 
+    def references(inputs, backward: bool):
+        """The benchmark's and the golden's outputs for these inputs."""
+        return adapter.run(inputs, bm_backend, backward), adapter.run(golden_inputs(suite, inputs), bm_backend, backward)
+
     def run_all(inputs, backend: str, backward: bool):
-        return (
-            adapter.run(inputs, backend, backward),
-            adapter.run(inputs, bm_backend, backward),
-            adapter.run(golden_inputs(suite, inputs), bm_backend, backward),
-        )
+        return (adapter.run(inputs, backend, backward), *references(inputs, backward))
 
     def verdict(name: str, case: Case, under, bm, gold):
         return compare(under[name], gold[name], bm[name], level=limits, dtype=adapter.precision_dtype(name, case.dtype))
@@ -141,8 +141,7 @@ def run_accuracy(
         if progress:
             progress(case.describe())
         inputs = make_inputs(suite, case)
-        bm = adapter.run(inputs, bm_backend, suite.backward)
-        gold = adapter.run(golden_inputs(suite, inputs), bm_backend, suite.backward)
+        bm, gold = references(inputs, suite.backward)
         per_backend = {bm_backend: bm}  # the benchmark is one side of the cross-backend comparison
         for backend in backends:
             cut = reduced.get(backend)
