@@ -1,63 +1,58 @@
-"""The TileLang CPU kernel cache: one compile per (D, dtypes), M symbolic, disk reuse across processes."""
+"""The TileLang CPU kernel cache: one compile per dtype combination (M and D are runtime values), disk reuse
+across processes, one disk folder per CPU model and target ISA."""
 
 import json
 import os
+import platform
 import subprocess
 import sys
 
+import pytest
 import torch
 
 import tileport
-from tileport.backends.tilelang.cpu.runtime import RowKernelSpec, Param
+from tileport.backends.tilelang.cpu import settings
 
 
 def _entry(op):
     return next((r for r in tileport.kernel_cache_info() if r["op"] == op and r["backend"] == "tilelang"), None)
 
 
-def test_many_row_counts_one_compile():
-    D = 173  # a width no other test uses
-    key = str((D, torch.float16, torch.float16))
-    tileport.l2norm_fwd(torch.randn(1, D).half())
+def test_many_row_counts_and_widths_one_compile():
+    key = str(("x=float16", "y=float16"))
+    tileport.l2norm_fwd(torch.randn(1, 173).half())
     before = _entry("l2norm_fwd")
     assert key in before["keys"]
     gen = torch.Generator().manual_seed(0)
     rows = torch.randint(1, 3000, (1000,), generator=gen).tolist()  # issue 4's bar: 1000 calls, random M
-    for m in rows:
-        x = torch.randn(m, D).half()
+    widths = torch.randint(1, 700, (1000,), generator=gen).tolist()  # issue 10: and random D
+    for m, d in zip(rows, widths):
+        x = torch.randn(m, d).half()
         y, _ = tileport.l2norm_fwd(x)
-        assert y.shape == (m, D)
+        assert y.shape == (m, d)
     after = _entry("l2norm_fwd")
-    assert after["kernels"] == before["kernels"], "a new row count triggered a compile"
+    assert after["kernels"] == before["kernels"], "a new row count or width triggered a compile"
     assert after["compile_seconds"] == before["compile_seconds"]
     assert after["hits"] >= before["hits"] + len(rows)
     assert after["keys"].count(key) == 1
 
 
-def test_prototype_matches_generated_source():
-    tileport.l2norm_fwd(torch.randn(2, 40))
-    from tileport.backends.tilelang.cpu.runtime import CACHE
-
-    launcher = next(v for (op, k), v in CACHE._kernels.items() if op == "l2norm_fwd" and k[0] == 40)
-    src = launcher.source()
-    assert launcher.spec.prototype() + " {" in src  # the definition TileLang generated
-    assert "#pragma omp parallel" in src and "l2norm_fwd_drive" in src
-
-
-def test_spec_prototype_order():
-    spec = RowKernelSpec(
-        "k", 8, matrices=(Param("x", "float"), Param("dy", "uint16_t")), vectors=(Param("rstd", "float"),),
-        scalars=(Param("eps", "float"), Param("alpha", "float")),
-    )  # fmt: skip
-    assert spec.prototype() == (
-        "int32_t k_kernel(uint16_t* dy, float* rstd, float* x, int32_t M, float alpha, float eps)"
-    )
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="x86-64 -march levels")
+def test_cache_folder_is_per_cpu_and_target_isa(tmp_path):
+    env = {"TILEPORT_CACHE_DIR": str(tmp_path)}
+    native = settings.cache_dir("0.1.15", env)
+    avx2 = settings.cache_dir("0.1.15", dict(env, TILEPORT_CPU_ARCH="x86-64-v3"))
+    sse2 = settings.cache_dir("0.1.15", dict(env, TILEPORT_CPU_ARCH="x86-64"))
+    assert len({native, avx2, sse2}) == 3, "two target ISAs would share compiled binaries"
+    assert native.parent == tmp_path / "tilelang-0.1.15"
+    assert "__AVX2__" in settings.isa(dict(TILEPORT_CPU_ARCH="x86-64-v3")).macros
+    assert "__AVX2__" not in settings.isa(dict(TILEPORT_CPU_ARCH="x86-64")).macros
 
 
 _CHILD = r"""
 import json, torch, tileport
 tileport.l2norm_fwd(torch.randn(3, 211))
-tileport.l2norm_bwd(torch.randn(3, 211), torch.ones(3), torch.randn(3, 211))
+tileport.l2norm_bwd(torch.randn(3, 99), torch.ones(3), torch.randn(3, 99))
 print(json.dumps(tileport.kernel_cache_info()))
 """
 

@@ -1,0 +1,79 @@
+"""What a built CPU kernel's hot loops really execute, read from its disassembly (``objdump``).
+
+A speed regression on one CPU shows here before any timing: the arithmetic of every innermost loop of a
+kernel should be packed (``...ps`` on ymm/zmm registers on x86), never scalar (``...ss``). Used by the
+packed-SIMD tests and by ``tileport doctor``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+_LINE = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
+_JUMP = re.compile(r"^j[a-z]+$")
+_TARGET = re.compile(r"^([0-9a-f]+)\b")
+# x86 floating-point arithmetic (SSE/AVX encodings): add, sub, mul, div, min, max, sqrt, fused multiply-adds
+_FP_ARITH = re.compile(r"^v?(?:add|sub|mul|div|min|max|sqrt|f(?:n?m(?:add|sub))(?:132|213|231))(ss|sd|ps|pd)$")
+
+
+@dataclass
+class Loop:
+    """An innermost loop: the instructions between a backward jump's target and the jump."""
+
+    start: int
+    end: int
+    instructions: list[tuple[str, str]] = field(default_factory=list)  # (mnemonic, operands)
+
+    def fp_arith(self) -> list[tuple[str, str]]:
+        return [(m, o) for m, o in self.instructions if _FP_ARITH.match(m)]
+
+    def scalar_fp(self) -> list[str]:
+        return [m for m, _ in self.fp_arith() if _FP_ARITH.match(m).group(1) in ("ss", "sd")]
+
+    def packed(self, width: str) -> list[str]:
+        """Packed fp arithmetic on registers of ``width`` ("xmm", "ymm" or "zmm")."""
+        return [m for m, o in self.fp_arith() if _FP_ARITH.match(m).group(1) in ("ps", "pd") and width in o]
+
+
+def objdump() -> str | None:
+    return shutil.which("objdump")
+
+
+def function(lib_path: str, symbol: str) -> list[tuple[int, str, str]]:
+    """(address, mnemonic, operands) of ``symbol`` in a shared library."""
+    tool = objdump()
+    if tool is None:
+        raise RuntimeError("objdump (binutils) is not installed")
+    out = subprocess.run(
+        [tool, "-d", "--no-show-raw-insn", f"--disassemble={symbol}", lib_path], capture_output=True, text=True, check=True
+    ).stdout
+    insns = []
+    for line in out.splitlines():
+        m = _LINE.match(line)
+        if m:
+            insns.append((int(m.group(1), 16), m.group(2), m.group(3)))
+    if not insns:
+        raise RuntimeError(f"{symbol} not found in {lib_path}")
+    return insns
+
+
+def innermost_loops(insns: list[tuple[int, str, str]]) -> list[Loop]:
+    """Loops (backward jumps inside the function) that contain no other loop."""
+    spans = []
+    for addr, mnem, ops in insns:
+        t = _TARGET.match(ops)
+        if _JUMP.match(mnem) and t and int(t.group(1), 16) <= addr:
+            spans.append((int(t.group(1), 16), addr))
+    inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
+    loops = []
+    for start, end in sorted(set(inner)):
+        loops.append(Loop(start, end, [(m, o) for a, m, o in insns if start <= a <= end]))
+    return loops
+
+
+def kernel_loops(lib_path: str, kernel_name: str) -> list[Loop]:
+    """The innermost loops of a row-wise kernel (``<name>_kernel``, the per-row body TileLang generated)."""
+    return innermost_loops(function(lib_path, f"{kernel_name}_kernel"))

@@ -1,0 +1,213 @@
+"""The C interface of a row-wise CPU kernel, derived from its ``T.prim_func``: the one declaration.
+
+From the prim_func's parameters (their roles come from their shapes, ``rowwise.py``) and the prototype
+TileLang generates for ``<name>_kernel`` (read from the lowered source, so no assumption about TileLang's
+parameter order or about which unused parameters it drops), this module writes the OpenMP driver
+``<name>_drive`` and the ctypes launcher that calls it by name: ``kernel(x=x, y=y, rstd=rstd, eps=eps)``,
+with pointers, row strides, M, D and the thread count filled in. A name missing or unknown, or a tensor of
+the wrong shape or dtype, raises instead of passing a pointer in the wrong slot.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from dataclasses import dataclass
+
+import torch
+
+ROWS, PER_ROW, BROADCAST, PARTIAL, SCALAR = "rows", "per_row", "broadcast", "partial", "scalar"
+PARTIAL_BLOCK_ROWS = 32  # rows per partial of a reduced gradient: fixed, so the sum is the same for any threads
+
+_CTYPE = {"float32": "float", "float64": "double", "uint16": "uint16_t", "int32": "int32_t", "int64": "int64_t"}
+_CTYPES = {"float": ctypes.c_float, "double": ctypes.c_double, "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64}
+_STORAGE_DTYPES = {"float32": {torch.float32}, "uint16": {torch.float16, torch.bfloat16}}
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str
+    role: str
+    dtype: str  # TileLang dtype (storage dtype for buffers)
+
+    @property
+    def ctype(self) -> str:
+        return _CTYPE[self.dtype]
+
+
+def _role(shape) -> str:
+    names = tuple(getattr(s, "name", None) or int(s) for s in shape)
+    roles = {("M", "D"): ROWS, ("M",): PER_ROW, ("D",): BROADCAST, (1, "D"): PARTIAL}
+    if names not in roles:
+        raise ValueError(f"unsupported buffer shape {names}: use rows (M, D), per_row (M,), vector (D,) or partial (1, D)")
+    return roles[names]
+
+
+@dataclass(frozen=True)
+class Interface:
+    """A kernel's arguments in declaration order and the generated ``<name>_kernel`` prototype."""
+
+    name: str
+    args: tuple[Arg, ...]
+    prototype: tuple[tuple[str, str], ...]  # (C type, name) in the generated kernel's order
+
+    @classmethod
+    def of(cls, func, kernel_source: str) -> "Interface":
+        name = str(func.attrs["global_symbol"])
+        args = []
+        for p in func.params:
+            buf = func.buffer_map.get(p)
+            if buf is None:
+                args.append(Arg(p.name, SCALAR, str(p.dtype)))
+            else:
+                args.append(Arg(buf.name, _role(buf.shape), str(buf.dtype)))
+        m = re.search(rf"int32_t {re.escape(name)}_kernel\(([^)]*)\);", kernel_source)
+        if m is None:
+            raise RuntimeError(f"no declaration of {name}_kernel in the generated source")
+        proto = tuple(tuple(p.strip().rsplit(" ", 1)) for p in m.group(1).split(","))
+        return cls(name, tuple(args), proto)  # type: ignore[arg-type]
+
+    def arg(self, name: str) -> Arg:
+        return next(a for a in self.args if a.name == name)
+
+    def driver_params(self) -> list[tuple[str, type]]:
+        """(C declaration, ctypes type) of the driver's parameters, in call order."""
+        out: list[tuple[str, type]] = []
+        for a in self.args:
+            if a.role == SCALAR:
+                continue
+            out.append((f"{a.ctype}* {a.name}", ctypes.c_void_p))
+            if a.role == ROWS:
+                out.append((f"int64_t ld_{a.name}", ctypes.c_int64))
+            if a.role == PARTIAL:
+                out.append((f"float* part_{a.name}", ctypes.c_void_p))
+        out += [("int64_t M", ctypes.c_int64), ("int64_t D", ctypes.c_int64)]
+        out += [(f"{a.ctype} {a.name}", _CTYPES[a.ctype]) for a in self.args if a.role == SCALAR]
+        out.append(("int32_t nthreads", ctypes.c_int32))
+        return out
+
+    def _call(self, row: str, rows: str, block: str) -> str:
+        roles = {a.name: a.role for a in self.args}
+        args = []
+        for _, pname in self.prototype:
+            role = roles.get(pname)
+            if role == ROWS:
+                args.append(f"{pname} + {row} * ld_{pname}")
+            elif role == PER_ROW:
+                args.append(f"{pname} + {row}")
+            elif role == PARTIAL:
+                args.append(f"part_{pname} + {block} * D")
+            elif pname == "M":
+                args.append(f"(int32_t)({rows})")
+            elif pname == "D":
+                args.append("(int32_t)D")
+            else:  # broadcast vectors and scalars pass through
+                args.append(pname)
+        return f"{self.name}_kernel({', '.join(args)});"
+
+    def driver(self) -> str:
+        """The kernel's declaration and its OpenMP driver over row ranges (C source for the prelude)."""
+        decl = f'extern "C" int32_t {self.name}_kernel({", ".join(f"{t} {n}" for t, n in self.prototype)});'
+        params = ", ".join(d for d, _ in self.driver_params())
+        rows = [a.name for a in self.args if a.role == ROWS]
+        contiguous = " && ".join(f"ld_{n} == D" for n in rows) or "true"
+        partials = [a.name for a in self.args if a.role == PARTIAL]
+        if not partials:
+            body = f"""
+  // Rows are split evenly among threads; strided rows (ld != D) are handed to the kernel one at a time.
+  #pragma omp parallel num_threads(nthreads) if (nthreads > 1)
+  {{
+    const int64_t t = omp_get_thread_num(), n = omp_get_num_threads();
+    const int64_t lo = M * t / n, hi = M * (t + 1) / n;
+    if (contiguous) {{
+      if (hi > lo) {self._call("lo", "hi - lo", "0")}
+    }} else {{
+      for (int64_t r = lo; r < hi; ++r) {self._call("r", "1", "0")}
+    }}
+  }}"""
+        else:
+            zero = " ".join(f"memset(part_{p} + b * D, 0, D * sizeof(float));" for p in partials)
+            reduce = " ".join(f"tp_reduce_partials(part_{p}, nb, D, {p}, nthreads);" for p in partials)
+            body = f"""
+  // Fixed blocks of {PARTIAL_BLOCK_ROWS} rows, each with its own partial of the reduced outputs, split among
+  // threads; the partials are then summed in a fixed order: the same bits for any thread count.
+  const int64_t nb = (M + {PARTIAL_BLOCK_ROWS} - 1) / {PARTIAL_BLOCK_ROWS};
+  #pragma omp parallel for num_threads(nthreads) if (nthreads > 1) schedule(static)
+  for (int64_t b = 0; b < nb; ++b) {{
+    const int64_t lo = b * {PARTIAL_BLOCK_ROWS}, hi = lo + {PARTIAL_BLOCK_ROWS} < M ? lo + {PARTIAL_BLOCK_ROWS} : M;
+    {zero}
+    if (contiguous) {{
+      {self._call("lo", "hi - lo", "b")}
+    }} else {{
+      for (int64_t r = lo; r < hi; ++r) {self._call("r", "1", "b")}
+    }}
+  }}
+  {reduce}"""
+        return f"""{decl}
+extern "C" int32_t {self.name}_drive({params}) {{
+  const bool contiguous = {contiguous};{body}
+  tp_store_fence();  // streamed stores, where a kernel uses them, are ordered before the return
+  return 0;
+}}
+"""
+
+
+def _row_stride(t: torch.Tensor) -> int:
+    return t.stride(0) if t.shape[0] > 1 else t.shape[1]
+
+
+def _storage_ptr(t: torch.Tensor) -> int:
+    return t.data_ptr()  # fp16/bf16 pointers are the uint16 storage the kernel reads
+
+
+class Launcher:
+    """Calls a compiled kernel's driver by argument name through ctypes (1-2 us, releases the GIL)."""
+
+    def __init__(self, lib, iface: Interface, source: str = ""):
+        self.lib = lib  # keeps the shared library loaded
+        self.iface = iface
+        self._source = source
+        fn = getattr(lib, f"{iface.name}_drive")
+        fn.argtypes = [t for _, t in iface.driver_params()]
+        fn.restype = ctypes.c_int32
+        self._fn = fn
+        self._names = frozenset(a.name for a in iface.args)
+        self._rows = [a.name for a in iface.args if a.role == ROWS]
+
+    def source(self) -> str:
+        return self._source
+
+    def __call__(self, nthreads: int = 1, **kw) -> None:
+        if kw.keys() != self._names:
+            missing, extra = sorted(self._names - kw.keys()), sorted(kw.keys() - self._names)
+            raise TypeError(f"{self.iface.name}: missing arguments {missing}, unknown arguments {extra}")
+        M, D = kw[self._rows[0]].shape
+        args: list = []
+        part_sizes = []
+        for a in self.iface.args:
+            v = kw[a.name]
+            if a.role == SCALAR:
+                continue
+            self._check(a, v, M, D)
+            args.append(_storage_ptr(v))
+            if a.role == ROWS:
+                args.append(_row_stride(v))
+            elif a.role == PARTIAL:
+                nb = -(-M // PARTIAL_BLOCK_ROWS)
+                scratch = torch.empty((max(nb, 1), D), dtype=torch.float32)
+                part_sizes.append(scratch)  # alive until the call returns
+                args.append(scratch.data_ptr())
+        args += [M, D]
+        args += [kw[a.name] for a in self.iface.args if a.role == SCALAR]
+        args.append(nthreads)
+        self._fn(*args)
+
+    def _check(self, a: Arg, t: torch.Tensor, M: int, D: int) -> None:
+        want = {ROWS: (M, D), PER_ROW: (M,), BROADCAST: (D,), PARTIAL: (D,)}[a.role]
+        if tuple(t.shape) != want or t.dtype not in _STORAGE_DTYPES[a.dtype] or t.stride(-1) != 1 and D > 1:
+            raise ValueError(
+                f"{self.iface.name}: {a.name} must be a {a.role} tensor of shape {want} with unit-stride "
+                f"rows and dtype {sorted(map(str, _STORAGE_DTYPES[a.dtype]))}, got {tuple(t.shape)} {t.dtype}"
+            )
+        if a.role in (PER_ROW, BROADCAST, PARTIAL) and not t.is_contiguous():
+            raise ValueError(f"{self.iface.name}: {a.name} must be contiguous")

@@ -1,0 +1,229 @@
+"""The vocabulary of row-wise TileLang CPU kernels: argument roles, 16-lane dtype bridges, row sums, row maps.
+
+A kernel is a ``T.prim_func`` over ``M`` rows of ``D`` columns, both dynamic: one compiled kernel serves every
+shape. Its parameters, annotated with the roles below, are the one declaration of its interface (the C
+prototype, the OpenMP driver and the launch by name are derived from them, ``interface.py``):
+
+- ``io.rows``: an (M, D) matrix with any row stride; ``per_row()``: an (M,) fp32 vector (rstd, mean);
+- ``io.vector``: a (D,) vector broadcast to every row (a weight, a bias);
+- ``partial()``: a gradient reduced across rows (a weight gradient): the kernel adds each of its rows'
+  terms into it; the driver gives each fixed block of rows its own fp32 partial and sums the partials in a
+  fixed order, so the result has the same bits for any thread count;
+- scalars (``T.float32``), such as eps.
+
+Per-element math is written once, as a function of 16-lane fp32 values (``T.float32x16``; ``simd.h`` makes
+every operator on them packed SIMD), and the helpers here apply it to the full 16-column chunks of a row and
+to its tail, whose partial loads zero the missing lanes and whose partial stores write only real columns.
+The helpers are plain Python functions that emit TileLang statements, called from a prim_func body.
+"""
+
+# No `from __future__ import annotations` here or in kernel modules: it breaks T.prim_func annotations.
+from dataclasses import dataclass
+
+import tilelang.cpu.language as T
+import torch
+
+VL = 16  # fp32 lanes of a kernel vector value (one AVX-512 register, two AVX2 ones)
+VEC = f"float32x{VL}"
+SUM_LANES = 2 * VL  # independent accumulator lanes of a row sum, fixed on every ISA so a sum has the same bits
+BLOCK = 16  # SUM_LANES-wide steps per inner block of a row sum (512 columns)
+
+M = T.dynamic("M")  # rows of one call (the driver hands each thread a range)
+D = T.dynamic("D")  # columns, a runtime value: one kernel for every D
+
+
+@dataclass(frozen=True)
+class Storage:
+    tl: str  # TileLang storage dtype
+    tag: str  # suffix of the bridges in simd.h
+
+
+# fp16/bf16 are held as uint16 and converted by the bridges: the C codegen cannot print bf16 and rejects
+# vectorized half casts.
+STORAGE = {
+    torch.float32: Storage("float32", "f32"),
+    torch.float16: Storage("uint16", "f16"),
+    torch.bfloat16: Storage("uint16", "bf16"),
+}
+DTYPES = frozenset(STORAGE)
+
+
+def _call(fn: str, *args) -> None:
+    T.evaluate(T.call_extern("handle", fn, *args))
+
+
+def _ref(buf, *index):
+    return T.address_of(T.BufferLoad(buf, list(index)))
+
+
+def at(buf, row, col):
+    """Address of column ``col`` of ``buf`` for ``row``, whatever the buffer's role."""
+    if len(buf.shape) == 1:  # broadcast (D,)
+        return _ref(buf, col)
+    return _ref(buf, 0, col) if is_partial(buf) else _ref(buf, row, col)
+
+
+class Io:
+    """How tensors of one torch dtype are held in a kernel and moved 16 lanes at a time."""
+
+    def __init__(self, dtype: torch.dtype, streaming: bool = False):
+        if dtype not in STORAGE:
+            raise TypeError(f"tilelang CPU kernels take float32, float16 or bfloat16, not {dtype}")
+        s = STORAGE[dtype]
+        self.dtype, self.tl, self.tag, self.streaming = dtype, s.tl, s.tag, streaming
+
+    @property
+    def rows(self):
+        return T.Tensor((M, D), self.tl)
+
+    @property
+    def vector(self):
+        return T.Tensor((D,), self.tl)
+
+    def load(self, buf, row, col, vec, k, n=None):
+        """vec[k] = 16 columns of ``buf`` from ``col`` as fp32; with ``n``, only the first n, the rest 0."""
+        if n is None:
+            _call(f"tp_load_{self.tag}", at(buf, row, col), _ref(vec, k))
+        else:
+            _call(f"tp_loadn_{self.tag}", at(buf, row, col), _ref(vec, k), n)
+
+    def store(self, vec, k, buf, row, col, n=None):
+        """16 columns of ``buf`` from ``col`` = vec[k] rounded to the storage dtype; with ``n``, the first n."""
+        if n is None:
+            _call(f"tp_store_{self.tag}{'_nt' if self.streaming else ''}", _ref(vec, k), at(buf, row, col))
+        else:
+            _call(f"tp_storen_{self.tag}", _ref(vec, k), at(buf, row, col), n)
+
+
+F32 = Io(torch.float32)
+
+
+def per_row():
+    return T.Tensor((M,), "float32")
+
+
+def partial():
+    return T.Tensor((1, D), "float32")
+
+
+def is_partial(buf) -> bool:
+    """A (1, D) buffer: one block's partial of a gradient reduced across rows."""
+    return len(buf.shape) == 2 and not isinstance(buf.shape[0], type(M))
+
+
+def splat(value):
+    """A scalar as a 16-lane value."""
+    return T.Broadcast(value, VL)
+
+
+def vectors(n: int):
+    """n 16-lane fp32 locals."""
+    return T.alloc_local((n,), VEC)
+
+
+def get(vec, k):
+    return T.BufferLoad(vec, [k])
+
+
+def put(vec, k, value) -> None:
+    T.buffer_store(vec, value, [k])
+
+
+def _when(cond, body) -> None:
+    with T.If(cond):
+        with T.Then():
+            body()
+
+
+def _as_list(x):
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def row_map(fn, inputs, outputs, row) -> None:
+    """For every column of ``row``: outputs = fn(inputs), 16 lanes at a time, the tail included.
+
+    ``inputs`` and ``outputs`` are (Io, buffer) pairs; ``fn`` takes one 16-lane value per input and returns one
+    (or a list, one per output). A partial output (``partial()``) is accumulated into, not overwritten.
+    """
+    n_in = len(inputs)
+    v = vectors(n_in + len(outputs))
+
+    def step(col, n=None):
+        for k, (io, buf) in enumerate(inputs):
+            io.load(buf, row, col, v, k, n)
+        for o, value in enumerate(_as_list(fn(*[get(v, k) for k in range(n_in)]))):
+            io, buf = outputs[o]
+            if is_partial(buf):
+                F32.load(buf, row, col, v, n_in + o, n)
+                value = get(v, n_in + o) + value
+            put(v, n_in + o, value)
+            io.store(v, n_in + o, buf, row, col, n)
+
+    with T.serial(D // VL) as j:
+        step(j * VL)
+    _when(D % VL > 0, lambda: step(D - D % VL, D % VL))
+
+
+def row_sum(out, k_out, term, inputs, row) -> None:
+    """out[k_out] = the sum over ``row``'s columns of ``term`` (16 lanes of fp32 per call), in fp32.
+
+    32 independent lanes, blocked in three levels: each block of BLOCK steps (BLOCK * 32 columns) is summed
+    into a fresh accumulator, BLOCK block totals into a second, those into a third, so no lane's chain
+    exceeds 2 * BLOCK + D / (32 * BLOCK^2) additions (as torch's cascade sum does with levels of 16; a
+    single running sum per lane loses to it by 10-18x in max relative error at D = 65536). The columns past
+    the last 32-wide step join lanes of their own before the 32 lanes are added as a fixed pairwise tree, so
+    the sum has the same bits on every ISA and thread count.
+    """
+    n_in = len(inputs)
+    v = vectors(n_in + 1)
+    acc = vectors(6)  # [0:2) the block, [2:4) the group of blocks, [4:6) the row; each pair is 32 lanes
+    BLK, MID, TOP, TMP = 0, 2, 4, n_in
+    zero = splat(T.float32(0))
+
+    def terms(col, n=None):
+        for k, (io, buf) in enumerate(inputs):
+            io.load(buf, row, col, v, k, n)
+        return term(*[get(v, k) for k in range(n_in)])
+
+    def block(first_step, steps):
+        put(acc, BLK, zero)
+        put(acc, BLK + 1, zero)
+        with T.serial(steps) as j:
+            for u in range(2):
+                put(acc, BLK + u, get(acc, BLK + u) + terms((first_step + j) * SUM_LANES + u * VL))
+
+    def add_into(dst, src):
+        for u in range(2):
+            put(acc, dst + u, get(acc, dst + u) + get(acc, src + u))
+
+    def add_lanes(dst, col, n):  # acc[dst] += terms in the first n lanes only
+        put(v, TMP, get(acc, dst) + terms(col, n))
+        _call("tp_keep_lanes", _ref(acc, dst), _ref(v, TMP), n)
+
+    nacc = D // SUM_LANES
+    nb = nacc // BLOCK
+    ngroups = nb // BLOCK
+    put(acc, TOP, zero)
+    put(acc, TOP + 1, zero)
+    with T.serial(ngroups) as g:
+        put(acc, MID, zero)
+        put(acc, MID + 1, zero)
+        with T.serial(BLOCK) as b:
+            block((g * BLOCK + b) * BLOCK, BLOCK)
+            add_into(MID, BLK)
+        add_into(TOP, MID)
+    put(acc, MID, zero)
+    put(acc, MID + 1, zero)
+    with T.serial(nb % BLOCK) as b:
+        block((ngroups * BLOCK + b) * BLOCK, BLOCK)
+        add_into(MID, BLK)
+    block(nb * BLOCK, nacc % BLOCK)
+    # the rest of the row: whole groups of 8 columns join the block's lanes, the last D % 8 the row's
+    head = D % SUM_LANES - D % 8
+    base = nacc * SUM_LANES
+    _when(head > 0, lambda: add_lanes(BLK, base, T.min(head, VL)))
+    _when(head > VL, lambda: add_lanes(BLK + 1, base + VL, head - VL))
+    for u in range(2):
+        put(acc, TOP + u, get(acc, TOP + u) + (get(acc, MID + u) + get(acc, BLK + u)))
+    _when(D % 8 > 0, lambda: add_lanes(TOP, base + head, D % 8))
+    T.buffer_store(out, T.call_extern("float32", "tp_tree32", get(acc, TOP), get(acc, TOP + 1)), [k_out])

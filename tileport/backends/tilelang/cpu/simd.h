@@ -1,0 +1,332 @@
+// tileport CPU runtime prelude: the vector type of TileLang's C kernels and the dtype bridges they call.
+//
+// Packed by construction. A kernel's per-element math runs on TileLang `float32x16` locals, which the C
+// codegen prints as `float16` (TileLang's `vec_type<float, 16>`, a struct whose operators are plain loops that
+// g++ may or may not vectorize: on AMD Zen 4 with -march=native, g++ 12 left them scalar, 3x slower). Here
+// that type is specialized as an array of the ISA's native registers (one zmm with AVX-512, two ymm with AVX,
+// four 128-bit vectors elsewhere) using GCC vector extensions, so every operator is one packed instruction per
+// register whatever the tuning or cost model. The dtype bridges move 16 lanes at a time with intrinsics where
+// the ISA has them (F16C, AVX-512, AVX512-BF16) and portable code elsewhere; nothing assumes x86 unguarded.
+//
+// Every helper is extern "C" and has the signature the codegen prints for a T.call_extern (`void*` for a
+// "handle" call), or the symbol would clash. Rounding: fp32 -> fp16 and fp32 -> bf16 round to nearest even,
+// bit-exact with torch (bf16 NaN -> 0x7FC0).
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <omp.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#if defined(__AVX512F__)
+#define TP_NATIVE 16
+#elif defined(__AVX__)
+#define TP_NATIVE 8
+#else
+#define TP_NATIVE 4  // SSE2, NEON, or scalar code from GCC's generic vector lowering
+#endif
+#define TP_VL 16
+#define TP_PARTS (TP_VL / TP_NATIVE)
+#if defined(__F16C__) || defined(__AVX512F__)
+#define TP_F16C 1
+#endif
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+#define TP_AVX512BW 1
+#endif
+
+typedef float tp_nf __attribute__((vector_size(TP_NATIVE * 4)));
+typedef int32_t tp_ni __attribute__((vector_size(TP_NATIVE * 4)));
+typedef uint32_t tp_nu __attribute__((vector_size(TP_NATIVE * 4)));
+
+// 16 fp32 lanes as TP_PARTS native registers; the interface TileLang's codegen uses (an explicit one-value
+// constructor for broadcasts, + - * / and their compound forms).
+template <> struct vec_type<float, 16> {
+  tp_nf v[TP_PARTS];
+  vec_type() = default;
+  explicit vec_type(float a) {
+#pragma GCC unroll 4
+    for (int i = 0; i < TP_PARTS; ++i) v[i] = (tp_nf){} + a;
+  }
+#define TP_VEC_OP(op)                                                      \
+  vec_type operator op(const vec_type& o) const {                          \
+    vec_type r;                                                            \
+    _Pragma("GCC unroll 4") for (int i = 0; i < TP_PARTS; ++i) r.v[i] = v[i] op o.v[i]; \
+    return r;                                                              \
+  }                                                                        \
+  vec_type& operator op##=(const vec_type& o) {                            \
+    _Pragma("GCC unroll 4") for (int i = 0; i < TP_PARTS; ++i) v[i] = v[i] op o.v[i]; \
+    return *this;                                                          \
+  }
+  TP_VEC_OP(+)
+  TP_VEC_OP(-)
+  TP_VEC_OP(*)
+  TP_VEC_OP(/)
+#undef TP_VEC_OP
+  vec_type operator-() const {
+    vec_type r;
+#pragma GCC unroll 4
+    for (int i = 0; i < TP_PARTS; ++i) r.v[i] = -v[i];
+    return r;
+  }
+};
+typedef vec_type<float, 16> tp_v16;
+
+// ---- scalar conversions (tails of 16-bit storage on ISAs without masked moves) ----
+extern "C" inline float tp_load1_f16(uint16_t v) {
+#ifdef TP_F16C
+  return _cvtsh_ss(v);
+#else
+  half h;
+  memcpy(&h, &v, 2);
+  return (float)h;
+#endif
+}
+
+extern "C" inline uint16_t tp_store1_f16(float f) {
+#ifdef TP_F16C
+  return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+#else
+  half h(f);
+  uint16_t v;
+  memcpy(&v, &h, 2);
+  return v;
+#endif
+}
+
+extern "C" inline float tp_load1_bf16(uint16_t v) {
+  uint32_t b = ((uint32_t)v) << 16;
+  float f;
+  memcpy(&f, &b, 4);
+  return f;
+}
+
+extern "C" inline uint16_t tp_store1_bf16(float f) {
+  if (f != f) return 0x7FC0;
+  uint32_t b;
+  memcpy(&b, &f, 4);
+  return (uint16_t)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+}
+
+// ---- 16-lane loads: storage -> fp32 vector ----
+extern "C" inline void* tp_load_f32(float* src, tp_v16* dst) {
+  memcpy(dst, src, 64);
+  return 0;
+}
+
+extern "C" inline void* tp_load_bf16(uint16_t* src, tp_v16* dst) {
+#if defined(__AVX512F__)
+  __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)src));
+  _mm512_storeu_si512(dst, _mm512_slli_epi32(w, 16));
+#elif defined(__AVX2__)
+  for (int k = 0; k < 2; ++k) {
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(src + 8 * k)));
+    _mm256_storeu_si256((__m256i*)((float*)dst + 8 * k), _mm256_slli_epi32(w, 16));
+  }
+#else
+  uint32_t w[16];
+  for (int i = 0; i < 16; ++i) w[i] = ((uint32_t)src[i]) << 16;
+  memcpy(dst, w, 64);
+#endif
+  return 0;
+}
+
+extern "C" inline void* tp_load_f16(uint16_t* src, tp_v16* dst) {
+#if defined(__AVX512F__)
+  _mm512_storeu_ps((float*)dst, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)src)));
+#elif defined(TP_F16C)
+  for (int k = 0; k < 2; ++k)
+    _mm256_storeu_ps((float*)dst + 8 * k, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(src + 8 * k))));
+#else
+  float f[16];
+  for (int i = 0; i < 16; ++i) f[i] = tp_load1_f16(src[i]);
+  memcpy(dst, f, 64);
+#endif
+  return 0;
+}
+
+// ---- 16-lane stores: fp32 vector -> storage ----
+extern "C" inline void* tp_store_f32(tp_v16* src, float* dst) {
+  memcpy(dst, src, 64);
+  return 0;
+}
+
+extern "C" inline void* tp_store_f16(tp_v16* src, uint16_t* dst) {
+#if defined(__AVX512F__)
+  _mm256_storeu_si256((__m256i*)dst, _mm512_cvtps_ph(_mm512_loadu_ps((const float*)src), _MM_FROUND_TO_NEAREST_INT));
+#elif defined(TP_F16C)
+  for (int k = 0; k < 2; ++k)
+    _mm_storeu_si128((__m128i*)(dst + 8 * k),
+                     _mm256_cvtps_ph(_mm256_loadu_ps((const float*)src + 8 * k), _MM_FROUND_TO_NEAREST_INT));
+#else
+  const float* f = (const float*)src;
+  for (int i = 0; i < 16; ++i) dst[i] = tp_store1_f16(f[i]);
+#endif
+  return 0;
+}
+
+extern "C" inline void* tp_store_bf16(tp_v16* src, uint16_t* dst) {
+#if defined(__AVX512BF16__) && defined(TP_AVX512BW)
+  // One instruction rounds 16 lanes to nearest even; nan lanes are set to 0x7FC0 as torch does.
+  // vcvtneps2bf16 flushes denormal inputs to zero: |y| < 1.2e-38, far below the standard's error bounds.
+  __m512 f = _mm512_loadu_ps((const float*)src);
+  __m256i r = (__m256i)_mm512_cvtneps_pbh(f);
+  r = _mm256_mask_mov_epi16(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm256_set1_epi16(0x7FC0));
+  _mm256_storeu_si256((__m256i*)dst, r);
+#else
+  // Round to nearest even with integer ops on the native registers (packed on every SIMD ISA).
+  uint32_t out[16];
+#pragma GCC unroll 4
+  for (int k = 0; k < TP_PARTS; ++k) {
+    tp_nu b = (tp_nu)src->v[k];
+    tp_nu r = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
+    tp_ni nan = src->v[k] != src->v[k];  // -1 in nan lanes
+    r = (r & ~(tp_nu)nan) | ((tp_nu)nan & 0x7FC0u);
+    memcpy(out + k * TP_NATIVE, &r, sizeof r);
+  }
+  for (int i = 0; i < 16; ++i) dst[i] = (uint16_t)out[i];
+#endif
+  return 0;
+}
+
+// ---- partial (tail) moves: the first n lanes, 0 <= n <= 16; loads zero the other lanes ----
+extern "C" inline void* tp_loadn_f32(float* src, tp_v16* dst, int32_t n) {
+#if defined(__AVX512F__)
+  _mm512_storeu_ps((float*)dst, _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1u), src));
+#else
+  float f[16] = {0};
+  memcpy(f, src, n * sizeof(float));
+  memcpy(dst, f, 64);
+#endif
+  return 0;
+}
+
+extern "C" inline void* tp_storen_f32(tp_v16* src, float* dst, int32_t n) {
+#if defined(__AVX512F__)
+  _mm512_mask_storeu_ps(dst, (__mmask16)((1u << n) - 1u), _mm512_loadu_ps((const float*)src));
+#else
+  memcpy(dst, src, n * sizeof(float));
+#endif
+  return 0;
+}
+
+#define TP_PARTIAL_U16(tag)                                                                  \
+  extern "C" inline void* tp_loadn_##tag(uint16_t* src, tp_v16* dst, int32_t n) {            \
+    uint16_t h[16] = {0};                                                                    \
+    memcpy(h, src, n * sizeof(uint16_t));                                                    \
+    return tp_load_##tag(h, dst);                                                            \
+  }                                                                                          \
+  extern "C" inline void* tp_storen_##tag(tp_v16* src, uint16_t* dst, int32_t n) {           \
+    uint16_t h[16];                                                                          \
+    tp_store_##tag(src, h);                                                                  \
+    memcpy(dst, h, n * sizeof(uint16_t));                                                    \
+    return 0;                                                                                \
+  }
+TP_PARTIAL_U16(f16)
+TP_PARTIAL_U16(bf16)
+#undef TP_PARTIAL_U16
+
+// acc keeps its lanes >= n and takes fresh's lanes < n: a partial step adds only real elements, whatever
+// the op's term gives for the zero padding.
+extern "C" inline void* tp_keep_lanes(tp_v16* acc, tp_v16* fresh, int32_t n) {
+  float a[16], f[16];
+  memcpy(a, acc, 64);
+  memcpy(f, fresh, 64);
+  for (int i = 0; i < n; ++i) a[i] = f[i];
+  memcpy(acc, a, 64);
+  return 0;
+}
+
+// The 32 lanes of a row sum (lo = lanes 0-15, hi = 16-31) added as a pairwise tree: 32 -> 16 -> 8 -> 4 ->
+// 2 -> 1, a fixed order, so a row's sum has the same bits on every ISA.
+extern "C" inline float tp_tree32(tp_v16 lo, tp_v16 hi) {
+  tp_v16 s = lo + hi;
+  float t[16];
+  memcpy(t, &s, 64);
+  for (int i = 0; i < 8; ++i) t[i] += t[i + 8];
+  for (int i = 0; i < 4; ++i) t[i] += t[i + 4];
+  for (int i = 0; i < 2; ++i) t[i] += t[i + 2];
+  return t[0] + t[1];
+}
+
+// A model of an approximate hardware rsqrt (Ascend A2/A3's vector rsqrt has about 3e-3 relative error):
+// the correctly rounded 1/sqrt(s), then truncated to 8 fraction bits, so its relative error lies in
+// [0, 2^-8) = [0, 3.9e-3), mean about 2e-3. Newton-Raphson steps y <- y * (1.5 - 0.5 * s * y * y) in the
+// kernel then refine it (error e -> 1.5 e^2: about 2e-5 after one step, fp32 rounding after two).
+extern "C" inline float tp_rsqrt_approx(float s) {
+  float r = 1.0f / sqrtf(s);
+  uint32_t b;
+  memcpy(&b, &r, 4);
+  if ((b & 0x7F800000u) != 0x7F800000u) b &= ~((1u << 15) - 1u);  // keep inf/nan as they are
+  memcpy(&r, &b, 4);
+  return r;
+}
+
+// ---- streaming (non-temporal) stores for outputs far larger than the caches ----
+// A plain store first reads the destination line (read-for-ownership), so a kernel writing y moves 3 units
+// of memory where a copy with streaming stores moves 2. Streamed where the destination is aligned to the
+// register width, plain stores otherwise; the driver ends with a fence so the lines are visible on return.
+extern "C" inline void* tp_store_f32_nt(tp_v16* src, float* dst) {
+#if defined(__AVX512F__)
+  if (((uintptr_t)dst & 63) == 0) {
+    _mm512_stream_ps(dst, _mm512_loadu_ps((const float*)src));
+    return 0;
+  }
+#elif defined(__AVX__)
+  if (((uintptr_t)dst & 31) == 0) {
+    _mm256_stream_ps(dst, _mm256_loadu_ps((const float*)src));
+    _mm256_stream_ps(dst + 8, _mm256_loadu_ps((const float*)src + 8));
+    return 0;
+  }
+#endif
+  return tp_store_f32(src, dst);
+}
+
+inline void tp_stream32(const uint16_t* h, uint16_t* dst) {  // 16 x uint16 = 32 bytes
+#if defined(__AVX__)
+  if (((uintptr_t)dst & 31) == 0) {
+    _mm256_stream_si256((__m256i*)dst, _mm256_loadu_si256((const __m256i*)h));
+    return;
+  }
+#elif defined(__SSE2__)
+  if (((uintptr_t)dst & 15) == 0) {
+    _mm_stream_si128((__m128i*)dst, _mm_loadu_si128((const __m128i*)h));
+    _mm_stream_si128((__m128i*)dst + 1, _mm_loadu_si128((const __m128i*)h + 1));
+    return;
+  }
+#endif
+  memcpy(dst, h, 32);
+}
+
+extern "C" inline void* tp_store_f16_nt(tp_v16* src, uint16_t* dst) {
+  uint16_t h[16];
+  tp_store_f16(src, h);
+  tp_stream32(h, dst);
+  return 0;
+}
+
+extern "C" inline void* tp_store_bf16_nt(tp_v16* src, uint16_t* dst) {
+  uint16_t h[16];
+  tp_store_bf16(src, h);
+  tp_stream32(h, dst);
+  return 0;
+}
+
+extern "C" inline void tp_store_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+// Per-block partials of a gradient reduced across rows (nb rows of d floats) summed into out as a pairwise
+// tree over blocks, in a fixed order: the same bits for any thread count (threads split the columns).
+extern "C" inline void tp_reduce_partials(float* part, int64_t nb, int64_t d, float* out, int32_t nthreads) {
+  #pragma omp parallel for num_threads(nthreads) if (nthreads > 1 && d >= 256) schedule(static)
+  for (int64_t c0 = 0; c0 < d; c0 += 64) {
+    const int64_t c1 = c0 + 64 < d ? c0 + 64 : d;
+    for (int64_t stride = 1; stride < nb; stride *= 2)
+      for (int64_t b = 0; b + stride < nb; b += 2 * stride)
+        for (int64_t c = c0; c < c1; ++c) part[b * d + c] += part[(b + stride) * d + c];
+    for (int64_t c = c0; c < c1; ++c) out[c] = nb > 0 ? part[c] : 0.0f;
+  }
+}
