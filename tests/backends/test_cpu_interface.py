@@ -1,0 +1,123 @@
+"""The CPU kernel interface derived from a prim_func: launch by name, the roles the norm family needs
+(rows with any stride, per-row vectors, broadcast vectors, scalars, partial outputs reduced across rows), the
+row-map and row-sum helpers with several inputs, and clear errors."""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+import pytest
+import tilelang.cpu.language as T
+import torch
+
+from tileport.backends.tilelang.cpu.interface import PARTIAL_BLOCK_ROWS
+from tileport.backends.tilelang.cpu.rowwise import F32, M, Io, partial, per_row, row_map, row_sum, splat
+from tileport.backends.tilelang.cpu.runtime import CACHE
+
+
+def build_scale_and_grad(x, g):
+    """y = x * w * a, s[row] = sum(x * g * w), dw = sum over rows of x * g (a weight-gradient shape)."""
+    X, G = Io(x), Io(g)
+
+    @T.prim_func
+    def tp_test_scale(x: X.rows, g: G.rows, w: X.vector, a: T.float32, y: X.rows, s: per_row(), dw: partial()):
+        with T.Kernel(M) as row:
+            r = T.alloc_local((1,), T.float32)
+            row_map(lambda xv, wv: xv * wv * splat(a), [(X, x), (X, w)], [(X, y)], row)
+            row_sum(r, 0, lambda xv, gv, wv: xv * gv * wv, [(X, x), (G, g), (X, w)], row)
+            s[row] = r[0]
+            row_map(lambda xv, gv: xv * gv, [(X, x), (G, g)], [(F32, dw)], row)
+
+    return tp_test_scale
+
+
+def _kernel(dtype):
+    return CACHE.kernel("tp_test_scale", build_scale_and_grad, x=dtype, g=dtype)
+
+
+def _inputs(m, d, dtype, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x, g, w = (torch.randn(*s, generator=gen).to(dtype) for s in ((m, d), (m, d), (d,)))
+    return x, g, w
+
+
+def _run(dtype, x, g, w, a=0.5, nthreads=1):
+    m, d = x.shape
+    y, s, dw = torch.empty(m, d, dtype=dtype), torch.empty(m), torch.empty(d)
+    _kernel(dtype)(nthreads, x=x, g=g, w=w, a=a, y=y, s=s, dw=dw)
+    return y, s, dw
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("d", [1, 15, 16, 33, 100, 1000])
+def test_every_role_against_float64(dtype, d):
+    x, g, w = _inputs(70, d, dtype)
+    y, s, dw = _run(dtype, x, g, w)
+    xd, gd, wd = x.double(), g.double(), w.double()
+    tol = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 2e-3}[dtype]
+    torch.testing.assert_close(y.double(), xd * wd * 0.5, rtol=tol, atol=tol)
+    torch.testing.assert_close(s.double(), (xd * gd * wd).sum(-1), rtol=1e-5, atol=1e-5 * d**0.5)
+    torch.testing.assert_close(dw.double(), (xd * gd).sum(0), rtol=1e-5, atol=1e-5 * 70**0.5)
+
+
+def test_partials_have_the_same_bits_for_any_thread_count():
+    x, g, w = _inputs(PARTIAL_BLOCK_ROWS * 37 + 5, 300, torch.float32, seed=1)  # many blocks and a ragged one
+    one = _run(torch.float32, x, g, w, nthreads=1)
+    two = _run(torch.float32, x, g, w, nthreads=2)
+    for a, b in zip(one, two):
+        assert torch.equal(a, b)
+    assert (one[2] != 0).all()
+
+
+def test_strided_rows_read_in_place_match_contiguous_copies():
+    base = torch.randn(40, 260)
+    x, g = base[::2, 3:203], base[1::2, 50:250]  # row strides 520, unit-stride columns
+    w = torch.randn(200)
+    strided = _run(torch.float32, x, g, w)
+    copied = _run(torch.float32, x.contiguous(), g.contiguous(), w)
+    for a, b in zip(strided, copied):
+        assert torch.equal(a, b)
+
+
+def test_launch_names_every_missing_and_unknown_argument():
+    x, g, w = _inputs(4, 8, torch.float32)
+    y, s, dw = torch.empty(4, 8), torch.empty(4), torch.empty(8)
+    with pytest.raises(TypeError, match=r"missing arguments \['a'\], unknown arguments \['alpha'\]"):
+        _kernel(torch.float32)(1, x=x, g=g, w=w, alpha=1.0, y=y, s=s, dw=dw)
+
+
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (dict(w=torch.randn(9)), r"w must be a broadcast tensor of shape \(8,\)"),
+        (dict(s=torch.empty(5)), r"s must be a per_row tensor of shape \(4,\)"),
+        (dict(g=torch.randn(4, 8).half()), r"g must be a rows tensor .* dtype \['torch.float32'\]"),
+        (dict(y=torch.empty(8, 4).t()), r"y must be a rows tensor .* unit-stride"),
+    ],
+)
+def test_wrong_tensors_raise_before_the_call(bad, match):
+    x, g, w = _inputs(4, 8, torch.float32)
+    args = dict(x=x, g=g, w=w, a=1.0, y=torch.empty(4, 8), s=torch.empty(4), dw=torch.empty(8))
+    args.update(bad)
+    with pytest.raises(ValueError, match=match):
+        _kernel(torch.float32)(1, **args)
+
+
+def test_driver_passes_arguments_by_name_in_the_generated_order():
+    k = _kernel(torch.float32)
+    proto = [n for _, n in k.iface.prototype]
+    assert sorted(proto) == sorted(["x", "g", "w", "a", "y", "s", "dw", "M", "D"])
+    src = k.source()
+    call = src[src.index("tp_test_scale_kernel(", src.index("tp_test_scale_drive")):].split(";")[0]
+    for name in ("x", "g", "y"):
+        assert f"{name} + lo * ld_{name}" in call
+    assert "s + lo" in call and "part_dw + b * D" in call
+
+
+def test_unsupported_buffer_shape_is_refused():
+    from tileport.backends.tilelang.cpu.runtime import compile_kernel
+
+    @T.prim_func
+    def tp_test_bad(x: T.Tensor((M, 4), "float32")):
+        with T.Kernel(M) as row:
+            x[row, 0] = T.float32(1)
+
+    with pytest.raises(ValueError, match=r"unsupported buffer shape \('M', 4\)"):
+        compile_kernel(tp_test_bad)
