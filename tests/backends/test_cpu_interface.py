@@ -29,7 +29,7 @@ def build_scale_and_grad(x, g):
 
 
 def _kernel(dtype):
-    return CACHE.kernel("tp_test_scale", build_scale_and_grad, x=dtype, g=dtype)
+    return CACHE.kernel("tp_test_scale", build_scale_and_grad, dtype, dtype)
 
 
 def _inputs(m, d, dtype, seed=0):
@@ -76,11 +76,15 @@ def test_strided_rows_read_in_place_match_contiguous_copies():
         assert torch.equal(a, b)
 
 
-def test_launch_names_every_missing_and_unknown_argument():
+def test_launch_names_a_missing_or_unknown_argument():
     x, g, w = _inputs(4, 8, torch.float32)
     y, s, dw = torch.empty(4, 8), torch.empty(4), torch.empty(8)
-    with pytest.raises(TypeError, match=r"missing arguments \['a'\], unknown arguments \['alpha'\]"):
-        _kernel(torch.float32)(1, x=x, g=g, w=w, alpha=1.0, y=y, s=s, dw=dw)
+    with pytest.raises(TypeError, match=r"tp_test_scale\(\) got an unexpected keyword argument 'alpha'"):
+        _kernel(torch.float32)(1, x=x, g=g, w=w, a=1.0, alpha=1.0, y=y, s=s, dw=dw)
+    with pytest.raises(TypeError, match=r"tp_test_scale\(\) missing 1 required keyword-only argument: 'a'"):
+        _kernel(torch.float32)(1, x=x, g=g, w=w, y=y, s=s, dw=dw)
+    with pytest.raises(TypeError, match=r"takes from 0 to 1 positional argument"):
+        _kernel(torch.float32)(1, x, g, w, 1.0, y, s, dw)  # positional tensors are refused: names only
 
 
 @pytest.mark.parametrize(

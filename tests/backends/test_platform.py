@@ -60,3 +60,9 @@ def test_device_kind_uses_npu_name_only_for_npus():
 def test_cpu_tag_is_file_name_safe():
     tag = platform.cpu_tag()
     assert tag and all(c.isalnum() or c in "-_" for c in tag)
+
+
+def test_cpu_isa_names_the_widest_vector_extension():
+    assert platform.cpu_isa(frozenset({"sse2", "avx", "avx2", "fma", "f16c"})) == "AVX2, FMA, F16C"
+    assert platform.cpu_isa(frozenset({"avx2", "avx512f", "avx512_bf16", "fma"})) == "AVX-512, FMA, AVX512-BF16"
+    assert platform.cpu_isa(frozenset()) == "no SIMD flags"

@@ -86,6 +86,15 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+def cpu_isa(flags: frozenset[str] | None = None) -> str:
+    """The CPU's vector ISA in a few words, from its feature flags (what benchmarks must name)."""
+    f = cpu_flags() if flags is None else flags
+    base = next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"), ("asimd", "NEON"),
+                                         ("sse2", "SSE2")) if flag in f), "no SIMD flags")  # fmt: skip
+    extras = [name for flag, name in (("fma", "FMA"), ("f16c", "F16C"), ("avx512_bf16", "AVX512-BF16")) if flag in f]
+    return ", ".join([base, *extras])
+
+
 def cpu_tag() -> str:
     """A file-name-safe tag for this CPU model and ISA: kernels built with -march=native are only valid here."""
     slug = re.sub(r"[^A-Za-z0-9]+", "-", cpu_model()).strip("-").lower()[:48] or "cpu"

@@ -11,7 +11,7 @@ from ..backends import platform
 
 
 def machine() -> str:
-    return f"{platform.cpu_model()} ({os.cpu_count()} cpus)"
+    return f"{platform.cpu_model()} ({os.cpu_count()} cpus; {platform.cpu_isa()})"
 
 
 def versions() -> str:

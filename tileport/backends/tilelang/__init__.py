@@ -26,7 +26,9 @@ def _probe() -> Availability:
         from .cpu import runtime  # noqa: F401
     except Exception as exc:
         return Availability(False, f"tilelang does not import: {type(exc).__name__}: {exc}")
-    return Availability(True, f"tilelang {tilelang.__version__}, C target via {cxx}")
+    from .cpu import settings
+
+    return Availability(True, f"tilelang {tilelang.__version__}, C target via {cxx} for {settings.isa().summary()}")
 
 
 class TileLangBackend:
@@ -65,14 +67,15 @@ class TileLangBackend:
         if target == "cuda":
             from .cuda import l2norm as k
 
-            fwd = k.build_forward(dim, dtype, dtype, options.get("rsqrt", "exact"))
+            fwd = k.build_forward(k.bucket(dim), dtype, dtype, options.get("rsqrt", "exact"))
             tgt = cuda_target(arch)
         else:
             from .ascend import l2norm as k
 
-            fwd = k.build_forward(dim, dtype, dtype, options.get("nr_steps", k.NR_STEPS))
+            fwd = k.build_forward(k.bucket(dim), dtype, dtype, options.get("nr_steps", k.NR_STEPS))
             tgt = "ascend"
-        return {"l2norm_fwd": lower_source(fwd, tgt), "l2norm_bwd": lower_source(k.build_backward(dim, dtype, dtype), tgt)}
+        bwd = k.build_backward(k.bucket(dim), dtype, dtype)
+        return {"l2norm_fwd": lower_source(fwd, tgt), "l2norm_bwd": lower_source(bwd, tgt)}
 
     def cache_info(self):
         if not _probe().ok:

@@ -1,50 +1,59 @@
-"""l2norm forward and backward for Ascend arch35 (Ascend 950) in TileLang's ascend dialect.
+"""l2norm forward and backward for Ascend arch35 (Ascend 950) in TileLang's ascend dialect, one kernel per
+(dtypes, tile-width bucket); M and D are runtime values.
 
 A persistent grid of ``CORES`` vector cores walks blocks of ``block_M`` rows. Each block is moved GM -> UB in
-column chunks that fit the Unified Buffer; squares (or dy * y) are formed in a SIMT sub-kernel and reduced
-per row with ``T.reduce_sum``; rows of one chunk are kept in UB between the two passes, longer rows are
-streamed twice. ``T.Pipelined`` double-buffers the chunk copies against the vector work.
-The hardware rsqrt is approximate; ``nr_steps`` Newton-Raphson steps y <- y * (1.5 - 0.5 * s * y^2) refine
-it (default 1: about 1e-5 relative error from about 3e-3; 2 reaches fp32 rounding), as the A2/A3 practice does.
+column chunks of the bucket's width (the next power of two from ``THREADS`` to ``MAX_WIDTH``); the last chunk
+and the last block are moved with runtime lengths (``min(width, D - k * width)`` columns, ``min(block_M,
+M - row)`` rows), so no copy leaves the tensor. Squares (or dy * y) are formed in a SIMT sub-kernel, masked
+past D, and reduced per row with ``T.reduce_sum``; in buckets below ``MAX_WIDTH`` a row is one chunk and stays
+in UB between the two passes, longer rows are streamed twice. ``T.Pipelined`` double-buffers the chunk copies
+against the vector work. The hardware rsqrt is approximate; ``nr_steps`` Newton-Raphson steps
+y <- y * (1.5 - 0.5 * s * y^2) refine it (default 1: about 1e-5 relative error from about 3e-3; 2 reaches fp32
+rounding), as the A2/A3 practice does. The refinement is one expression per row (no UB round trip between
+the steps): ThreadSync then has no in-branch conflict to hoist a barrier out of.
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
 import tilelang.ascend.language as T
 import torch
+from tilelang import tvm
 
-from ..targets import TL_DTYPE, DeviceKernelCache, ceil_to
+from ..targets import TL_DTYPE, DeviceKernelCache
+
+tirx = tvm.tirx
 
 CORES = 32  # vector cores of the persistent grid
 THREADS = 128  # SIMT threads of a vector sub-kernel
 UB_BUDGET = 96 * 1024  # bytes of UB for one stage's tiles (two stages are allocated by T.Pipelined)
+MAX_WIDTH = 4096  # widest tile: 16 bytes per column (the fp32 backward's four tiles) * 4096 fits UB_BUDGET
 NR_STEPS = 1
 
 
-def _tiles(D: int, bytes_per_col: int) -> tuple[int, int, int, int]:
-    """(block_M, chunk, chunks, width): ``chunks`` equal chunks of ``chunk`` columns cover a row; UB tiles
-    are ``width`` (chunk padded to the SIMT thread count) wide and block_M * width * bytes_per_col fits UB.
-
-    The ascend layout inference needs a SIMT loop extent that the threads divide, and GM copies that stay
-    inside the tensor: tiles are padded and masked, copies are sliced to the chunk, and a long row is cut
-    into chunks that divide D (the largest that fits; multiples of the thread count preferred).
-    """
-    cap = max(THREADS, (UB_BUDGET // bytes_per_col) // THREADS * THREADS)
-    if D <= cap:
-        chunk = D
-    else:
-        aligned = (c for c in range(cap, THREADS - 1, -THREADS) if D % c == 0)
-        chunk = next(aligned, None) or next(c for c in range(cap, 0, -1) if D % c == 0)
-    width = ceil_to(chunk, THREADS)
-    block_M = max(1, min(8, UB_BUDGET // (width * bytes_per_col)))
-    if width & (width - 1):  # observed (tilelang 0.1.15): no layout for several rows of e.g. 33 * 128 columns
-        block_M = 1
-    return block_M, chunk, D // chunk, width
+def bucket(D: int) -> int:
+    """The UB tile width that serves rows of D columns: a power of two in [THREADS, MAX_WIDTH]. Powers of two
+    also avoid a layout-inference failure seen with several rows of e.g. 33 * 128 columns (tilelang 0.1.15)."""
+    return min(MAX_WIDTH, max(THREADS, 1 << (max(D, 1) - 1).bit_length()))
 
 
-def build_forward(D: int, x_dtype: torch.dtype, y_dtype: torch.dtype, nr_steps: int = NR_STEPS):
+def _rows(width: int, bytes_per_col: int) -> int:
+    return max(1, min(8, UB_BUDGET // (width * bytes_per_col)))
+
+
+def _refined_rsqrt(s, steps: int):
+    """The hardware rsqrt of s and ``steps`` Newton-Raphson steps, as one expression whose intermediate values
+    are let-bound (each computed once)."""
+    sv, ys = tirx.Var("s", "float32"), [tirx.Var(f"y{k}", "float32") for k in range(steps + 1)]
+    body = ys[-1]
+    for k in range(steps, 0, -1):
+        body = tirx.Let(ys[k], ys[k - 1] * (1.5 - 0.5 * sv * ys[k - 1] * ys[k - 1]), body)
+    return tirx.Let(sv, s, tirx.Let(ys[0], T.rsqrt(sv), body))
+
+
+def build_forward(width: int, x_dtype: torch.dtype, y_dtype: torch.dtype, nr_steps: int = NR_STEPS):
     xt, yt = TL_DTYPE[x_dtype], TL_DTYPE[y_dtype]
-    block_M, chunk, chunks, width = _tiles(D, x_dtype.itemsize + 4 + y_dtype.itemsize)
-    M = T.dynamic("M")
+    block_M = _rows(width, x_dtype.itemsize + 4 + y_dtype.itemsize)
+    one_chunk = width < MAX_WIDTH  # D <= width: the row stays in UB between the passes
+    M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.prim_func
     def l2norm_fwd(X: T.Tensor((M, D), xt), Y: T.Tensor((M, D), yt), RSTD: T.Tensor((M,), "float32"), eps: T.float32):
@@ -55,45 +64,48 @@ def build_forward(D: int, x_dtype: torch.dtype, y_dtype: torch.dtype, nr_steps: 
             part = T.alloc_shared((block_M,), "float32")
             ru = T.alloc_shared((block_M,), "float32")
             blocks = T.ceildiv(M, block_M)
+            chunks = T.ceildiv(D, width)
             for t in T.serial(T.ceildiv(blocks, CORES)):
                 b = core + t * CORES
                 if b < blocks:
+                    r0 = b * block_M
+                    rows = T.min(block_M, M - r0)
                     with T.SimtVF(threads=THREADS):
                         for i in T.Parallel(block_M):
                             ru[i] = 0.0
                     for k in T.Pipelined(chunks, num_stages=2):
-                        T.copy(X[b * block_M : (b + 1) * block_M, k * chunk : (k + 1) * chunk], xu[:, 0:chunk])
+                        n = T.min(width, D - k * width)
+                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
                         with T.SimtVF(threads=THREADS):
                             for i, j in T.Parallel(block_M, width):
                                 v = xu[i, j].astype("float32")
-                                sq[i, j] = T.if_then_else(j < chunk, v * v, 0.0)
+                                sq[i, j] = T.if_then_else(j < n, v * v, 0.0)
                         T.reduce_sum(sq, part, dim=1)
                         with T.SimtVF(threads=THREADS):
                             for i in T.Parallel(block_M):
                                 ru[i] += part[i]
                     with T.SimtVF(threads=THREADS):
                         for i in T.Parallel(block_M):
-                            part[i] = ru[i] + eps  # s
-                            ru[i] = T.rsqrt(part[i])  # the approximate hardware rsqrt
-                            for _ in T.unroll(nr_steps):  # Newton-Raphson: y <- y * (1.5 - 0.5 * s * y^2)
-                                ru[i] = ru[i] * (1.5 - 0.5 * part[i] * ru[i] * ru[i])
+                            ru[i] = _refined_rsqrt(ru[i] + eps, nr_steps)
                     for k in T.Pipelined(chunks, num_stages=2):
-                        if chunks > 1:  # one chunk: the row is still in UB from the first pass
-                            T.copy(X[b * block_M : (b + 1) * block_M, k * chunk : (k + 1) * chunk], xu[:, 0:chunk])
+                        n = T.min(width, D - k * width)
+                        if not one_chunk:
+                            T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
                         with T.SimtVF(threads=THREADS):
                             for i, j in T.Parallel(block_M, width):
                                 yu[i, j] = (xu[i, j].astype("float32") * ru[i]).astype(yt)
-                        T.copy(yu[:, 0:chunk], Y[b * block_M : (b + 1) * block_M, k * chunk : (k + 1) * chunk])
-                    T.copy(ru, RSTD[b * block_M : (b + 1) * block_M])
+                        T.copy(yu[0:rows, 0:n], Y[r0 : r0 + rows, k * width : k * width + n])
+                    T.copy(ru[0:rows], RSTD[r0 : r0 + rows])
 
     return l2norm_fwd
 
 
-def build_backward(D: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
+def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
     """dx = (dy - sum(dy * y) * y) * rstd with y = x * rstd recomputed in fp32 (rstd as saved)."""
     xt, gt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype]
-    block_M, chunk, chunks, width = _tiles(D, 2 * x_dtype.itemsize + dy_dtype.itemsize + 4)
-    M = T.dynamic("M")
+    block_M = _rows(width, 2 * x_dtype.itemsize + dy_dtype.itemsize + 4)
+    one_chunk = width < MAX_WIDTH
+    M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.prim_func
     def l2norm_bwd(X: T.Tensor((M, D), xt), RSTD: T.Tensor((M,), "float32"), DY: T.Tensor((M, D), gt), DX: T.Tensor((M, D), xt)):
@@ -106,33 +118,38 @@ def build_backward(D: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
             su = T.alloc_shared((block_M,), "float32")
             ru = T.alloc_shared((block_M,), "float32")
             blocks = T.ceildiv(M, block_M)
+            chunks = T.ceildiv(D, width)
             for t in T.serial(T.ceildiv(blocks, CORES)):
                 b = core + t * CORES
                 if b < blocks:
-                    T.copy(RSTD[b * block_M : (b + 1) * block_M], ru)
+                    r0 = b * block_M
+                    rows = T.min(block_M, M - r0)
+                    T.copy(RSTD[r0 : r0 + rows], ru[0:rows])
                     with T.SimtVF(threads=THREADS):
                         for i in T.Parallel(block_M):
                             su[i] = 0.0
                     for k in T.Pipelined(chunks, num_stages=2):
-                        T.copy(X[b * block_M : (b + 1) * block_M, k * chunk : (k + 1) * chunk], xu[:, 0:chunk])
-                        T.copy(DY[b * block_M : (b + 1) * block_M, k * chunk : (k + 1) * chunk], gu[:, 0:chunk])
+                        n = T.min(width, D - k * width)
+                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
+                        T.copy(DY[r0 : r0 + rows, k * width : k * width + n], gu[0:rows, 0:n])
                         with T.SimtVF(threads=THREADS):
                             for i, j in T.Parallel(block_M, width):
                                 y = xu[i, j].astype("float32") * ru[i]
-                                pu[i, j] = T.if_then_else(j < chunk, y * gu[i, j].astype("float32"), 0.0)
+                                pu[i, j] = T.if_then_else(j < n, y * gu[i, j].astype("float32"), 0.0)
                         T.reduce_sum(pu, part, dim=1)
                         with T.SimtVF(threads=THREADS):
                             for i in T.Parallel(block_M):
                                 su[i] += part[i]
                     for k in T.Pipelined(chunks, num_stages=2):
-                        if chunks > 1:
-                            T.copy(X[b * block_M : (b + 1) * block_M, k * chunk : (k + 1) * chunk], xu[:, 0:chunk])
-                            T.copy(DY[b * block_M : (b + 1) * block_M, k * chunk : (k + 1) * chunk], gu[:, 0:chunk])
+                        n = T.min(width, D - k * width)
+                        if not one_chunk:
+                            T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
+                            T.copy(DY[r0 : r0 + rows, k * width : k * width + n], gu[0:rows, 0:n])
                         with T.SimtVF(threads=THREADS):
                             for i, j in T.Parallel(block_M, width):
                                 y = xu[i, j].astype("float32") * ru[i]
                                 du[i, j] = ((gu[i, j].astype("float32") - su[i] * y) * ru[i]).astype(xt)
-                        T.copy(du[:, 0:chunk], DX[b * block_M : (b + 1) * block_M, k * chunk : (k + 1) * chunk])
+                        T.copy(du[0:rows, 0:n], DX[r0 : r0 + rows, k * width : k * width + n])
 
     return l2norm_bwd
 
@@ -142,8 +159,8 @@ RUNNER = DeviceKernelCache("ascend", "tvm_ffi")
 
 def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, nr_steps: int = NR_STEPS):
     """(y, rstd) on an Ascend 950 NPU (torch_npu tensors) for a 2-D x with unit-stride rows."""
-    return RUNNER.forward(build_forward, x, eps, output_dtype, out, nr_steps=nr_steps)
+    return RUNNER.forward(build_forward, bucket, x, eps, output_dtype, out, nr_steps=nr_steps)
 
 
 def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-    return RUNNER.backward(build_backward, x, rstd, dy)
+    return RUNNER.backward(build_backward, bucket, x, rstd, dy)

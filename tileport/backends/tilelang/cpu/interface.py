@@ -22,6 +22,7 @@ PARTIAL_BLOCK_ROWS = 32  # rows per partial of a reduced gradient: fixed, so the
 _CTYPE = {"float32": "float", "float64": "double", "uint16": "uint16_t", "int32": "int32_t", "int64": "int64_t"}
 _CTYPES = {"float": ctypes.c_float, "double": ctypes.c_double, "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64}
 _STORAGE_DTYPES = {"float32": {torch.float32}, "uint16": {torch.float16, torch.bfloat16}}
+_SHAPE_OF = {"rows": 0, "per_row": 1, "broadcast": 2, "partial": 2}  # (M, D), (M,), (D,)
 
 
 @dataclass(frozen=True)
@@ -152,62 +153,64 @@ extern "C" int32_t {self.name}_drive({params}) {{
 """
 
 
-def _row_stride(t: torch.Tensor) -> int:
-    return t.stride(0) if t.shape[0] > 1 else t.shape[1]
+_SHAPES = {ROWS: "(M, D)", PER_ROW: "(M,)", BROADCAST: "(D,)", PARTIAL: "(D,)"}
+_UNIT = {ROWS: "{a}.stride(1) != 1 and D > 1", PER_ROW: "{a}.stride(0) != 1 and M > 1",
+         BROADCAST: "{a}.stride(0) != 1 and D > 1", PARTIAL: "{a}.stride(0) != 1 and D > 1"}  # fmt: skip
 
 
-def _storage_ptr(t: torch.Tensor) -> int:
-    return t.data_ptr()  # fp16/bf16 pointers are the uint16 storage the kernel reads
+def launcher(lib, iface: Interface, source: str = ""):
+    """A Python function calling the kernel's driver with keyword arguments named as in the prim_func.
+
+    Generated once per kernel (as dataclasses generates ``__init__``): straight-line code that checks each
+    tensor's shape, dtype and unit stride and passes pointers, row strides, M, D, scalars and the thread count
+    in the driver's order; Python itself rejects a missing or unknown name. About 1 us over the bare ctypes
+    call, which matters for one-row calls. Attributes: ``iface``, ``lib``, ``source()``.
+    """
+    fn = getattr(lib, f"{iface.name}_drive")
+    fn.argtypes = [t for _, t in iface.driver_params()]
+    fn.restype = ctypes.c_int32
+    tensors = [a for a in iface.args if a.role != SCALAR]
+    first = next(a.name for a in tensors if a.role == ROWS)
+    ns = {"_c": fn, "_empty": torch.empty, "_f32": torch.float32, "_refuse": _refuser(iface)}
+    body = [f"M, D = {first}.shape"]
+    checks = []
+    for a in tensors:
+        ns[f"_dt_{a.name}"] = tuple(_STORAGE_DTYPES[a.dtype])
+        shape = "" if a.name == first else f"{a.name}.shape != {_SHAPES[a.role]} or "  # M, D come from the first
+        checks.append(f"{shape}{a.name}.dtype not in _dt_{a.name} or ({_UNIT[a.role].format(a=a.name)})")
+    body.append(f"if {' or '.join(f'({c})' for c in checks)}:")
+    body.append(f"    _refuse({', '.join(f'{a.name}={a.name}' for a in tensors)})")
+    call = []
+    for a in tensors:
+        call.append(f"{a.name}.data_ptr()")
+        if a.role == ROWS:
+            call.append(f"({a.name}.stride(0) if M > 1 else D)")
+        if a.role == PARTIAL:  # one fp32 partial per block of rows, alive until the call returns
+            body.append(f"_p_{a.name} = _empty((max(-(-M // {PARTIAL_BLOCK_ROWS}), 1), D), dtype=_f32)")
+            call.append(f"_p_{a.name}.data_ptr()")
+    call += ["M", "D"] + [a.name for a in iface.args if a.role == SCALAR] + ["nthreads"]
+    body.append(f"_c({', '.join(call)})")
+    params = ", ".join(a.name for a in iface.args)
+    src = f"def {iface.name}(nthreads=1, *, {params}):\n" + "".join(f"    {line}\n" for line in body)
+    exec(compile(src, f"<tileport launcher {iface.name}>", "exec"), ns)  # noqa: S102 (generated from the declaration)
+    launch = ns[iface.name]
+    launch.iface, launch.lib, launch.source, launch.python_source = iface, lib, (lambda: source), src
+    return launch
 
 
-class Launcher:
-    """Calls a compiled kernel's driver by argument name through ctypes (1-2 us, releases the GIL)."""
-
-    def __init__(self, lib, iface: Interface, source: str = ""):
-        self.lib = lib  # keeps the shared library loaded
-        self.iface = iface
-        self._source = source
-        fn = getattr(lib, f"{iface.name}_drive")
-        fn.argtypes = [t for _, t in iface.driver_params()]
-        fn.restype = ctypes.c_int32
-        self._fn = fn
-        self._names = frozenset(a.name for a in iface.args)
-        self._rows = [a.name for a in iface.args if a.role == ROWS]
-
-    def source(self) -> str:
-        return self._source
-
-    def __call__(self, nthreads: int = 1, **kw) -> None:
-        if kw.keys() != self._names:
-            missing, extra = sorted(self._names - kw.keys()), sorted(kw.keys() - self._names)
-            raise TypeError(f"{self.iface.name}: missing arguments {missing}, unknown arguments {extra}")
-        M, D = kw[self._rows[0]].shape
-        args: list = []
-        part_sizes = []
-        for a in self.iface.args:
-            v = kw[a.name]
-            if a.role == SCALAR:
+def _refuser(iface: Interface):
+    def refuse(**tensors):
+        M, D = next(tensors[a.name] for a in iface.args if a.role == ROWS).shape
+        for a in iface.args:
+            t = tensors.get(a.name)
+            if t is None:
                 continue
-            self._check(a, v, M, D)
-            args.append(_storage_ptr(v))
-            if a.role == ROWS:
-                args.append(_row_stride(v))
-            elif a.role == PARTIAL:
-                nb = -(-M // PARTIAL_BLOCK_ROWS)
-                scratch = torch.empty((max(nb, 1), D), dtype=torch.float32)
-                part_sizes.append(scratch)  # alive until the call returns
-                args.append(scratch.data_ptr())
-        args += [M, D]
-        args += [kw[a.name] for a in self.iface.args if a.role == SCALAR]
-        args.append(nthreads)
-        self._fn(*args)
+            want = {ROWS: (M, D), PER_ROW: (M,), BROADCAST: (D,), PARTIAL: (D,)}[a.role]
+            unit = t.dim() == 0 or t.stride(-1) == 1 or t.shape[-1] <= 1
+            if tuple(t.shape) != want or t.dtype not in _STORAGE_DTYPES[a.dtype] or not unit:
+                raise ValueError(
+                    f"{iface.name}: {a.name} must be a {a.role} tensor of shape {want} with unit-stride "
+                    f"rows and dtype {sorted(map(str, _STORAGE_DTYPES[a.dtype]))}, got {tuple(t.shape)} {t.dtype}"
+                )
 
-    def _check(self, a: Arg, t: torch.Tensor, M: int, D: int) -> None:
-        want = {ROWS: (M, D), PER_ROW: (M,), BROADCAST: (D,), PARTIAL: (D,)}[a.role]
-        if tuple(t.shape) != want or t.dtype not in _STORAGE_DTYPES[a.dtype] or t.stride(-1) != 1 and D > 1:
-            raise ValueError(
-                f"{self.iface.name}: {a.name} must be a {a.role} tensor of shape {want} with unit-stride "
-                f"rows and dtype {sorted(map(str, _STORAGE_DTYPES[a.dtype]))}, got {tuple(t.shape)} {t.dtype}"
-            )
-        if a.role in (PER_ROW, BROADCAST, PARTIAL) and not t.is_contiguous():
-            raise ValueError(f"{self.iface.name}: {a.name} must be contiguous")
+    return refuse

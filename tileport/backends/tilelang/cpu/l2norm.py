@@ -73,12 +73,14 @@ def forward(
     """
     M, D = x.shape
     check_shape(M, D)
-    fresh = out is None
-    if fresh:
+    if out is None:
         y, rstd = torch.empty((M, D), dtype=output_dtype), torch.empty((M,), dtype=torch.float32)
-    else:
-        y, rstd = out
-    launch_forward(x, y, rstd, eps, rsqrt_steps, streaming=not fresh and y.numel() * y.element_size() >= STREAM_BYTES)
+        CACHE.kernel("l2norm_fwd", build_forward, x.dtype, y.dtype, rsqrt_steps, False)(
+            threads_for(M * D), x=x, y=y, rstd=rstd, eps=eps
+        )
+        return y, rstd
+    y, rstd = out
+    launch_forward(x, y, rstd, eps, rsqrt_steps, streaming=y.numel() * y.element_size() >= STREAM_BYTES)
     return y, rstd
 
 
@@ -86,7 +88,7 @@ def launch_forward(
     x: torch.Tensor, y: torch.Tensor, rstd: torch.Tensor, eps: float, rsqrt_steps=None, streaming: bool = False
 ) -> None:
     """Run the forward kernel into preallocated ``y`` (contiguous, (M, D), D > 0) and ``rstd`` (M,)."""
-    kernel = CACHE.kernel("l2norm_fwd", build_forward, x=x.dtype, y=y.dtype, rsqrt_steps=rsqrt_steps, streaming=streaming)
+    kernel = CACHE.kernel("l2norm_fwd", build_forward, x.dtype, y.dtype, rsqrt_steps, streaming)
     kernel(threads_for(x.numel()), x=x, y=y, rstd=rstd, eps=eps)
 
 
@@ -95,6 +97,6 @@ def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Ten
     M, D = x.shape
     check_shape(M, D)
     dx = torch.empty((M, D), dtype=x.dtype)
-    kernel = CACHE.kernel("l2norm_bwd", build_backward, x=x.dtype, dy=dy.dtype)
+    kernel = CACHE.kernel("l2norm_bwd", build_backward, x.dtype, dy.dtype)
     kernel(threads_for(M * D), x=x, dy=dy, rstd=rstd.to(torch.float32).contiguous(), dx=dx)
     return dx
