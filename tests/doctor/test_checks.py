@@ -127,3 +127,14 @@ def test_cli_table_json_and_exit_code(monkeypatch):
     monkeypatch.setattr(doctor, "CHECKS", (lambda p: checks.Finding("compiler", "fail", "no g++", "install g++"),))
     result = runner.invoke(app, ["doctor"])
     assert result.exit_code == 1 and "cannot run here" in result.output
+
+
+def test_cpu_simd_names_the_isa_and_checks_the_built_loops():
+    import platform
+
+    f = checks.cpu_simd(probe())
+    if platform.machine() == "x86_64" and Probe().which("objdump"):
+        assert f.status == "ok" and "fp32 lanes" in f.detail and "packed" in f.detail, f
+    assert checks.cpu_simd(probe(which=lambda name: None, machine="x86_64")).status == "info"
+    other = checks.cpu_simd(probe(machine="aarch64"))
+    assert other.status == "info" and "x86 only" in other.detail

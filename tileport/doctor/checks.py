@@ -128,6 +128,28 @@ def cpu_kernel(p: Probe) -> Finding:
     return Finding("TileLang CPU kernel", "ok", f"l2norm 4x8 ran, max |diff| vs torch {err:.1e}")
 
 
+def cpu_simd(p: Probe) -> Finding:
+    """The ISA the CPU kernels are built for, and whether the built forward kernel's loops are packed SIMD."""
+    try:
+        import torch
+
+        from ..backends.tilelang.cpu import disasm, l2norm, settings
+        from ..backends.tilelang.cpu.runtime import CACHE
+
+        isa = settings.isa(p.environ)
+        if p.machine not in ("x86_64", "AMD64"):
+            return Finding("CPU kernels' SIMD", "info", f"{isa.summary()}: the disassembly check reads x86 only")
+        if p.which("objdump") is None:
+            return Finding("CPU kernels' SIMD", "info", f"{isa.summary()}; not checked", "install binutils (objdump)")
+        kernel = CACHE.kernel("l2norm_fwd", l2norm.build_forward, torch.float32, torch.float32, None, False)
+        problems = disasm.unpacked(disasm.kernel_loops(kernel.lib._name, "l2norm_fwd"), disasm.register_of(isa.lanes))
+    except Exception as exc:
+        return Finding("CPU kernels' SIMD", "fail", f"{type(exc).__name__}: {exc}", "fix the findings above, then rerun")
+    if problems:
+        return Finding("CPU kernels' SIMD", "fail", f"{isa.summary()}: {'; '.join(problems)}", "report this as a bug (tileport doctor --json)")
+    return Finding("CPU kernels' SIMD", "ok", f"{isa.summary()}: l2norm_fwd's loops are packed")
+
+
 def glibc(p: Probe) -> Finding:
     v = p.glibc()
     if v is None:
@@ -236,6 +258,6 @@ def kernel_cache(p: Probe) -> Finding:
 
 
 CHECKS = (
-    python, python_headers, torch_build, tilelang, compiler, openmp, kernel_cache, cpu_kernel,
+    python, python_headers, torch_build, tilelang, compiler, openmp, kernel_cache, cpu_kernel, cpu_simd,
     glibc, glibcxx, nvcc, cuda_devices, npu, cann, autoload,
 )  # fmt: skip

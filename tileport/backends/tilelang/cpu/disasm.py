@@ -77,3 +77,29 @@ def innermost_loops(insns: list[tuple[int, str, str]]) -> list[Loop]:
 def kernel_loops(lib_path: str, kernel_name: str) -> list[Loop]:
     """The innermost loops of a row-wise kernel (``<name>_kernel``, the per-row body TileLang generated)."""
     return innermost_loops(function(lib_path, f"{kernel_name}_kernel"))
+
+
+def register_of(lanes: int) -> str:
+    """The x86 register name of a native vector of ``lanes`` fp32 lanes."""
+    return {16: "zmm", 8: "ymm", 4: "xmm"}[lanes]
+
+
+def unpacked(loops: list[Loop], width: str) -> list[str]:
+    """What is not packed in a kernel's innermost loops on ``width`` registers (empty when all is well).
+
+    A column loop left scalar is all ``...ss``; a row loop may hold the few scalar adds of the final lane tree,
+    so a loop fails when its scalar arithmetic outnumbers its packed arithmetic. The kernel also needs a packed
+    FMA (its row sums) and a packed multiply (its scales) somewhere.
+    """
+    arith = [lp for lp in loops if lp.fp_arith()]
+    problems = [
+        f"loop at {lp.start:#x} is scalar: {' '.join(m for m, _ in lp.fp_arith())}"
+        for lp in arith
+        if len(lp.scalar_fp()) > len(lp.packed(width))
+    ]
+    packed = [m for lp in arith for m in lp.packed(width)]
+    if not any("fmadd" in m or "fnmadd" in m for m in packed):
+        problems.append(f"no packed FMA on {width} registers in any loop")
+    if not any(m.startswith("vmulp") for m in packed):
+        problems.append(f"no packed multiply on {width} registers in any loop")
+    return problems
