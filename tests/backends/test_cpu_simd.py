@@ -77,8 +77,9 @@ def test_loop_finder_flags_a_scalar_loop():
 @pytest.mark.skipif(not X86, reason="x86 -march targets that run on any x86-64")
 @pytest.mark.parametrize("arch", ["x86-64", "x86-64-v3"], ids=["sse2-scalar-f16", "avx2"])
 def test_other_isas_give_the_same_bits_as_the_native_build(arch, monkeypatch, tmp_path):
-    """The portable paths of simd.h (SSE2 registers, scalar fp16 conversion, integer bf16 rounding) run here,
-    and a row's sum has one order on every ISA: outputs are bit-identical to the native build's."""
+    """The portable paths of simd.h (SSE2 registers, scalar fp16 conversion, integer bf16 rounding) run here.
+    A row's sum has one order on every ISA: with FMA (AVX2) the outputs are bit-identical to the native build's;
+    without it (baseline x86-64) each a + b * c rounds twice, so they agree to rounding."""
     gen = torch.Generator().manual_seed(3)
     cases = [(dt, torch.randn(5, d, generator=gen).to(dt), torch.randn(5, d, generator=gen).to(dt))
              for dt in DTYPES for d in (1, 37, 100, 1000, 5000)]  # fmt: skip
@@ -98,6 +99,12 @@ def test_other_isas_give_the_same_bits_as_the_native_build(arch, monkeypatch, tm
     monkeypatch.setenv("TILEPORT_CACHE_DIR", str(tmp_path))
     other = run({dt: runtime.compile_kernel(l2norm.build_forward(dt, dt)) for dt in DTYPES},
                 {dt: runtime.compile_kernel(l2norm.build_backward(dt, dt)) for dt in DTYPES})  # fmt: skip
+    fma = "__FMA__" in settings.isa({settings.ARCH_ENV: arch}).macros
     for (dt, x, _), a, b in zip(cases, native, other):
         for name, u, v in zip(("y", "rstd", "dx"), a, b):
-            assert torch.equal(u, v), f"{arch} {dt} D={x.shape[1]} {name} differs from the native build"
+            where = f"{arch} {dt} D={x.shape[1]} {name}"
+            if fma:
+                assert torch.equal(u, v), f"{where} differs from the native build"
+            else:
+                tol = 1e-4 if u.dtype == torch.float32 else 1e-2
+                torch.testing.assert_close(v.double(), u.double(), rtol=tol, atol=tol * u.double().abs().max().item(), msg=where)

@@ -172,7 +172,7 @@ def row_sum(out, k_out, term, inputs, row) -> None:
     exceeds 2 * BLOCK + D / (32 * BLOCK^2) additions (as torch's cascade sum does with levels of 16; a
     single running sum per lane loses to it by 10-18x in max relative error at D = 65536). The columns past
     the last 32-wide step join lanes of their own before the 32 lanes are added as a fixed pairwise tree, so
-    the sum has the same bits on every ISA and thread count.
+    the sum has the same bits on every ISA with FMA (AVX2, AVX-512) and for any thread count.
     """
     n_in = len(inputs)
     v = vectors(n_in + 1)

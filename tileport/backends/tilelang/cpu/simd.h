@@ -238,7 +238,7 @@ extern "C" inline void* tp_keep_lanes(tp_v16* acc, tp_v16* fresh, int32_t n) {
 }
 
 // The 32 lanes of a row sum (lo = lanes 0-15, hi = 16-31) added as a pairwise tree: 32 -> 16 -> 8 -> 4 ->
-// 2 -> 1, a fixed order, so a row's sum has the same bits on every ISA.
+// 2 -> 1, a fixed order, so a row's sum has the same bits on every ISA with FMA.
 extern "C" inline float tp_tree32(tp_v16 lo, tp_v16 hi) {
   tp_v16 s = lo + hi;
   float t[16];
