@@ -94,6 +94,7 @@ def test_launch_names_a_missing_or_unknown_argument():
         (dict(s=torch.empty(5)), r"s must be a per_row tensor of shape \(4,\)"),
         (dict(g=torch.randn(4, 8).half()), r"g must be a rows tensor .* dtype \['torch.float32'\]"),
         (dict(y=torch.empty(8, 4).t()), r"y must be a rows tensor .* unit-stride"),
+        (dict(x=torch.randn(2, 2, 8)), r"x must be a rows tensor \(M, D\), got shape \(2, 2, 8\)"),
     ],
 )
 def test_wrong_tensors_raise_before_the_call(bad, match):

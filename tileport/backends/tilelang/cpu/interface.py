@@ -172,7 +172,7 @@ def launcher(lib, iface: Interface, source: str = ""):
     tensors = [a for a in iface.args if a.role != SCALAR]
     first = next(a.name for a in tensors if a.role == ROWS)
     ns = {"_c": fn, "_empty": torch.empty, "_f32": torch.float32, "_refuse": _refuser(iface)}
-    body = [f"M, D = {first}.shape"]
+    body = [f"if {first}.dim() != 2:", f"    _refuse({first}={first})", f"M, D = {first}.shape"]
     checks = []
     for a in tensors:
         ns[f"_dt_{a.name}"] = tuple(_STORAGE_DTYPES[a.dtype])
@@ -200,7 +200,10 @@ def launcher(lib, iface: Interface, source: str = ""):
 
 def _refuser(iface: Interface):
     def refuse(**tensors):
-        M, D = next(tensors[a.name] for a in iface.args if a.role == ROWS).shape
+        first = next(a.name for a in iface.args if a.role == ROWS)
+        if tensors[first].dim() != 2:
+            raise ValueError(f"{iface.name}: {first} must be a rows tensor (M, D), got shape {tuple(tensors[first].shape)}")
+        M, D = tensors[first].shape
         for a in iface.args:
             t = tensors.get(a.name)
             if t is None:
