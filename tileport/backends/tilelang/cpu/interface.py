@@ -22,7 +22,6 @@ PARTIAL_BLOCK_ROWS = 32  # rows per partial of a reduced gradient: fixed, so the
 _CTYPE = {"float32": "float", "float64": "double", "uint16": "uint16_t", "int32": "int32_t", "int64": "int64_t"}
 _CTYPES = {"float": ctypes.c_float, "double": ctypes.c_double, "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64}
 _STORAGE_DTYPES = {"float32": {torch.float32}, "uint16": {torch.float16, torch.bfloat16}}
-_SHAPE_OF = {"rows": 0, "per_row": 1, "broadcast": 2, "partial": 2}  # (M, D), (M,), (D,)
 
 
 @dataclass(frozen=True)
@@ -67,9 +66,6 @@ class Interface:
             raise RuntimeError(f"no declaration of {name}_kernel in the generated source")
         proto = tuple(tuple(p.strip().rsplit(" ", 1)) for p in m.group(1).split(","))
         return cls(name, tuple(args), proto)  # type: ignore[arg-type]
-
-    def arg(self, name: str) -> Arg:
-        return next(a for a in self.args if a.name == name)
 
     def driver_params(self) -> list[tuple[str, type]]:
         """(C declaration, ctypes type) of the driver's parameters, in call order."""

@@ -73,23 +73,13 @@ def forward(
     """
     M, D = x.shape
     check_shape(M, D)
-    if out is None:
-        y, rstd = torch.empty((M, D), dtype=output_dtype), torch.empty((M,), dtype=torch.float32)
-        CACHE.kernel("l2norm_fwd", build_forward, x.dtype, y.dtype, rsqrt_steps, False)(
-            threads_for(M * D), x=x, y=y, rstd=rstd, eps=eps
-        )
-        return y, rstd
-    y, rstd = out
-    launch_forward(x, y, rstd, eps, rsqrt_steps, streaming=y.numel() * y.element_size() >= STREAM_BYTES)
+    fresh = out is None
+    y, rstd = (torch.empty((M, D), dtype=output_dtype), torch.empty((M,), dtype=torch.float32)) if fresh else out
+    streaming = not fresh and y.numel() * y.element_size() >= STREAM_BYTES  # fresh outputs: plain stores
+    CACHE.kernel("l2norm_fwd", build_forward, x.dtype, y.dtype, rsqrt_steps, streaming)(
+        threads_for(M * D), x=x, y=y, rstd=rstd, eps=eps
+    )
     return y, rstd
-
-
-def launch_forward(
-    x: torch.Tensor, y: torch.Tensor, rstd: torch.Tensor, eps: float, rsqrt_steps=None, streaming: bool = False
-) -> None:
-    """Run the forward kernel into preallocated ``y`` (contiguous, (M, D), D > 0) and ``rstd`` (M,)."""
-    kernel = CACHE.kernel("l2norm_fwd", build_forward, x.dtype, y.dtype, rsqrt_steps, streaming)
-    kernel(threads_for(x.numel()), x=x, y=y, rstd=rstd, eps=eps)
 
 
 def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:

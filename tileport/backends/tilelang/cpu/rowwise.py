@@ -45,7 +45,6 @@ STORAGE = {
     torch.float16: Storage("uint16", "f16"),
     torch.bfloat16: Storage("uint16", "bf16"),
 }
-DTYPES = frozenset(STORAGE)
 
 
 def _call(fn: str, *args) -> None:
