@@ -254,7 +254,7 @@ def kernel_cache(p: Probe) -> Finding:
             pass
     except OSError as exc:
         return Finding("kernel cache", "fail", f"{path} is not writable: {exc.strerror or exc}", "set TILEPORT_CACHE_DIR to a writable folder")
-    return Finding("kernel cache", "ok", f"{path} (one folder per TileLang version and CPU model)")
+    return Finding("kernel cache", "ok", f"{path} (one folder per TileLang version, CPU model and target ISA)")
 
 
 CHECKS = (
