@@ -3,13 +3,15 @@
 row-map and row-sum helpers with several inputs, and clear errors."""
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
+import functools
+
 import pytest
 import tilelang.cpu.language as T
 import torch
 
 from tileport.backends.tilelang.cpu.interface import PARTIAL_BLOCK_ROWS
 from tileport.backends.tilelang.cpu.rowwise import F32, M, Io, partial, per_row, row_map, row_sum, splat
-from tileport.backends.tilelang.cpu.runtime import CACHE
+from tileport.backends.tilelang.cpu.runtime import compile_kernel
 
 
 def build_scale_and_grad(x, g):
@@ -28,8 +30,9 @@ def build_scale_and_grad(x, g):
     return tp_test_scale
 
 
+@functools.cache  # the test's own cache: the process-wide kernel cache (kernel_cache_info) stays untouched
 def _kernel(dtype):
-    return CACHE.kernel("tp_test_scale", build_scale_and_grad, dtype, dtype)
+    return compile_kernel(build_scale_and_grad(dtype, dtype))
 
 
 def _inputs(m, d, dtype, seed=0):
@@ -117,8 +120,6 @@ def test_driver_passes_arguments_by_name_in_the_generated_order():
 
 
 def test_unsupported_buffer_shape_is_refused():
-    from tileport.backends.tilelang.cpu.runtime import compile_kernel
-
     @T.prim_func
     def tp_test_bad(x: T.Tensor((M, 4), "float32")):
         with T.Kernel(M) as row:
