@@ -149,7 +149,8 @@ extern "C" int32_t {self.name}_drive({params}) {{
 """
 
 
-_SHAPES = {ROWS: "(M, D)", PER_ROW: "(M,)", BROADCAST: "(D,)", PARTIAL: "(D,)"}
+# the shape a caller's tensor has for each role (a partial is handed over as its reduced (D,) result)
+_SHAPES = {ROWS: ("M", "D"), PER_ROW: ("M",), BROADCAST: ("D",), PARTIAL: ("D",)}
 _UNIT = {ROWS: "{a}.stride(1) != 1 and D > 1", PER_ROW: "{a}.stride(0) != 1 and M > 1",
          BROADCAST: "{a}.stride(0) != 1 and D > 1", PARTIAL: "{a}.stride(0) != 1 and D > 1"}  # fmt: skip
 
@@ -172,7 +173,7 @@ def launcher(lib, iface: Interface, source: str = ""):
     checks = []
     for a in tensors:
         ns[f"_dt_{a.name}"] = tuple(_STORAGE_DTYPES[a.dtype])
-        shape = "" if a.name == first else f"{a.name}.shape != {_SHAPES[a.role]} or "  # M, D come from the first
+        shape = "" if a.name == first else f"{a.name}.shape != ({', '.join(_SHAPES[a.role])},) or "  # M, D come from the first
         checks.append(f"{shape}{a.name}.dtype not in _dt_{a.name} or ({_UNIT[a.role].format(a=a.name)})")
     body.append(f"if {' or '.join(f'({c})' for c in checks)}:")
     body.append(f"    _refuse({', '.join(f'{a.name}={a.name}' for a in tensors)})")
@@ -204,7 +205,7 @@ def _refuser(iface: Interface):
             t = tensors.get(a.name)
             if t is None:
                 continue
-            want = {ROWS: (M, D), PER_ROW: (M,), BROADCAST: (D,), PARTIAL: (D,)}[a.role]
+            want = tuple({"M": M, "D": D}[s] for s in _SHAPES[a.role])
             unit = t.dim() == 0 or t.stride(-1) == 1 or t.shape[-1] <= 1
             if tuple(t.shape) != want or t.dtype not in _STORAGE_DTYPES[a.dtype] or not unit:
                 raise ValueError(
