@@ -15,9 +15,21 @@ from rich.table import Table
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Port tile-level operators and prove each port.")
 console = Console(width=None if Console().is_terminal else 160)
 
-OPS = ("l2norm",)
-DTYPE_NAMES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-DTYPE_LABELS = {v: k for k, v in DTYPE_NAMES.items()}
+BENCH_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _spec(op: str):
+    """The operator's spec (``tileport.ops.spec``); a bad name lists the operators."""
+    from .ops.spec import get
+
+    try:
+        return get(op)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="OP") from exc
+
+
+def _ops_help(verb: str) -> str:
+    return f"operator to {verb} (see `tileport ops`)"
 
 
 @app.command()
@@ -35,13 +47,33 @@ def backends() -> None:
     console.print(table)
 
 
+@app.command()
+def ops() -> None:
+    """List the operators: what each computes, its inputs and outputs, the backends that serve it."""
+    from . import available_backends
+    from .ops.spec import specs
+
+    served = {b.name: b for b in available_backends()}
+    table = Table(title="tileport operators")
+    for col in ("operator", "math", "inputs", "outputs (grads)", "backends"):
+        table.add_column(col)
+    for s in specs().values():
+        ins = ", ".join([f"{t.name}{'?' if t.optional else ''}" for t in s.inputs] + [f"{a.name}={a.default}" for a in s.attrs])
+        outs = ", ".join(t.name for t in s.outputs) + " (" + ", ".join(t.name for t in s.grads) + ")"
+        table.add_row(s.name, escape(s.math), escape(ins), outs, ", ".join(n for n, b in served.items() if s.name in b.ops))
+    console.print(table)
+
+
 def _dtypes(names: Optional[list[str]]) -> list[torch.dtype] | None:
+    """Parsed --dtype values (fp32/float32, fp16/float16, bf16/bfloat16)."""
+    from .dtypes import parse
+
     if not names:
         return None
-    unknown = [n for n in names if n not in DTYPE_NAMES]
-    if unknown:
-        raise typer.BadParameter(f"unknown dtype {unknown[0]!r}; choose from {', '.join(DTYPE_NAMES)}", param_hint="--dtype")
-    return [DTYPE_NAMES[n] for n in names]
+    try:
+        return [parse(n) for n in names]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--dtype") from exc
 
 
 def _progress():
@@ -65,14 +97,15 @@ def print_table(t) -> None:
 
 @app.command()
 def verify(
-    op: str = typer.Argument(..., help="operator to verify (l2norm)"),
+    op: str = typer.Argument(..., help=_ops_help("verify")),
     level: str = typer.Option("L0", help="quick (CI), or L0 / L1 / L2: the standard's case counts and ratio limits"),
     backend: Optional[list[str]] = typer.Option(None, help="backend to verify (repeatable; default: every available one)"),
-    dtype: Optional[list[str]] = typer.Option(None, help="fp32, fp16, bf16 (repeatable; default: the suite's)"),
+    dtype: Optional[list[str]] = typer.Option(None, help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: the suite's)"),
     out: Path = typer.Option(Path("tileport-report"), help="folder for report.md, report.html, results.json/csv, PNGs"),
     seed: int = typer.Option(0, help="seed of the generated cases"),
     retest_seeds: Optional[int] = typer.Option(None, help="new seeds for a failed check (default: 1000, quick: 30)"),
     perf: bool = typer.Option(True, help="also run the performance and memory tasks"),
+    device: str = typer.Option("cpu", help="cpu, or cuda: run the suite and the timings on a GPU"),
 ) -> None:
     """Run OP's case suite on every available backend: accuracy (dual benchmark), performance, memory; write
     a report. Exit code 1 when a check fails."""
@@ -81,8 +114,7 @@ def verify(
     from .verify import prepare
     from .verify import run as run_verify
 
-    if op not in OPS:
-        raise typer.BadParameter(f"unknown operator {op!r}; available: {', '.join(OPS)}", param_hint="OP")
+    _spec(op)
     levels = load_suite(op).levels
     if level not in levels:
         raise typer.BadParameter(f"unknown level {level!r}; choose from {', '.join(levels)}", param_hint="--level")
@@ -93,7 +125,7 @@ def verify(
             bar.update(task, description=what, total=total, advance=advance)
 
         try:
-            plan = prepare(op, level, backend, _dtypes(dtype), seed)
+            plan = prepare(op, level, backend, _dtypes(dtype), seed, device)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
         rep = run_verify(plan, retest_seeds, perf, progress=step)
@@ -120,9 +152,9 @@ def _shape(text: str) -> tuple[int, ...]:
 
 @app.command()
 def bench(
-    op: str = typer.Argument(..., help="operator to benchmark (l2norm)"),
+    op: str = typer.Argument(..., help=_ops_help("benchmark")),
     mode: Optional[list[str]] = typer.Option(None, help="fwd, bwd, fwdbwd (repeatable; default: all)"),
-    dtype: Optional[list[str]] = typer.Option(None, help="fp32, fp16, bf16 (repeatable; default: all)"),
+    dtype: Optional[list[str]] = typer.Option(None, help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: all three)"),
     threads: Optional[list[int]] = typer.Option(None, help="thread counts (repeatable; default: 1 and 2)"),
     shape: Optional[list[str]] = typer.Option(None, help="shapes like 1024x512 (repeatable; default: the sweep)"),
     workload: Optional[list[str]] = typer.Option(None, help="named workloads (repeatable), 'all' for every one"),
@@ -138,28 +170,26 @@ def bench(
     """Time OP's providers side by side (tileport backends, torch eager, torch.compile, a copy of the same
     bytes), append to the CSV, write the markdown table and PNGs."""
     from .bench import csvfile
+    from .bench.bar import judge_bar
     from .bench.plots import bench_plots, latest
     from .bench.run import plan, run
-    from .bench.summary import markdown_table
-    from .bench.workloads import spec
+    from .report.benchrows import bar_table, performance_table
+    from .report.markdown import table_md
 
-    try:
-        s = spec(op)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="OP") from exc
+    s = _spec(op)
     if not plot:
-        modes = mode or list(s.MODES)
-        bad = [m for m in modes if m not in s.MODES]
+        modes = mode or list(s.modes)
+        bad = [m for m in modes if m not in s.modes]
         if bad:
-            raise typer.BadParameter(f"unknown mode {bad[0]!r}; choose from {', '.join(s.MODES)}", param_hint="--mode")
-        names = list(s.WORKLOADS) if workload == ["all"] else (workload or [])
-        bad = [w for w in names if w not in s.WORKLOADS]
+            raise typer.BadParameter(f"unknown mode {bad[0]!r}; choose from {', '.join(s.modes)}", param_hint="--mode")
+        names = list(s.workloads) if workload == ["all"] else (workload or [])
+        bad = [w for w in names if w not in s.workloads]
         if bad:
-            raise typer.BadParameter(f"unknown workload {bad[0]!r}; choose from {', '.join(s.WORKLOADS)}", param_hint="--workload")
-        shapes = [_shape(t) for t in shape] if shape else ([] if names else s.SWEEP[:4] if quick else s.SWEEP)
+            raise typer.BadParameter(f"unknown workload {bad[0]!r}; choose from {', '.join(s.workloads)}", param_hint="--workload")
+        shapes = [_shape(t) for t in shape] if shape else ([] if names else s.sweep[:4] if quick else s.sweep)
         if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
             raise typer.BadParameter(f"device {device!r} is not usable here (cpu, or cuda with a GPU)", param_hint="--device")
-        groups = plan(op, modes, _dtypes(dtype) or list(DTYPE_NAMES.values()), shapes, threads or [1, 2], names)
+        groups = plan(op, modes, _dtypes(dtype) or list(BENCH_DTYPES), shapes, threads or [1, 2], names)
         with _progress() as bar:
             task = bar.add_task("bench", total=len(groups))
 
@@ -174,17 +204,16 @@ def bench(
     if not rows:
         raise typer.BadParameter(f"{csv} holds no {op} rows; run `tileport bench {op}` first", param_hint="--csv")
     out.mkdir(parents=True, exist_ok=True)
-    table = markdown_table(rows)
+    tables = [performance_table(rows, f"tileport bench {op}")]
+    judged = judge_bar(rows, s.bar, (backend or ["tilelang"])[0]) if s.bar else []
+    if judged:
+        tables.insert(0, bar_table(judged))
     header = f"# tileport bench {op}\n\n{rows[0]['machine']}; {rows[0]['versions']}; run {rows[0]['run']}\n\n"
-    bar = ""
-    if op == "l2norm":
-        from .bench.bar import bar_markdown
-
-        bar = "## The speed bar\n\n" + bar_markdown(rows) + "\n## All figures\n\n"
-    (out / f"{op}.md").write_text(header + bar + table)
+    (out / f"{op}.md").write_text(header + "\n".join(table_md(t) for t in tables))
     pngs = bench_plots(rows, out, op)
     if not plot:
-        console.print(table)
+        for t in tables:
+            print_table(t)
     console.print(f"table: {out / (op + '.md')}; plots: {', '.join(p.name for p in pngs)}")
 
 
@@ -217,9 +246,9 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="print the finding
 
 @app.command()
 def lower(
-    op: str = typer.Argument(..., help="operator to lower (l2norm)"),
+    op: str = typer.Argument(..., help=_ops_help("lower")),
     target: str = typer.Option(..., help="cuda or ascend (Ascend 950, arch35)"),
-    dtype: str = typer.Option("fp16", help="fp32, fp16, bf16"),
+    dtype: str = typer.Option("fp16", help="fp32/float32, fp16/float16, bf16/bfloat16"),
     dim: int = typer.Option(4096, help="row length D the kernels are built for"),
     out: Path = typer.Option(Path("tileport-lower"), help="folder for the sources and binaries"),
     arch: str = typer.Option("sm_90", help="CUDA architecture"),
@@ -229,8 +258,7 @@ def lower(
     """Write OP's forward and backward device source for TARGET; build a cubin when nvcc is present."""
     from .lower import lower as run_lower
 
-    if op not in OPS:
-        raise typer.BadParameter(f"unknown operator {op!r}; available: {', '.join(OPS)}", param_hint="OP")
+    _spec(op)
     if rsqrt not in ("exact", "approx"):
         raise typer.BadParameter(f"rsqrt must be exact or approx, got {rsqrt!r}", param_hint="--rsqrt")
     if nr_steps < 0:

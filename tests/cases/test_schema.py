@@ -10,7 +10,6 @@ from tileport.cases import CaseFileError, load_suite
 GOOD = """
 name: toy
 api: tileport.l2norm_fwd
-adapter: tileport.cases.adapters.l2norm
 backward: true
 outputs: [y, rstd]
 standard: {acc: single_bm, golden: float64, benchmark: torch}
@@ -67,7 +66,7 @@ def test_small_suite_loads(tmp_path):
         ("limits: L0", "limits: L9", "levels.quick.limits", "one of L0"),
         ("like: x", "like: z", "inputs[1].like", "an earlier tensor input"),
         ("has_empty: true", "has_empty: maybe", "inputs[0].boundary.has_empty", "true/false"),
-        ("adapter: tileport.cases.adapters.l2norm\n", "", "adapter", "the key is missing"),
+        ("api: tileport.l2norm_fwd\n", "", "api", "the key is missing"),
         ("last_dim_values: [8, 16]", "last_dim_values: []", "inputs[0].shapes.last_dim_values", "non-empty list"),
     ],
 )

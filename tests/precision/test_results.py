@@ -7,7 +7,7 @@ from tileport.precision import CaseResult, aggregate, compare
 
 def result(case, output, actual, golden, bench, dtype="float32", backend="b"):
     v = compare(actual, golden, bench, level="L0", dtype=torch.float32)
-    return CaseResult("op", backend, case, dtype, tuple(actual.shape), "normal", 1e-6, output, v)
+    return CaseResult("op", backend, case, dtype, tuple(actual.shape), "normal", {"eps": 1e-6}, output, v)
 
 
 def test_case_result_reports_metric_and_excess():

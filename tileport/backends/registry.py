@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pkgutil
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
@@ -30,7 +31,7 @@ def env_backend() -> str | None:
     ``os.environ.get`` encodes the key and decodes the value each time, about 1 us, a tenth of a one-row call."""
     data = getattr(os.environ, "_data", None)
     if _ENV_KEY is None or data is None:
-        return env_backend()
+        return os.environ.get(ENV_BACKEND)
     value = data.get(_ENV_KEY)
     return None if value is None else os.environ.decodevalue(value)
 
@@ -87,6 +88,14 @@ def declared_support(backend: Backend, op: str, device_kind: str, dtypes: Sequen
         names = ", ".join(sorted(_dtype_name(d) for d in backend.dtypes[op]))
         return f"backend {backend.name!r} does not support {_dtype_name(dtype)} for {op!r} (it supports: {names})"
     return None
+
+
+def kernel_modules(package_file: str, support: Sequence[str] = ()) -> tuple[str, ...]:
+    """The op kernel modules of a backend package, by convention: every module in the folder of
+    ``package_file`` (a package's ``__file__``) except private ones and the named support modules. Listed, not
+    imported, so a backend declares its ops without importing TileLang or Triton."""
+    names = (m.name for m in pkgutil.iter_modules([os.path.dirname(package_file)]))
+    return tuple(sorted(n for n in names if not n.startswith("_") and n not in support))
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

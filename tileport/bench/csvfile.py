@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from ..dtypes import normalize
+
 FIELDS = (
     "operator", "provider", "mode", "dtype", "shape", "threads", "statistic", "value",
     "machine", "versions", "run", "workload",
@@ -40,4 +42,5 @@ def read(path: str | Path) -> list[dict]:
     for r in rows:
         r["value"] = float(r["value"])
         r["threads"] = int(r["threads"])
+        r["dtype"] = normalize(r["dtype"])
     return rows

@@ -14,13 +14,14 @@ from typing import Callable
 
 import torch
 
+from ..dtypes import name as dtype_name
 from .environment import machine, versions
 from .memory import peak_bytes
 from .roofline import copy_provider, gbps
+from ..ops.spec import get as op_spec
+from .providers import providers, tileport_backends
 from .timing import interleave
-from .workloads import spec
 
-DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,8 @@ class Group:
 
 
 def plan(op: str, modes, dtypes, shapes, threads, workloads: list[str] | None = None) -> list[Group]:
-    s = spec(op)
-    named = [(w, s.WORKLOADS[w]) for w in (workloads or [])]
+    s = op_spec(op)
+    named = [(w, s.workloads[w]) for w in (workloads or [])]
     groups = [("", shape) for shape in shapes] + named
     return [Group(m, d, tuple(shape), t, w) for t in threads for m in modes for d in dtypes for w, shape in groups]
 
@@ -54,9 +55,9 @@ def run(
 ) -> list[dict]:
     """Long-format rows (the CSV schema) for every group. On a GPU every call is followed by a
     synchronize, so times are wall times of finished work."""
-    s = spec(op)
+    s = op_spec(op)
     kind = torch.device(device).type
-    backends = s.tileport_backends(kind) if backends is None else backends
+    backends = tileport_backends(op, kind) if backends is None else backends
     sync = torch.cuda.synchronize if kind == "cuda" else None
     stamp, mach, vers = time.strftime("%Y-%m-%dT%H:%M:%S"), machine(), versions()
     rows: list[dict] = []
@@ -64,15 +65,15 @@ def run(
     try:
         for g in groups:
             if progress:
-                progress(f"{op} {g.mode} {DTYPE_NAMES[g.dtype]} {'x'.join(map(str, g.shape))} t{g.threads}")
+                progress(f"{op} {g.mode} {dtype_name(g.dtype)} {'x'.join(map(str, g.shape))} t{g.threads}")
             torch.set_num_threads(g.threads)
-            provs = s.providers(g.shape, g.dtype, g.mode, backends, compile_baseline, device)
+            provs = providers(s, g.shape, g.dtype, g.mode, backends, compile_baseline, device)
             nbytes = s.bytes_moved(g.shape, g.dtype, g.mode)
             provs["copy"] = copy_provider(nbytes // 2, device)
             if sync is not None:
                 provs = {name: (lambda f=f: (f(), sync())) for name, f in provs.items()}
             times = interleave(provs, _budget(g.shape, budget_s))
-            base = dict(operator=op, mode=g.mode, dtype=DTYPE_NAMES[g.dtype], shape="x".join(map(str, g.shape)),
+            base = dict(operator=op, mode=g.mode, dtype=dtype_name(g.dtype), shape="x".join(map(str, g.shape)),
                         threads=g.threads, machine=mach if kind == "cpu" else f"{mach}; {torch.cuda.get_device_name()}",
                         versions=vers, run=stamp, workload=g.workload)  # fmt: skip
             copy_gbps = gbps(nbytes, times["copy"])
@@ -88,12 +89,3 @@ def run(
     finally:
         torch.set_num_threads(threads_before)
     return rows
-
-
-def pivot(rows: list[dict], statistic: str) -> dict[tuple, dict[str, float]]:
-    """{(mode, dtype, shape, threads): {provider: value}} of one statistic."""
-    out: dict[tuple, dict[str, float]] = {}
-    for r in rows:
-        if r["statistic"] == statistic:
-            out.setdefault((r["mode"], r["dtype"], r["shape"], r["threads"]), {})[r["provider"]] = r["value"]
-    return out

@@ -14,12 +14,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from .schema import Suite, TensorInput, ValueRange
+from ..ops.spec import VECTOR, get as op_spec
+from .schema import DTYPES, Suite, TensorInput, ValueRange
 
 # Magnitudes of the `large` range per dtype: near the top of what the dtype holds, below its overflow
 # on a cast (fp16 max 65504). fp32 math squares them: for bf16/fp32 the sum of squares may overflow to inf,
 # in the operator and the benchmark alike (both compute in fp32), and the standard compares the two.
 LARGE = {torch.float16: (1e3, 6e4), torch.bfloat16: (1e15, 1e18), torch.float32: (1e15, 1e18), torch.float64: (1e15, 1e18)}
+OMIT_SHARE = 0.25  # of the random cases leave out each optional input (the API's None path)
 BOUNDARIES = {"has_empty": "empty", "has_infnan": "infnan", "has_lower_border": "zeros"}
 
 
@@ -33,6 +35,7 @@ class Case:
     boundary: str | None = None  # empty | infnan | zeros | None
     seed: int = 0
     rank: int = 0  # position among the cases of its dtype: a smaller level's cases are a prefix of a larger's
+    omitted: tuple[str, ...] = ()  # optional inputs this case leaves out (passed as None)
 
     @property
     def elements(self) -> int:
@@ -40,6 +43,7 @@ class Case:
 
     def describe(self) -> str:
         b = f" {self.boundary}" if self.boundary else ""
+        b += "".join(f" no-{name}" for name in self.omitted)
         return f"#{self.index} {str(self.dtype).removeprefix('torch.')} {'x'.join(map(str, self.shape))} {self.value_range}{b}"
 
 
@@ -73,6 +77,7 @@ def generate(suite: Suite, level: str, dtypes: list[torch.dtype] | None = None, 
     if not dtypes:
         raise ValueError(f"suite {suite.name!r} has none of the requested dtypes; it has {list(x.dtypes)}")
     per_dtype = max(1, math.ceil(lv.cases / len(dtypes)))
+    optional = [t.name for t in suite.tensors if not t.required and t.like is not None]
     attr_defaults = {a.name: a.values[0] for a in suite.attrs}
     upper = x.boundary.get("has_upper_border", True)
     lower = x.boundary.get("has_lower_border", True)
@@ -94,23 +99,24 @@ def generate(suite: Suite, level: str, dtypes: list[torch.dtype] | None = None, 
                 mine.append(Case(0, dtype, shape, first_range, dict(attr_defaults), kind))
         while len(mine) < per_dtype:
             attrs = {a.name: a.values[int(rng.integers(len(a.values)))] for a in suite.attrs}
-            mine.append(Case(0, dtype, _random_shape(rng, suite), _pick_range(rng, x.ranges, allowed).name, attrs))
+            shape, vrange = _random_shape(rng, suite), _pick_range(rng, x.ranges, allowed).name
+            omitted = tuple(name for name in optional if rng.random() < OMIT_SHARE)
+            mine.append(Case(0, dtype, shape, vrange, attrs, omitted=omitted))
         # a case's seed depends on (seed, dtype, rank) only, so quick's cases are L0's first ones, input for input
         cases += [replace(c, rank=r, seed=(seed * 7919 + d_index) * 1_000_003 + r) for r, c in enumerate(mine[:per_dtype])]
     return [replace(c, index=i) for i, c in enumerate(cases)]
 
 
-def _values(t: TensorInput, rng_range: ValueRange, shape, dtype, eps: float, gen: torch.Generator) -> torch.Tensor:
+def _values(t: TensorInput, rng_range: ValueRange, shape, dtype, near_eps: float, gen: torch.Generator) -> torch.Tensor:
     math_dtype = torch.float64 if dtype == torch.float64 else torch.float32
     if rng_range.kind == "normal":
         v = torch.randn(shape, generator=gen, dtype=math_dtype) * rng_range.scale
     elif rng_range.kind == "uniform":
         v = torch.rand(shape, generator=gen, dtype=math_dtype) * (rng_range.high - rng_range.low) + rng_range.low
     elif rng_range.kind == "near_eps":
-        # per row, sum(x^2) within a factor 10 of eps either way: where eps decides rstd
-        D = max(shape[-1], 1)
+        # per row, magnitudes within a factor 10 of where the op's eps decides the row (its spec says where)
         rows = torch.rand(shape[:-1] + (1,), generator=gen, dtype=math_dtype) * 2 - 1
-        v = torch.randn(shape, generator=gen, dtype=math_dtype) * math.sqrt(eps / D) * 10.0 ** rows
+        v = torch.randn(shape, generator=gen, dtype=math_dtype) * near_eps * 10.0 ** rows
     else:  # large
         lo, hi = LARGE[dtype]
         mag = 10.0 ** (torch.rand(shape, generator=gen, dtype=math_dtype) * (math.log10(hi) - math.log10(lo)) + math.log10(lo))
@@ -131,13 +137,29 @@ def _plant(v: torch.Tensor, boundary: str | None, gen: torch.Generator) -> torch
 def make_inputs(suite: Suite, case: Case) -> dict[str, Any]:
     """The tensors and attributes of ``case``, from its seed (values drawn in fp32/fp64, then cast)."""
     gen = torch.Generator().manual_seed(case.seed)
-    eps = float(case.attrs.get("eps", 1e-6))
+    spec = op_spec(suite.name)
+    D = case.shape[-1] if case.shape else 1
+    near_eps = spec.near_eps(case.attrs, D) if spec.near_eps else 1e-3
     out: dict[str, Any] = dict(case.attrs)
     for t in suite.tensors:
         if t.like is None:
             r = next(r for r in t.ranges if r.name == case.value_range)
-            v = _plant(_values(t, r, case.shape, case.dtype, eps, gen), case.boundary, gen)
+            v = _plant(_values(t, r, case.shape, case.dtype, near_eps, gen), case.boundary, gen)
         else:
-            v = _values(t, t.ranges[0], case.shape, case.dtype, eps, gen)
-        out[t.name] = v.to(case.dtype)
+            shape = (D,) if _role(spec, t.name) == VECTOR else case.shape
+            v = _values(t, t.ranges[0], shape, case.dtype, near_eps, gen)
+        out[t.name] = None if t.name in case.omitted else v.to(case.dtype)
     return out
+
+
+def _role(spec, name: str) -> str | None:
+    try:
+        return spec.tensor(name).role
+    except StopIteration:  # a suite tensor the spec does not declare (dy): shaped like x
+        return None
+
+
+def golden_inputs(suite: Suite, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The inputs in the golden's dtype (float64 by the standard): floating tensors upcast, the rest as is."""
+    gd = DTYPES[suite.standard.get("golden", "float64")]
+    return {k: v.to(gd) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in inputs.items()}

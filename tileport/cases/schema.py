@@ -1,6 +1,6 @@
 """The case-suite YAML format (close to ATK's) and its loader.
 
-A suite names the API and its adapter, the levels (how many cases and repeated runs each ``--level`` runs,
+A suite names the operator and its API, the levels (how many cases and repeated runs each ``--level`` runs,
 and which ratio limits apply), and the inputs: tensors with dtypes, value ranges, shape rules and boundary
 flags, and attributes such as eps. ``load_suite`` checks every key it reads; a malformed file raises
 ``CaseFileError`` naming the file, the key and what was expected.
@@ -15,6 +15,7 @@ from typing import Any
 import torch
 import yaml
 
+from ..dtypes import parse as parse_dtype
 from ..precision.standard import COUNTS
 
 SUITES = Path(__file__).with_name("suites")
@@ -81,7 +82,6 @@ class Suite:
     file: Path
     name: str
     api: str
-    adapter: str
     backward: bool
     outputs: tuple[str, ...]
     grad_outputs: tuple[str, ...]
@@ -175,10 +175,15 @@ def _shapes(r: _Reader) -> ShapeRule:
 
 def _dtypes(r: _Reader) -> tuple[torch.dtype, ...]:
     names = r.child("dtypes").get("values", list, f"a list of dtype names from {', '.join(DTYPES)}")
-    bad = [n for n in names if n not in DTYPES]
-    if bad or not names:
-        raise CaseFileError(r.file, r.key("dtypes.values"), f"dtype names from {', '.join(DTYPES)}", bad or names)
-    return tuple(DTYPES[n] for n in names)
+    out = []
+    for n in names:
+        try:
+            out.append(parse_dtype(n))
+        except ValueError:
+            raise CaseFileError(r.file, r.key("dtypes.values"), f"dtype names from {', '.join(DTYPES)} (or fp32, fp16, bf16)", n) from None
+    if not out:
+        raise CaseFileError(r.file, r.key("dtypes.values"), f"dtype names from {', '.join(DTYPES)}", names)
+    return tuple(out)
 
 
 def _inputs(file: Path, items: list) -> tuple[tuple[TensorInput, ...], tuple[AttrInput, ...]]:
@@ -250,7 +255,6 @@ def load_suite(source: str | Path) -> Suite:
         file=path,
         name=top.get("name", str, "the operator's name"),
         api=top.get("api", str, "the dotted name of the API under test"),
-        adapter=top.get("adapter", str, "the dotted module name of the adapter"),
         backward=top.get("backward", bool, "true or false", False),
         outputs=tuple(top.get("outputs", list, "a list of output names")),
         grad_outputs=tuple(top.get("grad_outputs", list, "a list of gradient names", [])),

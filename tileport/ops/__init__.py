@@ -1,3 +1,3 @@
-"""The interface layer: one module per operator (checks, autograd, module, custom-op registration)."""
+"""The interface layer: one package per operator (its interface, and its spec for the generic layers)."""
 
 from .l2norm import L2Norm, l2norm, l2norm_bwd, l2norm_fwd  # noqa: F401

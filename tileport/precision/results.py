@@ -23,7 +23,7 @@ class CaseResult:
     dtype: str
     shape: tuple[int, ...]
     value_range: str
-    eps: float
+    attrs: dict  # the case's attributes (eps, ...) and optional inputs left out (None)
     output: str  # y, rstd, dx, ...
     verdict: Verdict
     retest: RetestResult | None = None
@@ -50,12 +50,15 @@ class CaseResult:
         limits = dict(zip(("mare", "mere", "rmse"), LEVELS[self.verdict.level]))
         return {m: self.verdict.ratios[m] / limit for m, limit in limits.items()}
 
+    def attrs_text(self) -> str:
+        return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.attrs.items())
+
     def row(self) -> dict:
         """A flat record for CSV and JSON."""
         a, b, r = self.verdict.actual, self.verdict.benchmark, self.verdict.ratios
         return {
             "op": self.op, "backend": self.backend, "case": self.case, "dtype": self.dtype,
-            "shape": "x".join(map(str, self.shape)), "range": self.value_range, "eps": self.eps,
+            "shape": "x".join(map(str, self.shape)), "range": self.value_range, "attrs": self.attrs_text(),
             "output": self.output, "level": self.verdict.level, "elements": a.elements,
             "mare": a.mare, "mere": a.mere, "rmse": a.rmse, "small_errors": a.small_errors,
             "bm_mare": b.mare, "bm_mere": b.mere, "bm_rmse": b.rmse, "bm_small_errors": b.small_errors,

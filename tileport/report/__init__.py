@@ -44,7 +44,8 @@ def write_report(rep, out: str | Path) -> dict[str, Path]:
         "environment": rep.environment, "backends": rep.backends, "counts": rep.counts, "seconds": rep.seconds,
         "aggregates": [dataclasses.asdict(a) | {"passed": a.passed} for a in rep.aggregates],
         "cross_backend": [dataclasses.asdict(p) for p in rep.pairs],
-        "refinement": [dataclasses.asdict(r) for r in rep.refinement], "refinement_note": rep.refinement_note,
+        "device": rep.device,
+        "studies": [{"title": st.title, "note": st.note, "records": list(st.records)} for st in rep.studies],
         "performance": rep.perf, "results": rows,
     }  # fmt: skip
     paths["json"].write_text(json.dumps(_clean(doc), indent=1))

@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ..bench.run import pivot  # noqa: E402
+from .benchrows import pivot  # noqa: E402
 from ..precision import LEVELS  # noqa: E402
 
 

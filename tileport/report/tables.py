@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..bench.run import pivot
 
 
 @dataclass(frozen=True)
@@ -34,6 +33,7 @@ def summary(rep) -> Table:
     rows = [
         ("operator", rep.op),
         ("level", f"{rep.level} (ratio limits of {rep.limits})"),
+        ("device", rep.device),
         ("result", "PASS" if rep.passed else f"FAIL ({len(rep.failures)} failed checks)"),
         ("cases", str(rep.cases)),
         ("output elements of the cases", str(rep.elements)),
@@ -79,11 +79,11 @@ def aggregates(rep) -> Table:
 
 def failures(rep, limit: int = 50) -> Table:
     rows = tuple(
-        (r.backend, str(r.case), r.dtype, "x".join(map(str, r.shape)), r.value_range, f"{r.eps:g}", r.output, "; ".join(r.failures))
+        (r.backend, str(r.case), r.dtype, "x".join(map(str, r.shape)), r.value_range, r.attrs_text(), r.output, "; ".join(r.failures))
         for r in rep.failures[:limit]
     )  # fmt: skip
     note = f"{len(rep.failures) - limit} more in results.csv" if len(rep.failures) > limit else ""
-    return Table("Failed checks", ("backend", "case", "dtype", "shape", "range", "eps", "output", "what failed"), rows, note)
+    return Table("Failed checks", ("backend", "case", "dtype", "shape", "range", "attributes", "output", "what failed"), rows, note)
 
 
 def retested(rep, limit: int = 50) -> Table:
@@ -123,37 +123,15 @@ def cross_backend(rep) -> Table:
     )
 
 
-def refinement(rep) -> Table:
-    rows = tuple(
-        (r.dtype, str(r.steps), f"{r.rstd_max_rel:.2e}", f"{r.rstd_mean_rel:.2e}", _g(r.y_mare_ratio), _g(r.rstd_mare_ratio),
-         "pass" if r.passes_L0 else "fail", r.failures)
-        for r in rep.refinement
-    )  # fmt: skip
-    return Table(
-        "Approximate rsqrt plus k Newton-Raphson steps (TileLang CPU kernel), judged at L0",
-        ("dtype", "k", "rstd max rel err", "rstd mean rel err", "y MARE ratio", "rstd MARE ratio", "L0", "what failed"),
-        rows,
-        rep.refinement_note + ". Field figures: about 3e-3 before, 1e-5 after one step, 2e-7 after two.",
-    )
+def studies(rep) -> list[Table]:
+    """The operator's own studies (its spec names them), as they reported."""
+    return [Table(st.title, st.headers, st.rows, st.note) for st in rep.studies]
 
 
 def performance(rep) -> Table:
-    mins, eager, comp = pivot(rep.perf, "min_us"), pivot(rep.perf, "speedup_vs_eager"), pivot(rep.perf, "speedup_vs_compile")
-    share, peak = pivot(rep.perf, "bandwidth_share"), pivot(rep.perf, "peak_bytes")
-    rows = []
-    for key, provs in mins.items():
-        mode, dtype, shape, threads = key
-        for p, us in provs.items():
-            if p == "copy":
-                continue
-            rows.append((mode, dtype, shape, str(threads), p, f"{us:.1f}", _g(eager[key].get(p, 0)), _g(comp[key].get(p, 0)) if p in comp[key] else "",
-                         f"{100 * share[key][p]:.0f}%", str(int(peak[key][p])) if p in peak.get(key, {}) else ""))  # fmt: skip
-    return Table(
-        "Performance and memory (min over interleaved rounds; copy of the same bytes as the roofline)",
-        ("mode", "dtype", "shape", "threads", "provider", "min us", "x eager", "x compile", "of copy GB/s", "peak bytes"),
-        tuple(rows),
-        "`:kernel` writes into preallocated outputs (no allocation, no page faults).",
-    )
+    from .benchrows import performance_table
+
+    return performance_table(rep.perf)
 
 
 def all_tables(rep) -> list[Table]:
@@ -168,7 +146,7 @@ def all_tables(rep) -> list[Table]:
         out.append(against_golden(rep))
     if rep.pairs:
         out.append(cross_backend(rep))
-    out.append(refinement(rep))
+    out += studies(rep)
     if rep.perf:
         out.append(performance(rep))
     out.append(environment(rep))

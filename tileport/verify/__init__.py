@@ -1,8 +1,9 @@
 """``tileport verify OP``: the acceptance run, producing the evidence a pull request needs.
 
-Flow: cases.load_suite(op) -> generate the level's seeded cases -> accuracy on every available backend
-(dual benchmark, retest, repeated runs, cross-backend) -> refinement study -> performance and memory ->
-a ``Report`` that the writers in ``tileport.report`` turn into markdown, html, json and csv.
+Flow: the op's spec -> cases.load_suite(op) -> generate the level's seeded cases -> accuracy on every
+available backend (dual benchmark, retest, repeated runs, cross-backend) -> the op's own studies (its spec
+names them) -> performance and memory -> a ``Report`` that the writers in ``tileport.report`` turn into
+markdown, html, json and csv. ``device="cuda"`` runs the same on a GPU.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import torch
 from .. import available_backends
 from ..bench.environment import machine, versions
 from ..cases import generate, load_suite
+from ..ops.spec import StudyResult, get as op_spec
 from ..precision import COUNTS, MIN_ELEMENTS, STANDARD_VERSION, Aggregate, CaseResult, aggregate
 from ..precision.standard import RETEST_SEEDS
 from .accuracy import PairStat, Reduced, dtype_name, run_accuracy
 from .performance import performance, performance_groups
-from .refinement import RefinementRow, refinement_study
 
 QUICK_RETEST_SEEDS = 30  # the standard's 1000 new seeds apply from L0 up; the quick level says it used fewer
 
@@ -41,12 +42,12 @@ class Report:
     results: list[CaseResult]
     aggregates: list[Aggregate]
     pairs: list[PairStat]
-    refinement: list[RefinementRow]
-    refinement_note: str
+    studies: list[StudyResult]
     perf: list[dict]
     seconds: float
     counts: dict = field(default_factory=dict)
-    skipped: dict = field(default_factory=dict)  # backend -> (cases not run, why)  # the standard's minimum counts and whether they were met
+    skipped: dict = field(default_factory=dict)  # backend -> (cases not run, why)
+    device: str = "cpu"
 
     @property
     def passed(self) -> bool:
@@ -69,14 +70,17 @@ def environment(benchmark: str) -> dict:
     }
 
 
-def serving_backends(op: str, wanted: list[str] | None, benchmark: str) -> tuple[list[str], list[dict], set[str]]:
+def serving_backends(
+    op: str, wanted: list[str] | None, benchmark: str, device: str = "cpu"
+) -> tuple[list[str], list[dict], set[str]]:
     """Backends to verify and every backend's status for the report. By default: every available backend
-    serving op on the CPU except the benchmark's (judging the torch composite against itself proves nothing;
+    serving op on the device's kind except the benchmark's (judging the torch composite against itself proves nothing;
     it enters the cross-backend comparison as the benchmark)."""
     infos = available_backends()
     status = [dict(name=b.name, available=b.available, reason=b.reason, devices=list(b.device_kinds)) for b in infos]
     interpreted = {b.name for b in infos if b.interpreted}
-    usable = [b.name for b in infos if b.available and op in b.ops and "cpu" in b.device_kinds]
+    kind = torch.device(device).type
+    usable = [b.name for b in infos if b.available and op in b.ops and kind in b.device_kinds]
     if wanted:
         unknown = [w for w in wanted if w not in {b.name for b in infos}]
         if unknown:
@@ -84,7 +88,7 @@ def serving_backends(op: str, wanted: list[str] | None, benchmark: str) -> tuple
         unusable = [w for w in wanted if w not in usable]
         if unusable:
             reason = next(s["reason"] for s in status if s["name"] == unusable[0])
-            raise ValueError(f"backend {unusable[0]!r} cannot run {op} here: {reason}")
+            raise ValueError(f"backend {unusable[0]!r} cannot run {op} on {device} here: {reason}")
         return list(wanted), status, interpreted
     return [n for n in usable if n != benchmark], status, interpreted
 
@@ -102,16 +106,33 @@ class Plan:
     status: list[dict]
     interpreted: set[str]
     cases: list
+    device: str = "cpu"
 
 
-def prepare(op: str, level: str = "L0", backends: list[str] | None = None, dtypes=None, seed: int = 0) -> Plan:
-    """Check the request (operator, level, backends, dtypes) and expand the cases; bad input raises
+def check_device(device: str) -> str:
+    """``cpu``, or ``cuda`` where a GPU is present; ValueError saying why not otherwise."""
+    if device == "cpu":
+        return device
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("device 'cuda' is not usable here: torch sees no CUDA GPU")
+        return device
+    raise ValueError(f"device must be cpu or cuda, got {device!r}")
+
+
+def prepare(
+    op: str, level: str = "L0", backends: list[str] | None = None, dtypes=None, seed: int = 0, device: str = "cpu"
+) -> Plan:
+    """Check the request (operator, level, backends, dtypes, device) and expand the cases; bad input raises
     ValueError naming it, before any work starts."""
+    op_spec(op)
+    device = check_device(device)
     suite = load_suite(op)
     suite.level(level)
     benchmark = suite.standard.get("benchmark", "torch")
-    names, status, interpreted = serving_backends(op, backends, benchmark)
-    return Plan(op, level, seed, suite, benchmark, names, status, interpreted, generate(suite, level, dtypes, seed))
+    names, status, interpreted = serving_backends(op, backends, benchmark, device)
+    cases = generate(suite, level, dtypes, seed)
+    return Plan(op, level, seed, suite, benchmark, names, status, interpreted, cases, device)
 
 
 def verify(
@@ -123,9 +144,10 @@ def verify(
     retest_seeds: int | None = None,
     with_perf: bool = True,
     progress: Callable[..., None] | None = None,
+    device: str = "cpu",
 ) -> Report:
     """Prepare and run the acceptance tasks (see ``run``)."""
-    return run(prepare(op, level, backends, dtypes, seed), retest_seeds, with_perf, progress)
+    return run(prepare(op, level, backends, dtypes, seed, device), retest_seeds, with_perf, progress)
 
 
 def run(plan: Plan, retest_seeds: int | None = None, with_perf: bool = True, progress: Callable[..., None] | None = None) -> Report:
@@ -140,6 +162,7 @@ def run(plan: Plan, retest_seeds: int | None = None, with_perf: bool = True, pro
     dtypes = list(dict.fromkeys(c.dtype for c in cases))
     if retest_seeds is None:
         retest_seeds = QUICK_RETEST_SEEDS if level == "quick" else RETEST_SEEDS
+    spec = op_spec(op)
     perf_groups = performance_groups(op, dtypes) if with_perf else []
     total = len(cases) + len(perf_groups)
     step = (lambda what, advance=1: progress(what, total, advance)) if progress else None
@@ -147,9 +170,10 @@ def run(plan: Plan, retest_seeds: int | None = None, with_perf: bool = True, pro
         per_dtype = -(-quick.cases // len(suite.primary.dtypes))
         cut = Reduced(per_dtype, min(lv.runs, quick.runs), min(retest_seeds, QUICK_RETEST_SEEDS))
         reduced = {n: cut for n in interpreted if n in names}
-    results, pairs, skipped = run_accuracy(suite, cases, names, lv.limits, lv.runs, retest_seeds, step, reduced)
-    refinement, note = refinement_study([d for d in dtypes if d != torch.float64], seed)
-    perf = performance(op, perf_groups, [n for n in names if n not in interpreted], progress=step) if with_perf else []
+    results, pairs, skipped = run_accuracy(suite, cases, names, lv.limits, lv.runs, retest_seeds, step, reduced, plan.device)
+    studies = [study(dtypes, seed) for study in spec.studies] if plan.device == "cpu" else []
+    tested = [n for n in names if n not in interpreted]
+    perf = performance(op, perf_groups, tested, progress=step, device=plan.device) if with_perf else []
     aggs = aggregate(results)
     elements = sum(c.elements for c in cases)
     need = COUNTS[lv.limits]
@@ -163,5 +187,5 @@ def run(plan: Plan, retest_seeds: int | None = None, with_perf: bool = True, pro
     }  # fmt: skip
     return Report(
         op, level, lv.limits, seed, environment(plan.benchmark), plan.status, len(cases), elements, lv.runs, retest_seeds,
-        results, aggs, pairs, refinement, note, perf, time.perf_counter() - t0, counts, skipped,
+        results, aggs, pairs, studies, perf, time.perf_counter() - t0, counts, skipped, plan.device,
     )  # fmt: skip

@@ -5,7 +5,7 @@ each backend under test; every output is judged, a failure is retested with new 
 rule), the backend is rerun ``runs - 1`` times and must reproduce its outputs bit for bit, and the
 backends are compared with each other.
 
-Retests of a row-wise operator (adapter ``ROWWISE = True``) are batched: the new seeds' inputs are stacked
+Retests of an operator whose inputs and outputs are all rows (its spec is ``stackable``) are batched: the new seeds' inputs are stacked
 along a new leading dimension, run in one call per chunk, and each seed is measured over its own slice. The
 kernel computes every row alike however many rows there are; torch's benchmark may order a lone long row's
 sum differently from one row among many, which is as valid a same-precision benchmark. Most first-seed
@@ -21,7 +21,9 @@ from typing import Callable
 import torch
 
 from ..backends.registry import BackendUnavailableError
-from ..cases import Case, Suite, adapter_for, golden_inputs, make_inputs
+from ..cases import Case, Suite, golden_inputs, make_inputs
+from ..dtypes import name as dtype_name
+from ..ops.spec import get as op_spec
 from ..precision import CaseResult, Verdict, compare, judge, measure_batch, retest_verdicts
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -76,8 +78,9 @@ class Reduced:
                 f"{self.runs} runs each, {self.retest_seeds} retest seeds")  # fmt: skip
 
 
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
+def case_attrs(case: Case) -> dict:
+    """The attributes a result records: the case's scalars, and the optional inputs it left out."""
+    return dict(case.attrs) | {name: None for name in case.omitted}
 
 
 def run_accuracy(
@@ -89,14 +92,24 @@ def run_accuracy(
     retest_seeds: int,
     progress: Callable[..., None] | None = None,
     reduced: dict[str, "Reduced"] | None = None,
+    device: str = "cpu",
 ) -> tuple[list[CaseResult], list[PairStat], dict[str, tuple[int, str]]]:
     """CaseResults for each (case, backend, output), the pairwise comparison, and per backend the cases
     it did not run and why. ``reduced`` gives a backend a smaller workload (an interpreter: milliseconds per
     program instance): each dtype's first cases only, fewer repeated runs and retest seeds; a backend may
-    also decline a shape (an interpreter's size limit)."""
+    also decline a shape (an interpreter's size limit). ``device``: where every side runs (inputs are drawn on
+    the CPU from the case's seed and moved there; outputs come back to the CPU to be judged)."""
     reduced = reduced or {}
     skipped: dict[str, list] = {}
-    adapter = adapter_for(suite)
+    spec = op_spec(suite.name)
+    on_cpu = device == "cpu"
+
+    def execute(inputs, backend: str, backward: bool) -> dict:
+        if on_cpu:
+            return spec.run(inputs, backend, backward)
+        moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+        return {k: v.cpu() for k, v in spec.run(moved, backend, backward).items()}
+
     bm_backend = suite.standard.get("benchmark", "torch")
     results: list[CaseResult] = []
     pairs: dict[tuple, PairStat] = {}
@@ -106,20 +119,20 @@ def run_accuracy(
 
     def references(inputs, backward: bool):
         """The benchmark's and the golden's outputs for these inputs."""
-        return adapter.run(inputs, bm_backend, backward), adapter.run(golden_inputs(suite, inputs), bm_backend, backward)
+        return execute(inputs, bm_backend, backward), execute(golden_inputs(suite, inputs), bm_backend, backward)
 
     def run_all(inputs, backend: str, backward: bool):
-        return (adapter.run(inputs, backend, backward), *references(inputs, backward))
+        return (execute(inputs, backend, backward), *references(inputs, backward))
 
     def verdict(name: str, case: Case, under, bm, gold):
-        return compare(under[name], gold[name], bm[name], level=limits, dtype=adapter.precision_dtype(name, case.dtype))
+        return compare(under[name], gold[name], bm[name], level=limits, dtype=spec.precision_dtype(name, case.dtype))
 
     def new_seed_verdicts(case: Case, name: str, backend: str) -> list[Verdict]:
         seeds = list(range(case.seed + 1, case.seed + 1 + _seeds(backend)))
         backward = name in suite.grad_outputs  # a forward output is retested without running the backward
-        if not getattr(adapter, "ROWWISE", False):
+        if not spec.stackable:
             return [verdict(name, case, *run_all(make_inputs(suite, replace(case, seed=s)), backend, backward)) for s in seeds]
-        dtype = adapter.precision_dtype(name, case.dtype)
+        dtype = spec.precision_dtype(name, case.dtype)
 
         def batch(many: list[dict]) -> list[Verdict]:
             stacked = {k: torch.stack([m[k] for m in many]) if isinstance(v, torch.Tensor) else v for k, v in many[0].items()}
@@ -150,12 +163,12 @@ def run_accuracy(
                 continue
             backend_runs = cut.runs if cut is not None else runs
             try:
-                under = adapter.run(inputs, backend, suite.backward)
+                under = execute(inputs, backend, suite.backward)
             except BackendUnavailableError as exc:
                 skipped.setdefault(backend, [0, str(exc)])[0] += 1
                 continue
             per_backend[backend] = under
-            repeats = [adapter.run(inputs, backend, suite.backward) for _ in range(backend_runs - 1)]
+            repeats = [execute(inputs, backend, suite.backward) for _ in range(backend_runs - 1)]
             for name in under:
                 v = verdict(name, case, under, bm, gold)
                 redo = None
@@ -166,7 +179,7 @@ def run_accuracy(
                 results.append(
                     CaseResult(
                         suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range,
-                        float(case.attrs.get("eps", 0.0)), name, v, redo,
+                        case_attrs(case), name, v, redo,
                         deterministic=all(same_bits(r[name], under[name]) for r in repeats), runs=backend_runs,
                     )
                 )  # fmt: skip

@@ -17,6 +17,12 @@ def performance_groups(op: str, dtypes: list[torch.dtype]) -> list[Group]:
 
 
 def performance(
-    op: str, groups: list[Group], backends: list[str], budget_s: float = 0.2, progress: Callable[[str], None] | None = None
+    op: str,
+    groups: list[Group],
+    backends: list[str],
+    budget_s: float = 0.2,
+    progress: Callable[[str], None] | None = None,
+    device: str = "cpu",
 ) -> list[dict]:
-    return run(op, groups, backends=[b for b in backends if b != "torch"], budget_s=budget_s, progress=progress)
+    tested = [b for b in backends if b != "torch"]
+    return run(op, groups, backends=tested, budget_s=budget_s, progress=progress, device=device)

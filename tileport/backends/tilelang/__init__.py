@@ -6,14 +6,16 @@ Importing this package does not import TileLang; ``available()`` does, once, and
 from __future__ import annotations
 
 import functools
-import shutil
+import importlib
 import os
+import shutil
 
-from ..registry import Availability, declared_support
+from ..registry import Availability, declared_support, kernel_modules
 from .. import platform
 import torch
 
 _CPU_DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16})
+_HERE = os.path.dirname(__file__)
 
 
 @functools.lru_cache(maxsize=1)
@@ -31,65 +33,58 @@ def _probe() -> Availability:
     return Availability(True, f"tilelang {tilelang.__version__}, C target via {cxx} for {settings.isa().summary()}")
 
 
+_CPU_SUPPORT = ("disasm", "interface", "rowwise", "runtime", "settings")  # cpu/ modules that are not ops
+_TARGET_PACKAGE = {platform.CUDA: "cuda", platform.NPU_ARCH35: "ascend", platform.CPU: "cpu"}
+
+
 class TileLangBackend:
     name = "tilelang"
     # CPU kernels run here; CUDA and Ascend arch35 kernels lower here and run where the device is
     device_kinds = frozenset({platform.CPU, platform.CUDA, platform.NPU_ARCH35})
-    dtypes = {"l2norm": _CPU_DTYPES}
+    dtypes = {op: _CPU_DTYPES for op in kernel_modules(os.path.join(_HERE, "cpu", "__init__.py"), _CPU_SUPPORT)}
 
     def available(self) -> Availability:
         return _probe()
 
     def supports(self, op, device_kind, dtypes):
-        return declared_support(self, op, device_kind, dtypes)
+        why = declared_support(self, op, device_kind, dtypes)
+        if why is None and device_kind not in self.targets(op):
+            return f"backend 'tilelang' has no {_TARGET_PACKAGE[device_kind]} kernel for {op!r}"
+        return why
+
+    def targets(self, op: str) -> dict[str, str]:
+        """{device kind: target package} of the targets with a kernel module for op."""
+        return {
+            kind: pkg for kind, pkg in _TARGET_PACKAGE.items()
+            if op in kernel_modules(os.path.join(_HERE, pkg, "__init__.py"), _CPU_SUPPORT)
+        }  # fmt: skip
 
     def kernels(self, op, device_kind=platform.CPU):
-        if op != "l2norm":
-            raise KeyError(op)
-        if device_kind == platform.CUDA:
-            from .cuda import l2norm
-        elif device_kind == platform.NPU_ARCH35:
-            from .ascend import l2norm
-        else:
-            from .cpu import l2norm
-        return l2norm
+        return importlib.import_module(f"{__name__}.{_TARGET_PACKAGE[device_kind]}.{op}")
 
     def device_sources(self, op: str, target: str, dtype: torch.dtype, dim: int, arch: str = "sm_90", **options):
         """{kernel name: generated source} of op's kernels for a device target, lowered without the device.
 
-        Options: CUDA ``rsqrt="exact"|"approx"``; Ascend ``nr_steps`` (Newton-Raphson steps after the
+        Each target's kernel module gives ``lowered(dtype, dim, **options)``: its prim_funcs for rows of ``dim``
+        columns. Options: CUDA ``rsqrt="exact"|"approx"``; Ascend ``nr_steps`` (Newton-Raphson steps after the
         hardware rsqrt, default 1).
         """
         from .targets import cuda_target, lower_source
 
-        if op != "l2norm":
+        kind = {"cuda": platform.CUDA, "ascend": platform.NPU_ARCH35}[target]
+        if kind not in self.targets(op):
             raise ValueError(f"no {target} kernels for {op!r}")
-        if target == "cuda":
-            from .cuda import l2norm as k
-
-            fwd = k.build_forward(k.bucket(dim), dtype, dtype, options.get("rsqrt", "exact"))
-            tgt = cuda_target(arch)
-        else:
-            from .ascend import l2norm as k
-
-            fwd = k.build_forward(k.bucket(dim), dtype, dtype, options.get("nr_steps", k.NR_STEPS))
-            tgt = "ascend"
-        bwd = k.build_backward(k.bucket(dim), dtype, dtype)
-        return {"l2norm_fwd": lower_source(fwd, tgt), "l2norm_bwd": lower_source(bwd, tgt)}
+        funcs = self.kernels(op, kind).lowered(dtype, dim, **options)
+        tgt = cuda_target(arch) if target == "cuda" else "ascend"
+        return {name: lower_source(f, tgt) for name, f in funcs.items()}
 
     def cache_info(self):
         if not _probe().ok:
             return []
-        import sys
-
         from .cpu.runtime import CACHE
+        from .targets import RUNNERS
 
-        rows = CACHE.info()
-        for name in ("cuda", "ascend"):  # device caches, where a device kernel was built in this process
-            mod = sys.modules.get(f"{__name__}.{name}.l2norm")
-            if mod is not None:
-                rows += mod.RUNNER.cache.info()
-        return rows
+        return CACHE.info() + [row for runner in RUNNERS.values() for row in runner.cache.info()]
 
 
 BACKEND = TileLangBackend()

@@ -42,23 +42,9 @@ class DeviceKernelCache:
 
         self.cache = _Cache(f"tilelang-{target}")
 
-    def forward(self, build, bucket, x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, **options):
-        """(y, rstd) for a non-empty 2-D x on the device; ``build(bucket(D), x_dtype, y_dtype, **options)`` makes
-        the kernel, which serves every row of a D in that bucket (M and D are runtime values)."""
-        M, D = x.shape
-        x = x.contiguous()  # the device kernels index rows with stride D
-        if out is None:
-            out = (torch.empty_like(x, dtype=output_dtype), x.new_empty((M,), dtype=torch.float32))
-        y, rstd = out
-        b = bucket(D)
-        key = (b, x.dtype, output_dtype, tuple(sorted(options.items())))
-        self.cache.get("l2norm_fwd", key, lambda: build(b, x.dtype, output_dtype, **options))(x, y, rstd, eps)
-        return y, rstd
+    def kernel(self, name: str, build, *args):
+        """The compiled ``build(*args)`` (args: the bucket, dtypes and options; never M or D, both runtime)."""
+        return self.cache.get(name, args, lambda: build(*args))
 
-    def backward(self, build, bucket, x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-        M, D = x.shape
-        x, dy, rstd = x.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
-        dx = torch.empty_like(x)
-        b = bucket(D)
-        self.cache.get("l2norm_bwd", (b, x.dtype, dy.dtype), lambda: build(b, x.dtype, dy.dtype))(x, rstd, dy, dx)
-        return dx
+
+RUNNERS = {"cuda": DeviceKernelCache("cuda", "tvm_ffi"), "ascend": DeviceKernelCache("ascend", "tvm_ffi")}

@@ -7,9 +7,11 @@ implementation measured against the float64 golden.
 
 from __future__ import annotations
 
+import importlib
+
 import torch
 
-from ..registry import Availability, declared_support
+from ..registry import Availability, declared_support, kernel_modules
 from .. import platform
 
 _FLOATS = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
@@ -18,7 +20,7 @@ _FLOATS = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64
 class TorchBackend:
     name = "torch"
     device_kinds = frozenset({platform.CPU, platform.CUDA, platform.NPU_ARCH35, platform.NPU_ARCH32})
-    dtypes = {"l2norm": _FLOATS}
+    dtypes = {op: _FLOATS for op in kernel_modules(__file__)}  # one module per op in this folder
 
     def available(self) -> Availability:
         return Availability(True, f"torch {torch.__version__}")
@@ -27,9 +29,7 @@ class TorchBackend:
         return declared_support(self, op, device_kind, dtypes)
 
     def kernels(self, op, device_kind="cpu"):
-        from . import l2norm
-
-        return {"l2norm": l2norm}[op]
+        return importlib.import_module(f"{__name__}.{op}")
 
     def cache_info(self):
         return []  # eager composites compile nothing

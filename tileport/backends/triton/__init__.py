@@ -1,4 +1,4 @@
-"""The Triton backend: l2norm in Triton, native on a GPU, under the interpreter on the CPU.
+"""The Triton backend: one module of Triton kernels per op, native on a GPU, under the interpreter on the CPU.
 
 Without a GPU, Triton only runs with ``TRITON_INTERPRET=1`` set before ``import triton``; probing this
 backend on a machine with no CUDA device sets it (when triton is not imported yet). The interpreter costs
@@ -9,6 +9,7 @@ dispatch (force it with ``backend="triton"``), and ``available_backends()`` says
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import os
 import sys
@@ -16,7 +17,7 @@ import sys
 import torch
 
 from .. import platform
-from ..registry import Availability, declared_support
+from ..registry import Availability, declared_support, kernel_modules
 
 INTERPRET_MAX_ELEMENTS = 1 << 20  # per call on the CPU interpreter
 _DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16})
@@ -49,7 +50,7 @@ def _probe() -> Availability:
 class TritonBackend:
     name = "triton"
     device_kinds = frozenset({platform.CUDA, platform.CPU})
-    dtypes = {"l2norm": _DTYPES}
+    dtypes = {op: _DTYPES for op in kernel_modules(__file__, support=("common",))}
 
     def available(self) -> Availability:
         return _probe()
@@ -65,9 +66,7 @@ class TritonBackend:
         return why
 
     def kernels(self, op, device_kind=platform.CUDA):
-        from . import l2norm
-
-        return {"l2norm": l2norm}[op]
+        return importlib.import_module(f"{__name__}.{op}")
 
     def cache_info(self):
         return []  # Triton keeps its own JIT cache, keyed by constexprs; rows are not among them

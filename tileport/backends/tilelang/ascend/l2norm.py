@@ -18,7 +18,7 @@ import tilelang.ascend.language as T
 import torch
 from tilelang import tvm
 
-from ..targets import TL_DTYPE, DeviceKernelCache
+from ..targets import RUNNERS, TL_DTYPE
 
 tirx = tvm.tirx
 
@@ -154,13 +154,26 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
     return l2norm_bwd
 
 
-RUNNER = DeviceKernelCache("ascend", "tvm_ffi")
+RUNNER = RUNNERS["ascend"]
+
+
+def lowered(dtype: torch.dtype, dim: int, nr_steps: int = NR_STEPS) -> dict:
+    """{kernel name: prim_func} serving rows of ``dim`` columns, for ``tileport lower``."""
+    b = bucket(dim)
+    return {"l2norm_fwd": build_forward(b, dtype, dtype, nr_steps), "l2norm_bwd": build_backward(b, dtype, dtype)}
 
 
 def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, nr_steps: int = NR_STEPS):
-    """(y, rstd) on an Ascend 950 NPU (torch_npu tensors) for a 2-D x with unit-stride rows."""
-    return RUNNER.forward(build_forward, bucket, x, eps, output_dtype, out, nr_steps=nr_steps)
+    """(y, rstd) on an Ascend 950 NPU (torch_npu tensors) for a non-empty 2-D x (rows are made contiguous: the kernels index them with stride D)."""
+    x = x.contiguous()
+    M, D = x.shape
+    y, rstd = out if out is not None else (torch.empty_like(x, dtype=output_dtype), x.new_empty((M,), dtype=torch.float32))
+    RUNNER.kernel("l2norm_fwd", build_forward, bucket(D), x.dtype, output_dtype, nr_steps)(x, y, rstd, eps)
+    return y, rstd
 
 
 def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-    return RUNNER.backward(build_backward, bucket, x, rstd, dy)
+    x, dy, rstd = x.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
+    dx = torch.empty_like(x)
+    RUNNER.kernel("l2norm_bwd", build_backward, bucket(x.shape[1]), x.dtype, dy.dtype)(x, rstd, dy, dx)
+    return dx

@@ -21,8 +21,8 @@ from typing import Optional
 
 import torch
 
-from ..backends.registry import REGISTRY
-from . import _checks
+from ...backends.registry import REGISTRY
+from .. import _checks
 
 OP = "l2norm"
 DEFAULT_EPS = 1e-6

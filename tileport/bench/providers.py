@@ -1,0 +1,87 @@
+"""The callables ``tileport bench`` times side by side for one (operator, mode, shape, dtype), built from the
+operator's spec: each tileport backend through the public API (and, for fwd, its kernel-only form writing
+into preallocated outputs), torch's own fused op where one exists, the torch composite users write (eager and
+torch.compile), and the upstream original where it is installed.
+
+Modes: ``fwd`` (the forward outputs, no autograd), ``bwd`` (the backward through autograd, the graph built
+once), ``fwdbwd`` (both).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from functools import reduce
+from typing import Callable
+
+import torch
+import torch._functorch.config  # noqa: F401  (donated_buffer, patched for the bwd mode)
+
+import tileport
+from ..ops.spec import OpSpec
+
+
+def _autograd(fn: Callable, inputs: dict, dy: torch.Tensor, mode: str, grads: list[str]):
+    """A callable running ``fn(**inputs)`` in ``mode``; grads flow to the tensor inputs named in ``grads``."""
+    if mode == "fwd":
+        return lambda: fn(**inputs)
+    leaves = {k: inputs[k].detach().requires_grad_(True) for k in grads}
+    args = inputs | leaves
+    wrt = list(leaves.values())
+    if mode == "fwdbwd":
+        return lambda: torch.autograd.grad(fn(**args), wrt, dy)
+    # bwd: the graph is built once and each call only runs the backward; retain_graph=True needs AOT autograd's
+    # donated buffers off for the torch.compile provider (it compiles on this first call)
+    with torch._functorch.config.patch(donated_buffer=False):
+        y = fn(**args)
+    return lambda: torch.autograd.grad(y, wrt, dy, retain_graph=True)
+
+
+def original(spec: OpSpec, found: Callable | None = None) -> dict[str, Callable]:
+    """{provider name: callable in the spec's convention} of the upstream originals installed here."""
+    out = {}
+    for o in spec.originals:
+        if importlib.util.find_spec(o.module.split(".")[0]) is None:
+            continue
+        try:
+            fn = reduce(getattr, o.attribute.split("."), importlib.import_module(o.module))
+        except Exception:  # installed but broken or renamed: not a competitor
+            continue
+        out[o.name] = o.adapt(fn) if o.adapt else fn
+    return out
+
+
+def providers(spec: OpSpec, shape, dtype, mode: str, backends: list[str], compile_baseline: bool = True, device="cpu") -> dict:
+    """{provider: zero-argument callable} for one group; inputs drawn once from a fixed seed."""
+    g = torch.Generator().manual_seed(0)
+    inputs = spec.example(shape, dtype, device, g)
+    dy = torch.randn(shape, generator=g).to(dtype).to(device)
+    grads = [t.name for t in spec.inputs if isinstance(inputs.get(t.name), torch.Tensor)]
+    out: dict = {}
+    for b in backends:
+        if mode == "fwd":
+            if spec.kernel_out:
+                outs = tuple(o.clone() for o in spec.forward(**inputs, backend=b))  # preallocated, same shapes
+                out[f"{b}:kernel"] = lambda b=b, outs=outs: spec.forward(**inputs, backend=b, out=outs)
+            out[b] = lambda b=b: spec.forward(**inputs, backend=b)
+        else:
+            out[b] = _autograd(lambda b=b, **kw: spec.function(**kw, backend=b), inputs, dy, mode, grads)
+    for name, fn in spec.competitors.items():
+        out[name] = _autograd(fn, inputs, dy, mode, grads)
+    out["torch-eager"] = _autograd(spec.composite, inputs, dy, mode, grads)
+    if compile_baseline:
+        torch._dynamo.reset()  # a fresh static-shape compile per shape, never the recompile limit
+        out["torch-compile"] = _autograd(torch.compile(spec.composite, dynamic=False), inputs, dy, mode, grads)
+    if device != "cpu":  # the originals are GPU kernels (Triton); under the CPU interpreter they are no contender
+        for name, fn in original(spec).items():
+            out[name] = _autograd(fn, inputs, dy, mode, grads)
+    return out
+
+
+def tileport_backends(op: str, device_kind: str = "cpu") -> list[str]:
+    """The available tileport backends that serve ``op`` on that device kind, except the torch reference and
+    interpreters (milliseconds per call: not a speed contender)."""
+    return [
+        b.name for b in tileport.available_backends()
+        if b.available and op in b.ops and device_kind in b.device_kinds and b.name != "torch" and not b.interpreted
+    ]  # fmt: skip

@@ -1,0 +1,75 @@
+"""l2norm's spec: what the generic layers (verify, bench, cases, docs, lower) read about it."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import spec as s
+from . import DEFAULT_EPS, l2norm, l2norm_bwd, l2norm_fwd
+from .study import refinement_study
+
+
+def run(inputs: dict, backend: str | None, backward: bool) -> dict[str, torch.Tensor]:
+    """y and rstd from ``l2norm_fwd``; dx from ``l2norm_bwd`` with the forward's rstd (the cascade)."""
+    x, eps = inputs["x"], float(inputs.get("eps", DEFAULT_EPS))
+    y, rstd = l2norm_fwd(x, eps, backend=backend)
+    out = {"y": y, "rstd": rstd}
+    if backward:
+        out["dx"] = l2norm_bwd(x, rstd, inputs["dy"], backend=backend)
+    return out
+
+
+def composite(x: torch.Tensor, eps: float = DEFAULT_EPS) -> torch.Tensor:
+    """The l2norm users write in torch (fp32 math, as flash-linear-attention's reference does)."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).sum(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def example(shape, dtype, device, generator) -> dict:
+    return {"x": torch.randn(shape, generator=generator).to(dtype).to(device), "eps": DEFAULT_EPS}
+
+
+def bytes_moved(shape, dtype, mode: str) -> int:
+    """fwd reads x, writes y and rstd; bwd reads x, rstd, dy and writes dx."""
+    fwd = s.rows_bytes(shape, dtype, 1, 1, per_row=1)
+    bwd = s.rows_bytes(shape, dtype, 2, 1, per_row=1)
+    return {"fwd": fwd, "bwd": bwd, "fwdbwd": fwd + bwd}[mode]
+
+
+def _fla(fn):
+    return lambda x, eps=DEFAULT_EPS: fn(x, eps=eps)
+
+
+SPEC = s.OpSpec(
+    name="l2norm",
+    summary="L2 normalization over the last dimension (flash-linear-attention's l2norm)",
+    math="y = x * rsqrt(sum(x^2, -1) + eps); rstd saved for backward",
+    inputs=(s.Tensor("x", s.ROWS),),
+    attrs=(s.Attr("eps", DEFAULT_EPS, "finite, >= 0"),),
+    outputs=(s.Tensor("y", s.ROWS), s.Tensor("rstd", s.PER_ROW)),
+    grads=(s.Tensor("dx", s.ROWS),),
+    function=l2norm,
+    forward=l2norm_fwd,
+    run=run,
+    composite=composite,
+    example=example,
+    bytes_moved=bytes_moved,
+    dtypes=s.FLOATS,
+    workloads=dict(s.MODEL_WORKLOADS, **{"qk-norm-128": (16384, 128)}),
+    bar=s.ROWWISE_BAR,
+    originals=(s.Original("fla", "fla.modules.l2norm", "l2norm", _fla),),
+    studies=(refinement_study,),
+    precision_dtypes={"rstd": torch.float32},  # rstd is fp32 for every low-precision input
+    near_eps=lambda attrs, D: math.sqrt(float(attrs.get("eps", DEFAULT_EPS)) / max(D, 1)),  # a sum of D squares
+    kernel_out=True,
+    usage="""```python
+import tileport
+
+y = tileport.l2norm(x, eps=1e-6)                 # differentiable; torch.compile(fullgraph=True) works
+y, rstd = tileport.l2norm_fwd(x, eps=1e-6, output_dtype=None, backend=None, out=None)
+dx = tileport.l2norm_bwd(x, rstd, dy)
+layer = tileport.L2Norm(eps=1e-6)
+```""",
+)

@@ -1,0 +1,51 @@
+"""Benchmark rows (the long-format CSV schema of ``tileport bench``) as report tables: the one renderer of
+timings, used by ``tileport bench``'s markdown, verify's performance section and the speed bar."""
+
+from __future__ import annotations
+
+from .tables import Table
+
+
+def pivot(rows: list[dict], statistic: str) -> dict[tuple, dict[str, float]]:
+    """{(mode, dtype, shape, threads): {provider: value}} of one statistic."""
+    out: dict[tuple, dict[str, float]] = {}
+    for r in rows:
+        if r["statistic"] == statistic:
+            out.setdefault((r["mode"], r["dtype"], r["shape"], r["threads"]), {})[r["provider"]] = r["value"]
+    return out
+
+
+def _g(v: float | None) -> str:
+    return "" if v is None else f"{v:.3g}"
+
+
+def performance_table(rows: list[dict], title: str = "Performance and memory") -> Table:
+    """Per (mode, dtype, shape, threads) and provider: min time, GB/s, share of the copy's bandwidth,
+    speed-ups against torch eager and torch.compile, peak allocated bytes."""
+    mins, gb, share = pivot(rows, "min_us"), pivot(rows, "gbps"), pivot(rows, "bandwidth_share")
+    eager, comp, peak = pivot(rows, "speedup_vs_eager"), pivot(rows, "speedup_vs_compile"), pivot(rows, "peak_bytes")
+    out = []
+    for key, provs in mins.items():
+        mode, dtype, shape, threads = key
+        for p, us in provs.items():
+            bytes_ = peak.get(key, {}).get(p)
+            out.append((mode, dtype, shape, str(threads), p, f"{us:.1f}", f"{gb[key][p]:.1f}", f"{100 * share[key][p]:.0f}%",
+                        _g(eager.get(key, {}).get(p)), _g(comp.get(key, {}).get(p)), "" if bytes_ is None else str(int(bytes_))))  # fmt: skip
+    return Table(
+        f"{title} (min over interleaved rounds; copy of the same bytes as the roofline)",
+        ("mode", "dtype", "shape", "threads", "provider", "min us", "GB/s", "of copy", "x eager", "x compile", "peak bytes"),
+        tuple(out),
+        "`:kernel` writes into preallocated outputs (no allocation, no page faults).",
+    )
+
+
+def bar_table(judged: list[dict]) -> Table:
+    """The speed bar's criteria as judged (``bench.bar.judge_bar``): measured against target, met or not."""
+    met = sum(j["met"] for j in judged)
+    rows = tuple(
+        (j["criterion"], j["provider"], j["mode"], j["dtype"], j["shape"], str(j["threads"]), f"{j['measured']:.2f}",
+         f"{j['target']:g}", "yes" if j["met"] else "NO")
+        for j in judged
+    )  # fmt: skip
+    return Table("The speed bar", ("criterion", "provider", "mode", "dtype", "shape", "threads", "measured", "target", "met"),
+                 rows, f"{met} of {len(judged)} criteria met.")  # fmt: skip
