@@ -72,3 +72,55 @@ def rows_2d(t: torch.Tensor) -> torch.Tensor:
     if d > 1 and t2.stride(1) != 1:
         t2 = t2.contiguous()
     return t2
+
+
+def vector_tensor(t: object, name: str, x: torch.Tensor) -> torch.Tensor | None:
+    """None, or a floating tensor of shape (D,) = x.shape[-1:] on x's device (a weight or a bias)."""
+    if t is None:
+        return None
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be None or a torch.Tensor, got {type(t).__name__}")
+    if not t.dtype.is_floating_point:
+        raise TypeError(f"{name} must have a floating dtype, got {t.dtype}")
+    if tuple(t.shape) != tuple(x.shape[-1:]):
+        raise ValueError(f"{name} must have shape x.shape[-1:] = {tuple(x.shape[-1:])}, got {tuple(t.shape)}")
+    if t.device != x.device:
+        raise ValueError(f"{name} must be on x's device {x.device}, got {t.device}")
+    return t
+
+
+def finite_real(value: object, name: str) -> float:
+    """A finite real number (not bool)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    v = float(value)
+    if not -math.inf < v < math.inf:
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return v
+
+
+def choice(value: object, name: str, options: tuple[str, ...]) -> str:
+    if value not in options:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, options))}, got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def like_rows(t: object, name: str, x: torch.Tensor) -> torch.Tensor:
+    """A floating tensor of x's shape on x's device (a gradient of a rows output)."""
+    floating_tensor(t, name)
+    if tuple(t.shape) != tuple(x.shape):
+        raise ValueError(f"{name} must have x's shape {tuple(x.shape)}, got {tuple(t.shape)}")
+    if t.device != x.device:
+        raise ValueError(f"{name} must be on x's device {x.device}, got {t.device}")
+    return t
+
+
+def per_row_tensor(t: object, name: str, x: torch.Tensor) -> torch.Tensor:
+    """A floating tensor of shape x.shape[:-1] on x's device (a saved statistic such as rstd)."""
+    if not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating torch.Tensor, got {getattr(t, 'dtype', type(t).__name__)}")
+    if tuple(t.shape) != tuple(x.shape[:-1]):
+        raise ValueError(f"{name} must have shape x.shape[:-1] = {tuple(x.shape[:-1])}, got {tuple(t.shape)}")
+    if t.device != x.device:
+        raise ValueError(f"{name} must be on x's device {x.device}, got {t.device}")
+    return t

@@ -115,6 +115,11 @@ def splat(value):
     return T.Broadcast(value, VL)
 
 
+def rounded(io: "Io", value):
+    """A 16-lane fp32 value rounded to ``io``'s storage dtype and widened back (what a tensor of it holds)."""
+    return T.call_extern(VEC, f"tp_round_{io.tag}", value)
+
+
 def vectors(n: int):
     """n 16-lane fp32 locals."""
     return T.alloc_local((n,), VEC)

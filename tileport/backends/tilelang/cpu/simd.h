@@ -226,6 +226,20 @@ TP_PARTIAL_U16(f16)
 TP_PARTIAL_U16(bf16)
 #undef TP_PARTIAL_U16
 
+// 16 fp32 lanes rounded to a 16-bit storage dtype and widened back: the value a tensor of that dtype would
+// hold (rms_norm's "llama" casting rounds x * rstd to x's dtype before the weight multiplies it).
+#define TP_ROUND_U16(tag)                                  \
+  extern "C" inline tp_v16 tp_round_##tag(tp_v16 v) {      \
+    uint16_t h[16];                                        \
+    tp_store_##tag(&v, h);                                 \
+    tp_load_##tag(h, &v);                                  \
+    return v;                                              \
+  }
+TP_ROUND_U16(f16)
+TP_ROUND_U16(bf16)
+#undef TP_ROUND_U16
+extern "C" inline tp_v16 tp_round_f32(tp_v16 v) { return v; }
+
 // acc keeps its lanes >= n and takes fresh's lanes < n: a partial step adds only real elements, whatever
 // the op's term gives for the zero padding.
 extern "C" inline void* tp_keep_lanes(tp_v16* acc, tp_v16* fresh, int32_t n) {

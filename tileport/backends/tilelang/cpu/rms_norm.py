@@ -1,0 +1,136 @@
+"""rms_norm forward and backward as TileLang CPU kernels (C target): one compiled kernel per (dtypes, casting,
+weighted), serving every M and D.
+
+Forward, per row: rstd = rsqrt(sum(x^2) * (1/D) + eps), n = x * rstd, y = n * (w + offset) in fp32
+(casting "fp32"), or round(round(n) * round(w + offset)) in x's dtype (casting "llama", HF LlamaRMSNorm's
+order). Without a weight, y = n.
+Backward, per row: n = x * rstd recomputed in fp32, g = dy * (w + offset), c = sum(g * n) * (1/D),
+dx = (g - n * c) * rstd; dweight += dy * n (dy * round(n) for "llama") into the block's fp32 partial, which the
+driver sums over fixed blocks of rows: the same bits for any thread count.
+"""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+
+import tilelang.cpu.language as T
+import torch
+
+from .rowwise import D, F32, M, Io, partial, per_row, rounded, row_map, row_sum, splat
+from .runtime import CACHE, check_shape, threads_for
+
+CASTINGS = ("fp32", "llama")
+
+
+def _inv_d():
+    """1/D in fp32: a mean is the fp32 sum times it, as torch's mean reduction does."""
+    return T.float32(1.0) / T.cast(D, "float32")
+
+
+def _inv_rms(r, eps, x_io, x, row):
+    """r[0] = rsqrt(mean(x^2) + eps) of ``row``."""
+    row_sum(r, 0, lambda v: v * v, [(x_io, x)], row)
+    T.buffer_store(r, T.rsqrt(T.BufferLoad(r, [0]) * _inv_d() + eps), [0])
+
+
+def build_forward(x: torch.dtype, w, y: torch.dtype, casting: str = "fp32"):
+    """The forward for x, weight (None: no scale) and y dtypes."""
+    X, Y = Io(x), Io(y)
+    if w is None:
+
+        @T.prim_func
+        def rms_norm_fwd(x: X.rows, y: Y.rows, rstd: per_row(), eps: T.float32):
+            with T.Kernel(M) as row:
+                r = T.alloc_local((1,), T.float32)
+                _inv_rms(r, eps, X, x, row)
+                rstd[row] = r[0]
+                row_map(lambda v: v * splat(r[0]), [(X, x)], [(Y, y)], row)
+
+        return rms_norm_fwd
+
+    W = Io(w)
+    if casting == "llama":  # n rounded to x's dtype, the weight to x's dtype, their product rounded on store
+        scale = lambda v, wv, r: rounded(X, v * splat(r)) * rounded(X, wv)  # noqa: E731
+    else:
+        scale = lambda v, wv, r: (v * splat(r)) * wv  # noqa: E731
+
+    @T.prim_func
+    def rms_norm_fwd(x: X.rows, weight: W.vector, y: Y.rows, rstd: per_row(), eps: T.float32, offset: T.float32):
+        with T.Kernel(M) as row:
+            r = T.alloc_local((1,), T.float32)
+            _inv_rms(r, eps, X, x, row)
+            rstd[row] = r[0]
+            row_map(lambda v, wv: scale(v, wv + splat(offset), r[0]), [(X, x), (W, weight)], [(Y, y)], row)
+
+    return rms_norm_fwd
+
+
+def build_backward(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"):
+    """dx (and, with a weight, dweight's fp32 sum over rows) for x, dy and weight dtypes."""
+    X, G = Io(x), Io(dy)
+    if w is None:
+
+        @T.prim_func
+        def rms_norm_bwd(x: X.rows, dy: G.rows, rstd: per_row(), dx: X.rows):
+            with T.Kernel(M) as row:
+                s = T.alloc_local((2,), T.float32)  # s[0] = mean(dy * n), s[1] = rstd
+                s[1] = rstd[row]
+                row_sum(s, 0, lambda xv, g: g * (xv * splat(s[1])), [(X, x), (G, dy)], row)
+                s[0] = s[0] * _inv_d()
+                row_map(lambda xv, g: (g - (xv * splat(s[1])) * splat(s[0])) * splat(s[1]), [(X, x), (G, dy)], [(X, dx)], row)
+
+        return rms_norm_bwd
+
+    W = Io(w)
+    dw_term = (lambda n, g: g * rounded(X, n)) if casting == "llama" else (lambda n, g: g * n)
+
+    @T.prim_func
+    def rms_norm_bwd(
+        x: X.rows, dy: G.rows, weight: W.vector, rstd: per_row(), dx: X.rows, dweight: partial(), offset: T.float32
+    ):
+        with T.Kernel(M) as row:
+            s = T.alloc_local((2,), T.float32)
+            s[1] = rstd[row]
+            row_sum(s, 0, lambda xv, g, wv: (g * (wv + splat(offset))) * (xv * splat(s[1])), [(X, x), (G, dy), (W, weight)], row)
+            s[0] = s[0] * _inv_d()
+            row_map(
+                lambda xv, g, wv: [
+                    ((g * (wv + splat(offset))) - (xv * splat(s[1])) * splat(s[0])) * splat(s[1]),
+                    dw_term(xv * splat(s[1]), g),
+                ],
+                [(X, x), (G, dy), (W, weight)],
+                [(X, dx), (F32, dweight)],
+                row,
+            )
+
+    return rms_norm_bwd
+
+
+def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: torch.dtype, out=None):
+    """(y, rstd) for a non-empty 2-D ``x`` (M, D) with unit-stride rows; ``weight`` (D,) or None."""
+    M_, D = x.shape
+    check_shape(M_, D)
+    y, rstd = (torch.empty((M_, D), dtype=output_dtype), torch.empty((M_,), dtype=torch.float32)) if out is None else out
+    wdt = None if weight is None else weight.dtype
+    kernel = CACHE.kernel("rms_norm_fwd", build_forward, x.dtype, wdt, y.dtype, casting if wdt else "fp32")
+    if weight is None:
+        kernel(threads_for(M_ * D), x=x, y=y, rstd=rstd, eps=eps)
+    else:
+        kernel(threads_for(M_ * D), x=x, weight=weight.contiguous(), y=y, rstd=rstd, eps=eps, offset=offset)
+    return y, rstd
+
+
+def backward(x, rstd, dy, weight, offset: float, casting: str):
+    """(dx in x's dtype, dweight fp32 (D,) or None) for non-empty 2-D ``x``, ``dy`` and ``rstd`` (M,)."""
+    M_, D = x.shape
+    check_shape(M_, D)
+    dx = torch.empty((M_, D), dtype=x.dtype)
+    rstd = rstd.to(torch.float32).contiguous()
+    if weight is None:
+        CACHE.kernel("rms_norm_bwd", build_backward, x.dtype, dy.dtype, None, "fp32")(
+            threads_for(M_ * D), x=x, dy=dy, rstd=rstd, dx=dx
+        )
+        return dx, None
+    dweight = torch.empty((D,), dtype=torch.float32)
+    CACHE.kernel("rms_norm_bwd", build_backward, x.dtype, dy.dtype, weight.dtype, casting)(
+        threads_for(M_ * D), x=x, dy=dy, weight=weight.contiguous(), rstd=rstd, dx=dx, dweight=dweight, offset=offset
+    )
+    return dx, dweight
