@@ -1,0 +1,82 @@
+"""What every Triton kernel module shares: program blocking (few, large programs under the interpreter), the
+interpreter's size limit, rounding stores to bf16, and launching quietly under numpy."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+from ..registry import BackendUnavailableError
+from . import INTERPRET_MAX_ELEMENTS, interpreting
+
+MAX_BLOCK_D = 4096  # columns per chunk
+INTERPRET_PROGRAMS = 64  # the interpreter costs ~3 ms per program instance: few, large programs
+
+
+@triton.jit
+def round_bf16_bits(value):
+    """fp32 -> bf16 bits, rounded to nearest even by hand (the interpreter's cast truncates); nan -> 0x7FC0."""
+    bits = value.to(tl.uint32, bitcast=True)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return tl.where(value != value, 0x7FC0, rounded)
+
+
+@triton.jit
+def store(ptr, value, mask, BF16: tl.constexpr):
+    if BF16:  # ptr is the uint16 view of a bf16 tensor
+        tl.store(ptr, round_bf16_bits(value).to(tl.uint16), mask=mask)
+    else:
+        tl.store(ptr, value.to(ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def round_to(value, KIND: tl.constexpr):
+    """fp32 lanes rounded to a storage dtype and widened back: KIND 0 fp32 (as is), 1 fp16, 2 bf16."""
+    if KIND == 1:
+        return value.to(tl.float16).to(tl.float32)
+    elif KIND == 2:
+        return (round_bf16_bits(value) << 16).to(tl.float32, bitcast=True)
+    else:
+        return value
+
+
+def round_kind(dtype: torch.dtype) -> int:
+    return {torch.float16: 1, torch.bfloat16: 2}.get(dtype, 0)
+
+
+def blocks(M: int, D: int) -> tuple[int, int, tuple[int]]:
+    """(rows per program, columns per chunk, grid)."""
+    block_d = min(triton.next_power_of_2(max(D, 1)), MAX_BLOCK_D)
+    if interpreting():  # few programs: each costs milliseconds, whatever its size
+        block_m = triton.next_power_of_2(max(1, math.ceil(M / INTERPRET_PROGRAMS)))
+    else:
+        block_m = max(1, min(16, 4096 // block_d))
+    return block_m, block_d, (triton.cdiv(M, block_m),)
+
+
+def check_size(op: str, x: torch.Tensor) -> None:
+    if interpreting() and x.numel() > INTERPRET_MAX_ELEMENTS:
+        raise BackendUnavailableError(
+            f"{op}: backend 'triton' under the CPU interpreter takes at most {INTERPRET_MAX_ELEMENTS} elements "
+            f"per call, got {x.numel()} (shape {tuple(x.shape)}); use a GPU or the tilelang backend"
+        )
+
+
+def launch_context():
+    """The interpreter computes with numpy, which warns on fp32 overflow (large inputs overflow x*x as torch's
+    composite does, silently); on a GPU nothing to silence."""
+    return np.errstate(all="ignore") if interpreting() else contextlib.nullcontext()
+
+
+def storage(t: torch.Tensor) -> torch.Tensor:
+    """bf16 outputs are written through their uint16 view (``store`` rounds by hand)."""
+    return t.view(torch.uint16) if t.dtype == torch.bfloat16 else t
+
+
+def row_stride(t: torch.Tensor) -> int:
+    return t.stride(0) if t.shape[0] > 1 else t.shape[1]

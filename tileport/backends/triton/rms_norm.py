@@ -1,0 +1,108 @@
+"""rms_norm forward and backward in Triton, ``BLOCK_M`` rows per program, rows walked in column chunks.
+
+Forward per program: pass one sums x^2 into a (BLOCK_M, BLOCK_D) fp32 block reduced with ``tl.sum``; rstd =
+rsqrt(sum * (1/D) + eps); pass two writes y = x * rstd * (w + offset) (casting "llama": x * rstd and the
+weight rounded to x's dtype first). Backward per program: c = mean(g * n) with n = x * rstd and
+g = dy * (w + offset), dx = (g - n * c) * rstd, and the program's own fp32 partial of dweight (its rows'
+dy * n); the partials are summed in program order afterwards, so dweight is deterministic.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .common import blocks, check_size, launch_context, round_kind, round_to, row_stride, storage, store
+
+
+@triton.jit
+def _fwd_kernel(X, W, Y, RSTD, M, D, stride_x, eps, offset, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
+                HAS_W: tl.constexpr, LLAMA: tl.constexpr, X_KIND: tl.constexpr, Y_BF16: tl.constexpr):  # fmt: skip
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < M
+    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    for start in range(0, D, BLOCK_D):
+        cols = start + tl.arange(0, BLOCK_D)
+        mask = row_ok[:, None] & (cols[None, :] < D)
+        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        acc += x * x
+    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=1) * (1.0 / D) + eps)
+    tl.store(RSTD + rows, rstd, mask=row_ok)
+    for start in range(0, D, BLOCK_D):
+        cols = start + tl.arange(0, BLOCK_D)
+        mask = row_ok[:, None] & (cols[None, :] < D)
+        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        y = x * rstd[:, None]
+        if HAS_W:
+            w = tl.load(W + cols, mask=cols < D, other=0.0).to(tl.float32) + offset
+            if LLAMA:
+                y = round_to(y, X_KIND) * round_to(w, X_KIND)[None, :]
+            else:
+                y = y * w[None, :]
+        store(Y + rows[:, None] * D + cols[None, :], y, mask, Y_BF16)
+
+
+@triton.jit
+def _bwd_kernel(X, DY, W, RSTD, DX, DWP, M, D, stride_x, stride_dy, offset, BLOCK_M: tl.constexpr,
+                BLOCK_D: tl.constexpr, HAS_W: tl.constexpr, LLAMA: tl.constexpr, X_KIND: tl.constexpr,
+                DX_BF16: tl.constexpr):  # fmt: skip
+    pid = tl.program_id(0)
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < M
+    r = tl.load(RSTD + rows, mask=row_ok, other=0.0)
+    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    for start in range(0, D, BLOCK_D):
+        cols = start + tl.arange(0, BLOCK_D)
+        mask = row_ok[:, None] & (cols[None, :] < D)
+        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        g = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        if HAS_W:
+            g = g * (tl.load(W + cols, mask=cols < D, other=0.0).to(tl.float32) + offset)[None, :]
+        acc += g * (x * r[:, None])
+    c = tl.sum(acc, axis=1) * (1.0 / D)
+    for start in range(0, D, BLOCK_D):
+        cols = start + tl.arange(0, BLOCK_D)
+        mask = row_ok[:, None] & (cols[None, :] < D)
+        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        gy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        n = x * r[:, None]
+        g = gy
+        if HAS_W:
+            g = gy * (tl.load(W + cols, mask=cols < D, other=0.0).to(tl.float32) + offset)[None, :]
+            if LLAMA:
+                n_w = round_to(n, X_KIND)
+            else:
+                n_w = n
+            tl.store(DWP + pid * D + cols, tl.sum(tl.where(mask, gy * n_w, 0.0), axis=0), mask=cols < D)
+        store(DX + rows[:, None] * D + cols[None, :], (g - n * c[:, None]) * r[:, None], mask, DX_BF16)
+
+
+def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: torch.dtype, out=None):
+    """(y, rstd) for a non-empty 2-D x with unit-stride rows (any row stride); weight (D,) or None."""
+    check_size("rms_norm", x)
+    M, D = x.shape
+    y, rstd = out if out is not None else (torch.empty((M, D), dtype=output_dtype, device=x.device), x.new_empty((M,), dtype=torch.float32))
+    w = x if weight is None else weight.contiguous()  # an unread placeholder without a weight
+    block_m, block_d, grid = blocks(M, D)
+    with launch_context():
+        _fwd_kernel[grid](x, w, storage(y), rstd, M, D, row_stride(x), eps, offset, BLOCK_M=block_m, BLOCK_D=block_d,
+                          HAS_W=weight is not None, LLAMA=casting == "llama", X_KIND=round_kind(x.dtype),
+                          Y_BF16=output_dtype == torch.bfloat16)  # fmt: skip
+    return y, rstd
+
+
+def backward(x, rstd, dy, weight, offset: float, casting: str):
+    """(dx, dweight fp32 or None): dweight is the sum of the programs' partials, in program order."""
+    check_size("rms_norm", x)
+    M, D = x.shape
+    dx = torch.empty((M, D), dtype=x.dtype, device=x.device)
+    rstd = rstd.to(torch.float32).contiguous()
+    block_m, block_d, grid = blocks(M, D)
+    partials = torch.empty((grid[0], D), dtype=torch.float32, device=x.device) if weight is not None else rstd
+    w = x if weight is None else weight.contiguous()
+    with launch_context():
+        _bwd_kernel[grid](x, dy, w, rstd, storage(dx), partials, M, D, row_stride(x), row_stride(dy), offset,
+                          BLOCK_M=block_m, BLOCK_D=block_d, HAS_W=weight is not None, LLAMA=casting == "llama",
+                          X_KIND=round_kind(x.dtype), DX_BF16=x.dtype == torch.bfloat16)  # fmt: skip
+    return dx, (None if weight is None else partials.sum(0))
