@@ -7,21 +7,20 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import tileport
 
 
 @pytest.fixture
 def golden():
-    """float64 golden of l2norm: (y, rstd) and dx, from the torch composite in float64."""
+    """The float64 golden of any operator: ``golden(op, **inputs)`` -> {output name: tensor}, its forward (and
+    its backward when ``dy`` is given) run by the torch reference on the inputs upcast to float64, through the
+    op's spec."""
+    from tileport.ops.spec import get
 
-    def fwd(x, eps=1e-6):
-        return tileport.l2norm_fwd(x.double(), eps, backend="torch")
+    def run(op: str, **inputs):
+        up = {k: v.double() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+        return get(op).run(up, "torch", "dy" in inputs)
 
-    def bwd(x, dy, eps=1e-6):
-        _, r = fwd(x, eps)
-        return tileport.l2norm_bwd(x.double(), r, dy.double(), backend="torch")
-
-    return fwd, bwd
+    return run
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ def test_bench_appends_csv_and_draws(tmp_path):
     assert all(r["value"] > 0 for r in rows if r["statistic"] == "min_us")
     eager = [r for r in rows if r["provider"] == "torch-eager" and r["statistic"] == "speedup_vs_eager"]
     assert eager and all(r["value"] == 1.0 for r in eager)
-    assert "| fwd | fp32 | 33x100 | 1 | tilelang |" in (out / "l2norm.md").read_text()
+    assert "| fwd | float32 | 33x100 | 1 | tilelang |" in (out / "l2norm.md").read_text()  # fp32 in, one spelling out
     assert (out / "l2norm_fwd_latency_t1.png").stat().st_size > 0
     assert (out / "l2norm_bwd_bandwidth_share_t1.png").stat().st_size > 0
     again = runner.invoke(app, ["bench", "l2norm", "--plot", "--csv", str(csv), "--out", str(tmp_path / "replot")])
@@ -31,7 +31,8 @@ def test_bench_appends_csv_and_draws(tmp_path):
 
 def test_bench_argument_errors(tmp_path):
     cases = [
-        (["bench", "softmax"], "no benchmark spec for operator 'softmax'"),
+        (["bench", "softmax"], "unknown operator 'softmax'; available: l2norm, rms_norm"),
+        (["bench", "l2norm", "--dtype", "int8"], "unknown dtype 'int8'"),
         (["bench", "l2norm", "--mode", "sideways"], "unknown mode 'sideways'"),
         (["bench", "l2norm", "--workload", "gpt-9"], "unknown workload 'gpt-9'"),
         (["bench", "l2norm", "--shape", "10by10"], "shape '10by10' is not like 1024x512"),
@@ -41,3 +42,16 @@ def test_bench_argument_errors(tmp_path):
         result = runner.invoke(app, args)
         text = " ".join(result.output.replace("│", " ").split())  # rich wraps long messages in a box
         assert result.exit_code == 2 and message in text, (args, result.output)
+
+
+def test_bench_rms_norm_times_torch_fused_op_and_judges_its_bar(tmp_path):
+    csv, out = tmp_path / "bench.csv", tmp_path / "out"
+    args = ["bench", "rms_norm", "--shape", "1024x512", "--dtype", "bfloat16", "--threads", "1", "--mode", "fwd",
+            "--mode", "fwdbwd", "--no-compile", "--budget", "0.05", "--csv", str(csv), "--out", str(out)]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = csvfile.read(csv)
+    assert {r["provider"] for r in rows} >= {"tilelang", "tilelang:kernel", "torch-rms_norm", "torch-eager", "copy"}
+    assert {r["dtype"] for r in rows} == {"bfloat16"}
+    text = (out / "rms_norm.md").read_text()
+    assert "## The speed bar" in text and "fwd in-cache vs eager" in text and "fwdbwd vs eager autograd" in text

@@ -116,7 +116,7 @@ def test_driver_passes_arguments_by_name_in_the_generated_order():
     call = src[src.index("tp_test_scale_kernel(", src.index("tp_test_scale_drive")):].split(";")[0]
     for name in ("x", "g", "y"):
         assert f"{name} + lo * ld_{name}" in call
-    assert "s + lo" in call and "part_dw + b * D" in call
+    assert "s + lo" in call and "part_dw + b * 2 * D" in call
 
 
 def test_unsupported_buffer_shape_is_refused():

@@ -13,6 +13,12 @@ if not REGISTRY.availability("triton").ok:
     pytest.skip(REGISTRY.availability("triton").reason, allow_module_level=True)
 
 
+def l2_golden(golden, x, eps=1e-6):
+    """(y, rstd) of the float64 golden."""
+    g = golden("l2norm", x=x, eps=eps)
+    return g["y"], g["rstd"]
+
+
 def test_reported_as_interpreted_small_shapes_only():
     (info,) = [b for b in tileport.available_backends() if b.name == "triton"]
     assert info.available and info.interpreted and "small shapes only" in info.reason
@@ -28,11 +34,11 @@ def test_forward_backward_against_golden(dtype, shape, golden, randn):
     x, dy = randn(*shape, dtype=dtype), randn(*shape, dtype=dtype, seed=1)
     y, rstd = tileport.l2norm_fwd(x, backend="triton")
     yb, rb = tileport.l2norm_fwd(x, backend="torch")
-    yg, rg = golden[0](x)
+    yg, rg = l2_golden(golden, x)
     assert_dual_benchmark(y, yg, yb, dtype=dtype)
     assert_dual_benchmark(rstd, rg, rb, dtype=torch.float32)
     dx = tileport.l2norm_bwd(x, rstd, dy, backend="triton")
-    assert_dual_benchmark(dx, golden[1](x, dy), tileport.l2norm_bwd(x, rb, dy, backend="torch"), dtype=dtype)
+    assert_dual_benchmark(dx, golden("l2norm", x=x, dy=dy)["dx"], tileport.l2norm_bwd(x, rb, dy, backend="torch"), dtype=dtype)
 
 
 def test_bf16_rounds_to_nearest_even_like_torch(randn):
@@ -57,8 +63,8 @@ def test_interpreter_refuses_large_shapes_by_name():
 
 
 def test_few_programs_under_the_interpreter():
-    from tileport.backends.triton.l2norm import INTERPRET_PROGRAMS, _blocks
+    from tileport.backends.triton.common import INTERPRET_PROGRAMS, blocks
 
     for M, D in [(1, 1), (37449, 7), (1024, 1024)]:
-        block_m, block_d, grid = _blocks(M, D)
+        block_m, block_d, grid = blocks(M, D)
         assert grid[0] <= INTERPRET_PROGRAMS and block_m * grid[0] >= M and block_d >= min(D, 4096)

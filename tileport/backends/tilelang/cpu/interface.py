@@ -37,9 +37,9 @@ class Arg:
 
 def _role(shape) -> str:
     names = tuple(getattr(s, "name", None) or int(s) for s in shape)
-    roles = {("M", "D"): ROWS, ("M",): PER_ROW, ("D",): BROADCAST, (1, "D"): PARTIAL}
+    roles = {("M", "D"): ROWS, ("M",): PER_ROW, ("D",): BROADCAST, (2, "D"): PARTIAL}
     if names not in roles:
-        raise ValueError(f"unsupported buffer shape {names}: use rows (M, D), per_row (M,), vector (D,) or partial (1, D)")
+        raise ValueError(f"unsupported buffer shape {names}: use rows (M, D), per_row (M,), vector (D,) or partial (2, D)")
     return roles[names]
 
 
@@ -93,7 +93,7 @@ class Interface:
             elif role == PER_ROW:
                 args.append(f"{pname} + {row}")
             elif role == PARTIAL:
-                args.append(f"part_{pname} + {block} * D")
+                args.append(f"part_{pname} + {block} * 2 * D")
             elif pname == "M":
                 args.append(f"(int32_t)({rows})")
             elif pname == "D":
@@ -123,11 +123,12 @@ class Interface:
     }}
   }}"""
         else:
-            zero = " ".join(f"memset(part_{p} + b * D, 0, D * sizeof(float));" for p in partials)
+            zero = " ".join(f"memset(part_{p} + b * 2 * D, 0, 2 * D * sizeof(float));" for p in partials)
             reduce = " ".join(f"tp_reduce_partials(part_{p}, nb, D, {p}, nthreads);" for p in partials)
             body = f"""
-  // Fixed blocks of {PARTIAL_BLOCK_ROWS} rows, each with its own partial of the reduced outputs, split among
-  // threads; the partials are then summed in a fixed order: the same bits for any thread count.
+  // Fixed blocks of {PARTIAL_BLOCK_ROWS} rows, each with its own partial (a compensated sum and its
+  // compensation) of the reduced outputs, split among threads; the partials are then summed in a fixed
+  // order: the same bits for any thread count.
   const int64_t nb = (M + {PARTIAL_BLOCK_ROWS} - 1) / {PARTIAL_BLOCK_ROWS};
   #pragma omp parallel for num_threads(nthreads) if (nthreads > 1) schedule(static)
   for (int64_t b = 0; b < nb; ++b) {{
@@ -183,7 +184,7 @@ def launcher(lib, iface: Interface, source: str = ""):
         if a.role == ROWS:
             call.append(f"({a.name}.stride(0) if M > 1 else D)")
         if a.role == PARTIAL:  # one fp32 partial per block of rows, alive until the call returns
-            body.append(f"_p_{a.name} = _empty((max(-(-M // {PARTIAL_BLOCK_ROWS}), 1), D), dtype=_f32)")
+            body.append(f"_p_{a.name} = _empty((max(-(-M // {PARTIAL_BLOCK_ROWS}), 1), 2, D), dtype=_f32)")
             call.append(f"_p_{a.name}.data_ptr()")
     call += ["M", "D"] + [a.name for a in iface.args if a.role == SCALAR] + ["nthreads"]
     body.append(f"_c({', '.join(call)})")

@@ -7,8 +7,8 @@ prototype, the OpenMP driver and the launch by name are derived from them, ``int
 - ``io.rows``: an (M, D) matrix with any row stride; ``per_row()``: an (M,) fp32 vector (rstd, mean);
 - ``io.vector``: a (D,) vector broadcast to every row (a weight, a bias);
 - ``partial()``: a gradient reduced across rows (a weight gradient): the kernel adds each of its rows'
-  terms into it; the driver gives each fixed block of rows its own fp32 partial and sums the partials in a
-  fixed order, so the result has the same bits for any thread count;
+  terms into it (compensated: Kahan); the driver gives each fixed block of rows its own fp32 partial and sums
+  the partials in a fixed order, so the result has the same bits for any thread count;
 - scalars (``T.float32``), such as eps.
 
 Per-element math is written once, as a function of 16-lane fp32 values (``T.float32x16``; ``simd.h`` makes
@@ -102,11 +102,11 @@ def per_row():
 
 
 def partial():
-    return T.Tensor((1, D), "float32")
+    return T.Tensor((2, D), "float32")
 
 
 def is_partial(buf) -> bool:
-    """A (1, D) buffer: one block's partial of a gradient reduced across rows."""
+    """A (2, D) buffer: one block's partial of a gradient reduced across rows, [sum; compensation]."""
     return len(buf.shape) == 2 and not isinstance(buf.shape[0], type(M))
 
 
@@ -149,8 +149,8 @@ def row_map(fn, inputs, outputs, row) -> None:
     ``inputs`` and ``outputs`` are (Io, buffer) pairs; ``fn`` takes one 16-lane value per input and returns one
     (or a list, one per output). A partial output (``partial()``) is accumulated into, not overwritten.
     """
-    n_in = len(inputs)
-    v = vectors(n_in + len(outputs))
+    n_in, n_out = len(inputs), len(outputs)
+    v = vectors(n_in + 4 * n_out)
 
     def step(col, n=None):
         for k, (io, buf) in enumerate(inputs):
@@ -158,14 +158,33 @@ def row_map(fn, inputs, outputs, row) -> None:
         for o, value in enumerate(_as_list(fn(*[get(v, k) for k in range(n_in)]))):
             io, buf = outputs[o]
             if is_partial(buf):
-                F32.load(buf, row, col, v, n_in + o, n)
-                value = get(v, n_in + o) + value
+                _kahan_add(buf, row, col, v, n_in + 4 * o, value, n)
+                continue
             put(v, n_in + o, value)
             io.store(v, n_in + o, buf, row, col, n)
 
     with T.serial(D // VL) as j:
         step(j * VL)
     _when(D % VL > 0, lambda: step(D - D % VL, D % VL))
+
+
+def _kahan_add(buf, row, col, v, k, value, n=None) -> None:
+    """Add ``value`` into a partial's [sum; compensation] rows at ``col`` (Kahan): a block of rows then sums
+    with about one rounding, whatever the block's length and the terms' cancellation. v[k..k+3] are scratch."""
+    s, c, y, t = k, k + 1, k + 2, k + 3
+    F32.load(buf, row, col, v, s, n)
+    if n is None:
+        _call("tp_load_f32", _ref(buf, 1, col), _ref(v, c))
+    else:
+        _call("tp_loadn_f32", _ref(buf, 1, col), _ref(v, c), n)
+    put(v, y, value - get(v, c))
+    put(v, t, get(v, s) + get(v, y))
+    put(v, c, (get(v, t) - get(v, s)) - get(v, y))  # what the addition lost (no reassociation: no -ffast-math)
+    F32.store(v, t, buf, row, col, n)
+    if n is None:
+        _call("tp_store_f32", _ref(v, c), _ref(buf, 1, col))
+    else:
+        _call("tp_storen_f32", _ref(v, c), _ref(buf, 1, col), n)
 
 
 def row_sum(out, k_out, term, inputs, row) -> None:

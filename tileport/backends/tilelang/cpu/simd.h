@@ -332,15 +332,18 @@ extern "C" inline void tp_store_fence() {
 #endif
 }
 
-// Per-block partials of a gradient reduced across rows (nb rows of d floats) summed into out as a pairwise
-// tree over blocks, in a fixed order: the same bits for any thread count (threads split the columns).
+// Per-block partials of a gradient reduced across rows (nb blocks of [sum; compensation], 2 x d floats each,
+// Kahan-summed over the block's rows by the kernel) folded to sum - compensation, then summed into out as a
+// pairwise tree over blocks, in a fixed order: the same bits for any thread count (threads split columns).
 extern "C" inline void tp_reduce_partials(float* part, int64_t nb, int64_t d, float* out, int32_t nthreads) {
   #pragma omp parallel for num_threads(nthreads) if (nthreads > 1 && d >= 256) schedule(static)
   for (int64_t c0 = 0; c0 < d; c0 += 64) {
     const int64_t c1 = c0 + 64 < d ? c0 + 64 : d;
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t c = c0; c < c1; ++c) part[2 * b * d + c] -= part[(2 * b + 1) * d + c];
     for (int64_t stride = 1; stride < nb; stride *= 2)
       for (int64_t b = 0; b + stride < nb; b += 2 * stride)
-        for (int64_t c = c0; c < c1; ++c) part[b * d + c] += part[(b + stride) * d + c];
+        for (int64_t c = c0; c < c1; ++c) part[2 * b * d + c] += part[2 * (b + stride) * d + c];
     for (int64_t c = c0; c < c1; ++c) out[c] = nb > 0 ? part[c] : 0.0f;
   }
 }

@@ -1,0 +1,93 @@
+"""rms_norm forward and backward against the float64 golden (dual benchmark L0), on every CPU backend."""
+
+import pytest
+import torch
+
+import tileport
+from tileport.precision import assert_dual_benchmark
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+DIMS = [1, 7, 100, 512, 4097]
+
+
+def _weight(D, dtype, seed=5):
+    g = torch.Generator().manual_seed(seed)
+    return (1.0 + 0.5 * torch.randn(D, generator=g)).to(dtype)
+
+
+def _check(x, w, dy, golden, backend=None, eps=1e-6, offset=0.0):
+    y, rstd = tileport.rms_norm_fwd(x, w, eps, offset=offset, backend=backend)
+    yb, rb = tileport.rms_norm_fwd(x, w, eps, offset=offset, backend="torch")
+    dx, dw = tileport.rms_norm_bwd(x, rstd, dy, w, offset=offset, backend=backend)
+    dxb, dwb = tileport.rms_norm_bwd(x, rb, dy, w, offset=offset, backend="torch")
+    gold = golden("rms_norm", x=x, weight=w, dy=dy, eps=eps) if offset == 0 else None
+    if gold is None:  # the golden with an offset: the same math on float64 weight + offset
+        wd = None if w is None else w.double() + offset
+        gold = golden("rms_norm", x=x, weight=wd, dy=dy, eps=eps)
+    assert y.dtype == x.dtype and rstd.dtype == torch.float32 and dx.dtype == x.dtype
+    assert_dual_benchmark(y, gold["y"], yb, dtype=x.dtype)
+    assert_dual_benchmark(rstd, gold["rstd"], rb, dtype=torch.float32)
+    assert_dual_benchmark(dx, gold["dx"], dxb, dtype=x.dtype)
+    if w is None:
+        assert dw is None
+    else:
+        assert dw.dtype == w.dtype and dw.shape == w.shape
+        assert_dual_benchmark(dw, gold["dweight"], dwb, dtype=w.dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("D", DIMS)
+def test_tilelang_forward_backward_with_weight_match_golden(dtype, D, golden, randn):
+    _check(randn(64, D, dtype=dtype), _weight(D, dtype), randn(64, D, dtype=dtype, seed=1), golden)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_without_weight_and_with_gemma_offset(dtype, golden, randn):
+    x, dy = randn(48, 300, dtype=dtype), randn(48, 300, dtype=dtype, seed=2)
+    _check(x, None, dy, golden)
+    _check(x, 0.1 * _weight(300, dtype), dy, golden, offset=1.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_triton_interpreter_matches_golden(dtype, golden, randn):
+    _check(randn(33, 200, dtype=dtype), _weight(200, dtype), randn(33, 200, dtype=dtype, seed=3), golden, backend="triton")
+
+
+def test_matches_torch_rms_norm_and_its_autograd(randn):
+    x, w = randn(16, 5, 256).requires_grad_(), _weight(256, torch.float32).requires_grad_()
+    y = tileport.rms_norm(x, w, eps=1e-5)
+    xr, wr = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    yr = torch.nn.functional.rms_norm(xr, (256,), wr, 1e-5)
+    torch.testing.assert_close(y, yr, rtol=2e-6, atol=2e-6)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    yr.backward(dy)
+    torch.testing.assert_close(x.grad, xr.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(w.grad, wr.grad, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", ["tilelang", "torch", "triton"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_llama_casting_is_bit_exact_with_hf_llama_rmsnorm(backend, dtype, randn):
+    x, w = randn(40, 320, dtype=dtype), _weight(320, dtype)
+    # HF LlamaRMSNorm.forward, written out
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+    hf = w * h.to(dtype)
+    y = tileport.rms_norm(x, w, 1e-6, casting="llama", backend=backend)
+    assert torch.equal(y, hf)
+    assert not torch.equal(tileport.rms_norm(x, w, 1e-6, backend=backend), hf)  # fp32 casting rounds once: differs
+
+
+def test_rstd_and_offset_semantics(randn):
+    x = randn(8, 64)
+    y, rstd = tileport.rms_norm_fwd(x, torch.zeros(64), offset=1.0)
+    expected = torch.rsqrt(x.double().pow(2).mean(-1) + 1e-6)
+    torch.testing.assert_close(rstd.double(), expected, rtol=1e-6, atol=0)
+    torch.testing.assert_close(y, tileport.rms_norm(x), rtol=0, atol=0)  # (0 + 1) scale is no scale
+
+
+def test_float64_inputs_run_on_the_torch_reference(randn):
+    x = randn(4, 32).double()
+    y, rstd = tileport.rms_norm_fwd(x, torch.ones(32, dtype=torch.float64))
+    assert y.dtype == rstd.dtype == torch.float64
