@@ -11,13 +11,16 @@ import shutil
 import pytest
 import torch
 
-from tileport.backends.tilelang.cpu import disasm, l2norm, runtime, settings
+from tileport.backends.tilelang.cpu import disasm, l2norm, rms_norm, runtime, settings
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 KERNELS = [
     ("l2norm_fwd", lambda dt: l2norm.build_forward(dt, dt)),
     ("l2norm_fwd", lambda dt: l2norm.build_forward(dt, dt, streaming=True)),
     ("l2norm_bwd", lambda dt: l2norm.build_backward(dt, dt)),
+    ("rms_norm_fwd", lambda dt: rms_norm.build_forward(dt, dt, dt)),
+    ("rms_norm_fwd", lambda dt: rms_norm.build_forward(dt, dt, dt, "llama")),
+    ("rms_norm_bwd", lambda dt: rms_norm.build_backward(dt, dt, dt)),  # with the Kahan-summed dweight partial
 ]
 ZEN4_AS_GXX12_SEES_IT = (
     "znver3 -mavx512f -mavx512dq -mavx512cd -mavx512bw -mavx512vl -mavx512ifma -mavx512vbmi -mavx512vbmi2 "
@@ -38,7 +41,7 @@ def _check_packed(name: str, build, dtype) -> None:
 
 @pytest.mark.skipif(not X86, reason="x86 register names")
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("name,build", KERNELS, ids=["fwd", "fwd-stream", "bwd"])
+@pytest.mark.parametrize("name,build", KERNELS, ids=["l2-fwd", "l2-fwd-stream", "l2-bwd", "rms-fwd", "rms-fwd-llama", "rms-bwd"])
 def test_native_build_is_packed(name, build, dtype):
     _check_packed(name, build, dtype)
 
@@ -50,7 +53,7 @@ def test_native_build_is_packed(name, build, dtype):
 def test_other_x86_targets_are_packed(arch, dtype, monkeypatch, tmp_path):
     monkeypatch.setenv(settings.ARCH_ENV, arch)
     monkeypatch.setenv("TILEPORT_CACHE_DIR", str(tmp_path))
-    for name, build in KERNELS[::2]:
+    for name, build in (KERNELS[0], KERNELS[2], KERNELS[5]):  # the sums, the maps and a partial
         _check_packed(name, build, dtype)
 
 
