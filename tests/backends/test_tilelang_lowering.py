@@ -72,13 +72,14 @@ def test_double_buffered_chunks_for_long_rows(backend):
     assert "version_counter" in fwd  # T.Pipelined's two UB stages
 
 
-def test_lower_cli_cuda_builds_a_cubin(tmp_path):
+@pytest.mark.parametrize("op,dtype", [("l2norm", "bf16"), ("rms_norm", "bfloat16")])
+def test_lower_cli_cuda_builds_a_cubin(tmp_path, op, dtype):
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not on PATH: the cubin step needs the CUDA toolkit")
-    result = CliRunner().invoke(app, ["lower", "l2norm", "--target", "cuda", "--dim", "4097", "--dtype", "bf16", "--out", str(tmp_path)])
+    result = CliRunner().invoke(app, ["lower", op, "--target", "cuda", "--dim", "4097", "--dtype", dtype, "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    cubin = tmp_path / "l2norm_fwd_bfloat16_D4097.cubin"
-    assert cubin.read_bytes()[:4] == b"\x7fELF" and (tmp_path / "l2norm_bwd_bfloat16_D4097.cubin").exists()
+    cubin = tmp_path / f"{op}_fwd_bfloat16_D4097.cubin"  # both spellings of the dtype are accepted, one printed
+    assert cubin.read_bytes()[:4] == b"\x7fELF" and (tmp_path / f"{op}_bwd_bfloat16_D4097.cubin").exists()
 
 
 def test_lower_cli_ascend_stops_at_source_without_bisheng(tmp_path, monkeypatch):
@@ -100,3 +101,19 @@ def test_lower_cli_errors(tmp_path):
         result = runner.invoke(app, ["lower", "l2norm", *args, "--out", str(tmp_path)])
         text = " ".join(result.output.replace("│", " ").split())
         assert result.exit_code == 2 and message in text, result.output
+
+
+def test_rms_norm_cuda_lowering(backend):
+    src = backend.device_sources("rms_norm", "cuda", torch.bfloat16, 4097)
+    assert set(src) == {"rms_norm_fwd", "rms_norm_bwd", "rms_norm_dweight"}
+    assert "__frsqrt_rn" in src["rms_norm_fwd"] and "((float)D)" in src["rms_norm_fwd"]  # a mean, exact rsqrt
+    assert "int D, int M" in src["rms_norm_dweight"] and "atomic" not in src["rms_norm_dweight"].lower()  # rows in order
+
+
+def test_rms_norm_ascend_lowering(backend, capfd):
+    src = backend.device_sources("rms_norm", "ascend", torch.float16, 1000, nr_steps=1)
+    out, err = capfd.readouterr()
+    assert "ThreadSync" not in out + err, "lowering reports a data race: " + (out + err)[-400:]
+    assert src["rms_norm_fwd"].count("rsqrtf(") == 1 and src["rms_norm_fwd"].count("0x1.8p+0f") == 1  # one NR step
+    bwd = src["rms_norm_bwd"]
+    assert "DWP" in bwd and bwd.count("asc_copy_ub2gm_align") >= 3  # dx, and the core's dweight row in and out

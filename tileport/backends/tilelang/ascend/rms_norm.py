@@ -1,0 +1,195 @@
+"""rms_norm forward and backward for Ascend arch35 (Ascend 950) in TileLang's ascend dialect, one kernel per
+(dtypes, casting, tile-width bucket); M and D are runtime values. Built on l2norm's Ascend layout
+(``ascend/l2norm.py``): a persistent grid of ``CORES`` vector cores walking blocks of rows, GM -> UB copies of
+runtime length, SIMT vector sub-kernels, ``T.Pipelined`` double buffering, and the hardware rsqrt refined by
+``nr_steps`` Newton-Raphson steps (default 1).
+
+Forward: rstd = rsqrt(sum(x^2) * (1/D) + eps), y = x * rstd * (w + offset), the weight chunk copied beside
+each x chunk. Backward: dx per row as l2norm's with g = dy * (w + offset) and a mean; dweight as one fp32
+partial row per core in GM (``CORES x D``): each core adds its blocks' column sums of dy * n into its row
+chunk by chunk, and the launcher sums the rows in core order (deterministic: a core's blocks are fixed by M).
+Without a weight the launcher passes ones.
+"""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+import tilelang.ascend.language as T
+import torch
+
+from ..targets import RUNNERS, TL_DTYPE
+from .l2norm import CORES, MAX_WIDTH, NR_STEPS, THREADS, _refined_rsqrt, _rows, bucket
+
+RUNNER = RUNNERS["ascend"]
+
+
+def build_forward(width: int, x_dtype: torch.dtype, w_dtype: torch.dtype, y_dtype: torch.dtype, casting: str = "fp32",
+                  nr_steps: int = NR_STEPS):  # fmt: skip
+    xt, wt, yt = TL_DTYPE[x_dtype], TL_DTYPE[w_dtype], TL_DTYPE[y_dtype]
+    llama = casting == "llama"
+    block_M = _rows(width, x_dtype.itemsize + 4 + y_dtype.itemsize)
+    one_chunk = width < MAX_WIDTH
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.prim_func
+    def rms_norm_fwd(X: T.Tensor((M, D), xt), W: T.Tensor((D,), wt), Y: T.Tensor((M, D), yt),
+                     RSTD: T.Tensor((M,), "float32"), eps: T.float32, offset: T.float32):  # fmt: skip
+        with T.Kernel(CORES) as core:
+            xu = T.alloc_shared((block_M, width), xt)
+            sq = T.alloc_shared((block_M, width), "float32")
+            yu = T.alloc_shared((block_M, width), yt)
+            wu = T.alloc_shared((width,), wt)
+            part = T.alloc_shared((block_M,), "float32")
+            ru = T.alloc_shared((block_M,), "float32")
+            blocks = T.ceildiv(M, block_M)
+            chunks = T.ceildiv(D, width)
+            for t in T.serial(T.ceildiv(blocks, CORES)):
+                b = core + t * CORES
+                if b < blocks:
+                    r0 = b * block_M
+                    rows = T.min(block_M, M - r0)
+                    with T.SimtVF(threads=THREADS):
+                        for i in T.Parallel(block_M):
+                            ru[i] = 0.0
+                    for k in T.Pipelined(chunks, num_stages=2):
+                        n = T.min(width, D - k * width)
+                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
+                        with T.SimtVF(threads=THREADS):
+                            for i, j in T.Parallel(block_M, width):
+                                v = xu[i, j].astype("float32")
+                                sq[i, j] = T.if_then_else(j < n, v * v, 0.0)
+                        T.reduce_sum(sq, part, dim=1)
+                        with T.SimtVF(threads=THREADS):
+                            for i in T.Parallel(block_M):
+                                ru[i] += part[i]
+                    with T.SimtVF(threads=THREADS):
+                        for i in T.Parallel(block_M):
+                            ru[i] = _refined_rsqrt(ru[i] * (T.float32(1.0) / T.cast(D, "float32")) + eps, nr_steps)
+                    for k in T.Pipelined(chunks, num_stages=2):
+                        n = T.min(width, D - k * width)
+                        if not one_chunk:
+                            T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
+                        T.copy(W[k * width : k * width + n], wu[0:n])
+                        with T.SimtVF(threads=THREADS):
+                            for i, j in T.Parallel(block_M, width):
+                                nv = xu[i, j].astype("float32") * ru[i]
+                                wv = wu[j].astype("float32") + offset
+                                if llama:
+                                    yu[i, j] = (nv.astype(xt).astype("float32") * wv.astype(xt).astype("float32")).astype(yt)
+                                else:
+                                    yu[i, j] = (nv * wv).astype(yt)
+                        T.copy(yu[0:rows, 0:n], Y[r0 : r0 + rows, k * width : k * width + n])
+                    T.copy(ru[0:rows], RSTD[r0 : r0 + rows])
+
+    return rms_norm_fwd
+
+
+def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, w_dtype: torch.dtype, casting: str = "fp32"):
+    """dx = (g - n * mean(g * n)) * rstd per row; each core's dweight partial row += its blocks' dy * n."""
+    xt, gt, wt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype], TL_DTYPE[w_dtype]
+    llama = casting == "llama"
+    block_M = _rows(width, 2 * x_dtype.itemsize + dy_dtype.itemsize + 8)
+    one_chunk = width < MAX_WIDTH
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.prim_func
+    def rms_norm_bwd(X: T.Tensor((M, D), xt), DY: T.Tensor((M, D), gt), W: T.Tensor((D,), wt),
+                     RSTD: T.Tensor((M,), "float32"), DX: T.Tensor((M, D), xt), DWP: T.Tensor((CORES, D), "float32"),
+                     offset: T.float32):  # fmt: skip
+        with T.Kernel(CORES) as core:
+            xu = T.alloc_shared((block_M, width), xt)
+            gu = T.alloc_shared((block_M, width), gt)
+            pu = T.alloc_shared((block_M, width), "float32")
+            du = T.alloc_shared((block_M, width), xt)
+            wu = T.alloc_shared((width,), wt)
+            cu = T.alloc_shared((width,), "float32")
+            dwu = T.alloc_shared((width,), "float32")
+            part = T.alloc_shared((block_M,), "float32")
+            su = T.alloc_shared((block_M,), "float32")
+            ru = T.alloc_shared((block_M,), "float32")
+            blocks = T.ceildiv(M, block_M)
+            chunks = T.ceildiv(D, width)
+            for k in T.serial(chunks):  # this core's partial row starts at zero
+                n = T.min(width, D - k * width)
+                with T.SimtVF(threads=THREADS):
+                    for j in T.Parallel(width):
+                        dwu[j] = 0.0
+                T.copy(dwu[0:n], DWP[core, k * width : k * width + n])
+            for t in T.serial(T.ceildiv(blocks, CORES)):
+                b = core + t * CORES
+                if b < blocks:
+                    r0 = b * block_M
+                    rows = T.min(block_M, M - r0)
+                    T.copy(RSTD[r0 : r0 + rows], ru[0:rows])
+                    with T.SimtVF(threads=THREADS):
+                        for i in T.Parallel(block_M):
+                            su[i] = 0.0
+                    for k in T.Pipelined(chunks, num_stages=2):
+                        n = T.min(width, D - k * width)
+                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
+                        T.copy(DY[r0 : r0 + rows, k * width : k * width + n], gu[0:rows, 0:n])
+                        T.copy(W[k * width : k * width + n], wu[0:n])
+                        with T.SimtVF(threads=THREADS):
+                            for i, j in T.Parallel(block_M, width):
+                                g = gu[i, j].astype("float32") * (wu[j].astype("float32") + offset)
+                                pu[i, j] = T.if_then_else(j < n, g * (xu[i, j].astype("float32") * ru[i]), 0.0)
+                        T.reduce_sum(pu, part, dim=1)
+                        with T.SimtVF(threads=THREADS):
+                            for i in T.Parallel(block_M):
+                                su[i] += part[i] * (T.float32(1.0) / T.cast(D, "float32"))
+                    for k in T.Pipelined(chunks, num_stages=2):
+                        n = T.min(width, D - k * width)
+                        if not one_chunk:
+                            T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
+                            T.copy(DY[r0 : r0 + rows, k * width : k * width + n], gu[0:rows, 0:n])
+                            T.copy(W[k * width : k * width + n], wu[0:n])
+                        T.copy(DWP[core, k * width : k * width + n], dwu[0:n])
+                        with T.SimtVF(threads=THREADS):
+                            for i, j in T.Parallel(block_M, width):
+                                nv = xu[i, j].astype("float32") * ru[i]
+                                gy = gu[i, j].astype("float32")
+                                du[i, j] = ((gy * (wu[j].astype("float32") + offset) - nv * su[i]) * ru[i]).astype(xt)
+                                nw = nv.astype(xt).astype("float32") if llama else nv
+                                pu[i, j] = T.if_then_else(i < rows, gy * nw, 0.0)
+                        with T.SimtVF(threads=THREADS):
+                            for j in T.Parallel(width):
+                                cu[j] = 0.0
+                                for i in T.serial(block_M):
+                                    cu[j] += pu[i, j]
+                                dwu[j] += cu[j]
+                        T.copy(du[0:rows, 0:n], DX[r0 : r0 + rows, k * width : k * width + n])
+                        T.copy(dwu[0:n], DWP[core, k * width : k * width + n])
+
+    return rms_norm_bwd
+
+
+def lowered(dtype: torch.dtype, dim: int, nr_steps: int = NR_STEPS, casting: str = "fp32") -> dict:
+    """{kernel name: prim_func} serving rows of ``dim`` columns, for ``tileport lower``."""
+    b = bucket(dim)
+    return {
+        "rms_norm_fwd": build_forward(b, dtype, dtype, dtype, casting, nr_steps),
+        "rms_norm_bwd": build_backward(b, dtype, dtype, dtype, casting),
+    }
+
+
+def _weight(weight, x):
+    return torch.ones(x.shape[1], dtype=x.dtype, device=x.device) if weight is None else weight.contiguous()
+
+
+def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: torch.dtype, out=None, nr_steps: int = NR_STEPS):
+    """(y, rstd) on an Ascend 950 NPU (torch_npu tensors) for a non-empty 2-D x."""
+    x = x.contiguous()
+    M, D = x.shape
+    y, rstd = out if out is not None else (torch.empty_like(x, dtype=output_dtype), x.new_empty((M,), dtype=torch.float32))
+    w, off = _weight(weight, x), (offset if weight is not None else 0.0)
+    cast = casting if weight is not None else "fp32"
+    RUNNER.kernel("rms_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, cast, nr_steps)(x, w, y, rstd, eps, off)
+    return y, rstd
+
+
+def backward(x, rstd, dy, weight, offset: float, casting: str):
+    x, dy, rstd = x.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
+    w, off = _weight(weight, x), (offset if weight is not None else 0.0)
+    dx = torch.empty_like(x)
+    partials = torch.empty((CORES, x.shape[1]), dtype=torch.float32, device=x.device)
+    b = bucket(x.shape[1])
+    RUNNER.kernel("rms_norm_bwd", build_backward, b, x.dtype, dy.dtype, w.dtype, casting)(x, dy, w, rstd, dx, partials, off)
+    return dx, (None if weight is None else partials.sum(0))

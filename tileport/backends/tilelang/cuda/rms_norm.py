@@ -1,0 +1,153 @@
+"""rms_norm forward and backward as TileLang CUDA kernels, one per (dtypes, casting, chunk bucket); M and D are
+dynamic. Built on l2norm's CUDA layout (``cuda/l2norm.py``): one row per CTA, walked in column chunks of D's
+bucket, masked by column only.
+
+Forward: rstd = rsqrt(sum(x^2) * (1/D) + eps) (``__frsqrt_rn``; ``rsqrt="approx"``: the hardware one), y = x * rstd * (w + offset). Backward: one
+kernel writes dx per row; a second sums dweight over rows, one CTA per column chunk walking every row in
+order (deterministic: no atomics). Without a weight the launcher passes ones (the kernels always scale).
+"""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+import tilelang.language as T
+import torch
+
+from ..targets import RUNNERS, TL_DTYPE
+from .l2norm import _rsqrt, _threads, bucket
+
+RUNNER = RUNNERS["cuda"]
+
+
+def _scaled(n, w, xt, llama: bool):
+    return (n.astype(xt).astype("float32") * w.astype(xt).astype("float32")) if llama else n * w
+
+
+def build_forward(chunk: int, x_dtype: torch.dtype, w_dtype: torch.dtype, y_dtype: torch.dtype, casting: str = "fp32",
+                  rsqrt: str = "exact"):  # fmt: skip
+    xt, wt, yt = TL_DTYPE[x_dtype], TL_DTYPE[w_dtype], TL_DTYPE[y_dtype]
+    llama = casting == "llama"
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.prim_func
+    def rms_norm_fwd(X: T.Tensor((M, D), xt), W: T.Tensor((D,), wt), Y: T.Tensor((M, D), yt),
+                     RSTD: T.Tensor((M,), "float32"), eps: T.float32, offset: T.float32):  # fmt: skip
+        with T.Kernel(M, threads=_threads(chunk)) as bx:
+            acc = T.alloc_fragment((1, chunk), "float32")
+            r = T.alloc_fragment((1,), "float32")
+            T.clear(acc)
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    v = T.if_then_else(col < D, X[bx, col], T.cast(0, xt)).astype("float32")
+                    acc[i, j] += v * v
+            T.reduce_sum(acc, r, dim=1)
+            for i in T.Parallel(1):
+                r[i] = _rsqrt(r[i] * (T.float32(1.0) / T.cast(D, "float32")) + eps, rsqrt)
+            for i in T.Parallel(1):
+                RSTD[bx] = r[i]
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    if col < D:
+                        n = X[bx, col].astype("float32") * r[i]
+                        Y[bx, col] = _scaled(n, W[col].astype("float32") + offset, xt, llama).astype(yt)
+
+    return rms_norm_fwd
+
+
+def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, w_dtype: torch.dtype):
+    """dx = (g - n * mean(g * n)) * rstd with n = x * rstd and g = dy * (w + offset), one row per CTA."""
+    xt, gt, wt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype], TL_DTYPE[w_dtype]
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.prim_func
+    def rms_norm_bwd(X: T.Tensor((M, D), xt), DY: T.Tensor((M, D), gt), W: T.Tensor((D,), wt),
+                     RSTD: T.Tensor((M,), "float32"), DX: T.Tensor((M, D), xt), offset: T.float32):  # fmt: skip
+        with T.Kernel(M, threads=_threads(chunk)) as bx:
+            acc = T.alloc_fragment((1, chunk), "float32")
+            s = T.alloc_fragment((1,), "float32")
+            r = T.alloc_fragment((1,), "float32")
+            for i in T.Parallel(1):
+                r[i] = RSTD[bx]
+            T.clear(acc)
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    x = T.if_then_else(col < D, X[bx, col], T.cast(0, xt)).astype("float32")
+                    g = T.if_then_else(col < D, DY[bx, col], T.cast(0, gt)).astype("float32")
+                    w = T.if_then_else(col < D, W[col], T.cast(0, wt)).astype("float32") + offset
+                    acc[i, j] += (g * w) * (x * r[i])
+            T.reduce_sum(acc, s, dim=1)
+            for i in T.Parallel(1):
+                s[i] = s[i] * (T.float32(1.0) / T.cast(D, "float32"))
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    if col < D:
+                        n = X[bx, col].astype("float32") * r[i]
+                        g = DY[bx, col].astype("float32") * (W[col].astype("float32") + offset)
+                        DX[bx, col] = ((g - n * s[i]) * r[i]).astype(xt)
+
+    return rms_norm_bwd
+
+
+def build_dweight(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, casting: str = "fp32"):
+    """dweight[col] = sum over rows of dy * n (n rounded to x's dtype for llama), in fp32, rows in order."""
+    xt, gt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype]
+    llama = casting == "llama"
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.prim_func
+    def rms_norm_dweight(X: T.Tensor((M, D), xt), DY: T.Tensor((M, D), gt), RSTD: T.Tensor((M,), "float32"),
+                         DW: T.Tensor((D,), "float32")):  # fmt: skip
+        with T.Kernel(T.ceildiv(D, chunk), threads=_threads(chunk)) as bx:
+            acc = T.alloc_fragment((chunk,), "float32")
+            T.clear(acc)
+            for row in T.serial(M):
+                for j in T.Parallel(chunk):
+                    col = bx * chunk + j
+                    n = T.if_then_else(col < D, X[row, col], T.cast(0, xt)).astype("float32") * RSTD[row]
+                    n = n.astype(xt).astype("float32") if llama else n
+                    acc[j] += T.if_then_else(col < D, DY[row, col], T.cast(0, gt)).astype("float32") * n
+            for j in T.Parallel(chunk):
+                if bx * chunk + j < D:
+                    DW[bx * chunk + j] = acc[j]
+
+    return rms_norm_dweight
+
+
+def lowered(dtype: torch.dtype, dim: int, rsqrt: str = "exact", casting: str = "fp32") -> dict:
+    """{kernel name: prim_func} serving rows of ``dim`` columns, for ``tileport lower``."""
+    b = bucket(dim)
+    return {
+        "rms_norm_fwd": build_forward(b, dtype, dtype, dtype, casting, rsqrt),
+        "rms_norm_bwd": build_backward(b, dtype, dtype, dtype),
+        "rms_norm_dweight": build_dweight(b, dtype, dtype, casting),
+    }
+
+
+def _weight(weight, x):
+    return torch.ones(x.shape[1], dtype=x.dtype, device=x.device) if weight is None else weight.contiguous()
+
+
+def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: torch.dtype, out=None):
+    """(y, rstd) on the GPU for a non-empty 2-D x (rows made contiguous: the kernels index with stride D)."""
+    x = x.contiguous()
+    M, D = x.shape
+    y, rstd = out if out is not None else (torch.empty_like(x, dtype=output_dtype), x.new_empty((M,), dtype=torch.float32))
+    w, off = _weight(weight, x), (offset if weight is not None else 0.0)
+    cast = casting if weight is not None else "fp32"
+    RUNNER.kernel("rms_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, cast)(x, w, y, rstd, eps, off)
+    return y, rstd
+
+
+def backward(x, rstd, dy, weight, offset: float, casting: str):
+    x, dy, rstd = x.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
+    w, off = _weight(weight, x), (offset if weight is not None else 0.0)
+    dx = torch.empty_like(x)
+    b = bucket(x.shape[1])
+    RUNNER.kernel("rms_norm_bwd", build_backward, b, x.dtype, dy.dtype, w.dtype)(x, dy, w, rstd, dx, off)
+    if weight is None:
+        return dx, None
+    dw = torch.empty(x.shape[1], dtype=torch.float32, device=x.device)
+    RUNNER.kernel("rms_norm_dweight", build_dweight, b, x.dtype, dy.dtype, casting)(x, dy, rstd, dw)
+    return dx, dw
