@@ -1,7 +1,8 @@
-"""Regenerate docs/ops/l2norm.md from a verify run and a benchmark run, and the README's benchmark section
-from benchmarks/results/l2norm.md (the tables are never typed by hand).
+"""Regenerate docs/ops/<op>.md for every operator (or those named) from a verify run and a benchmark run, and
+the README's benchmark section from benchmarks/results/<op>.md (the tables are never typed by hand). Operators
+and their usage blocks come from their specs (``tileport.ops.spec``).
 
-    python scripts/make_docs.py [--level quick|L0] [--bench-args "..."] [--readme-only]
+    python scripts/make_docs.py [OP ...] [--level quick|L0] [--bench-args "..."] [--readme-only]
 """
 
 from __future__ import annotations
@@ -15,26 +16,11 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from tileport.cli import app
+from tileport.ops.spec import specs
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = ROOT / "docs" / "ops"
-USAGE = """# l2norm
-
-`y = x * rsqrt(sum(x*x, -1) + eps)` over the last dimension, with `rstd` saved for backward
-(flash-linear-attention's semantics; the contract is the docstring of `tileport/ops/l2norm.py`).
-
-```python
-import tileport
-
-y = tileport.l2norm(x, eps=1e-6)                 # differentiable; torch.compile(fullgraph=True) works
-y, rstd = tileport.l2norm_fwd(x, eps=1e-6, output_dtype=None, backend=None, out=None)
-dx = tileport.l2norm_bwd(x, rstd, dy)
-layer = tileport.L2Norm(eps=1e-6)
-```
-
-Backends: `tilelang` (CPU C target here; CUDA and Ascend 950 kernels lowered with `tileport lower`),
-`triton` (GPU; CPU interpreter for small shapes), `torch` (the reference and the precision benchmark).
-"""
+SECTIONS = ("Summary", "The standard's minimum counts", "Dual benchmark", "Cross-backend")
 
 
 def section(md: str, title: str) -> str:
@@ -53,19 +39,60 @@ README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
 def update_readme() -> None:
-    """Put the speed bar of the latest full benchmark (benchmarks/results/l2norm.md) into the README."""
-    table = (ROOT / "benchmarks" / "results" / "l2norm.md").read_text()
-    header = table.split("\n\n", 2)[1]  # machine, versions, run
-    bar = section(table, "The speed bar").split("\n", 1)[1].strip()
+    """Put the speed bar of each operator's latest full benchmark (benchmarks/results/<op>.md) into the README."""
+    parts = []
+    for op in specs():
+        path = ROOT / "benchmarks" / "results" / f"{op}.md"
+        if not path.exists():
+            continue
+        table = path.read_text()
+        header = table.split("\n\n", 2)[1]  # machine, versions, run
+        bar = section(table, "The speed bar")
+        bar = bar.split("\n", 1)[1].strip() if bar else "(no speed bar in this run)"
+        parts.append(f"### {op}\n\n{header}\n\n{bar}\n")
     readme = ROOT / "README.md"
     text = readme.read_text()
     start, end = text.index(README_START) + len(README_START), text.index(README_END)
-    readme.write_text(text[:start] + f"\n{header}\n\n{bar}\n" + text[end:])
+    readme.write_text(text[:start] + "\n" + "\n".join(parts) + text[end:])
     print(f"updated {readme}")
+
+
+def op_page(op: str, level: str, bench_args: str) -> Path:
+    spec = specs()[op]
+    evidence, bench = OPS / f"{op}-verify", OPS / f"{op}-bench"
+    shutil.rmtree(evidence, ignore_errors=True)
+    shutil.rmtree(bench, ignore_errors=True)
+    run(["verify", op, "--level", level, "--out", str(evidence)])
+    run(["bench", op, *shlex.split(bench_args), "--csv", str(bench / "bench.csv"), "--out", str(bench)])
+    report = (evidence / "report.md").read_text()
+    titles = SECTIONS + tuple(re.findall(r"^## (Study: .+)$", report, flags=re.M))  # the op's own studies
+    parts = [
+        f"# {op}\n\n{spec.summary}: `{spec.math}` (the contract is the docstring of `tileport/ops/{op}/__init__.py`).\n",
+        spec.usage + "\n",
+        "Backends: `tilelang` (CPU C target here; CUDA and Ascend 950 kernels lowered with `tileport lower`), "
+        "`triton` (GPU; CPU interpreter for small shapes), `torch` (the reference and the precision benchmark).\n",
+        f"## Precision (`tileport verify {op} --level {level}`)\n",
+        *(section(report, t).replace("## ", "### ", 1) for t in titles),
+        f"Full report: [{op}-verify/report.md]({op}-verify/report.md) (`tileport verify` also writes a "
+        "self-contained report.html, results.json and results.csv).\n",
+        f"## Performance (`tileport bench {op} {bench_args}`)\n",
+        (bench / f"{op}.md").read_text().split("\n", 2)[2].replace("## ", "### "),
+        f"![latency fwd]({op}-bench/{op}_fwd_latency_t1.png)\n",
+        f"![bandwidth share fwd]({op}-bench/{op}_fwd_bandwidth_share_t1.png)\n",
+        f"![ratios]({op}-verify/ratios.png)\n",
+        "Regenerate: `python scripts/make_docs.py`.\n",
+    ]
+    page = OPS / f"{op}.md"
+    page.write_text("\n".join(parts))
+    for heavy in ("report.html", "results.json", "results.csv"):  # the docs keep report.md and the PNGs
+        (evidence / heavy).unlink(missing_ok=True)
+    (bench / "bench.csv").unlink(missing_ok=True)
+    return page
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("ops", nargs="*", help="operators (default: every one)")
     ap.add_argument("--level", default="quick")
     ap.add_argument("--bench-args", default="--quick --threads 1 --threads 2 --mode fwd --mode fwdbwd")
     ap.add_argument("--readme-only", action="store_true", help="only refresh the README's benchmark section")
@@ -73,30 +100,8 @@ def main() -> None:
     update_readme()
     if a.readme_only:
         return
-    evidence, bench = OPS / "l2norm-verify", OPS / "l2norm-bench"
-    shutil.rmtree(evidence, ignore_errors=True)
-    shutil.rmtree(bench, ignore_errors=True)
-    run(["verify", "l2norm", "--level", a.level, "--out", str(evidence)])
-    run(["bench", "l2norm", *shlex.split(a.bench_args), "--csv", str(bench / "bench.csv"), "--out", str(bench)])
-    report = (evidence / "report.md").read_text()
-    parts = [
-        USAGE,
-        f"## Precision (`tileport verify l2norm --level {a.level}`)\n",
-        *(section(report, t).replace("## ", "### ", 1) for t in ("Summary", "The standard's minimum counts", "Dual benchmark", "Approximate rsqrt", "Cross-backend")),
-        "Full report: [l2norm-verify/report.md](l2norm-verify/report.md) (`tileport verify` also writes a "
-        "self-contained report.html, results.json and results.csv).\n",
-        f"## Performance (`tileport bench l2norm {a.bench_args}`)\n",
-        (bench / "l2norm.md").read_text().split("\n", 2)[2],
-        "![latency fwd](l2norm-bench/l2norm_fwd_latency_t1.png)\n",
-        "![bandwidth share fwd](l2norm-bench/l2norm_fwd_bandwidth_share_t1.png)\n",
-        "![ratios](l2norm-verify/ratios.png)\n",
-        "Regenerate: `python scripts/make_docs.py`.\n",
-    ]
-    (OPS / "l2norm.md").write_text("\n".join(parts))
-    for heavy in ("report.html", "results.json", "results.csv"):  # the docs keep report.md and the PNGs
-        (evidence / heavy).unlink(missing_ok=True)
-    (bench / "bench.csv").unlink(missing_ok=True)
-    print(f"wrote {OPS / 'l2norm.md'}")
+    for op in a.ops or list(specs()):
+        print(f"wrote {op_page(op, a.level, a.bench_args)}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 import json
 
+import torch
+
 from typer.testing import CliRunner
 
 from tileport.cli import app
@@ -28,7 +30,8 @@ def test_verify_quick_writes_the_report(tmp_path):
     if "triton" in judged:  # the interpreter, when the extra is installed: compared with the others too
         assert ("triton", "tilelang") in {(p["a"], p["b"]) for p in doc["cross_backend"]}
     assert doc["counts"]["met"]["cases"] is False  # a quick run is not the standard's evidence, and says so
-    assert any(r["steps"] == 2 and r["passes_L0"] for r in doc["refinement"])
+    (study,) = doc["studies"]  # l2norm's spec names its rsqrt-refinement study
+    assert any(r["steps"] == 2 and r["passes_L0"] for r in study["records"])
     html = (out / "report.html").read_text()
     assert "data:image/png;base64," in html and 'src="http' not in html  # self-contained
     md = (out / "report.md").read_text()
@@ -43,9 +46,24 @@ def test_verify_on_forced_torch_backend_without_perf(tmp_path):
     assert {a["backend"] for a in doc["aggregates"]} == {"torch"} and doc["performance"] == []
 
 
-def test_verify_rejects_unknown_operator_dtype_level_backend():
+def test_verify_rms_norm_quick_checks_dweight_and_runs_no_study(tmp_path):
+    args = ["verify", "rms_norm", "--level", "quick", "--dtype", "bfloat16", "--backend", "tilelang", "--no-perf"]
+    result = runner.invoke(app, args + ["--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads((tmp_path / "results.json").read_text())
+    outputs = {r["output"] for r in doc["results"]}
+    assert outputs == {"y", "rstd", "dx", "dweight"} and doc["studies"] == []
+    assert any("weight=None" in r["attrs"] for r in doc["results"])  # some cases leave the optional weight out
+
+
+def test_verify_rejects_unknown_operator_dtype_level_backend_device():
     result = runner.invoke(app, ["verify", "softmax"])
     assert result.exit_code == 2 and "unknown operator 'softmax'" in result.output
+    result = runner.invoke(app, ["verify", "l2norm", "--level", "quick", "--device", "tpu"])
+    assert result.exit_code == 2 and "device must be cpu or cuda" in " ".join(result.output.replace("│", " ").split())
+    if not torch.cuda.is_available():
+        result = runner.invoke(app, ["verify", "l2norm", "--level", "quick", "--device", "cuda"])
+        assert result.exit_code == 2 and "torch sees no CUDA GPU" in " ".join(result.output.replace("│", " ").split())
     result = runner.invoke(app, ["verify", "l2norm", "--dtype", "int8"])
     assert result.exit_code == 2 and "unknown dtype 'int8'" in result.output
     result = runner.invoke(app, ["verify", "l2norm", "--level", "L9"])
@@ -55,15 +73,22 @@ def test_verify_rejects_unknown_operator_dtype_level_backend():
 
 
 def test_verify_exits_non_zero_on_failure(monkeypatch, tmp_path):
+    """A backend whose y is 1% off fails on the first seed and on the retest (both run it), so verify exits 1."""
+    import dataclasses
+
     import tileport.verify.accuracy as accuracy
 
-    real = accuracy.compare
+    real = accuracy.op_spec("l2norm")
 
-    def failing(actual, golden, benchmark, **kwargs):  # every output judged against a far better benchmark
-        return real(actual + 1.0, golden, benchmark, **kwargs)
+    def wrong_run(inputs, backend, backward):
+        out = real.run(inputs, backend, backward)
+        return out | {"y": out["y"] * 1.01} if backend == "tilelang" else out
 
-    monkeypatch.setattr(accuracy, "compare", failing)
-    args = ["verify", "l2norm", "--level", "quick", "--dtype", "fp16", "--no-perf", "--retest-seeds", "3"]
+    monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(real, run=wrong_run))
+    args = ["verify", "l2norm", "--level", "quick", "--dtype", "fp16", "--backend", "tilelang", "--no-perf", "--retest-seeds", "3"]
     result = runner.invoke(app, args + ["--out", str(tmp_path)])
     assert result.exit_code == 1 and "checks failed at quick" in result.output
-    assert "FAIL" in (tmp_path / "report.md").read_text()
+    doc = json.loads((tmp_path / "results.json").read_text())
+    failed = [r for r in doc["results"] if not r["passed"]]
+    assert failed and {r["output"] for r in failed} == {"y"}  # only the broken output, and each one
+    assert all(r["retested"] and "retest over 3 seeds failed" in r["failures"] for r in failed)

@@ -125,7 +125,7 @@ def cross_backend(rep) -> Table:
 
 def studies(rep) -> list[Table]:
     """The operator's own studies (its spec names them), as they reported."""
-    return [Table(st.title, st.headers, st.rows, st.note) for st in rep.studies]
+    return [Table(f"Study: {st.title}", st.headers, st.rows, st.note) for st in rep.studies]
 
 
 def performance(rep) -> Table:

@@ -83,6 +83,66 @@ def case_attrs(case: Case) -> dict:
     return dict(case.attrs) | {name: None for name in case.omitted}
 
 
+@dataclass
+class Judge:
+    """Runs a suite's operator on one side (under test, benchmark, golden) through its spec and judges an
+    output by the standard; retests over new seeds, batched when the spec's cases stack."""
+
+    suite: Suite
+    limits: str
+    device: str = "cpu"
+
+    def __post_init__(self):
+        self.spec = op_spec(self.suite.name)
+        self.benchmark = self.suite.standard.get("benchmark", "torch")
+
+    def execute(self, inputs: dict, backend: str, backward: bool) -> dict:
+        """Outputs on the CPU; inputs drawn on the CPU, moved to the device first."""
+        if self.device == "cpu":
+            return self.spec.run(inputs, backend, backward)
+        moved = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+        return {k: v.cpu() for k, v in self.spec.run(moved, backend, backward).items()}
+
+    def references(self, inputs: dict, backward: bool):
+        """The benchmark's and the golden's outputs for these inputs."""
+        golden = self.execute(golden_inputs(self.suite, inputs), self.benchmark, backward)
+        return self.execute(inputs, self.benchmark, backward), golden
+
+    def run_all(self, inputs: dict, backend: str, backward: bool):
+        return (self.execute(inputs, backend, backward), *self.references(inputs, backward))
+
+    def verdict(self, name: str, case: Case, under, bm, gold) -> Verdict:
+        dtype = self.spec.precision_dtype(name, case.dtype)
+        return compare(under[name], gold[name], bm[name], level=self.limits, dtype=dtype)
+
+    def new_seed_verdicts(self, case: Case, name: str, backend: str, seeds: int, batched: bool | None = None) -> list[Verdict]:
+        """Verdicts of ``name`` over seeds case.seed + 1 ... + seeds. ``batched`` (default: when the spec's
+        cases stack) runs chunks of seeds as one call each, every seed judged over its own slice."""
+        new = list(range(case.seed + 1, case.seed + 1 + seeds))
+        backward = name in self.suite.grad_outputs  # a forward output is retested without running the backward
+        if not (self.spec.stackable if batched is None else batched):
+            return [self.verdict(name, case, *self.run_all(make_inputs(self.suite, replace(case, seed=s)), backend, backward)) for s in new]
+        if not self.spec.stackable:
+            raise ValueError(f"{self.spec.name}: cases do not stack (an input or output is not per row)")
+        dtype = self.spec.precision_dtype(name, case.dtype)
+
+        def batch(many: list[dict]) -> list[Verdict]:
+            stacked = {k: torch.stack([m[k] for m in many]) if isinstance(v, torch.Tensor) else v for k, v in many[0].items()}
+            try:
+                under, bm, gold = (o[name].reshape(len(many), -1) for o in self.run_all(stacked, backend, backward))
+            except BackendUnavailableError:  # too large for this backend (an interpreter's limit): halve the stack
+                if len(many) == 1:
+                    raise
+                return batch(many[: len(many) // 2]) + batch(many[len(many) // 2 :])
+            return [judge(a, b, self.limits) for a, b in zip(measure_batch(under, gold, dtype), measure_batch(bm, gold, dtype))]
+
+        chunk = max(1, RETEST_CHUNK_ELEMENTS // max(case.elements, 1))
+        out: list[Verdict] = []
+        for i in range(0, len(new), chunk):
+            out += batch([make_inputs(self.suite, replace(case, seed=s)) for s in new[i : i + chunk]])
+        return out
+
+
 def run_accuracy(
     suite: Suite,
     cases: list[Case],
@@ -101,60 +161,19 @@ def run_accuracy(
     the CPU from the case's seed and moved there; outputs come back to the CPU to be judged)."""
     reduced = reduced or {}
     skipped: dict[str, list] = {}
-    spec = op_spec(suite.name)
-    on_cpu = device == "cpu"
-
-    def execute(inputs, backend: str, backward: bool) -> dict:
-        if on_cpu:
-            return spec.run(inputs, backend, backward)
-        moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
-        return {k: v.cpu() for k, v in spec.run(moved, backend, backward).items()}
-
-    bm_backend = suite.standard.get("benchmark", "torch")
+    j = Judge(suite, limits, device)
+    bm_backend = j.benchmark
     results: list[CaseResult] = []
     pairs: dict[tuple, PairStat] = {}
 
     def _seeds(backend: str) -> int:
         return reduced[backend].retest_seeds if backend in reduced else retest_seeds
 
-    def references(inputs, backward: bool):
-        """The benchmark's and the golden's outputs for these inputs."""
-        return execute(inputs, bm_backend, backward), execute(golden_inputs(suite, inputs), bm_backend, backward)
-
-    def run_all(inputs, backend: str, backward: bool):
-        return (execute(inputs, backend, backward), *references(inputs, backward))
-
-    def verdict(name: str, case: Case, under, bm, gold):
-        return compare(under[name], gold[name], bm[name], level=limits, dtype=spec.precision_dtype(name, case.dtype))
-
-    def new_seed_verdicts(case: Case, name: str, backend: str) -> list[Verdict]:
-        seeds = list(range(case.seed + 1, case.seed + 1 + _seeds(backend)))
-        backward = name in suite.grad_outputs  # a forward output is retested without running the backward
-        if not spec.stackable:
-            return [verdict(name, case, *run_all(make_inputs(suite, replace(case, seed=s)), backend, backward)) for s in seeds]
-        dtype = spec.precision_dtype(name, case.dtype)
-
-        def batch(many: list[dict]) -> list[Verdict]:
-            stacked = {k: torch.stack([m[k] for m in many]) if isinstance(v, torch.Tensor) else v for k, v in many[0].items()}
-            try:
-                under, bm, gold = (o[name].reshape(len(many), -1) for o in run_all(stacked, backend, backward))
-            except BackendUnavailableError:  # too large for this backend (an interpreter's limit): halve the stack
-                if len(many) == 1:
-                    raise
-                return batch(many[: len(many) // 2]) + batch(many[len(many) // 2 :])
-            return [judge(a, b, limits) for a, b in zip(measure_batch(under, gold, dtype), measure_batch(bm, gold, dtype))]
-
-        chunk = max(1, RETEST_CHUNK_ELEMENTS // max(case.elements, 1))
-        out: list[Verdict] = []
-        for i in range(0, len(seeds), chunk):
-            out += batch([make_inputs(suite, replace(case, seed=s)) for s in seeds[i : i + chunk]])
-        return out
-
     for case in cases:
         if progress:
             progress(case.describe())
         inputs = make_inputs(suite, case)
-        bm, gold = references(inputs, suite.backward)
+        bm, gold = j.references(inputs, suite.backward)
         per_backend = {bm_backend: bm}  # the benchmark is one side of the cross-backend comparison
         for backend in backends:
             cut = reduced.get(backend)
@@ -163,19 +182,19 @@ def run_accuracy(
                 continue
             backend_runs = cut.runs if cut is not None else runs
             try:
-                under = execute(inputs, backend, suite.backward)
+                under = j.execute(inputs, backend, suite.backward)
             except BackendUnavailableError as exc:
                 skipped.setdefault(backend, [0, str(exc)])[0] += 1
                 continue
             per_backend[backend] = under
-            repeats = [execute(inputs, backend, suite.backward) for _ in range(backend_runs - 1)]
+            repeats = [j.execute(inputs, backend, suite.backward) for _ in range(backend_runs - 1)]
             for name in under:
-                v = verdict(name, case, under, bm, gold)
+                v = j.verdict(name, case, under, bm, gold)
                 redo = None
                 if not v.passed:
                     if progress:
                         progress(f"{case.describe()}: retest {name} on {backend} over {_seeds(backend)} new seeds", advance=0)
-                    redo = retest_verdicts(new_seed_verdicts(case, name, backend))
+                    redo = retest_verdicts(j.new_seed_verdicts(case, name, backend, _seeds(backend)))
                 results.append(
                     CaseResult(
                         suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range,

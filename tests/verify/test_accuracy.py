@@ -1,0 +1,56 @@
+"""verify's accuracy path: batched retest verdicts equal per-seed verdicts, and a wrong backend fails the
+first seed and its retest alike."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from tileport.cases import generate, load_suite
+from tileport.verify import accuracy
+from tileport.verify.accuracy import Judge
+
+FIELDS = ("mare", "mere", "rmse", "small_errors")
+
+
+def _metrics(v):
+    return [getattr(v.actual, f) for f in FIELDS] + [getattr(v.benchmark, f) for f in FIELDS]
+
+
+@pytest.mark.parametrize("output", ["y", "rstd", "dx"])
+def test_batched_retest_verdicts_equal_per_seed_verdicts(output):
+    suite = load_suite("l2norm")
+    case = next(c for c in generate(suite, "quick", [torch.bfloat16]) if c.shape == (1024, 1024))
+    case = dataclasses.replace(case, shape=(3, 700))  # several rows, a row length with a tail
+    j = Judge(suite, "L0")
+    batched = j.new_seed_verdicts(case, output, "tilelang", 12, batched=True)
+    single = j.new_seed_verdicts(case, output, "tilelang", 12, batched=False)
+    assert len(batched) == len(single) == 12
+    for b, s in zip(batched, single):
+        assert _metrics(b) == _metrics(s) and b.passed == s.passed
+
+
+def test_cases_with_a_shared_weight_are_not_stacked():
+    suite = load_suite("rms_norm")
+    case = generate(suite, "quick", [torch.float32])[0]
+    j = Judge(suite, "L0")
+    assert not j.spec.stackable
+    with pytest.raises(ValueError, match="cases do not stack"):
+        j.new_seed_verdicts(case, "dweight", "tilelang", 2, batched=True)
+    assert len(j.new_seed_verdicts(case, "dweight", "tilelang", 2)) == 2  # per seed by default
+
+
+def test_a_wrong_backend_fails_its_first_seed_and_its_retest(monkeypatch):
+    suite = load_suite("l2norm")
+    real = accuracy.op_spec("l2norm")
+
+    def wrong_run(inputs, backend, backward):  # the backend under test is off by 1% on y; references exact
+        out = real.run(inputs, backend, backward)
+        return out | {"y": out["y"] * 1.01} if backend == "tilelang" else out
+
+    monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(real, run=wrong_run))
+    cases = generate(suite, "quick", [torch.float16])[:3]
+    results, _, _ = accuracy.run_accuracy(suite, cases, ["tilelang"], "L0", 1, 5)
+    y = [r for r in results if r.output == "y"]
+    assert len(y) == 3 and all(not r.verdict.passed and r.retest is not None and not r.retest.passed for r in y)
+    assert all(r.passed for r in results if r.output != "y")
