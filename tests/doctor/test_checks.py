@@ -90,6 +90,9 @@ def test_no_npu_and_a_broken_npu_stack():
     )
     f = checks.npu(probe(can_import=lambda n: True, import_module=lambda n: npu_mod))
     assert f.status == "ok" and "Ascend910B2 (npu-arch32)" in f.detail and "Ascend950PR (npu-arch35)" in f.detail
+    npu_310 = types.SimpleNamespace(npu=types.SimpleNamespace(device_count=lambda: 1, get_device_name=lambda i: "Ascend310P3"))
+    f = checks.npu(probe(can_import=lambda n: True, import_module=lambda n: npu_310))
+    assert f.status == "warn" and "Ascend310P3 (unsupported architecture" in f.detail  # named, not "the check failed"
 
 
 def test_autoload_and_cann():

@@ -213,8 +213,17 @@ def npu(p: Probe) -> Finding:
         )  # fmt: skip
     if not names:
         return Finding("torch_npu and NPUs", "info", "torch_npu imports, no NPU visible")
-    kinds = ", ".join(f"{n} ({platform.npu_kind(n) or 'unknown architecture'})" for n in names)
-    return Finding("torch_npu and NPUs", "ok", kinds)
+    def kind(name: str) -> str | None:
+        try:
+            return platform.npu_kind(name)
+        except ValueError:  # an Ascend 310 or a future chip: reported, not a failed check
+            return None
+
+    kinds = {n: kind(n) for n in names}
+    detail = ", ".join(f"{n} ({k or 'unsupported architecture: served by the torch backend only'})" for n, k in kinds.items())
+    if any(k is None for k in kinds.values()):
+        return Finding("torch_npu and NPUs", "warn", detail, "tileport's NPU kernels need an arch35 (Ascend 950) or arch32 (910B/910_93) device")
+    return Finding("torch_npu and NPUs", "ok", detail)
 
 
 def cann(p: Probe) -> Finding:
