@@ -62,7 +62,7 @@ LARGE = ("4096x4096", "16384x4096")
 SMALL = ("1x128", "33x100")
 SWEEP = [(1, 128), (33, 100), (1024, 512), (256, 4096), (4096, 4096), (16384, 4096)]
 
-# The speed bar of a memory-bound row-wise operator (l2norm's, issue 4), shared by the norms.
+# The speed bar of a memory-bound row-wise operator (set in issue 4), shared by the norms.
 ROWWISE_BAR = (
     Criterion("fwd in-cache vs eager", ("fwd",), IN_CACHE, "speedup_vs_eager", {"float32": 1.6, "default": 2.0}),
     Criterion("fwd in-cache vs torch.compile", ("fwd",), IN_CACHE, "speedup_vs_compile", 1.5),

@@ -3,7 +3,7 @@
 As published: re-run the case with new seeds (1000 in the standard), bootstrap the median of each metric's
 ratio (2000 resamples) and fail only if the 95% confidence interval's lower bound exceeds 1.0, i.e. only when
 the operator is worse than the benchmark with confidence. Max-relative-error ratios on outputs that cancel to
-near zero (l2norm's dx) swing with the summation order of either side; a single seed cannot settle them.
+near zero (a normalization's dx) swing with the summation order of either side; a single seed cannot settle them.
 """
 
 from __future__ import annotations
