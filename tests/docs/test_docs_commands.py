@@ -49,9 +49,10 @@ def shortened(args: list[str], tmp: Path) -> list[str]:
             del args[i : i + 2]
         return args + ["--level", "quick", "--dtype", "fp32", "--backend", "tilelang", "--no-perf", "--out", str(tmp / "v")]
     if name == "bench":
-        keep = [a for a in args if a in ("bench", "l2norm", "--plot")]
+        op = args[1]
+        keep = [a for a in args if a in ("bench", op, "--plot")]
         if "--plot" in keep:  # needs rows first
-            assert CliRunner().invoke(app, ["bench", "l2norm", "--shape", "33x100", "--dtype", "fp32", "--threads", "1",
+            assert CliRunner().invoke(app, ["bench", op, "--shape", "33x100", "--dtype", "fp32", "--threads", "1",
                                             "--mode", "fwd", "--no-compile", "--budget", "0.02", "--csv", str(tmp / "b.csv"),
                                             "--out", str(tmp / "b")]).exit_code == 0  # fmt: skip
             return keep + ["--csv", str(tmp / "b.csv"), "--out", str(tmp / "b")]
