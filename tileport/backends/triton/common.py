@@ -45,6 +45,19 @@ def round_to(value, KIND: tl.constexpr):
         return value
 
 
+@triton.jit
+def row_sum_squares(X, rows, row_ok, D, stride_x, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    """sum(x^2) of each of the program's rows in fp32: a (BLOCK_M, BLOCK_D) block of lanes, one per column
+    (a blocked sum), reduced once at the end."""
+    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    for start in range(0, D, BLOCK_D):
+        cols = start + tl.arange(0, BLOCK_D)
+        mask = row_ok[:, None] & (cols[None, :] < D)
+        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        acc += x * x
+    return tl.sum(acc, axis=1)
+
+
 def round_kind(dtype: torch.dtype) -> int:
     return {torch.float16: 1, torch.bfloat16: 2}.get(dtype, 0)
 

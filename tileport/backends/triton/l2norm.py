@@ -12,20 +12,14 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import blocks, check_size, launch_context, row_stride, storage, store
+from .common import blocks, row_sum_squares, check_size, launch_context, row_stride, storage, store
 
 
 @triton.jit
 def _fwd_kernel(X, Y, RSTD, M, D, stride_x, eps, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, Y_BF16: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < M
-    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
-    for start in range(0, D, BLOCK_D):
-        cols = start + tl.arange(0, BLOCK_D)
-        mask = row_ok[:, None] & (cols[None, :] < D)
-        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        acc += x * x
-    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=1) + eps)
+    rstd = 1.0 / tl.sqrt(row_sum_squares(X, rows, row_ok, D, stride_x, BLOCK_M, BLOCK_D) + eps)
     tl.store(RSTD + rows, rstd, mask=row_ok)
     for start in range(0, D, BLOCK_D):
         cols = start + tl.arange(0, BLOCK_D)

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import blocks, check_size, launch_context, round_kind, round_to, row_stride, storage, store
+from .common import blocks, row_sum_squares, check_size, launch_context, round_kind, round_to, row_stride, storage, store
 
 
 @triton.jit
@@ -21,13 +21,7 @@ def _fwd_kernel(X, W, Y, RSTD, M, D, stride_x, eps, offset, BLOCK_M: tl.constexp
                 HAS_W: tl.constexpr, LLAMA: tl.constexpr, X_KIND: tl.constexpr, Y_BF16: tl.constexpr):  # fmt: skip
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < M
-    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
-    for start in range(0, D, BLOCK_D):
-        cols = start + tl.arange(0, BLOCK_D)
-        mask = row_ok[:, None] & (cols[None, :] < D)
-        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        acc += x * x
-    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=1) * (1.0 / D) + eps)
+    rstd = 1.0 / tl.sqrt(row_sum_squares(X, rows, row_ok, D, stride_x, BLOCK_M, BLOCK_D) * (1.0 / D) + eps)
     tl.store(RSTD + rows, rstd, mask=row_ok)
     for start in range(0, D, BLOCK_D):
         cols = start + tl.arange(0, BLOCK_D)

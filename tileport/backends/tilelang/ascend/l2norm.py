@@ -16,44 +16,16 @@ the steps): ThreadSync then has no in-branch conflict to hoist a barrier out of.
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
 import tilelang.ascend.language as T
 import torch
-from tilelang import tvm
 
 from ..targets import RUNNERS, TL_DTYPE
-
-tirx = tvm.tirx
-
-CORES = 32  # vector cores of the persistent grid
-THREADS = 128  # SIMT threads of a vector sub-kernel
-UB_BUDGET = 96 * 1024  # bytes of UB for one stage's tiles (two stages are allocated by T.Pipelined)
-MAX_WIDTH = 4096  # widest tile: 16 bytes per column (the fp32 backward's four tiles) * 4096 fits UB_BUDGET
-NR_STEPS = 1
-
-
-def bucket(D: int) -> int:
-    """The UB tile width that serves rows of D columns: a power of two in [THREADS, MAX_WIDTH]. Powers of two
-    also avoid a layout-inference failure seen with several rows of e.g. 33 * 128 columns (tilelang 0.1.15)."""
-    return min(MAX_WIDTH, max(THREADS, 1 << (max(D, 1) - 1).bit_length()))
-
-
-def _rows(width: int, bytes_per_col: int) -> int:
-    return max(1, min(8, UB_BUDGET // (width * bytes_per_col)))
-
-
-def _refined_rsqrt(s, steps: int):
-    """The hardware rsqrt of s and ``steps`` Newton-Raphson steps, as one expression whose intermediate values
-    are let-bound (each computed once)."""
-    sv, ys = tirx.Var("s", "float32"), [tirx.Var(f"y{k}", "float32") for k in range(steps + 1)]
-    body = ys[-1]
-    for k in range(steps, 0, -1):
-        body = tirx.Let(ys[k], ys[k - 1] * (1.5 - 0.5 * sv * ys[k - 1] * ys[k - 1]), body)
-    return tirx.Let(sv, s, tirx.Let(ys[0], T.rsqrt(sv), body))
-
+from ._common import MAX_WIDTH, NR_STEPS, THREADS, CORES, bucket, refined_rsqrt, rows_per_block, sum_squares
 
 def build_forward(width: int, x_dtype: torch.dtype, y_dtype: torch.dtype, nr_steps: int = NR_STEPS):
     xt, yt = TL_DTYPE[x_dtype], TL_DTYPE[y_dtype]
-    block_M = _rows(width, x_dtype.itemsize + 4 + y_dtype.itemsize)
+    block_M = rows_per_block(width, x_dtype.itemsize + 4 + y_dtype.itemsize)
     one_chunk = width < MAX_WIDTH  # D <= width: the row stays in UB between the passes
     M, D = T.dynamic("M"), T.dynamic("D")
+    squares = sum_squares(width, block_M)
 
     @T.prim_func
     def l2norm_fwd(X: T.Tensor((M, D), xt), Y: T.Tensor((M, D), yt), RSTD: T.Tensor((M,), "float32"), eps: T.float32):
@@ -70,23 +42,10 @@ def build_forward(width: int, x_dtype: torch.dtype, y_dtype: torch.dtype, nr_ste
                 if b < blocks:
                     r0 = b * block_M
                     rows = T.min(block_M, M - r0)
+                    squares(X, xu, sq, part, ru, r0, rows, D)
                     with T.SimtVF(threads=THREADS):
                         for i in T.Parallel(block_M):
-                            ru[i] = 0.0
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, D - k * width)
-                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                v = xu[i, j].astype("float32")
-                                sq[i, j] = T.if_then_else(j < n, v * v, 0.0)
-                        T.reduce_sum(sq, part, dim=1)
-                        with T.SimtVF(threads=THREADS):
-                            for i in T.Parallel(block_M):
-                                ru[i] += part[i]
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            ru[i] = _refined_rsqrt(ru[i] + eps, nr_steps)
+                            ru[i] = refined_rsqrt(ru[i] + eps, nr_steps)
                     for k in T.Pipelined(chunks, num_stages=2):
                         n = T.min(width, D - k * width)
                         if not one_chunk:
@@ -103,7 +62,7 @@ def build_forward(width: int, x_dtype: torch.dtype, y_dtype: torch.dtype, nr_ste
 def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
     """dx = (dy - sum(dy * y) * y) * rstd with y = x * rstd recomputed in fp32 (rstd as saved)."""
     xt, gt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype]
-    block_M = _rows(width, 2 * x_dtype.itemsize + dy_dtype.itemsize + 4)
+    block_M = rows_per_block(width, 2 * x_dtype.itemsize + dy_dtype.itemsize + 4)
     one_chunk = width < MAX_WIDTH
     M, D = T.dynamic("M"), T.dynamic("D")
 

@@ -16,7 +16,7 @@ import tilelang.ascend.language as T
 import torch
 
 from ..targets import RUNNERS, TL_DTYPE
-from .l2norm import CORES, MAX_WIDTH, NR_STEPS, THREADS, _refined_rsqrt, _rows, bucket
+from ._common import CORES, MAX_WIDTH, NR_STEPS, THREADS, bucket, refined_rsqrt, rows_per_block, sum_squares
 
 RUNNER = RUNNERS["ascend"]
 
@@ -25,9 +25,10 @@ def build_forward(width: int, x_dtype: torch.dtype, w_dtype: torch.dtype, y_dtyp
                   nr_steps: int = NR_STEPS):  # fmt: skip
     xt, wt, yt = TL_DTYPE[x_dtype], TL_DTYPE[w_dtype], TL_DTYPE[y_dtype]
     llama = casting == "llama"
-    block_M = _rows(width, x_dtype.itemsize + 4 + y_dtype.itemsize)
+    block_M = rows_per_block(width, x_dtype.itemsize + 4 + y_dtype.itemsize)
     one_chunk = width < MAX_WIDTH
     M, D = T.dynamic("M"), T.dynamic("D")
+    squares = sum_squares(width, block_M)
 
     @T.prim_func
     def rms_norm_fwd(X: T.Tensor((M, D), xt), W: T.Tensor((D,), wt), Y: T.Tensor((M, D), yt),
@@ -46,23 +47,10 @@ def build_forward(width: int, x_dtype: torch.dtype, w_dtype: torch.dtype, y_dtyp
                 if b < blocks:
                     r0 = b * block_M
                     rows = T.min(block_M, M - r0)
+                    squares(X, xu, sq, part, ru, r0, rows, D)
                     with T.SimtVF(threads=THREADS):
                         for i in T.Parallel(block_M):
-                            ru[i] = 0.0
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, D - k * width)
-                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                v = xu[i, j].astype("float32")
-                                sq[i, j] = T.if_then_else(j < n, v * v, 0.0)
-                        T.reduce_sum(sq, part, dim=1)
-                        with T.SimtVF(threads=THREADS):
-                            for i in T.Parallel(block_M):
-                                ru[i] += part[i]
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            ru[i] = _refined_rsqrt(ru[i] * (T.float32(1.0) / T.cast(D, "float32")) + eps, nr_steps)
+                            ru[i] = refined_rsqrt(ru[i] * (T.float32(1.0) / T.cast(D, "float32")) + eps, nr_steps)
                     for k in T.Pipelined(chunks, num_stages=2):
                         n = T.min(width, D - k * width)
                         if not one_chunk:
@@ -86,7 +74,7 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, w_dt
     """dx = (g - n * mean(g * n)) * rstd per row; each core's dweight partial row += its blocks' dy * n."""
     xt, gt, wt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype], TL_DTYPE[w_dtype]
     llama = casting == "llama"
-    block_M = _rows(width, 2 * x_dtype.itemsize + dy_dtype.itemsize + 8)
+    block_M = rows_per_block(width, 2 * x_dtype.itemsize + dy_dtype.itemsize + 8)
     one_chunk = width < MAX_WIDTH
     M, D = T.dynamic("M"), T.dynamic("D")
 

@@ -19,43 +19,19 @@ import tilelang.language as T
 import torch
 
 from ..targets import RUNNERS, TL_DTYPE
-
-MAX_THREADS = 128
-MAX_CHUNK = 2048  # fp32 fragment columns per chunk: chunk / threads registers per thread
-RSQRT_MODES = ("exact", "approx")
-
-
-def bucket(D: int) -> int:
-    """The chunk width that serves rows of D columns: a power of two in [32, MAX_CHUNK]."""
-    return min(MAX_CHUNK, max(32, 1 << (max(D, 1) - 1).bit_length()))
-
-
-def _threads(chunk: int) -> int:
-    return min(MAX_THREADS, chunk)
-
-
-def _rsqrt(s, mode: str):
-    if mode not in RSQRT_MODES:
-        raise ValueError(f"rsqrt must be one of {RSQRT_MODES}, got {mode!r}")
-    return T.ieee_frsqrt(s) if mode == "exact" else T.rsqrt(s)
-
+from ._common import bucket, rsqrt as _rsqrt, sum_squares, threads as _threads
 
 def build_forward(chunk: int, x_dtype: torch.dtype, y_dtype: torch.dtype, rsqrt: str = "exact"):
     xt, yt = TL_DTYPE[x_dtype], TL_DTYPE[y_dtype]
     M, D = T.dynamic("M"), T.dynamic("D")
+    squares = sum_squares(chunk, xt)
 
     @T.prim_func
     def l2norm_fwd(X: T.Tensor((M, D), xt), Y: T.Tensor((M, D), yt), RSTD: T.Tensor((M,), "float32"), eps: T.float32):
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             r = T.alloc_fragment((1,), "float32")
-            T.clear(acc)
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    v = T.if_then_else(col < D, X[bx, col], T.cast(0, xt)).astype("float32")
-                    acc[i, j] += v * v
-            T.reduce_sum(acc, r, dim=1)
+            squares(X, bx, acc, r, D)
             for i in T.Parallel(1):
                 r[i] = _rsqrt(r[i] + eps, rsqrt)
             for i in T.Parallel(1):

@@ -12,7 +12,7 @@ import tilelang.language as T
 import torch
 
 from ..targets import RUNNERS, TL_DTYPE
-from .l2norm import _rsqrt, _threads, bucket
+from ._common import bucket, rsqrt as _rsqrt, sum_squares, threads as _threads
 
 RUNNER = RUNNERS["cuda"]
 
@@ -26,6 +26,7 @@ def build_forward(chunk: int, x_dtype: torch.dtype, w_dtype: torch.dtype, y_dtyp
     xt, wt, yt = TL_DTYPE[x_dtype], TL_DTYPE[w_dtype], TL_DTYPE[y_dtype]
     llama = casting == "llama"
     M, D = T.dynamic("M"), T.dynamic("D")
+    squares = sum_squares(chunk, xt)
 
     @T.prim_func
     def rms_norm_fwd(X: T.Tensor((M, D), xt), W: T.Tensor((D,), wt), Y: T.Tensor((M, D), yt),
@@ -33,13 +34,7 @@ def build_forward(chunk: int, x_dtype: torch.dtype, w_dtype: torch.dtype, y_dtyp
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             r = T.alloc_fragment((1,), "float32")
-            T.clear(acc)
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    v = T.if_then_else(col < D, X[bx, col], T.cast(0, xt)).astype("float32")
-                    acc[i, j] += v * v
-            T.reduce_sum(acc, r, dim=1)
+            squares(X, bx, acc, r, D)
             for i in T.Parallel(1):
                 r[i] = _rsqrt(r[i] * (T.float32(1.0) / T.cast(D, "float32")) + eps, rsqrt)
             for i in T.Parallel(1):
