@@ -6,8 +6,9 @@ Contract (stated once here; torch.nn.RMSNorm, Liger-Kernel and flash-linear-atte
   for fp64 inputs). ``y`` has ``output_dtype`` (default x's dtype); ``rstd`` has shape ``x.shape[:-1]``, fp32
   (fp64 for fp64 inputs). ``eps`` finite and >= 0; ``offset`` finite (Gemma's ``1 + w`` is ``offset=1``).
 - ``casting="fp32"``: everything in fp32, rounded once. ``casting="llama"``: ``x * rstd`` is rounded to x's
-  dtype and multiplied by ``weight + offset`` rounded to x's dtype, the product rounded: HF LlamaRMSNorm's
-  order, for drop-in parity with its outputs.
+  dtype and multiplied by ``weight + offset`` rounded to x's dtype, the product rounded to the output dtype:
+  HF LlamaRMSNorm's order, bit for bit with its outputs when the weight, x and the output share a dtype (HF's
+  usual case; with an fp32 weight HF promotes the product to fp32 instead).
 - Backward, with ``n = x * rstd`` (fp32, recomputed) and ``g = dy * (weight + offset)``:
   ``dx = (g - n * mean(g * n, -1)) * rstd`` in x's dtype; ``dweight = sum over rows of dy * n`` (``n`` rounded
   to x's dtype under "llama"), reduced in fp32 deterministically (the same bits for any thread count) and
