@@ -1,7 +1,7 @@
 """rms_norm forward and backward in Triton, ``BLOCK_M`` rows per program, rows walked in column chunks.
 
 Forward per program: pass one sums x^2 into a (BLOCK_M, BLOCK_D) fp32 block reduced with ``tl.sum``; rstd =
-rsqrt(sum * (1/D) + eps); pass two writes y = x * rstd * (w + offset) (casting "llama": x * rstd and the
+rsqrt(sum / D + eps); pass two writes y = x * rstd * (w + offset) (casting "llama": x * rstd and the
 weight rounded to x's dtype first). Backward per program: c = mean(g * n) with n = x * rstd and
 g = dy * (w + offset), dx = (g - n * c) * rstd, and the program's own fp32 partial of dweight (its rows'
 dy * n); the partials are summed in program order afterwards, so dweight is deterministic.
@@ -21,7 +21,7 @@ def _fwd_kernel(X, W, Y, RSTD, M, D, stride_x, eps, offset, BLOCK_M: tl.constexp
                 HAS_W: tl.constexpr, LLAMA: tl.constexpr, X_KIND: tl.constexpr, Y_BF16: tl.constexpr):  # fmt: skip
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < M
-    rstd = 1.0 / tl.sqrt(row_sum_squares(X, rows, row_ok, D, stride_x, BLOCK_M, BLOCK_D) * (1.0 / D) + eps)
+    rstd = 1.0 / tl.sqrt(row_sum_squares(X, rows, row_ok, D, stride_x, BLOCK_M, BLOCK_D) / D + eps)
     tl.store(RSTD + rows, rstd, mask=row_ok)
     for start in range(0, D, BLOCK_D):
         cols = start + tl.arange(0, BLOCK_D)
@@ -54,7 +54,7 @@ def _bwd_kernel(X, DY, W, RSTD, DX, DWP, M, D, stride_x, stride_dy, offset, BLOC
         if HAS_W:
             g = g * (tl.load(W + cols, mask=cols < D, other=0.0).to(tl.float32) + offset)[None, :]
         acc += g * (x * r[:, None])
-    c = tl.sum(acc, axis=1) * (1.0 / D)
+    c = tl.sum(acc, axis=1) / D  # a division, as torch's mean
     for start in range(0, D, BLOCK_D):
         cols = start + tl.arange(0, BLOCK_D)
         mask = row_ok[:, None] & (cols[None, :] < D)

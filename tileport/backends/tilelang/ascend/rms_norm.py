@@ -4,7 +4,7 @@
 runtime length, SIMT vector sub-kernels, ``T.Pipelined`` double buffering, and the hardware rsqrt refined by
 ``nr_steps`` Newton-Raphson steps (default 1).
 
-Forward: rstd = rsqrt(sum(x^2) * (1/D) + eps), y = x * rstd * (w + offset), the weight chunk copied beside
+Forward: rstd = rsqrt(sum(x^2) / D + eps), y = x * rstd * (w + offset), the weight chunk copied beside
 each x chunk. Backward: dx per row as l2norm's with g = dy * (w + offset) and a mean; dweight as one fp32
 partial row per core in GM (``CORES x D``): each core adds its blocks' column sums of dy * n into its row
 chunk by chunk, and the launcher sums the rows in core order (deterministic: a core's blocks are fixed by M).
@@ -50,7 +50,7 @@ def build_forward(width: int, x_dtype: torch.dtype, w_dtype: torch.dtype, y_dtyp
                     squares(X, xu, sq, part, ru, r0, rows, D)
                     with T.SimtVF(threads=THREADS):
                         for i in T.Parallel(block_M):
-                            ru[i] = refined_rsqrt(ru[i] * (T.float32(1.0) / T.cast(D, "float32")) + eps, nr_steps)
+                            ru[i] = refined_rsqrt(ru[i] / T.cast(D, "float32") + eps, nr_steps)
                     for k in T.Pipelined(chunks, num_stages=2):
                         n = T.min(width, D - k * width)
                         if not one_chunk:
@@ -122,7 +122,10 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, w_dt
                         T.reduce_sum(pu, part, dim=1)
                         with T.SimtVF(threads=THREADS):
                             for i in T.Parallel(block_M):
-                                su[i] += part[i] * (T.float32(1.0) / T.cast(D, "float32"))
+                                su[i] += part[i]
+                    with T.SimtVF(threads=THREADS):
+                        for i in T.Parallel(block_M):
+                            su[i] = su[i] / T.cast(D, "float32")  # the mean: a division, as torch's
                     for k in T.Pipelined(chunks, num_stages=2):
                         n = T.min(width, D - k * width)
                         if not one_chunk:

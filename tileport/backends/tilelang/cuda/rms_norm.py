@@ -2,7 +2,7 @@
 dynamic. Built on l2norm's CUDA layout (``cuda/l2norm.py``): one row per CTA, walked in column chunks of D's
 bucket, masked by column only.
 
-Forward: rstd = rsqrt(sum(x^2) * (1/D) + eps) (``__frsqrt_rn``; ``rsqrt="approx"``: the hardware one), y = x * rstd * (w + offset). Backward: one
+Forward: rstd = rsqrt(sum(x^2) / D + eps) (``__frsqrt_rn``; ``rsqrt="approx"``: the hardware one), y = x * rstd * (w + offset). Backward: one
 kernel writes dx per row; a second sums dweight over rows, one CTA per column chunk walking every row in
 order (deterministic: no atomics). Without a weight the launcher passes ones (the kernels always scale).
 """
@@ -36,7 +36,7 @@ def build_forward(chunk: int, x_dtype: torch.dtype, w_dtype: torch.dtype, y_dtyp
             r = T.alloc_fragment((1,), "float32")
             squares(X, bx, acc, r, D)
             for i in T.Parallel(1):
-                r[i] = _rsqrt(r[i] * (T.float32(1.0) / T.cast(D, "float32")) + eps, rsqrt)
+                r[i] = _rsqrt(r[i] / T.cast(D, "float32") + eps, rsqrt)
             for i in T.Parallel(1):
                 RSTD[bx] = r[i]
             for k in T.serial(T.ceildiv(D, chunk)):
@@ -73,7 +73,7 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, w_dt
                     acc[i, j] += (g * w) * (x * r[i])
             T.reduce_sum(acc, s, dim=1)
             for i in T.Parallel(1):
-                s[i] = s[i] * (T.float32(1.0) / T.cast(D, "float32"))
+                s[i] = s[i] / T.cast(D, "float32")
             for k in T.serial(T.ceildiv(D, chunk)):
                 for i, j in T.Parallel(1, chunk):
                     col = k * chunk + j
