@@ -2,7 +2,11 @@
 the README's benchmark section from benchmarks/results/<op>.md (the tables are never typed by hand). Operators
 and their usage blocks come from their specs (``tileport.ops.spec``).
 
-    python scripts/make_docs.py [OP ...] [--level quick|L0] [--bench-args "..."] [--readme-only]
+    python scripts/make_docs.py [OP ...] [--level quick|L0] [--bench-args "..."] [--readme-only] [--reuse]
+
+``--reuse`` keeps an existing docs/ops/<op>-verify/report.md and docs/ops/<op>-bench/<op>.md (a long L0 run or
+a full benchmark placed there) instead of running them again; ``--level`` and ``--bench-args`` then say how
+they were made.
 """
 
 from __future__ import annotations
@@ -57,13 +61,15 @@ def update_readme() -> None:
     print(f"updated {readme}")
 
 
-def op_page(op: str, level: str, bench_args: str) -> Path:
+def op_page(op: str, level: str, bench_args: str, reuse: bool = False) -> Path:
     spec = specs()[op]
     evidence, bench = OPS / f"{op}-verify", OPS / f"{op}-bench"
-    shutil.rmtree(evidence, ignore_errors=True)
-    shutil.rmtree(bench, ignore_errors=True)
-    run(["verify", op, "--level", level, "--out", str(evidence)])
-    run(["bench", op, *shlex.split(bench_args), "--csv", str(bench / "bench.csv"), "--out", str(bench)])
+    if not (reuse and (evidence / "report.md").exists()):
+        shutil.rmtree(evidence, ignore_errors=True)
+        run(["verify", op, "--level", level, "--out", str(evidence)])
+    if not (reuse and (bench / f"{op}.md").exists()):
+        shutil.rmtree(bench, ignore_errors=True)
+        run(["bench", op, *shlex.split(bench_args), "--csv", str(bench / "bench.csv"), "--out", str(bench)])
     report = (evidence / "report.md").read_text()
     titles = SECTIONS + tuple(re.findall(r"^## (Study: .+)$", report, flags=re.M))  # the op's own studies
     parts = [
@@ -96,12 +102,13 @@ def main() -> None:
     ap.add_argument("--level", default="quick")
     ap.add_argument("--bench-args", default="--quick --threads 1 --threads 2 --mode fwd --mode fwdbwd")
     ap.add_argument("--readme-only", action="store_true", help="only refresh the README's benchmark section")
+    ap.add_argument("--reuse", action="store_true", help="keep verify and bench outputs already in docs/ops")
     a = ap.parse_args()
     update_readme()
     if a.readme_only:
         return
     for op in a.ops or list(specs()):
-        print(f"wrote {op_page(op, a.level, a.bench_args)}")
+        print(f"wrote {op_page(op, a.level, a.bench_args, a.reuse)}")
 
 
 if __name__ == "__main__":
