@@ -24,7 +24,7 @@ from tileport.ops.spec import specs
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = ROOT / "docs" / "ops"
-SECTIONS = ("Summary", "The standard's minimum counts", "Dual benchmark", "Cross-backend")
+SECTIONS = ("Summary", "The standard's minimum counts", "Dual benchmark", "Failed checks", "Cross-backend")
 
 
 def section(md: str, title: str) -> str:
