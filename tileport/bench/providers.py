@@ -37,7 +37,7 @@ def _autograd(fn: Callable, inputs: dict, dy: torch.Tensor, mode: str, grads: li
     return lambda: torch.autograd.grad(y, wrt, dy, retain_graph=True)
 
 
-def original(spec: OpSpec, found: Callable | None = None) -> dict[str, Callable]:
+def original(spec: OpSpec) -> dict[str, Callable]:
     """{provider name: callable in the spec's convention} of the upstream originals installed here."""
     out = {}
     for o in spec.originals:

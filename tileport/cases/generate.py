@@ -146,17 +146,11 @@ def make_inputs(suite: Suite, case: Case) -> dict[str, Any]:
             r = next(r for r in t.ranges if r.name == case.value_range)
             v = _plant(_values(t, r, case.shape, case.dtype, near_eps, gen), case.boundary, gen)
         else:
-            shape = (D,) if _role(spec, t.name) == VECTOR else case.shape
+            declared = spec.tensor(t.name)  # None for a suite tensor the spec does not declare (dy): like x
+            shape = (D,) if declared is not None and declared.role == VECTOR else case.shape
             v = _values(t, t.ranges[0], shape, case.dtype, near_eps, gen)
         out[t.name] = None if t.name in case.omitted else v.to(case.dtype)
     return out
-
-
-def _role(spec, name: str) -> str | None:
-    try:
-        return spec.tensor(name).role
-    except StopIteration:  # a suite tensor the spec does not declare (dy): shaped like x
-        return None
 
 
 def golden_inputs(suite: Suite, inputs: dict[str, Any]) -> dict[str, Any]:

@@ -155,8 +155,9 @@ class OpSpec:
         roles = {t.role for t in self.inputs + self.outputs + self.grads}
         return roles <= {ROWS, PER_ROW}
 
-    def tensor(self, name: str) -> Tensor:
-        return next(t for t in self.inputs + self.outputs + self.grads if t.name == name)
+    def tensor(self, name: str) -> Tensor | None:
+        """The declared input or output ``name``; None for one the spec does not declare (a suite's dy)."""
+        return next((t for t in self.inputs + self.outputs + self.grads if t.name == name), None)
 
 
 def rows_bytes(shape: tuple[int, ...], dtype: torch.dtype, reads: int, writes: int, per_row: int = 0, vectors: int = 0) -> int:

@@ -41,7 +41,9 @@ class TileLangBackend:
     name = "tilelang"
     # CPU kernels run here; CUDA and Ascend arch35 kernels lower here and run where the device is
     device_kinds = frozenset({platform.CPU, platform.CUDA, platform.NPU_ARCH35})
-    dtypes = {op: _CPU_DTYPES for op in kernel_modules(os.path.join(_HERE, "cpu", "__init__.py"), _CPU_SUPPORT)}
+    # the op kernel modules of each target package, listed once at import (the folders do not change)
+    _ops = {kind: kernel_modules(os.path.join(_HERE, pkg, "__init__.py"), _CPU_SUPPORT) for kind, pkg in _TARGET_PACKAGE.items()}
+    dtypes = {op: _CPU_DTYPES for op in _ops[platform.CPU]}
 
     def available(self) -> Availability:
         return _probe()
@@ -54,10 +56,7 @@ class TileLangBackend:
 
     def targets(self, op: str) -> dict[str, str]:
         """{device kind: target package} of the targets with a kernel module for op."""
-        return {
-            kind: pkg for kind, pkg in _TARGET_PACKAGE.items()
-            if op in kernel_modules(os.path.join(_HERE, pkg, "__init__.py"), _CPU_SUPPORT)
-        }  # fmt: skip
+        return {kind: pkg for kind, pkg in _TARGET_PACKAGE.items() if op in self._ops[kind]}
 
     def kernels(self, op, device_kind=platform.CPU):
         return importlib.import_module(f"{__name__}.{_TARGET_PACKAGE[device_kind]}.{op}")
