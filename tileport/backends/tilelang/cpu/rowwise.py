@@ -250,3 +250,22 @@ def row_sum(out, k_out, term, inputs, row) -> None:
         put(acc, TOP + u, get(acc, TOP + u) + (get(acc, MID + u) + get(acc, BLK + u)))
     _when(D % 8 > 0, lambda: add_lanes(TOP, base + head, D % 8))
     T.buffer_store(out, T.call_extern("float32", "tp_tree32", get(acc, TOP), get(acc, TOP + 1)), [k_out])
+
+
+def row_sum_squares64(io: Io, buf, row):
+    """The sum of squares of ``row``'s columns in fp64, as an fp64 expression (emits the loop, then returns
+    the total): exact squares, 16 fp64 lanes, a fixed tree, so one rounding of the result is (but for
+    near-ties) the correctly rounded sum, where an fp32 sum of fp32 squares rounds every square and add."""
+    v = vectors(5)  # v[0] the loaded columns; v[1:3] and v[3:5] two sets of 16 fp64 lanes (two FMA chains)
+    _call("tp_sq64_zero", _ref(v, 1))
+
+    def step(acc, col, n=None):
+        io.load(buf, row, col, v, 0, n)  # a partial load zeroes the missing lanes: their squares add 0
+        _call("tp_sq64_add", _ref(v, acc), _ref(v, 0))
+
+    with T.serial(D // (2 * VL)) as j:
+        step(1, j * 2 * VL)
+        step(3, j * 2 * VL + VL)
+    _when(D % (2 * VL) >= VL, lambda: step(1, D - D % (2 * VL)))
+    _when(D % VL > 0, lambda: step(3, D - D % VL, D % VL))
+    return T.call_extern("float64", "tp_sq64_total", _ref(v, 1))

@@ -263,6 +263,51 @@ extern "C" inline float tp_tree32(tp_v16 lo, tp_v16 hi) {
   return t[0] + t[1];
 }
 
+// A row's sum of squares in fp64: 16 lanes of fp32 widened and squared exactly (24-bit mantissas fit in 53),
+// accumulated in two sets of 16 fp64 lanes (each two tp_v16 slots, 128 bytes; two sets for two independent FMA
+// chains per 32 columns, the speed of the fp32 row sum in cache), then added as a fixed pairwise tree. Its
+// error (about D/16 * 2^-53 relative) is far below fp32's half ulp, so the rounded result is the correctly
+// rounded sum but for near-ties: rms_norm's rstd then rounds once, where torch's fp32 chain rounds four times.
+typedef double tp_nd __attribute__((vector_size(64)));
+typedef float tp_n8 __attribute__((vector_size(32)));
+extern "C" inline void* tp_sq64_zero(tp_v16* acc) {
+  memset(acc, 0, 256);
+  return 0;
+}
+extern "C" inline void* tp_sq64_add(tp_v16* acc, tp_v16* v) {
+  tp_nd a[2];
+  memcpy(a, acc, 128);
+#if defined(__AVX512F__)  // two whole-register widenings (g++'s generic one splits them into four 128-bit ones)
+  __m512 x;
+  memcpy(&x, v, 64);
+  tp_nd lo = (tp_nd)_mm512_cvtps_pd(_mm512_castps512_ps256(x));
+  tp_nd hi = (tp_nd)_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+  a[0] += lo * lo;
+  a[1] += hi * hi;
+#else
+  tp_n8 h[2];
+  memcpy(h, v, 64);
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {
+    tp_nd d = __builtin_convertvector(h[i], tp_nd);
+    a[i] += d * d;
+  }
+#endif
+  memcpy(acc, a, 128);
+  return 0;
+}
+extern "C" inline double tp_sq64_total(tp_v16* acc) {
+  double t[32];
+  memcpy(t, acc, 256);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) t[i] += t[i + 16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) t[i] += t[i + 8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) t[i] += t[i + 4];
+  return (t[0] + t[2]) + (t[1] + t[3]);
+}
+
 // A model of an approximate hardware rsqrt (Ascend A2/A3's vector rsqrt has about 3e-3 relative error):
 // the correctly rounded 1/sqrt(s), then truncated to 8 fraction bits, so its relative error lies in
 // [0, 2^-8) = [0, 3.9e-3), mean about 2e-3. Newton-Raphson steps y <- y * (1.5 - 0.5 * s * y * y) in the
