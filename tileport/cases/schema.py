@@ -76,6 +76,12 @@ class Level:
     runs: int
     limits: str  # the ratio limits of the standard that apply (L0, L1, L2)
 
+    @property
+    def conforming(self) -> bool:
+        """Whether the level runs the standard's counts for its limits (quick does not: it is labelled so)."""
+        need = COUNTS[self.limits]
+        return self.cases >= need.cases and self.runs >= need.runs_per_case
+
 
 @dataclass(frozen=True)
 class Suite:

@@ -63,7 +63,7 @@ class CaseResult:
             "mare": a.mare, "mere": a.mere, "rmse": a.rmse, "small_errors": a.small_errors,
             "bm_mare": b.mare, "bm_mere": b.mere, "bm_rmse": b.rmse, "bm_small_errors": b.small_errors,
             "mare_ratio": r["mare"], "mere_ratio": r["mere"], "rmse_ratio": r["rmse"], "small_ratio": r["small"],
-            "nonfinite_match": a.nonfinite_match, "deterministic": self.deterministic, "runs": self.runs,
+            "nonfinite_errors": a.nonfinite_errors, "nonfinite_review": a.nonfinite_review, "deterministic": self.deterministic, "runs": self.runs,
             "retested": self.retest is not None, "passed": self.passed, "failures": "; ".join(self.failures),
         }  # fmt: skip
 

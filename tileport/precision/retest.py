@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .metrics import Verdict
-from .standard import RETEST_RESAMPLES
+from .standard import RETEST_MIN_SEEDS, RETEST_RESAMPLES
 
 METRICS = ("mare", "mere", "rmse")
 
@@ -39,16 +39,24 @@ def bootstrap_median_lower_bound(values: Sequence[float], resamples: int = RETES
     return float(np.percentile(medians, 2.5))
 
 
-def retest(run: Callable[[int], Verdict], seeds: Sequence[int], resamples: int = RETEST_RESAMPLES) -> RetestResult:
+def retest(
+    run: Callable[[int], Verdict], seeds: Sequence[int], resamples: int = RETEST_RESAMPLES, min_seeds: int = RETEST_MIN_SEEDS
+) -> RetestResult:
     """Run ``run(seed)`` for each seed and apply the bootstrap rule to each metric's ratio."""
-    return retest_verdicts([run(s) for s in seeds], resamples)
+    return retest_verdicts([run(s) for s in seeds], resamples, min_seeds)
 
 
-def retest_verdicts(verdicts: Sequence[Verdict], resamples: int = RETEST_RESAMPLES) -> RetestResult:
-    """The bootstrap rule over the verdicts of the new seeds (however they were computed)."""
+def retest_verdicts(
+    verdicts: Sequence[Verdict], resamples: int = RETEST_RESAMPLES, min_seeds: int = RETEST_MIN_SEEDS
+) -> RetestResult:
+    """The bootstrap rule over the verdicts of the new seeds (however they were computed). Fewer than
+    ``min_seeds`` fails outright, the standard's small-sample fuse; 0 turns it off (a labelled,
+    non-conforming quick run)."""
     if not verdicts:
         raise ValueError("a retest needs at least one new seed")
     medians, lows, failures = {}, {}, []
+    if len(verdicts) < min_seeds:
+        failures.append(f"small-sample fuse: {len(verdicts)} new seeds < {min_seeds} (4.5.2)")
     for m in METRICS:
         ratios = [v.ratios[m] for v in verdicts]
         medians[m] = float(np.median(ratios))
@@ -57,5 +65,5 @@ def retest_verdicts(verdicts: Sequence[Verdict], resamples: int = RETEST_RESAMPL
             failures.append(f"{m.upper()} median ratio {medians[m]:.3g} (95% CI lower bound {lows[m]:.3g} > 1)")
     nonfinite = [v for v in verdicts if not v.actual.nonfinite_match]
     if nonfinite:
-        failures.append(f"inf/nan positions differ from the golden's in {len(nonfinite)} of {len(verdicts)} seeds")
+        failures.append(f"inf/nan errors (5.3.3) in {len(nonfinite)} of {len(verdicts)} seeds")
     return RetestResult(len(verdicts), medians, lows, failures)

@@ -47,4 +47,5 @@ SMALL_VALUE: dict[torch.dtype, tuple[float, float]] = {
 SMALL_COUNT_RATIO = 2.0  # ErrorCount(under test) / max(ErrorCount(benchmark), 1) must not exceed this
 
 RETEST_SEEDS = 1000  # new seeds after a failure
+RETEST_MIN_SEEDS = 200  # the small-sample fuse (4.5.2): a retest over fewer new seeds fails outright
 RETEST_RESAMPLES = 2000  # bootstrap resamples of the median ratio

@@ -20,7 +20,7 @@ from ..bench.environment import machine, versions
 from ..cases import generate, load_suite
 from ..ops.spec import StudyResult, get as op_spec
 from ..precision import COUNTS, MIN_ELEMENTS, STANDARD_VERSION, Aggregate, CaseResult, aggregate
-from ..precision.standard import RETEST_SEEDS
+from ..precision.standard import RETEST_MIN_SEEDS, RETEST_SEEDS
 from .accuracy import PairStat, Reduced, dtype_name, run_accuracy
 from .performance import performance, performance_groups
 
@@ -161,16 +161,19 @@ def run(plan: Plan, retest_seeds: int | None = None, with_perf: bool = True, pro
     reduced = {}
     dtypes = list(dict.fromkeys(c.dtype for c in cases))
     if retest_seeds is None:
-        retest_seeds = QUICK_RETEST_SEEDS if level == "quick" else RETEST_SEEDS
+        retest_seeds = RETEST_SEEDS if lv.conforming else QUICK_RETEST_SEEDS
     spec = op_spec(op)
     perf_groups = performance_groups(op, dtypes) if with_perf else []
     total = len(cases) + len(perf_groups)
     step = (lambda what, advance=1: progress(what, total, advance)) if progress else None
     if quick is not None:
         per_dtype = -(-quick.cases // len(suite.primary.dtypes))
-        cut = Reduced(per_dtype, min(lv.runs, quick.runs), min(retest_seeds, QUICK_RETEST_SEEDS))
+        # a conforming level keeps the small-sample fuse for the reduced backends too: they retest over its minimum
+        cut = Reduced(per_dtype, min(lv.runs, quick.runs), min(retest_seeds, RETEST_MIN_SEEDS if lv.conforming else QUICK_RETEST_SEEDS))
         reduced = {n: cut for n in interpreted if n in names}
-    results, pairs, skipped = run_accuracy(suite, cases, names, lv.limits, lv.runs, retest_seeds, step, reduced, plan.device)
+    results, pairs, skipped = run_accuracy(
+        suite, cases, names, lv.limits, lv.runs, retest_seeds, step, reduced, plan.device, RETEST_MIN_SEEDS if lv.conforming else 0
+    )
     studies = [study(dtypes, seed) for study in spec.studies] if plan.device == "cpu" else []
     tested = [n for n in names if n not in interpreted]
     perf = performance(op, perf_groups, tested, progress=step, device=plan.device) if with_perf else []

@@ -24,7 +24,8 @@ from ..backends.registry import BackendUnavailableError
 from ..cases import Case, Suite, golden_inputs, make_inputs
 from ..dtypes import name as dtype_name
 from ..ops.spec import get as op_spec
-from ..precision import CaseResult, Verdict, compare, judge, measure_batch, retest_verdicts
+from ..precision.standard import RETEST_MIN_SEEDS
+from ..precision import CaseResult, Verdict, compare, dual_measure_batch, judge, retest_verdicts
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 RETEST_CHUNK_ELEMENTS = 1 << 22  # elements of x per batched retest call (the float64 golden is 8 bytes each)
@@ -134,7 +135,7 @@ class Judge:
                 if len(many) == 1:
                     raise
                 return batch(many[: len(many) // 2]) + batch(many[len(many) // 2 :])
-            return [judge(a, b, self.limits) for a, b in zip(measure_batch(under, gold, dtype), measure_batch(bm, gold, dtype))]
+            return [judge(a, b, self.limits) for a, b in zip(*dual_measure_batch(under, bm, gold, dtype))]
 
         chunk = max(1, RETEST_CHUNK_ELEMENTS // max(case.elements, 1))
         out: list[Verdict] = []
@@ -153,12 +154,14 @@ def run_accuracy(
     progress: Callable[..., None] | None = None,
     reduced: dict[str, "Reduced"] | None = None,
     device: str = "cpu",
+    min_seeds: int = RETEST_MIN_SEEDS,
 ) -> tuple[list[CaseResult], list[PairStat], dict[str, tuple[int, str]]]:
     """CaseResults for each (case, backend, output), the pairwise comparison, and per backend the cases
     it did not run and why. ``reduced`` gives a backend a smaller workload (an interpreter: milliseconds per
     program instance): each dtype's first cases only, fewer repeated runs and retest seeds; a backend may
     also decline a shape (an interpreter's size limit). ``device``: where every side runs (inputs are drawn on
-    the CPU from the case's seed and moved there; outputs come back to the CPU to be judged)."""
+    the CPU from the case's seed and moved there; outputs come back to the CPU to be judged). ``min_seeds``:
+    the small-sample fuse (0 for a non-conforming level)."""
     reduced = reduced or {}
     skipped: dict[str, list] = {}
     j = Judge(suite, limits, device)
@@ -194,7 +197,7 @@ def run_accuracy(
                 if not v.passed:
                     if progress:
                         progress(f"{case.describe()}: retest {name} on {backend} over {_seeds(backend)} new seeds", advance=0)
-                    redo = retest_verdicts(j.new_seed_verdicts(case, name, backend, _seeds(backend)))
+                    redo = retest_verdicts(j.new_seed_verdicts(case, name, backend, _seeds(backend)), min_seeds=min_seeds)
                 results.append(
                     CaseResult(
                         suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range,
