@@ -12,7 +12,7 @@ name: toy
 api: tileport.l2norm_fwd
 backward: true
 outputs: [y, rstd]
-standard: {acc: single_bm, golden: float64, benchmark: torch}
+standard: {acc: double_bm, golden: float64, benchmark: torch}
 levels:
   quick: {cases: 6, runs: 2, limits: L0}
 inputs:
@@ -68,6 +68,9 @@ def test_small_suite_loads(tmp_path):
         ("has_empty: true", "has_empty: maybe", "inputs[0].boundary.has_empty", "true/false"),
         ("api: tileport.l2norm_fwd\n", "", "api", "the key is missing"),
         ("last_dim_values: [8, 16]", "last_dim_values: []", "inputs[0].shapes.last_dim_values", "non-empty list"),
+        ("acc: double_bm", "acc: triple_bm", "standard.acc", "one of double_bm, single_bm, mixed_tolerance_bm"),
+        ("acc: double_bm", "acc: double_bm, rtol: 1", "standard.rtol", "one of acc, golden"),
+        ("golden: float64", "golden: float32", "standard.golden", "float64"),
     ],
 )
 def test_malformed_suite_names_file_key_and_expectation(tmp_path, old, new, key, expected):

@@ -94,3 +94,35 @@ def test_small_sample_fuse_fails_a_retest_under_200_seeds():
     assert not short.passed and short.failures == ["small-sample fuse: 199 new seeds < 200 (4.5.2)"]
     assert retest(same, range(200)).passed
     assert retest(same, range(30), min_seeds=0).passed  # a labelled, non-conforming quick run
+
+
+@pytest.mark.parametrize("dtype,th", [(torch.float16, 2**-10), (torch.bfloat16, 2**-7), (torch.float32, 2**-13)])
+def test_single_benchmark_standard_limits_mere_and_mare_by_th(dtype, th):
+    g = torch.linspace(1, 2, 1000, dtype=torch.float64)
+    bench = g.clone()  # the sibling standards do not consult the benchmark's errors
+    assert compare(g * (1 + 0.5 * th), g, bench, dtype=dtype, acc="single_bm").passed
+    v = compare(g * (1 + 1.5 * th), g, bench, dtype=dtype, acc="single_bm")
+    assert not v.passed and v.failures[0].startswith("MERE") and v.standard == "single_bm"
+    spike = g.clone()
+    spike[0] *= 1 + 11 * th  # one element: MERE stays small, MARE passes 10 Th
+    v = compare(spike, g, bench, dtype=dtype, acc="single_bm")
+    assert [f.split()[0] for f in v.failures] == ["MARE"]
+
+
+def test_mixed_tolerance_standard_counts_elements_within_atol_plus_rtol():
+    th = 2**-13
+    g = torch.linspace(1, 2, 1000, dtype=torch.float64)
+    off = g.clone()
+    off[:10] += 3 * th * (1 + g[:10])  # 1% of the elements outside the tolerance: 99% within passes
+    assert compare(off, g, g, dtype=torch.float32, acc="mixed_tolerance_bm").passed
+    off[10] += 3 * th * (1 + g[10])
+    v = compare(off, g, g, dtype=torch.float32, acc="mixed_tolerance_bm")
+    assert not v.passed and "98.90% of elements" in v.failures[0]
+    v = compare(g + 2e-4, g, g, dtype=torch.float32, acc="mixed_tolerance_bm", max_atol=1e-4)  # within Th + Th |g|
+    assert v.failures == ["max absolute error 0.0002 > max_atol 0.0001"]
+
+
+def test_unknown_standard_is_rejected():
+    m = measure(torch.ones(2), torch.ones(2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="standard.acc must be one of double_bm"):
+        judge(m, m, "L0", acc="equal")

@@ -16,7 +16,7 @@ import torch
 import yaml
 
 from ..dtypes import parse as parse_dtype
-from ..precision.standard import COUNTS
+from ..precision.standard import ACC_STANDARDS, COUNTS
 
 SUITES = Path(__file__).with_name("suites")
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
@@ -243,6 +243,29 @@ def _levels(top: _Reader) -> dict[str, Level]:
     return out
 
 
+STANDARD_KEYS = ("acc", "golden", "benchmark", "max_atol", "perf")
+
+
+def _standard(top: _Reader) -> dict[str, str]:
+    """The ``standard`` mapping: ``acc`` picks the precision standard (default: the dual benchmark)."""
+    std = top.child("standard")
+    for key in std.data:
+        if key not in STANDARD_KEYS:
+            raise CaseFileError(top.file, std.key(key), f"one of {', '.join(STANDARD_KEYS)}", key)
+    acc = std.get("acc", str, f"one of {', '.join(ACC_STANDARDS)}", "double_bm")
+    if acc not in ACC_STANDARDS:
+        raise CaseFileError(top.file, std.key("acc"), f"one of {', '.join(ACC_STANDARDS)}", acc)
+    golden = std.get("golden", str, "float64", "float64")
+    if golden != "float64":
+        raise CaseFileError(top.file, std.key("golden"), "float64 (the standard's golden)", golden)
+    out = {"acc": acc, "golden": golden, "benchmark": std.get("benchmark", str, "a backend name", "torch")}
+    if "max_atol" in std.data:
+        out["max_atol"] = str(_number(std, "max_atol", 0.0))
+    if "perf" in std.data:
+        out["perf"] = str(std.data["perf"])
+    return out
+
+
 def load_suite(source: str | Path) -> Suite:
     """Load a suite by operator name (``tileport/cases/suites/<op>.yaml``) or by path."""
     path = Path(source)
@@ -264,7 +287,7 @@ def load_suite(source: str | Path) -> Suite:
         backward=top.get("backward", bool, "true or false", False),
         outputs=tuple(top.get("outputs", list, "a list of output names")),
         grad_outputs=tuple(top.get("grad_outputs", list, "a list of gradient names", [])),
-        standard={k: str(v) for k, v in top.child("standard").data.items()},
+        standard=_standard(top),
         levels=_levels(top),
         tensors=tensors,
         attrs=attrs,

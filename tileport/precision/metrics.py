@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import nonfinite
-from .standard import LEVELS, REL_EPS, SMALL_COUNT_RATIO, SMALL_VALUE
+from .standard import ACC_STANDARDS, LEVELS, MIXED_SHARE, REL_EPS, SINGLE_MARE_FACTOR, SMALL_COUNT_RATIO, SMALL_VALUE, THRESHOLD
 
 ZERO = 1e-30  # a metric at or below this counts as 0 for the ratio rule
 
@@ -38,6 +38,9 @@ class Metrics:
     nonfinite_errors: int  # clause 5.3.3 errors: the golden is inf/nan, the benchmark matches it, this does not
     elements: int
     nonfinite_review: int = 0  # golden, output and benchmark all differ at an inf/nan: needs investigation
+    counted: int = 0  # positions measured (finite golden, no inf/nan shared with the benchmark)
+    within_tolerance: int = 0  # of those, |a - g| <= Th + Th |g| (the mixed-tolerance standard)
+    max_abs: float = 0.0
 
     @property
     def nonfinite_match(self) -> bool:
@@ -67,12 +70,19 @@ def _metrics(a: torch.Tensor, g: torch.Tensor, counted: torch.Tensor, errors, re
     n = counted.sum(1).clamp(min=1).to(torch.float64)
     threshold, bound = SMALL_VALUE.get(dtype, SMALL_VALUE[torch.float32])
     small = counted & (g.abs() < threshold) & (err > bound)
-    mare = rel.amax(1) if rel.shape[1] else torch.zeros(rel.shape[0], dtype=torch.float64)
+    th = THRESHOLD.get(dtype, THRESHOLD[torch.float32])
+    within = counted & (err <= th + th * g.abs())
+    empty = torch.zeros(rel.shape[0], dtype=torch.float64)
+    mare, max_abs = (rel.amax(1), err.amax(1)) if rel.shape[1] else (empty, empty)
     cols = zip(
         mare.tolist(), (rel.sum(1) / n).tolist(), torch.sqrt((err * err).sum(1) / n).tolist(),
-        small.sum(1).tolist(), errors.sum(1).tolist(), review.sum(1).tolist(),
+        small.sum(1).tolist(), errors.sum(1).tolist(), review.sum(1).tolist(), counted.sum(1).tolist(),
+        within.sum(1).tolist(), max_abs.tolist(),
     )  # fmt: skip
-    return [Metrics(m, me, r, int(sm), int(e), int(a.shape[1]), int(rv)) for m, me, r, sm, e, rv in cols]
+    return [
+        Metrics(m, me, r, int(sm), int(e), int(a.shape[1]), int(rv), int(c), int(w), mx)
+        for m, me, r, sm, e, rv, c, w, mx in cols
+    ]
 
 
 def measure_batch(actual: torch.Tensor, golden: torch.Tensor, dtype: torch.dtype) -> list[Metrics]:
@@ -112,23 +122,46 @@ class Verdict:
     benchmark: Metrics
     ratios: dict[str, float]
     failures: list[str] = field(default_factory=list)
+    standard: str = "double_bm"  # the suite's standard.acc
 
     @property
     def passed(self) -> bool:
         return not self.failures
 
 
-def judge(actual: Metrics, benchmark: Metrics, level: str = "L0") -> Verdict:
-    """Apply the ratio rule of ``level`` to the metrics of the output under test and of the benchmark."""
+def _sibling_failures(actual: Metrics, acc: str, dtype: torch.dtype, max_atol: float | None) -> list[str]:
+    """The single-benchmark and mixed-tolerance standards: limits on the output's own errors."""
+    th = THRESHOLD.get(dtype, THRESHOLD[torch.float32])
+    if acc == "single_bm":
+        out = [f"MERE {actual.mere:.3g} >= Th {th:g}"] if actual.mere >= th else []
+        if actual.mare >= SINGLE_MARE_FACTOR * th:
+            out.append(f"MARE {actual.mare:.3g} >= {SINGLE_MARE_FACTOR:g} Th {SINGLE_MARE_FACTOR * th:g}")
+        return out
+    share = actual.within_tolerance / actual.counted if actual.counted else 1.0
+    out = [f"{share:.2%} of elements within Th + Th |g| (Th {th:g}) < {MIXED_SHARE:.0%}"] if share < MIXED_SHARE else []
+    if max_atol is not None and actual.max_abs > max_atol:
+        out.append(f"max absolute error {actual.max_abs:.3g} > max_atol {max_atol:g}")
+    return out
+
+
+def judge(
+    actual: Metrics, benchmark: Metrics, level: str = "L0", acc: str = "double_bm",
+    dtype: torch.dtype = torch.float32, max_atol: float | None = None,
+) -> Verdict:  # fmt: skip
+    """Apply the rule of the standard ``acc`` (the dual benchmark's ratio limits of ``level``, or a sibling's
+    limits on the output's own errors for ``dtype``) to the metrics of the output and of the benchmark."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
+    if acc not in ACC_STANDARDS:
+        raise ValueError(f"standard.acc must be one of {', '.join(ACC_STANDARDS)}, got {acc!r}")
     limits = dict(zip(("mare", "mere", "rmse"), LEVELS[level]))
     ratios = {name: ratio(getattr(actual, name), getattr(benchmark, name)) for name in limits}
     ratios["small"] = actual.small_errors / max(benchmark.small_errors, 1)
-    failures = [
-        f"{name.upper()} ratio {ratios[name]:.3g} > {limit:g}" for name, limit in limits.items() if ratios[name] > limit
-    ]
-    if ratios["small"] > SMALL_COUNT_RATIO:
+    if acc != "double_bm":
+        failures = _sibling_failures(actual, acc, dtype, max_atol)
+    else:
+        failures = [f"{n.upper()} ratio {ratios[n]:.3g} > {limit:g}" for n, limit in limits.items() if ratios[n] > limit]
+    if acc == "double_bm" and ratios["small"] > SMALL_COUNT_RATIO:
         failures.append(
             f"small-value errors {actual.small_errors} > {SMALL_COUNT_RATIO:g} x benchmark's {benchmark.small_errors}"
         )
@@ -137,18 +170,19 @@ def judge(actual: Metrics, benchmark: Metrics, level: str = "L0") -> Verdict:
             f"inf/nan: {actual.nonfinite_errors} positions where the golden is inf/nan, the benchmark matches it "
             "and the output does not (5.3.3)"
         )
-    return Verdict(level, actual, benchmark, ratios, failures)
+    return Verdict(level, actual, benchmark, ratios, failures, acc)
 
 
 def compare(
-    actual: torch.Tensor, golden: torch.Tensor, benchmark: torch.Tensor, level: str = "L0", dtype: torch.dtype | None = None
-) -> Verdict:
+    actual: torch.Tensor, golden: torch.Tensor, benchmark: torch.Tensor, level: str = "L0", dtype: torch.dtype | None = None,
+    acc: str = "double_bm", max_atol: float | None = None,
+) -> Verdict:  # fmt: skip
     """Dual-benchmark comparison: ``actual`` and ``benchmark`` both against the float64 ``golden``."""
     dtype = dtype or actual.dtype
     if not actual.shape == golden.shape == benchmark.shape:
         raise ValueError(f"shapes differ: actual {tuple(actual.shape)}, golden {tuple(golden.shape)}, benchmark {tuple(benchmark.shape)}")
     (a,), (b,) = dual_measure_batch(actual.reshape(1, -1), benchmark.reshape(1, -1), golden.reshape(1, -1), dtype)
-    return judge(a, b, level)
+    return judge(a, b, level, acc, dtype, max_atol)
 
 
 def assert_dual_benchmark(

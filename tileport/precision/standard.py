@@ -46,6 +46,20 @@ SMALL_VALUE: dict[torch.dtype, tuple[float, float]] = {
 }
 SMALL_COUNT_RATIO = 2.0  # ErrorCount(under test) / max(ErrorCount(benchmark), 1) must not exceed this
 
+# The sibling standards of the same text, chosen by a suite's ``standard.acc`` (the dual benchmark is tileport's
+# default, ``double_bm``). Th per dtype; single benchmark (experimental): pass if MERE < Th and MARE < 10 Th;
+# mixed tolerance: |a - g| <= Th + Th * |g| on at least 99% of the elements, and, where the suite gives one
+# (``standard.max_atol``: the text we implement names such a bound without fixing its value), no element's
+# absolute error above it.
+THRESHOLD: dict[torch.dtype, float] = {torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7, torch.float32: 2.0**-13}
+SINGLE_MARE_FACTOR = 10.0
+MIXED_SHARE = 0.99
+ACC_STANDARDS = {
+    "double_bm": "dual benchmark: ratios against a same-dtype benchmark, both measured against a float64 golden",
+    "single_bm": "single benchmark (experimental): MERE < Th and MARE < 10 Th against the golden",
+    "mixed_tolerance_bm": "mixed tolerance: |a - g| <= Th + Th |g| on >= 99% of elements (and max |a - g| <= max_atol)",
+}
+
 RETEST_SEEDS = 1000  # new seeds after a failure
 RETEST_MIN_SEEDS = 200  # the small-sample fuse (4.5.2): a retest over fewer new seeds fails outright
 RETEST_RESAMPLES = 2000  # bootstrap resamples of the median ratio
