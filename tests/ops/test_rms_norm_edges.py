@@ -84,3 +84,15 @@ def test_module_is_a_drop_in_for_torch_rmsnorm(randn):
 def test_module_refuses_input_of_the_wrong_trailing_shape():
     with pytest.raises(ValueError, match=r"RMSNorm over \(64,\) expects input of shape \[\*, 64\], got \(2, 32\)"):
         tileport.RMSNorm(64)(torch.randn(2, 32))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("rows", [5, 100])  # within one block of rows, and across the blocks' partials
+def test_an_inf_gradient_column_sums_to_inf_not_nan(backend, rows):
+    """dweight sums dy * n over rows: with dy all inf and n > 0 that is +inf, as torch's sum gives (a
+    compensated sum whose compensation goes inf - inf = nan must not turn it into nan)."""
+    x = torch.rand(rows, 7) + 0.1
+    dy, w = torch.full((rows, 7), math.inf), torch.rand(7) + 0.5
+    _, rstd = tileport.rms_norm_fwd(x, w, backend="torch")
+    _, dw = tileport.rms_norm_bwd(x, rstd, dy, w, backend=backend)
+    assert torch.isposinf(dw).all(), dw

@@ -180,6 +180,7 @@ def _kahan_add(buf, row, col, v, k, value, n=None) -> None:
     put(v, y, value - get(v, c))
     put(v, t, get(v, s) + get(v, y))
     put(v, c, (get(v, t) - get(v, s)) - get(v, y))  # what the addition lost (no reassociation: no -ffast-math)
+    put(v, c, T.call_extern(VEC, "tp_finite_comp", get(v, c), get(v, t)))  # 0 once the sum is inf/nan
     F32.store(v, t, buf, row, col, n)
     if n is None:
         _call("tp_store_f32", _ref(v, c), _ref(buf, 1, col))

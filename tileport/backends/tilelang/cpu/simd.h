@@ -377,6 +377,18 @@ extern "C" inline void tp_store_fence() {
 #endif
 }
 
+// Kahan's compensation c = (t - s) - y is nan once the running sum t is inf (inf - inf), and would turn an
+// inf column sum (what torch's sum gives) into nan: where t is not finite, the compensation is 0.
+extern "C" inline tp_v16 tp_finite_comp(tp_v16 c, tp_v16 t) {
+  tp_v16 r;
+#pragma GCC unroll 4
+  for (int i = 0; i < TP_PARTS; ++i) {
+    tp_ni finite = (t.v[i] - t.v[i]) == 0;  // false for inf and nan
+    r.v[i] = (tp_nf)((tp_ni)c.v[i] & finite);
+  }
+  return r;
+}
+
 // Per-block partials of a gradient reduced across rows (nb blocks of [sum; compensation], 2 x d floats each,
 // Kahan-summed over the block's rows by the kernel) folded to sum - compensation, then summed into out as a
 // pairwise tree over blocks, in a fixed order: the same bits for any thread count (threads split columns).
