@@ -1,8 +1,15 @@
 """Expand a suite into concrete seeded cases, and materialize a case's inputs.
 
-Cases are cheap descriptions (dtype, shape, value range, attributes, boundary kind, seed); tensors are made
-only when a case runs, from its own seed, so case i of a level is the same on every machine and every run.
-Per dtype: the suite's fixed shapes first, then one case per boundary flag, then random shapes.
+Cases are cheap descriptions (dtype, shape, distribution, attributes, scenario, seed); tensors are made only
+when a case runs, from its own seed, so case i of a level is the same on every machine and every run.
+
+Per dtype, in this order:
+- the level's scale: the suite's fixed shapes, then generalized shapes (every dimension count in turn, the
+  standard's steps at L0, random at L1/L2), with the standard's value mix for the level's limits;
+- the standard's special scenarios (2.1), not counted in the scale: empty tensors, lower and upper borders,
+  a [1] tensor, every input all nan / inf / -inf / mixed inf;
+- tileport's own stress cases (a suite's ``extra_share``, not counted either): the tensors' own ranges
+  (values where eps decides a row, values near the dtype's top) and row scenarios (zero rows, inf/nan rows).
 """
 
 from __future__ import annotations
@@ -15,14 +22,16 @@ import numpy as np
 import torch
 
 from ..ops.spec import VECTOR, get as op_spec
-from .schema import DTYPES, Suite, TensorInput, ValueRange
+from ..precision.standard import DISTRIBUTIONS
+from .schema import DTYPES, Suite
+from .shapes import draw_shape
+from .values import FILLS, draw_mu_sigma, fill, plant, standard_values, suite_values
 
-# Magnitudes of the `large` range per dtype: near the top of what the dtype holds, below its overflow
-# on a cast (fp16 max 65504). fp32 math squares them: for bf16/fp32 the sum of squares may overflow to inf,
-# in the operator and the benchmark alike (both compute in fp32), and the standard compares the two.
-LARGE = {torch.float16: (1e3, 6e4), torch.bfloat16: (1e15, 1e18), torch.float32: (1e15, 1e18), torch.float64: (1e15, 1e18)}
-OMIT_SHARE = 0.25  # of the random cases leave out each optional input (the API's None path)
-BOUNDARIES = {"has_empty": "empty", "has_infnan": "infnan", "has_lower_border": "zeros"}
+OMIT_SHARE = 0.25  # of the generalized cases leave out each optional input (the API's None path)
+UPPER = 2**31  # the upper border's one long dimension
+FILL_SHAPES = ((1,), (7,), (4, 33), (2, 3, 128))  # the 4 shapes of each all-nan/inf scenario
+EMPTY_BASE = (2, 3, 16)  # each dimension 0 in turn
+SPECIAL_RANK, EXTRA_RANK = 1_000_000, 2_000_000  # rank offsets: seeds apart from the scale's cases
 
 
 @dataclass(frozen=True)
@@ -30,108 +39,141 @@ class Case:
     index: int
     dtype: torch.dtype
     shape: tuple[int, ...]
-    value_range: str
+    value_range: str  # the standard's distribution (uniform, normal, tiny, outliers) or a suite range's name
     attrs: dict[str, Any] = field(default_factory=dict)
-    boundary: str | None = None  # empty | infnan | zeros | None
+    scenario: str | None = None  # a special scenario or a row scenario; None for the scale's cases
     seed: int = 0
     rank: int = 0  # position among the cases of its dtype: a smaller level's cases are a prefix of a larger's
     omitted: tuple[str, ...] = ()  # optional inputs this case leaves out (passed as None)
+    mu: float | None = None  # N(mu, sigma)'s parameters, drawn per case
+    sigma: float | None = None
+    filled: str | None = None  # the input an all-nan/inf scenario fills
 
     @property
     def elements(self) -> int:
         return math.prod(self.shape)
 
+    @property
+    def counted(self) -> bool:
+        """Whether the case is part of the level's scale (special scenarios and extras are not)."""
+        return self.rank < SPECIAL_RANK
+
     def describe(self) -> str:
-        b = f" {self.boundary}" if self.boundary else ""
+        b = f" {self.scenario}" if self.scenario else ""
+        b += f"({self.filled})" if self.filled else ""
         b += "".join(f" no-{name}" for name in self.omitted)
         return f"#{self.index} {str(self.dtype).removeprefix('torch.')} {'x'.join(map(str, self.shape))} {self.value_range}{b}"
 
 
-def _random_shape(rng: np.random.Generator, suite: Suite) -> tuple[int, ...]:
-    rule = suite.primary.shapes
-    D = int(rng.choice(rule.last_dim_values))
-    rank = int(rng.choice(rule.dim_numbers))
-    if rank == 1:
-        return (D,)
-    rows_max = max(1, rule.max_length // D)
-    rows = int(math.exp(rng.uniform(0.0, math.log(rows_max + 1))))  # log-uniform: many small, some large
-    rows = min(max(rows, 1), rows_max)
-    if rank == 2:
-        return (rows, D)
-    lead = int(rng.integers(1, rows + 1))
-    dims = [lead] + [1] * (rank - 3) + [max(1, rows // lead), D]
-    return tuple(dims)
+def _mix(limits: str, n: int) -> list[str]:
+    """n distribution names in the level's shares, spread evenly (a smooth weighted round robin)."""
+    shares = DISTRIBUTIONS[limits]
+    credit = {name: 0.0 for name, _ in shares}
+    out = []
+    for _ in range(n):
+        for name, share in shares:
+            credit[name] += share
+        pick = max(credit, key=credit.get)
+        credit[pick] -= 1.0
+        out.append(pick)
+    return out
 
 
-def _pick_range(rng: np.random.Generator, ranges: tuple[ValueRange, ...], allowed) -> ValueRange:
-    pool = [r for r in ranges if allowed(r)] or list(ranges)
-    w = np.array([r.weight for r in pool])
-    return pool[int(rng.choice(len(pool), p=w / w.sum()))]
+def _pick_range(rng: np.random.Generator, ranges) -> str:
+    w = np.array([r.weight for r in ranges])
+    return ranges[int(rng.choice(len(ranges), p=w / w.sum()))].name
+
+
+def _scale(suite: Suite, limits: str, n: int, rng, attrs_default: dict) -> list[Case]:
+    """The level's counted cases of one dtype (dtype, index and seed are set by the caller)."""
+    x, rule = suite.primary, suite.primary.shapes
+    optional = [t.name for t in suite.tensors if not t.required and t.like is not None]
+    generalized = limits == "L0"
+    out: list[Case] = []
+    for i, dist in enumerate(_mix(limits, n)):
+        mu, sigma = draw_mu_sigma(rng) if dist == "normal" else (None, None)
+        if i < len(rule.fixed):
+            out.append(Case(0, x.dtypes[0], rule.fixed[i], dist, dict(attrs_default), mu=mu, sigma=sigma))
+            continue
+        attrs = {a.name: a.values[int(rng.integers(len(a.values)))] for a in suite.attrs}
+        rank = rule.dim_numbers[(i - len(rule.fixed)) % len(rule.dim_numbers)]
+        shape = draw_shape(rng, rank, rule.max_dim, rule.max_length, generalized)
+        omitted = tuple(name for name in optional if rng.random() < OMIT_SHARE)
+        out.append(Case(0, x.dtypes[0], shape, dist, attrs, omitted=omitted, mu=mu, sigma=sigma))
+    return out
+
+
+def _specials(suite: Suite, attrs: dict) -> list[Case]:
+    """The standard's special scenarios (2.1) for one dtype, as the primary input's boundary flags ask."""
+    flags, rule = suite.primary.boundary, suite.primary.shapes
+    out: list[Case] = []
+    if flags.get("has_empty"):
+        out += [Case(0, None, EMPTY_BASE[:i] + (0,) + EMPTY_BASE[i + 1 :], "uniform", attrs, "empty") for i in range(len(EMPTY_BASE))]
+    if flags.get("has_lower_border"):
+        out += [Case(0, None, (1,) * r, "uniform", attrs, "lower_border") for r in rule.dim_numbers]
+    if flags.get("has_upper_border"):
+        out += [Case(0, None, (1,) * i + (UPPER,) + (1,) * (1 - i), "uniform", attrs, "upper_border") for i in range(2)]
+    if flags.get("has_scalar"):
+        out.append(Case(0, None, (1,), "uniform", attrs, "scalar"))
+    if flags.get("has_infnan"):
+        computed = [t.name for t in suite.tensors]
+        for what in FILLS:
+            for name in computed:
+                out += [Case(0, None, s, "uniform", attrs, f"all_{what}", filled=name) for s in FILL_SHAPES]
+    return out
+
+
+def _extras(suite: Suite, n: int, rng, attrs_default: dict) -> list[Case]:
+    """tileport's stress cases for one dtype: the primary tensor's own ranges and its row scenarios."""
+    x, rule = suite.primary, suite.primary.shapes
+    flags = x.boundary
+    rows = [s for s, flag in (("zero_rows", "has_lower_border"), ("infnan_rows", "has_infnan")) if flags.get(flag)]
+    out: list[Case] = []
+    D = min(rule.max_dim, 100)
+    for scenario in rows:
+        out.append(Case(0, None, (8, D), "uniform", dict(attrs_default), scenario))
+    for _ in range(max(0, n - len(out)) if x.ranges else 0):
+        attrs = {a.name: a.values[int(rng.integers(len(a.values)))] for a in suite.attrs}
+        rank = int(rng.choice([r for r in rule.dim_numbers if r >= 2] or rule.dim_numbers))
+        shape = draw_shape(rng, rank, rule.max_dim, rule.max_length, False)
+        out.append(Case(0, None, shape, _pick_range(rng, x.ranges), attrs))
+    return out
 
 
 def generate(suite: Suite, level: str, dtypes: list[torch.dtype] | None = None, seed: int = 0) -> list[Case]:
-    """The cases of ``level``: its case count split evenly among the dtypes (fixed and boundary cases first)."""
+    """The cases of ``level``: its count split evenly among the dtypes, then the special scenarios and extras."""
     lv = suite.level(level)
     x = suite.primary
     dtypes = [d for d in x.dtypes if dtypes is None or d in dtypes]
     if not dtypes:
         raise ValueError(f"suite {suite.name!r} has none of the requested dtypes; it has {list(x.dtypes)}")
     per_dtype = max(1, math.ceil(lv.cases / len(dtypes)))
-    optional = [t.name for t in suite.tensors if not t.required and t.like is not None]
-    attr_defaults = {a.name: a.values[0] for a in suite.attrs}
-    upper = x.boundary.get("has_upper_border", True)
-    lower = x.boundary.get("has_lower_border", True)
-
-    def allowed(r: ValueRange) -> bool:
-        return (upper or r.kind != "large") and (lower or r.kind != "near_eps")
-
+    attrs_default = {a.name: a.values[0] for a in suite.attrs}
     cases: list[Case] = []
     for d_index, dtype in enumerate(dtypes):
-        rng = np.random.default_rng([seed, d_index])
-        mine: list[Case] = []
-        first_range = x.ranges[0].name
-        for shape in x.shapes.fixed:
-            mine.append(Case(0, dtype, shape, first_range, dict(attr_defaults)))
-        small_D = min(x.shapes.last_dim_values, key=lambda d: abs(d - 100))
-        for flag, kind in BOUNDARIES.items():
-            if x.boundary.get(flag):
-                shape = (0, small_D) if kind == "empty" else (8, small_D)
-                mine.append(Case(0, dtype, shape, first_range, dict(attr_defaults), kind))
-        while len(mine) < per_dtype:
-            attrs = {a.name: a.values[int(rng.integers(len(a.values)))] for a in suite.attrs}
-            shape, vrange = _random_shape(rng, suite), _pick_range(rng, x.ranges, allowed).name
-            omitted = tuple(name for name in optional if rng.random() < OMIT_SHARE)
-            mine.append(Case(0, dtype, shape, vrange, attrs, omitted=omitted))
-        # a case's seed depends on (seed, dtype, rank) only, so quick's cases are L0's first ones, input for input
-        cases += [replace(c, rank=r, seed=(seed * 7919 + d_index) * 1_000_003 + r) for r, c in enumerate(mine[:per_dtype])]
+        groups = (
+            (0, _scale(suite, lv.limits, per_dtype, np.random.default_rng([seed, d_index]), attrs_default)),
+            (SPECIAL_RANK, _specials(suite, attrs_default)),
+            (EXTRA_RANK, _extras(suite, math.ceil(suite.extra_share * per_dtype), np.random.default_rng([seed, d_index, 1]), attrs_default)),
+        )
+        for offset, group in groups:
+            # a case's seed depends on (seed, dtype, rank) only, so quick's cases are L0's first ones, input for input
+            cases += [
+                replace(c, dtype=dtype, rank=offset + r, seed=(seed * 7919 + d_index) * 1_000_003 + offset + r)
+                for r, c in enumerate(group)
+            ]
     return [replace(c, index=i) for i, c in enumerate(cases)]
 
 
-def _values(t: TensorInput, rng_range: ValueRange, shape, dtype, near_eps: float, gen: torch.Generator) -> torch.Tensor:
-    math_dtype = torch.float64 if dtype == torch.float64 else torch.float32
-    if rng_range.kind == "normal":
-        v = torch.randn(shape, generator=gen, dtype=math_dtype) * rng_range.scale
-    elif rng_range.kind == "uniform":
-        v = torch.rand(shape, generator=gen, dtype=math_dtype) * (rng_range.high - rng_range.low) + rng_range.low
-    elif rng_range.kind == "near_eps":
-        # per row, magnitudes within a factor 10 of where the op's eps decides the row (its spec says where)
-        rows = torch.rand(shape[:-1] + (1,), generator=gen, dtype=math_dtype) * 2 - 1
-        v = torch.randn(shape, generator=gen, dtype=math_dtype) * near_eps * 10.0 ** rows
-    else:  # large
-        lo, hi = LARGE[dtype]
-        mag = 10.0 ** (torch.rand(shape, generator=gen, dtype=math_dtype) * (math.log10(hi) - math.log10(lo)) + math.log10(lo))
-        v = mag * torch.sign(torch.randn(shape, generator=gen, dtype=math_dtype))
-    return v
-
-
-def _plant(v: torch.Tensor, boundary: str | None, gen: torch.Generator) -> torch.Tensor:
-    if boundary == "zeros" and v.numel():
-        v.view(-1, v.shape[-1])[::2] = 0.0  # every other row all zeros: y = 0, dx finite
-    elif boundary == "infnan" and v.numel():
-        rows = v.view(-1, v.shape[-1])
-        cols = torch.randint(0, rows.shape[1], (3,), generator=gen)
-        rows[1, cols[0]], rows[3, cols[1]], rows[5, cols[2]] = math.inf, -math.inf, math.nan
-    return v
+def input_shapes(suite: Suite, case: Case) -> dict[str, tuple[int, ...]]:
+    """Each tensor input's shape: a vector-role input (a weight) is (D,), the others the case's shape."""
+    spec = op_spec(suite.name)
+    D = case.shape[-1] if case.shape else 1
+    out = {}
+    for t in suite.tensors:
+        declared = spec.tensor(t.name)  # None for a suite tensor the spec does not declare (dy): like x
+        out[t.name] = (D,) if declared is not None and declared.role == VECTOR else case.shape
+    return out
 
 
 def make_inputs(suite: Suite, case: Case) -> dict[str, Any]:
@@ -140,16 +182,20 @@ def make_inputs(suite: Suite, case: Case) -> dict[str, Any]:
     spec = op_spec(suite.name)
     D = case.shape[-1] if case.shape else 1
     near_eps = spec.near_eps(case.attrs, D) if spec.near_eps else 1e-3
+    standard = case.value_range in {name for mix in DISTRIBUTIONS.values() for name, _ in mix}
     out: dict[str, Any] = dict(case.attrs)
-    for t in suite.tensors:
-        if t.like is None:
-            r = next(r for r in t.ranges if r.name == case.value_range)
-            v = _plant(_values(t, r, case.shape, case.dtype, near_eps, gen), case.boundary, gen)
+    for t, (name, shape) in zip(suite.tensors, input_shapes(suite, case).items()):
+        if case.filled == name:
+            v = fill(shape, case.dtype, case.scenario.removeprefix("all_"), gen)
+        elif standard:  # every computed input drawn independently (its own outlier positions)
+            v = standard_values(case.value_range, shape, case.dtype, case.mu or 0.0, case.sigma or 1.0, gen)
+        elif t.like is None:
+            v = suite_values(next(r for r in t.ranges if r.name == case.value_range), shape, case.dtype, near_eps, gen)
         else:
-            declared = spec.tensor(t.name)  # None for a suite tensor the spec does not declare (dy): like x
-            shape = (D,) if declared is not None and declared.role == VECTOR else case.shape
-            v = _values(t, t.ranges[0], shape, case.dtype, near_eps, gen)
-        out[t.name] = None if t.name in case.omitted else v.to(case.dtype)
+            v = suite_values(t.ranges[0], shape, case.dtype, near_eps, gen) if t.ranges else torch.randn(shape, generator=gen)
+        if t.like is None:
+            v = plant(v, case.scenario, gen)
+        out[name] = None if name in case.omitted else v.to(case.dtype)
     return out
 
 

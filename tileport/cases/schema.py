@@ -21,7 +21,7 @@ from ..precision.standard import ACC_STANDARDS, COUNTS
 SUITES = Path(__file__).with_name("suites")
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
 RANGE_KINDS = ("normal", "uniform", "near_eps", "large")
-BOUNDARY_FLAGS = ("has_empty", "has_infnan", "has_upper_border", "has_lower_border")
+BOUNDARY_FLAGS = ("has_empty", "has_infnan", "has_scalar", "has_upper_border", "has_lower_border")
 
 
 class CaseFileError(ValueError):
@@ -45,9 +45,9 @@ class ValueRange:
 
 @dataclass(frozen=True)
 class ShapeRule:
-    dim_numbers: tuple[int, ...]
-    last_dim_values: tuple[int, ...]
-    max_length: int
+    dim_numbers: tuple[int, ...]  # dimension counts (the standard covers 1-8)
+    max_dim: int  # largest last (reduced) dimension
+    max_length: int  # elements of one generalized case
     fixed: tuple[tuple[int, ...], ...] = ()
 
 
@@ -95,6 +95,7 @@ class Suite:
     levels: dict[str, Level]
     tensors: tuple[TensorInput, ...]
     attrs: tuple[AttrInput, ...]
+    extra_share: float = 0.0  # tileport's stress cases (the tensors' own ranges, row scenarios), beyond the scale
 
     @property
     def primary(self) -> TensorInput:
@@ -129,6 +130,13 @@ class _Reader:
             raise CaseFileError(self.file, self.key(name), expected, value)
         return value
 
+    def only(self, *keys: str) -> "_Reader":
+        """Reject a key the format does not have: nothing is silently ignored."""
+        for k in self.data:
+            if k not in keys:
+                raise CaseFileError(self.file, self.key(str(k)), f"one of the keys {', '.join(keys)}", "an unknown key")
+        return self
+
     def child(self, name: str, default: Any = ...) -> "_Reader":
         return _Reader(self.file, self.get(name, dict, "a mapping", default), self.key(name))
 
@@ -148,10 +156,11 @@ def _number(r: _Reader, name: str, default: float) -> float:
 
 
 def _ranges(r: _Reader) -> tuple[ValueRange, ...]:
-    ranges = r.child("ranges")
+    """A tensor's own ranges: tileport's stress cases beyond the standard's value mix (none is allowed)."""
+    ranges = r.child("ranges", {})
     out = []
     for name in ranges.data:
-        spec = ranges.child(name)
+        spec = ranges.child(name).only("kind", "weight", "scale", "low", "high")
         kind = spec.get("kind", str, f"one of {', '.join(RANGE_KINDS)}")
         if kind not in RANGE_KINDS:
             raise CaseFileError(r.file, spec.key("kind"), f"one of {', '.join(RANGE_KINDS)}", kind)
@@ -162,13 +171,11 @@ def _ranges(r: _Reader) -> tuple[ValueRange, ...]:
         if low >= high:
             raise CaseFileError(r.file, spec.key("high"), f"a number above low ({low})", high)
         out.append(ValueRange(name, kind, weight, _number(spec, "scale", 1.0), low, high))
-    if not out:
-        raise CaseFileError(r.file, ranges.prefix, "at least one value range")
     return tuple(out)
 
 
 def _shapes(r: _Reader) -> ShapeRule:
-    s = r.child("shapes")
+    s = r.child("shapes").only("dim_numbers", "max_dim", "max_length", "fixed")
     fixed = s.get("fixed", list, "a list of shapes (lists of integers >= 0)", [])
     for shape in fixed:
         if not isinstance(shape, list) or not shape or not all(isinstance(d, int) and d >= 0 for d in shape):
@@ -176,7 +183,13 @@ def _shapes(r: _Reader) -> ShapeRule:
     max_length = s.get("max_length", int, "a positive integer")
     if max_length < 1:
         raise CaseFileError(r.file, s.key("max_length"), "a positive integer", max_length)
-    return ShapeRule(s.int_list("dim_numbers", 1), s.int_list("last_dim_values", 1), max_length, tuple(map(tuple, fixed)))
+    max_dim = s.get("max_dim", int, "a positive integer", max_length)
+    if max_dim < 1:
+        raise CaseFileError(r.file, s.key("max_dim"), "a positive integer", max_dim)
+    dims = s.int_list("dim_numbers", 1)
+    if max(dims) > 8:
+        raise CaseFileError(r.file, s.key("dim_numbers"), "dimension counts from 1 to 8", list(dims))
+    return ShapeRule(dims, max_dim, max_length, tuple(map(tuple, fixed)))
 
 
 def _dtypes(r: _Reader) -> tuple[torch.dtype, ...]:
@@ -195,7 +208,7 @@ def _dtypes(r: _Reader) -> tuple[torch.dtype, ...]:
 def _inputs(file: Path, items: list) -> tuple[tuple[TensorInput, ...], tuple[AttrInput, ...]]:
     tensors, attrs = [], []
     for i, item in enumerate(items):
-        r = _Reader(file, item, f"inputs[{i}]")
+        r = _Reader(file, item, f"inputs[{i}]").only("name", "type", "required", "values", "like", "ranges", "dtypes", "shapes", "boundary")
         name = r.get("name", str, "the input's name")
         required = r.get("required", bool, "true or false", True)
         kind = r.get("type", str, "tensor or attrs")
@@ -230,7 +243,7 @@ def _levels(top: _Reader) -> dict[str, Level]:
     levels = top.child("levels")
     out = {}
     for name in levels.data:
-        lv = levels.child(name)
+        lv = levels.child(name).only("cases", "runs", "limits")
         cases, runs = lv.get("cases", int, "a positive integer"), lv.get("runs", int, "a positive integer")
         if cases < 1 or runs < 1:
             raise CaseFileError(top.file, lv.key("cases" if cases < 1 else "runs"), "a positive integer", min(cases, runs))
@@ -243,6 +256,7 @@ def _levels(top: _Reader) -> dict[str, Level]:
     return out
 
 
+TOP_KEYS = ("name", "api", "api_type", "version", "backward", "outputs", "grad_outputs", "standard", "levels", "inputs", "extra_share")
 STANDARD_KEYS = ("acc", "golden", "benchmark", "max_atol", "perf")
 
 
@@ -278,7 +292,7 @@ def load_suite(source: str | Path) -> Suite:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise CaseFileError(path, "<file>", f"valid YAML ({exc})") from exc
-    top = _Reader(path, data)
+    top = _Reader(path, data).only(*TOP_KEYS)
     tensors, attrs = _inputs(path, top.get("inputs", list, "a list of inputs"))
     return Suite(
         file=path,
@@ -291,4 +305,12 @@ def load_suite(source: str | Path) -> Suite:
         levels=_levels(top),
         tensors=tensors,
         attrs=attrs,
+        extra_share=_share(top),
     )
+
+
+def _share(top: _Reader) -> float:
+    share = _number(top, "extra_share", 0.0)
+    if not 0.0 <= share <= 1.0:
+        raise CaseFileError(top.file, "extra_share", "a share from 0 to 1", share)
+    return share

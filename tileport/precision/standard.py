@@ -46,6 +46,25 @@ SMALL_VALUE: dict[torch.dtype, tuple[float, float]] = {
 }
 SMALL_COUNT_RATIO = 2.0  # ErrorCount(under test) / max(ErrorCount(benchmark), 1) must not exceed this
 
+# Case generation (section 2). Value distributions per level, as (name, share of the level's cases):
+# "uniform" U[-5, 5], "normal" N(mu, sigma) with mu and sigma drawn per case, "tiny" U[-0.001, 0.001],
+# "outliers" the noisy distribution (5.1.2) on a U[-5, 5] base.
+DISTRIBUTIONS: dict[str, tuple[tuple[str, float], ...]] = {
+    "L0": (("uniform", 0.5), ("normal", 0.5)),
+    "L1": (("tiny", 0.1), ("uniform", 0.3), ("normal", 0.4), ("outliers", 0.2)),
+    "L2": (("tiny", 0.1), ("uniform", 0.3), ("normal", 0.4), ("outliers", 0.2)),
+}
+UNIFORM_BOUND = 5.0
+TINY_BOUND = 0.001
+NORMAL_MU = (-100.0, 100.0)
+NORMAL_SIGMA = (1.0, 25.0)
+OUTLIER_FACTOR = 1000.0  # k = max(1, floor(n / OUTLIER_PER)) distinct positions multiplied by this
+OUTLIER_PER = 1000
+DIM_NUMBERS = tuple(range(1, 9))  # every dimension count 1-8 is covered
+DIM_STEPS = (15, 16)  # L0 generalizes dimension values in these steps; L1 and L2 draw them at random
+MAX_ELEMENTS = 2**31  # total elements of one case
+MODEL_SHARE = 1 / 3  # L2: generalized cases : model cases = 2 : 1
+
 # The sibling standards of the same text, chosen by a suite's ``standard.acc`` (the dual benchmark is tileport's
 # default, ``double_bm``). Th per dtype; single benchmark (experimental): pass if MERE < Th and MARE < 10 Th;
 # mixed tolerance: |a - g| <= Th + Th * |g| on at least 99% of the elements, and, where the suite gives one

@@ -1,0 +1,101 @@
+"""Tensor values of a case: the standard's distributions (section 2; numbers in ``precision/standard.py``),
+its outliers (5.1.2), the special scenarios' fills (2.1), and the suite's own stress ranges.
+
+Values are drawn in fp32 (fp64 for fp64 cases) from the case's generator, then cast by the caller.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..precision.standard import NORMAL_MU, NORMAL_SIGMA, OUTLIER_FACTOR, OUTLIER_PER, TINY_BOUND, UNIFORM_BOUND
+from .schema import ValueRange
+
+STANDARD = ("uniform", "normal", "tiny", "outliers")  # the standard's distributions
+FILLS = {"nan": (math.nan,), "inf": (math.inf,), "-inf": (-math.inf,), "mixed_inf": (math.inf, -math.inf)}
+# Magnitudes of a suite's `large` range per dtype: near the top of what the dtype holds, below its overflow
+# on a cast (fp16 max 65504). fp32 math squares them: the sum of squares may overflow in fp32.
+LARGE = {torch.float16: (1e3, 6e4), torch.bfloat16: (1e15, 1e18), torch.float32: (1e15, 1e18), torch.float64: (1e15, 1e18)}
+
+
+def _math_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _uniform(shape, bound, dt, gen):
+    return (torch.rand(shape, generator=gen, dtype=dt) * 2 - 1) * bound
+
+
+def outlier_count(n: int) -> int:
+    """k = max(1, floor(n / 1000)) positions of an n-element tensor (0 for an empty one)."""
+    return max(1, n // OUTLIER_PER) if n else 0
+
+
+def add_outliers(v: torch.Tensor, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    """k distinct positions, uniformly at random, multiplied by 1000, or by less where that would leave the
+    dtype's finite range (the standard: regenerate or lower the factor)."""
+    flat = v.view(-1)
+    k = outlier_count(flat.numel())
+    if k:
+        where = torch.randperm(flat.numel(), generator=gen)[:k]
+        peak = float(flat[where].abs().max())
+        factor = min(OUTLIER_FACTOR, 0.5 * torch.finfo(dtype).max / peak) if peak > 0 else OUTLIER_FACTOR
+        flat[where] *= factor
+    return v
+
+
+def standard_values(kind: str, shape, dtype: torch.dtype, mu: float, sigma: float, gen: torch.Generator) -> torch.Tensor:
+    """One input's values from the standard's distribution ``kind``."""
+    dt = _math_dtype(dtype)
+    if kind == "uniform":
+        return _uniform(shape, UNIFORM_BOUND, dt, gen)
+    if kind == "tiny":
+        return _uniform(shape, TINY_BOUND, dt, gen)
+    if kind == "normal":
+        return torch.randn(shape, generator=gen, dtype=dt) * sigma + mu
+    if kind == "outliers":
+        return add_outliers(_uniform(shape, UNIFORM_BOUND, dt, gen), dtype, gen)
+    raise ValueError(f"unknown distribution {kind!r}; the standard's are {', '.join(STANDARD)}")
+
+
+def draw_mu_sigma(rng) -> tuple[float, float]:
+    """N(mu, sigma)'s parameters for one case, drawn as the standard says."""
+    return float(rng.uniform(*NORMAL_MU)), float(rng.uniform(*NORMAL_SIGMA))
+
+
+def suite_values(r: ValueRange, shape, dtype: torch.dtype, near_eps: float, gen: torch.Generator) -> torch.Tensor:
+    """One input's values from a suite's own range (tileport's stress cases beyond the standard's mix)."""
+    dt = _math_dtype(dtype)
+    if r.kind == "normal":
+        return torch.randn(shape, generator=gen, dtype=dt) * r.scale
+    if r.kind == "uniform":
+        return torch.rand(shape, generator=gen, dtype=dt) * (r.high - r.low) + r.low
+    if r.kind == "near_eps":  # per row, magnitudes within a factor 10 of where the op's eps decides the row
+        rows = torch.rand(shape[:-1] + (1,), generator=gen, dtype=dt) * 2 - 1
+        return torch.randn(shape, generator=gen, dtype=dt) * near_eps * 10.0**rows
+    lo, hi = LARGE[dtype]  # large
+    mag = 10.0 ** (torch.rand(shape, generator=gen, dtype=dt) * (math.log10(hi) - math.log10(lo)) + math.log10(lo))
+    return mag * torch.sign(torch.randn(shape, generator=gen, dtype=dt))
+
+
+def fill(shape, dtype: torch.dtype, what: str, gen: torch.Generator) -> torch.Tensor:
+    """Every element nan, inf or -inf, or a random mix of inf and -inf."""
+    values = FILLS[what]
+    if len(values) == 1:
+        return torch.full(shape, values[0], dtype=_math_dtype(dtype))
+    signs = torch.randint(0, 2, shape, generator=gen).to(_math_dtype(dtype)) * 2 - 1
+    return signs * math.inf
+
+
+def plant(v: torch.Tensor, scenario: str | None, gen: torch.Generator) -> torch.Tensor:
+    """tileport's row scenarios on the primary input: rows of zeros, or inf/nan in a few rows (only those
+    rows may change in the output)."""
+    if scenario == "zero_rows" and v.numel():
+        v.view(-1, v.shape[-1])[::2] = 0.0
+    elif scenario == "infnan_rows" and v.numel():
+        rows = v.view(-1, v.shape[-1])
+        cols = torch.randint(0, rows.shape[1], (3,), generator=gen)
+        rows[1, cols[0]], rows[3, cols[1]], rows[5, cols[2]] = math.inf, -math.inf, math.nan
+    return v
