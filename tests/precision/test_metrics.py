@@ -126,3 +126,13 @@ def test_unknown_standard_is_rejected():
     m = measure(torch.ones(2), torch.ones(2, dtype=torch.float64))
     with pytest.raises(ValueError, match="standard.acc must be one of double_bm"):
         judge(m, m, "L0", acc="equal")
+
+
+def test_retest_fails_an_output_with_infinite_errors():
+    """A nan where the golden is finite gives an infinite ratio every seed: the bootstrap must not turn
+    inf - inf into a nan bound that no limit catches."""
+    g = torch.linspace(1, 2, 100, dtype=torch.float64)
+    broken = g.clone()
+    broken[-1] = math.nan
+    result = retest(lambda seed: compare(broken, g, g * (1 + 1e-7), dtype=torch.float32), range(200))
+    assert not result.passed and "MARE" in result.failures[0]

@@ -20,6 +20,7 @@ from typing import Callable
 
 import torch
 
+from ..backends import outputs
 from ..backends.registry import BackendUnavailableError
 from ..cases import Case, Suite, golden_inputs, make_inputs
 from ..dtypes import name as dtype_name
@@ -120,11 +121,13 @@ class Judge:
         self.max_atol = None if max_atol is None else float(max_atol)
 
     def execute(self, inputs: dict, backend: str, backward: bool) -> dict:
-        """Outputs on the CPU; inputs drawn on the CPU, moved to the device first."""
-        if self.device == "cpu":
-            return self.spec.run(inputs, backend, backward)
-        moved = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
-        return {k: v.cpu() for k, v in self.spec.run(moved, backend, backward).items()}
+        """Outputs on the CPU; inputs drawn on the CPU, moved to the device first. Outputs start as NaN
+        (the standard's section 3): an element a kernel never writes fails instead of passing by luck."""
+        with outputs.poisoned():
+            if self.device == "cpu":
+                return self.spec.run(inputs, backend, backward)
+            moved = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+            return {k: v.cpu() for k, v in self.spec.run(moved, backend, backward).items()}
 
     def references(self, inputs: dict, backward: bool):
         """The benchmark's and the golden's outputs for these inputs."""

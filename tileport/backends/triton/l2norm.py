@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from .common import blocks, row_sum_squares, check_size, launch_context, row_stride, storage, store
+from .. import outputs
 
 
 @triton.jit
@@ -54,7 +55,7 @@ def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None):
     """(y, rstd) for a non-empty 2-D x with unit-stride rows (any row stride)."""
     check_size("l2norm", x)
     M, D = x.shape
-    y, rstd = out if out is not None else (torch.empty((M, D), dtype=output_dtype, device=x.device), x.new_empty((M,), dtype=torch.float32))
+    y, rstd = out if out is not None else (outputs.empty((M, D), output_dtype, x.device), outputs.empty((M,), torch.float32, x.device))
     block_m, block_d, grid = blocks(M, D)
     with launch_context():
         _fwd_kernel[grid](x, storage(y), rstd, M, D, row_stride(x), eps,
@@ -65,7 +66,7 @@ def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None):
 def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     check_size("l2norm", x)
     M, D = x.shape
-    dx = torch.empty((M, D), dtype=x.dtype, device=x.device)
+    dx = outputs.empty((M, D), x.dtype, x.device)
     rstd = rstd.to(torch.float32).contiguous()
     block_m, block_d, grid = blocks(M, D)
     with launch_context():

@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from .common import blocks, row_sum_squares, check_size, launch_context, round_kind, round_to, row_stride, storage, store
+from .. import outputs
 
 
 @triton.jit
@@ -76,7 +77,7 @@ def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: to
     """(y, rstd) for a non-empty 2-D x with unit-stride rows (any row stride); weight (D,) or None."""
     check_size("rms_norm", x)
     M, D = x.shape
-    y, rstd = out if out is not None else (torch.empty((M, D), dtype=output_dtype, device=x.device), x.new_empty((M,), dtype=torch.float32))
+    y, rstd = out if out is not None else (outputs.empty((M, D), output_dtype, x.device), outputs.empty((M,), torch.float32, x.device))
     w = x if weight is None else weight.contiguous()  # an unread placeholder without a weight
     block_m, block_d, grid = blocks(M, D)
     with launch_context():
@@ -90,10 +91,10 @@ def backward(x, rstd, dy, weight, offset: float, casting: str):
     """(dx, dweight fp32 or None): dweight is the sum of the programs' partials, in program order."""
     check_size("rms_norm", x)
     M, D = x.shape
-    dx = torch.empty((M, D), dtype=x.dtype, device=x.device)
+    dx = outputs.empty((M, D), x.dtype, x.device)
     rstd = rstd.to(torch.float32).contiguous()
     block_m, block_d, grid = blocks(M, D)
-    partials = torch.empty((grid[0], D), dtype=torch.float32, device=x.device) if weight is not None else rstd
+    partials = outputs.empty((grid[0], D), torch.float32, x.device) if weight is not None else rstd
     w = x if weight is None else weight.contiguous()
     with launch_context():
         _bwd_kernel[grid](x, dy, w, rstd, storage(dx), partials, M, D, row_stride(x), row_stride(dy), offset,

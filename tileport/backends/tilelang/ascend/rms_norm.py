@@ -17,6 +17,7 @@ import torch
 
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import CORES, MAX_WIDTH, NR_STEPS, THREADS, bucket, refined_rsqrt, rows_per_block, sum_squares
+from ... import outputs
 
 RUNNER = RUNNERS["ascend"]
 
@@ -169,7 +170,7 @@ def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: to
     """(y, rstd) on an Ascend 950 NPU (torch_npu tensors) for a non-empty 2-D x."""
     x = x.contiguous()
     M, D = x.shape
-    y, rstd = out if out is not None else (torch.empty_like(x, dtype=output_dtype), x.new_empty((M,), dtype=torch.float32))
+    y, rstd = out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
     w, off = _weight(weight, x), (offset if weight is not None else 0.0)
     cast = casting if weight is not None else "fp32"
     RUNNER.kernel("rms_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, cast, nr_steps)(x, w, y, rstd, eps, off)
@@ -179,8 +180,8 @@ def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: to
 def backward(x, rstd, dy, weight, offset: float, casting: str):
     x, dy, rstd = x.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
     w, off = _weight(weight, x), (offset if weight is not None else 0.0)
-    dx = torch.empty_like(x)
-    partials = torch.empty((CORES, x.shape[1]), dtype=torch.float32, device=x.device)
+    dx = outputs.empty_like(x)
+    partials = outputs.empty((CORES, x.shape[1]), torch.float32, x.device)
     b = bucket(x.shape[1])
     RUNNER.kernel("rms_norm_bwd", build_backward, b, x.dtype, dy.dtype, w.dtype, casting)(x, dy, w, rstd, dx, partials, off)
     return dx, (None if weight is None else partials.sum(0))

@@ -21,6 +21,7 @@ import torch
 
 from .rowwise import M, Io, per_row, row_map, row_sum, splat
 from .runtime import CACHE, check_shape, threads_for
+from ... import outputs
 
 STREAM_BYTES = 32 << 20  # outputs at least this large are written with streaming stores (no read-for-ownership)
 
@@ -74,7 +75,7 @@ def forward(
     M, D = x.shape
     check_shape(M, D)
     fresh = out is None
-    y, rstd = (torch.empty((M, D), dtype=output_dtype), torch.empty((M,), dtype=torch.float32)) if fresh else out
+    y, rstd = (outputs.empty((M, D), output_dtype, x.device), outputs.empty((M,), torch.float32, x.device)) if fresh else out
     streaming = not fresh and y.numel() * y.element_size() >= STREAM_BYTES  # fresh outputs: plain stores
     CACHE.kernel("l2norm_fwd", build_forward, x.dtype, y.dtype, rsqrt_steps, streaming)(
         threads_for(M * D), x=x, y=y, rstd=rstd, eps=eps
@@ -86,7 +87,7 @@ def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Ten
     """dx (x's dtype) for non-empty 2-D ``x`` and ``dy`` (M, D) with unit-stride rows and ``rstd`` (M,)."""
     M, D = x.shape
     check_shape(M, D)
-    dx = torch.empty((M, D), dtype=x.dtype)
+    dx = outputs.empty((M, D), x.dtype, x.device)
     kernel = CACHE.kernel("l2norm_bwd", build_backward, x.dtype, dy.dtype)
     kernel(threads_for(M * D), x=x, dy=dy, rstd=rstd.to(torch.float32).contiguous(), dx=dx)
     return dx

@@ -16,6 +16,7 @@ import torch
 
 from .rowwise import D, F32, M, Io, partial, per_row, rounded, row_map, row_sum, row_sum_squares64, splat
 from .runtime import CACHE, check_shape, threads_for
+from ... import outputs
 
 CASTINGS = ("fp32", "llama")
 
@@ -113,7 +114,7 @@ def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: to
     """(y, rstd) for a non-empty 2-D ``x`` (M, D) with unit-stride rows; ``weight`` (D,) or None."""
     M_, D = x.shape
     check_shape(M_, D)
-    y, rstd = (torch.empty((M_, D), dtype=output_dtype), torch.empty((M_,), dtype=torch.float32)) if out is None else out
+    y, rstd = (outputs.empty((M_, D), output_dtype, x.device), outputs.empty((M_,), torch.float32, x.device)) if out is None else out
     wdt = None if weight is None else weight.dtype
     kernel = CACHE.kernel("rms_norm_fwd", build_forward, x.dtype, wdt, y.dtype, casting if wdt else "fp32")
     if weight is None:
@@ -127,14 +128,14 @@ def backward(x, rstd, dy, weight, offset: float, casting: str):
     """(dx in x's dtype, dweight fp32 (D,) or None) for non-empty 2-D ``x``, ``dy`` and ``rstd`` (M,)."""
     M_, D = x.shape
     check_shape(M_, D)
-    dx = torch.empty((M_, D), dtype=x.dtype)
+    dx = outputs.empty((M_, D), x.dtype, x.device)
     rstd = rstd.to(torch.float32).contiguous()
     if weight is None:
         CACHE.kernel("rms_norm_bwd", build_backward, x.dtype, dy.dtype, None, "fp32")(
             threads_for(M_ * D), x=x, dy=dy, rstd=rstd, dx=dx
         )
         return dx, None
-    dweight = torch.empty((D,), dtype=torch.float32)
+    dweight = outputs.empty((D,), torch.float32, x.device)
     CACHE.kernel("rms_norm_bwd", build_backward, x.dtype, dy.dtype, weight.dtype, casting)(
         threads_for(M_ * D), x=x, dy=dy, weight=weight.contiguous(), rstd=rstd, dx=dx, dweight=dweight, offset=offset
     )

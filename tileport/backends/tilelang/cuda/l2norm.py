@@ -20,6 +20,7 @@ import torch
 
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import bucket, rsqrt as _rsqrt, sum_squares, threads as _threads
+from ... import outputs
 
 def build_forward(chunk: int, x_dtype: torch.dtype, y_dtype: torch.dtype, rsqrt: str = "exact"):
     xt, yt = TL_DTYPE[x_dtype], TL_DTYPE[y_dtype]
@@ -89,13 +90,13 @@ def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, rs
     """(y, rstd) on the GPU for a non-empty 2-D x (rows are made contiguous: the kernels index them with stride D)."""
     x = x.contiguous()
     M, D = x.shape
-    y, rstd = out if out is not None else (torch.empty_like(x, dtype=output_dtype), x.new_empty((M,), dtype=torch.float32))
+    y, rstd = out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
     RUNNER.kernel("l2norm_fwd", build_forward, bucket(D), x.dtype, output_dtype, rsqrt)(x, y, rstd, eps)
     return y, rstd
 
 
 def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     x, dy, rstd = x.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
-    dx = torch.empty_like(x)
+    dx = outputs.empty_like(x)
     RUNNER.kernel("l2norm_bwd", build_backward, bucket(x.shape[1]), x.dtype, dy.dtype)(x, rstd, dy, dx)
     return dx

@@ -13,6 +13,7 @@ import torch
 
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import bucket, rsqrt as _rsqrt, sum_squares, threads as _threads
+from ... import outputs
 
 RUNNER = RUNNERS["cuda"]
 
@@ -128,7 +129,7 @@ def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: to
     """(y, rstd) on the GPU for a non-empty 2-D x (rows made contiguous: the kernels index with stride D)."""
     x = x.contiguous()
     M, D = x.shape
-    y, rstd = out if out is not None else (torch.empty_like(x, dtype=output_dtype), x.new_empty((M,), dtype=torch.float32))
+    y, rstd = out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
     w, off = _weight(weight, x), (offset if weight is not None else 0.0)
     cast = casting if weight is not None else "fp32"
     RUNNER.kernel("rms_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, cast)(x, w, y, rstd, eps, off)
@@ -138,11 +139,11 @@ def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: to
 def backward(x, rstd, dy, weight, offset: float, casting: str):
     x, dy, rstd = x.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
     w, off = _weight(weight, x), (offset if weight is not None else 0.0)
-    dx = torch.empty_like(x)
+    dx = outputs.empty_like(x)
     b = bucket(x.shape[1])
     RUNNER.kernel("rms_norm_bwd", build_backward, b, x.dtype, dy.dtype, w.dtype)(x, dy, w, rstd, dx, off)
     if weight is None:
         return dx, None
-    dw = torch.empty(x.shape[1], dtype=torch.float32, device=x.device)
+    dw = outputs.empty(x.shape[1], torch.float32, x.device)
     RUNNER.kernel("rms_norm_dweight", build_dweight, b, x.dtype, dy.dtype, casting)(x, dy, rstd, dw)
     return dx, dw
