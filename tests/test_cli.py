@@ -92,3 +92,30 @@ def test_verify_exits_non_zero_on_failure(monkeypatch, tmp_path):
     failed = [r for r in doc["results"] if not r["passed"]]
     assert failed and {r["output"] for r in failed} == {"y"}  # only the broken output, and each one
     assert all(r["retested"] and "retest over 3 seeds failed" in r["failures"] for r in failed)
+
+
+def test_cases_writes_the_level_without_running_it(tmp_path):
+    out = tmp_path / "c.json"
+    result = runner.invoke(app, ["cases", "l2norm", "--level", "L1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    cov = doc["coverage"]
+    assert cov["scale"] >= 10000 and set(cov["dimension_counts"]) == {str(d) for d in range(1, 9)}
+    assert {k: round(v / cov["scale"], 1) for k, v in cov["distributions"].items()} == {"tiny": 0.1, "uniform": 0.3, "normal": 0.4, "outliers": 0.2}
+    assert {"empty", "lower_border", "upper_border", "scalar", "all_nan", "all_inf", "all_-inf", "all_mixed_inf"} <= set(cov["scenarios"])
+    normal = next(c for c in doc["cases"] if c["distribution"] == "normal")
+    assert -100 <= normal["mu"] <= 100 and 1 <= normal["sigma"] <= 25
+    noisy = next(c for c in doc["cases"] if c["distribution"] == "outliers")
+    assert all(v["outliers"] == max(1, v_n // 1000) for v, v_n in ((v, _n(v["shape"])) for v in noisy["inputs"].values()))
+
+
+def _n(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def test_cases_rejects_an_unknown_level(tmp_path):
+    result = runner.invoke(app, ["cases", "l2norm", "--level", "L7", "--out", str(tmp_path / "c.json")])
+    assert result.exit_code != 0 and "unknown level 'L7'" in result.output

@@ -140,6 +140,42 @@ def verify(
     console.print(f"[green]all {len(rep.results)} checks passed at {level}[/] ({rep.limits} ratio limits)")
 
 
+@app.command()
+def cases(
+    op: str = typer.Argument(..., help=_ops_help("list the cases of")),
+    level: str = typer.Option("L0", help="quick, L0, L1 or L2"),
+    out: Path = typer.Option(Path("cases.json"), help="JSON file for the cases and their coverage"),
+    dtype: Optional[list[str]] = typer.Option(None, help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: the suite's)"),
+    seed: int = typer.Option(0, help="seed of the generated cases"),
+) -> None:
+    """Write OP's generated cases without running them (as the test kit's case command does): per case its
+    id, inputs' shapes and dtypes, attributes, distribution (mu, sigma), outliers and scenario."""
+    import json
+
+    from .cases import generate, load_suite
+    from .cases.describe import coverage, record
+
+    _spec(op)
+    suite = load_suite(op)
+    if level not in suite.levels:
+        raise typer.BadParameter(f"unknown level {level!r}; choose from {', '.join(suite.levels)}", param_hint="--level")
+    try:
+        records = [record(suite, c) for c in generate(suite, level, _dtypes(dtype), seed)]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    summary = coverage(records)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"op": op, "level": level, "seed": seed, "coverage": summary, "cases": records}, indent=1))
+    t = Table(title=f"{op} {level}: {summary['cases']} cases ({summary['scale']} in the standard's scale)")
+    t.add_column("what")
+    t.add_column("count")
+    for key in ("per_dtype", "distributions", "dimension_counts", "scenarios", "extras"):
+        t.add_row(key.replace("_", " "), ", ".join(f"{k}: {v}" for k, v in summary[key].items()) or "-")
+    t.add_row("outlier positions", str(summary["outlier_positions"]))
+    console.print(t)
+    console.print(f"cases: {out}")
+
+
 def _shape(text: str) -> tuple[int, ...]:
     try:
         dims = tuple(int(d) for d in text.lower().split("x"))
