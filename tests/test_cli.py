@@ -119,3 +119,21 @@ def _n(shape):
 def test_cases_rejects_an_unknown_level(tmp_path):
     result = runner.invoke(app, ["cases", "l2norm", "--level", "L7", "--out", str(tmp_path / "c.json")])
     assert result.exit_code != 0 and "unknown level 'L7'" in result.output
+
+
+def test_verify_reads_a_test_kit_case_file(tmp_path):
+    out = tmp_path / "rep"
+    args = ["verify", "--cases", "examples/atk/l2norm.yaml", "--level", "quick", "--backend", "tilelang", "--no-perf", "--dtype", "fp16", "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["op"] == "l2norm"
+    rejects = [r for r in doc["results"] if r["output"] == "rejects"]
+    assert rejects and all(r["passed"] for r in rejects) and rejects[0]["attrs"] == "eps=-1"
+
+
+def test_verify_names_a_malformed_case_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: l2norm\napi: pytorch\nstandard: {acc: double_bm}\ninputs: []\nsurprise: 1\n")
+    result = runner.invoke(app, ["verify", "--cases", str(bad), "--level", "quick"])
+    assert result.exit_code != 0 and "surprise" in result.output

@@ -97,7 +97,7 @@ def print_table(t) -> None:
 
 @app.command()
 def verify(
-    op: str = typer.Argument(..., help=_ops_help("verify")),
+    op: Optional[str] = typer.Argument(None, help=_ops_help("verify") + " (optional with --cases)"),
     level: str = typer.Option("L0", help="quick (CI), or L0 / L1 / L2: the standard's case counts and ratio limits"),
     backend: Optional[list[str]] = typer.Option(None, help="backend to verify (repeatable; default: every available one)"),
     dtype: Optional[list[str]] = typer.Option(None, help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: the suite's)"),
@@ -106,6 +106,7 @@ def verify(
     retest_seeds: Optional[int] = typer.Option(None, help="new seeds for a failed check (default: 1000, quick: 30)"),
     perf: bool = typer.Option(True, help="also run the performance and memory tasks"),
     device: str = typer.Option("cpu", help="cpu, or cuda: run the suite and the timings on a GPU"),
+    cases: Optional[Path] = typer.Option(None, "--cases", help="a case file: a tileport suite or the test kit's design YAML"),
 ) -> None:
     """Run OP's case suite on every available backend: accuracy (dual benchmark), performance, memory; write
     a report. Exit code 1 when a check fails."""
@@ -114,8 +115,18 @@ def verify(
     from .verify import prepare
     from .verify import run as run_verify
 
-    _spec(op)
-    levels = load_suite(op).levels
+    from .cases import CaseFileError
+
+    if op is None and cases is None:
+        raise typer.BadParameter("name an operator or give --cases FILE.yaml", param_hint="OP")
+    if cases is not None and not cases.exists():
+        raise typer.BadParameter(f"no such case file: {cases}", param_hint="--cases")
+    if op is not None:
+        _spec(op)
+    try:
+        levels = load_suite(cases if cases is not None else op).levels
+    except CaseFileError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--cases") from exc
     if level not in levels:
         raise typer.BadParameter(f"unknown level {level!r}; choose from {', '.join(levels)}", param_hint="--level")
     with _progress() as bar:
@@ -125,7 +136,7 @@ def verify(
             bar.update(task, description=what, total=total, advance=advance)
 
         try:
-            plan = prepare(op, level, backend, _dtypes(dtype), seed, device)
+            plan = prepare(op, level, backend, _dtypes(dtype), seed, device, str(cases) if cases else None)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
         rep = run_verify(plan, retest_seeds, perf, progress=step)

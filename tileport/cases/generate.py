@@ -47,7 +47,13 @@ class Case:
     omitted: tuple[str, ...] = ()  # optional inputs this case leaves out (passed as None)
     mu: float | None = None  # N(mu, sigma)'s parameters, drawn per case
     sigma: float | None = None
-    filled: str | None = None  # the input an all-nan/inf scenario fills
+    filled: str | None = None  # the input an all-nan/inf or invalid scenario fills
+    fill_value: float | None = None  # an invalid scenario's value
+
+    @property
+    def expects_rejection(self) -> bool:
+        """An input out of the operator's valid range: it must raise a clear TypeError or ValueError."""
+        return self.scenario == "invalid"
 
     @property
     def elements(self) -> int:
@@ -120,6 +126,12 @@ def _specials(suite: Suite, attrs: dict) -> list[Case]:
         for what in FILLS:
             for name in computed:
                 out += [Case(0, None, s, "uniform", attrs, f"all_{what}", filled=name) for s in FILL_SHAPES]
+    for t in suite.tensors:  # values out of the valid range: the operator must reject them
+        for lo, hi in t.invalid:
+            value = lo if math.isfinite(lo) else hi
+            out.append(Case(0, None, (4, 16), "uniform", attrs, "invalid", filled=t.name, fill_value=value))
+    for a in suite.attrs:
+        out += [Case(0, None, (4, 16), "uniform", attrs | {a.name: v}, "invalid") for v in a.invalid]
     return out
 
 
@@ -130,7 +142,7 @@ def _extras(suite: Suite, n: int, rng, attrs_default: dict) -> list[Case]:
     rows = [s for s, flag in (("zero_rows", "has_lower_border"), ("infnan_rows", "has_infnan")) if flags.get(flag)]
     out: list[Case] = []
     D = min(rule.max_dim, 100)
-    for scenario in rows:
+    for scenario in rows if n else ():
         out.append(Case(0, None, (8, D), "uniform", dict(attrs_default), scenario))
     for _ in range(max(0, n - len(out)) if x.ranges else 0):
         attrs = {a.name: a.values[int(rng.integers(len(a.values)))] for a in suite.attrs}
@@ -181,12 +193,18 @@ def make_inputs(suite: Suite, case: Case) -> dict[str, Any]:
     gen = torch.Generator().manual_seed(case.seed)
     spec = op_spec(suite.name)
     D = case.shape[-1] if case.shape else 1
-    near_eps = spec.near_eps(case.attrs, D) if spec.near_eps else 1e-3
     standard = case.value_range in {name for mix in DISTRIBUTIONS.values() for name, _ in mix}
+    near_eps = spec.near_eps(case.attrs, D) if spec.near_eps and not standard else 1e-3  # a suite range's scale
     out: dict[str, Any] = dict(case.attrs)
     for t, (name, shape) in zip(suite.tensors, input_shapes(suite, case).items()):
-        if case.filled == name:
+        if case.filled == name and case.fill_value is not None:
+            v = torch.full(shape, case.fill_value)
+        elif case.filled == name:
             v = fill(shape, case.dtype, case.scenario.removeprefix("all_"), gen)
+        elif case.value_range == "uniform" and t.valid:  # a case file's valid intervals, picked by weight
+            w = torch.tensor([iv[2] for iv in t.valid])
+            lo, hi, _ = t.valid[int(torch.multinomial(w, 1, generator=gen))]
+            v = torch.rand(shape, generator=gen, dtype=torch.float64 if case.dtype == torch.float64 else torch.float32) * (hi - lo) + lo
         elif standard:  # every computed input drawn independently (its own outlier positions)
             v = standard_values(case.value_range, shape, case.dtype, case.mu or 0.0, case.sigma or 1.0, gen)
         elif t.like is None:

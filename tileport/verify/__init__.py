@@ -121,13 +121,18 @@ def check_device(device: str) -> str:
 
 
 def prepare(
-    op: str, level: str = "L0", backends: list[str] | None = None, dtypes=None, seed: int = 0, device: str = "cpu"
-) -> Plan:
+    op: str, level: str = "L0", backends: list[str] | None = None, dtypes=None, seed: int = 0, device: str = "cpu",
+    cases_file: str | None = None,
+) -> Plan:  # fmt: skip
     """Check the request (operator, level, backends, dtypes, device) and expand the cases; bad input raises
-    ValueError naming it, before any work starts."""
-    op_spec(op)
+    ValueError naming it, before any work starts. ``cases_file``: a suite YAML (tileport's or the test kit's
+    own design format) instead of the operator's shipped suite."""
     device = check_device(device)
-    suite = load_suite(op)
+    suite = load_suite(cases_file if cases_file else op)
+    if cases_file and op and suite.name != op:
+        raise ValueError(f"{cases_file} describes {suite.name}, not {op}")
+    op = suite.name
+    op_spec(op)
     suite.level(level)
     benchmark = suite.standard.get("benchmark", "torch")
     names, status, interpreted = serving_backends(op, backends, benchmark, device)

@@ -26,7 +26,7 @@ from ..cases import Case, Suite, golden_inputs, make_inputs
 from ..dtypes import name as dtype_name
 from ..ops.spec import get as op_spec
 from ..precision.standard import RETEST_MIN_SEEDS
-from ..precision import CaseResult, Verdict, compare, dual_measure_batch, judge, retest_verdicts
+from ..precision import CaseResult, Metrics, Verdict, compare, dual_measure_batch, judge, retest_verdicts
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 RETEST_CHUNK_ELEMENTS = 1 << 22  # elements of x per batched retest call (the float64 golden is 8 bytes each)
@@ -169,6 +169,22 @@ class Judge:
         return out
 
 
+def _rejection(j: Judge, suite: Suite, case: Case, inputs: dict, backend: str) -> CaseResult:
+    """An invalid input (out of its valid range in the case file) must be refused with a clear TypeError or
+    ValueError naming the problem (the standard's 2.1), not computed and not crashed on."""
+    what = f"{case.filled} = {case.fill_value:g}" if case.filled else case_attrs(case)
+    try:
+        j.execute(inputs, backend, suite.backward)
+        failures = [f"accepted an invalid input ({what})"]
+    except (TypeError, ValueError):
+        failures = []
+    except Exception as exc:  # noqa: BLE001 - any other failure is the finding
+        failures = [f"{type(exc).__name__} instead of a TypeError/ValueError for an invalid input ({what}): {exc}"]
+    none = Metrics(0.0, 0.0, 0.0, 0, 0, 0)
+    verdict = Verdict(j.limits, none, none, {"mare": 0.0, "mere": 0.0, "rmse": 0.0, "small": 0.0}, failures, j.acc)
+    return CaseResult(suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range, case_attrs(case), "rejects", verdict)
+
+
 def run_accuracy(
     suite: Suite,
     cases: list[Case],
@@ -207,6 +223,9 @@ def run_accuracy(
             skipped[f"case {case.describe()} (every side)"] = [1, why]
             continue
         inputs = make_inputs(suite, case)
+        if case.expects_rejection:
+            results += [_rejection(j, suite, case, inputs, b) for b in backends]
+            continue
         bm, gold = j.references(inputs, suite.backward)
         per_backend = {bm_backend: bm}  # the benchmark is one side of the cross-backend comparison
         for backend in backends:

@@ -13,7 +13,7 @@ from .study import refinement_study
 
 def run(inputs: dict, backend: str | None, backward: bool) -> dict[str, torch.Tensor]:
     """y and rstd from ``l2norm_fwd``; dx from ``l2norm_bwd`` with the forward's rstd (the cascade)."""
-    x, eps = inputs["x"], float(inputs.get("eps", DEFAULT_EPS))
+    x, eps = inputs["x"], inputs.get("eps", DEFAULT_EPS)
     y, rstd = l2norm_fwd(x, eps, backend=backend)
     out = {"y": y, "rstd": rstd}
     if backward:
@@ -44,6 +44,7 @@ def _fla(fn):
 
 SPEC = s.OpSpec(
     name="l2norm",
+    aliases=("fla.modules.l2norm.l2norm", "l2_norm", "L2Norm"),
     summary="L2 normalization over the last dimension (flash-linear-attention's l2norm)",
     math="y = x * rsqrt(sum(x^2, -1) + eps); rstd saved for backward",
     inputs=(s.Tensor("x", s.ROWS),),

@@ -11,12 +11,14 @@ from . import DEFAULT_EPS, rms_norm, rms_norm_bwd, rms_norm_fwd
 
 
 def run(inputs: dict, backend: str | None, backward: bool) -> dict[str, torch.Tensor]:
-    """y and rstd from ``rms_norm_fwd``; dx and dweight from ``rms_norm_bwd`` with the forward's rstd."""
-    x, w, eps = inputs["x"], inputs.get("weight"), float(inputs.get("eps", DEFAULT_EPS))
-    y, rstd = rms_norm_fwd(x, w, eps, backend=backend)
+    """y and rstd from ``rms_norm_fwd``; dx and dweight from ``rms_norm_bwd`` with the forward's rstd. Every
+    attribute a case sets is passed on (eps, offset, casting)."""
+    x, w, eps = inputs["x"], inputs.get("weight"), inputs.get("eps", DEFAULT_EPS)
+    kw = {k: inputs[k] for k in ("offset", "casting") if k in inputs}
+    y, rstd = rms_norm_fwd(x, w, eps, backend=backend, **kw)
     out = {"y": y, "rstd": rstd}
     if backward:
-        dx, dw = rms_norm_bwd(x, rstd, inputs["dy"], w, backend=backend)
+        dx, dw = rms_norm_bwd(x, rstd, inputs["dy"], w, backend=backend, **kw)
         out["dx"] = dx
         if dw is not None:
             out["dweight"] = dw
@@ -54,6 +56,7 @@ def _liger(fn):
 
 SPEC = s.OpSpec(
     name="rms_norm",
+    aliases=("torch.nn.functional.rms_norm", "torch.nn.RMSNorm", "RmsNorm", "aclnnRmsNorm", "npu_rms_norm"),
     summary="RMS normalization over the last dimension with an optional weight (torch.nn.RMSNorm)",
     math="y = x * rsqrt(mean(x^2, -1) + eps) * (weight + offset); rstd saved for backward",
     inputs=(s.Tensor("x", s.ROWS), s.Tensor("weight", s.VECTOR, optional=True)),

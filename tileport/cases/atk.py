@@ -1,0 +1,220 @@
+"""The test kit's (ATK's) own case design YAML, read into a suite.
+
+The format users already have: top-level ``api``, ``api_type``, ``version``, ``name``, ``dtype_numbers``,
+``extra_numbers``, ``generate``, ``standard: {acc, perf}`` and ``inputs``, each input with ``name``,
+``type: tensor | attr``, ``required``, ``dtypes.values``, ``ranges.valid.values`` (intervals, optional
+``weights``), ``ranges.invalid.values``, ``shapes.dim_numbers.values``, ``shapes.dim_values``,
+``shapes.max_length`` and ``boundary.has_*`` flags. How it maps onto tileport:
+
+- ``name`` is a tileport operator or a name it answers to (``torch.nn.functional.rms_norm``, ...); the
+  benchmark is the operator's same-dtype torch composite (the standard's reference choice for fused ops);
+- ``dtype_numbers`` cases per dtype at every level (the standard's counts where absent); runs per case by
+  the standard; ``extra_numbers`` adds tileport's stress cases (``all``: a tenth; a number: that many per
+  dtype; 0 or ``none``: none);
+- the first tensor carries dtypes and shapes; the others follow the operator's roles (a weight is [D]), so
+  they may not declare shapes or other dtypes; a gradient input (``dy``) the backward needs is added;
+- a tensor's valid intervals are where its ``uniform`` cases draw from (the standard's other distributions
+  apply as they are); an attribute's valid intervals give its equivalence classes (each interval's ends and
+  middle, geometric where both ends are positive); invalid values become cases the operator must reject.
+
+Anything else is an error naming the file and the key: nothing is silently ignored.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from ..dtypes import parse as parse_dtype
+from ..ops.spec import specs
+from ..precision.standard import ACC_STANDARDS, COUNTS, MAX_ELEMENTS
+from .schema import BOUNDARY_FLAGS, DTYPES, AttrInput, CaseFileError, Level, ShapeRule, Suite, TensorInput, _Reader
+
+TOP = ("api", "api_type", "version", "name", "dtype_numbers", "extra_numbers", "generate", "standard", "inputs", "backward")
+INPUT = ("name", "type", "required", "dtypes", "ranges", "shapes", "boundary")
+GENERATORS = ("default", "reduce", "norm")  # shapes with the reduced dimension last: what tileport's operators take
+DEFAULT_MAX_LENGTH = 262144
+QUICK_CASES = 48
+
+
+def resolve(name: str, file: Path) -> str:
+    """The tileport operator an ATK ``name`` means: its own name or one of its aliases."""
+    for op, spec in specs().items():
+        if name == op or name in spec.aliases:
+            return op
+    known = ", ".join(f"{op} ({', '.join(spec.aliases)})" if spec.aliases else op for op, spec in specs().items())
+    raise CaseFileError(file, "name", f"a tileport operator or a name it answers to: {known}", name)
+
+
+def _intervals(r: _Reader, key: str) -> list[tuple[float, float]]:
+    values = r.get(key, list, "a list of [low, high] intervals")
+    out = []
+    for v in values:
+        if not (isinstance(v, list) and len(v) == 2 and all(isinstance(e, (int, float)) and not isinstance(e, bool) for e in v) and v[0] <= v[1]):
+            raise CaseFileError(r.file, r.key(key), "a list of [low, high] intervals with low <= high", v)
+        out.append((float(v[0]), float(v[1])))
+    if not out:
+        raise CaseFileError(r.file, r.key(key), "at least one [low, high] interval", values)
+    return out
+
+
+def _weights(r: _Reader, n: int) -> list[float]:
+    w = r.get("weights", list, f"{n} positive numbers, one per interval", [1.0] * n)
+    if len(w) != n or not all(isinstance(e, (int, float)) and e > 0 for e in w):
+        raise CaseFileError(r.file, r.key("weights"), f"{n} positive numbers, one per interval", w)
+    return [float(e) for e in w]
+
+
+def _ranges(r: _Reader) -> tuple[list[tuple[float, float, float]], list[tuple[float, float]]]:
+    """(valid intervals with weights, invalid intervals) of an input's ``ranges``."""
+    if "ranges" not in r.data:
+        return [], []
+    ranges = r.child("ranges").only("valid", "invalid")
+    valid, invalid = [], []
+    if "valid" in ranges.data:
+        v = ranges.child("valid").only("values", "weights")
+        iv = _intervals(v, "values")
+        valid = [(lo, hi, w) for (lo, hi), w in zip(iv, _weights(v, len(iv)))]
+    if "invalid" in ranges.data:
+        invalid = _intervals(ranges.child("invalid").only("values"), "values")
+    return valid, invalid
+
+
+def _dtypes(r: _Reader) -> tuple:
+    names = r.child("dtypes").only("values").get("values", list, "a list of dtype names")
+    out = []
+    for n in names:
+        try:
+            out.append(parse_dtype(n))
+        except (ValueError, TypeError):
+            raise CaseFileError(r.file, r.key("dtypes.values"), f"fp32, fp16, bf16 (or {', '.join(DTYPES)})", n) from None
+    if not out:
+        raise CaseFileError(r.file, r.key("dtypes.values"), "at least one dtype", names)
+    return tuple(dict.fromkeys(out))
+
+
+def _shapes(r: _Reader) -> ShapeRule:
+    s = r.child("shapes").only("dim_numbers", "dim_values", "max_length")
+    dims = s.child("dim_numbers").only("values").int_list("values", 1)
+    if max(dims) > 8:
+        raise CaseFileError(r.file, s.key("dim_numbers.values"), "dimension counts from 1 to 8", list(dims))
+    max_length = s.get("max_length", int, "a positive integer", DEFAULT_MAX_LENGTH)
+    if not 1 <= max_length <= MAX_ELEMENTS:
+        raise CaseFileError(r.file, s.key("max_length"), f"a positive integer up to 2^31", max_length)
+    max_dim = max_length
+    if "dim_values" in s.data:
+        spans = _intervals(s, "dim_values")
+        if spans[0][0] < 0:
+            raise CaseFileError(r.file, s.key("dim_values"), "intervals of dimension values >= 0", spans)
+        max_dim = int(max(hi for _, hi in spans))
+    return ShapeRule(dims, min(max_dim, max_length), max_length)
+
+
+def _attr_values(r: _Reader, name: str) -> tuple[tuple, tuple]:
+    """(equivalence classes, invalid values) of an attribute: each valid interval's ends and middle."""
+    valid, invalid = _ranges(r)
+    if not valid:
+        raise CaseFileError(r.file, r.key("ranges.valid.values"), f"the valid values of attribute {name!r} (intervals)")
+    values = []
+    for lo, hi, _ in valid:
+        mid = math.sqrt(lo * hi) if lo > 0 and hi > 0 else (lo + hi) / 2
+        values += [lo, mid, hi]
+    bad = []
+    for lo, hi in invalid:
+        bad += [lo] if lo == hi else [lo, hi] if math.isfinite(lo) and math.isfinite(hi) else [v for v in (lo, hi) if math.isfinite(v)]
+    return tuple(dict.fromkeys(values)), tuple(dict.fromkeys(bad))
+
+
+def _extra_share(top: _Reader, per_dtype: int | None) -> float:
+    extra = top.data.get("extra_numbers", "all")
+    if extra in ("all",):
+        return 0.1
+    if extra in ("none", 0):
+        return 0.0
+    if isinstance(extra, int) and not isinstance(extra, bool) and extra > 0:
+        return min(1.0, extra / (per_dtype or COUNTS["L0"].cases_per_dtype))
+    raise CaseFileError(top.file, "extra_numbers", "all, none, or a number of extra cases per dtype", extra)
+
+
+def load_atk(path: Path, data: Any) -> Suite:
+    """A suite from an ATK design file (see the module's docstring for the mapping)."""
+    top = _Reader(path, data).only(*TOP)
+    op = resolve(top.get("name", str, "the operator's name"), path)
+    spec = specs()[op]
+    api_type = top.get("api_type", str, "function", "function")
+    if api_type != "function":
+        raise CaseFileError(path, "api_type", "function (tileport's operators are functions)", api_type)
+    gen = top.get("generate", str, f"one of {', '.join(GENERATORS)}", "default")
+    if gen not in GENERATORS:
+        raise CaseFileError(path, "generate", f"one of {', '.join(GENERATORS)} (generator modules are not supported)", gen)
+    std = top.child("standard").only("acc", "perf")
+    acc = std.get("acc", str, f"one of {', '.join(ACC_STANDARDS)}")
+    if acc not in ACC_STANDARDS:
+        raise CaseFileError(path, "standard.acc", f"one of {', '.join(ACC_STANDARDS)}", acc)
+    per_dtype = top.get("dtype_numbers", int, "a positive number of cases per dtype", None)
+    if per_dtype is not None and per_dtype < 1:
+        raise CaseFileError(path, "dtype_numbers", "a positive number of cases per dtype", per_dtype)
+
+    declared = {t.name for t in spec.inputs}
+    attr_names = {a.name for a in spec.attrs}
+    tensors: list[TensorInput] = []
+    attrs: list[AttrInput] = []
+    items = top.get("inputs", list, "a list of inputs")
+    for i, item in enumerate(items):
+        r = _Reader(path, item, f"inputs[{i}]").only(*INPUT)
+        name = r.get("name", str, "the input's name")
+        kind = r.get("type", str, "tensor or attr")
+        required = r.get("required", bool, "true or false", True)
+        if kind == "tensor":
+            if name not in declared | {"dy"}:
+                raise CaseFileError(path, r.key("name"), f"a tensor input of {op}: {', '.join(sorted(declared))} (or dy)", name)
+            valid, invalid = _ranges(r)
+            if not tensors:
+                flags = r.child("boundary", {}).only(*BOUNDARY_FLAGS)
+                boundary = {f: flags.get(f, bool, "true or false") for f in flags.data}
+                tensors.append(TensorInput(name, required, (), _dtypes(r), _shapes(r), boundary, None, tuple(valid), tuple(invalid)))
+                continue
+            for key in ("shapes", "boundary"):
+                if key in r.data:
+                    raise CaseFileError(path, r.key(key), f"no {key} here: only the first tensor declares them; the others follow {op}'s roles")
+            if "dtypes" in r.data and set(_dtypes(r)) != set(tensors[0].dtypes):
+                raise CaseFileError(path, r.key("dtypes.values"), f"the first tensor's dtypes ({', '.join(map(str, tensors[0].dtypes))})")
+            if required is False and not any(t.name == name and t.optional for t in spec.inputs):
+                raise CaseFileError(path, r.key("required"), f"true: {op} needs {name}", required)
+            tensors.append(TensorInput(name, required, (), like=tensors[0].name, valid=tuple(valid), invalid=tuple(invalid)))
+        elif kind in ("attr", "attrs"):
+            if name not in attr_names:
+                raise CaseFileError(path, r.key("name"), f"an attribute of {op}: {', '.join(sorted(attr_names))}", name)
+            for key in ("dtypes", "shapes", "boundary"):
+                if key in r.data:
+                    raise CaseFileError(path, r.key(key), "no such key for an attribute")
+            values, invalid = _attr_values(r, name)
+            attrs.append(AttrInput(name, required, values, invalid))
+        else:
+            raise CaseFileError(path, r.key("type"), "tensor or attr", kind)
+    if not tensors:
+        raise CaseFileError(path, "inputs", "at least one tensor input (the first carries dtypes and shapes)")
+    grads = tuple(t.name for t in spec.grads)
+    backward = top.get("backward", bool, "true or false", bool(grads))
+    if backward and "dy" not in {t.name for t in tensors}:  # the backward's incoming gradient, shaped like x
+        tensors.append(TensorInput("dy", True, (), like=tensors[0].name))
+    n_dtypes = len(tensors[0].dtypes)
+    levels = {}
+    for name, need in COUNTS.items():
+        cases = per_dtype * n_dtypes if per_dtype else need.cases
+        levels[name] = Level(name, cases, need.runs_per_case, name)
+    levels = {"quick": Level("quick", min(QUICK_CASES, levels["L0"].cases), 2, "L0"), **levels}
+    return Suite(
+        file=path,
+        name=op,
+        api=top.get("api", str, "the API under test (pytorch, or a dotted name)"),
+        backward=backward,
+        outputs=tuple(t.name for t in spec.outputs),
+        grad_outputs=grads if backward else (),
+        standard={"acc": acc, "golden": "float64", "benchmark": "torch", "perf": str(std.data.get("perf", ""))},
+        levels=levels,
+        tensors=tuple(tensors),
+        attrs=tuple(attrs),
+        extra_share=_extra_share(top, per_dtype),
+    )
