@@ -33,9 +33,11 @@ def summary(rep) -> Table:
     rows = [
         ("operator", rep.op),
         ("level", f"{rep.level} (ratio limits of {rep.limits})"),
+        ("conforming run", "yes" if rep.counts.get("conforming") else
+         "no: fewer cases and retest seeds than the standard, small-sample fuse off (evidence, not acceptance)"),
         ("device", rep.device),
         ("result", "PASS" if rep.passed else f"FAIL ({len(rep.failures)} failed checks)"),
-        ("cases", str(rep.cases)),
+        ("cases", f"{rep.cases} ({rep.counts.get('beyond_scale', 0)} special scenarios and extra cases beyond the scale)"),
         ("output elements of the cases", str(rep.elements)),
         ("repeated runs per case (bit-identical)", str(rep.runs)),
         ("retest seeds after a failure", str(rep.retest_seeds)),
@@ -94,6 +96,19 @@ def retested(rep, limit: int = 50) -> Table:
     return Table("Checks that failed on their first seed and passed the retest", ("backend", "case", "dtype", "shape", "output", "detail"), rows)
 
 
+def investigate(rep) -> Table:
+    """Clause 5.3.3's third outcome: golden, output and benchmark all differ at an inf/nan."""
+    rows = tuple(
+        (r.backend, str(r.case), r.dtype, "x".join(map(str, r.shape)), r.output, str(r.verdict.actual.nonfinite_review))
+        for r in rep.results if r.verdict.actual.nonfinite_review
+    )  # fmt: skip
+    return Table(
+        "inf/nan positions that need investigation (5.3.3: golden, output and benchmark all differ)",
+        ("backend", "case", "dtype", "shape", "output", "positions"), rows,
+        "Not failures by the standard's rule; listed for a person to look at.",
+    )
+
+
 def skipped(rep) -> Table:
     rows = tuple((b, str(n), why) for b, (n, why) in rep.skipped.items())
     return Table("Cases a backend did not run", ("backend", "cases", "why"), rows)
@@ -140,6 +155,8 @@ def all_tables(rep) -> list[Table]:
         out.append(failures(rep))
     if any(r.retest is not None and r.passed for r in rep.results):
         out.append(retested(rep))
+    if any(r.verdict.actual.nonfinite_review for r in rep.results):
+        out.append(investigate(rep))
     if rep.skipped:
         out.append(skipped(rep))
     if rep.results:
