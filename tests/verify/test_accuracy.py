@@ -50,7 +50,32 @@ def test_a_wrong_backend_fails_its_first_seed_and_its_retest(monkeypatch):
 
     monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(real, run=wrong_run))
     cases = generate(suite, "quick", [torch.float16])[:3]
-    results, _, _ = accuracy.run_accuracy(suite, cases, ["tilelang"], "L0", 1, 5)
+    results, _, _ = accuracy.run_accuracy(suite, cases, ["tilelang"], "L0", 1, 5, min_seeds=0)  # fails on its merits
     y = [r for r in results if r.output == "y"]
     assert len(y) == 3 and all(not r.verdict.passed and r.retest is not None and not r.retest.passed for r in y)
     assert all(r.passed for r in results if r.output != "y")
+
+
+def test_repeated_runs_must_give_the_same_bits(monkeypatch):
+    """Section 3: each case runs several times; a backend whose outputs differ between runs fails, however
+    accurate each run is."""
+    suite = load_suite("l2norm")
+    real = accuracy.op_spec("l2norm")
+    calls = []
+
+    def flaky_run(inputs, backend, backward):  # the second run's y differs in the last bit of one element
+        out = real.run(inputs, backend, backward)
+        if backend == "tilelang":
+            calls.append(1)
+            if len(calls) % 2 == 0:
+                y = out["y"].clone()
+                y.view(-1)[0] = torch.nextafter(y.view(-1)[0], torch.tensor(float("inf"), dtype=y.dtype))
+                out = out | {"y": y}
+        return out
+
+    monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(real, run=flaky_run))
+    case = next(c for c in generate(suite, "quick", [torch.float32]) if c.counted and c.elements > 100)
+    results, _, _ = accuracy.run_accuracy(suite, [case], ["tilelang"], "L0", 2, 5, min_seeds=0)
+    y = next(r for r in results if r.output == "y")
+    assert y.verdict.passed and not y.deterministic and not y.passed
+    assert "outputs differ between 2 repeated runs" in y.failures
