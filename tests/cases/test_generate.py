@@ -119,3 +119,19 @@ def test_a_smaller_level_is_a_prefix_of_a_larger_one():
             continue
         twin = by_key[(c.dtype, c.rank)]
         assert (twin.shape, twin.value_range, twin.attrs, twin.mu, twin.seed) == (c.shape, c.value_range, c.attrs, c.mu, c.seed)
+
+
+def test_l2_has_a_model_third_from_the_captured_activations():
+    from tileport.cases import modelcases
+
+    cases = [c for c in generate(SUITE, "L2", dtypes=[torch.bfloat16]) if c.counted]
+    model = [c for c in cases if c.value_range == "model"]
+    assert abs(len(model) / len(cases) - 1 / 3) < 0.01 and {c.source[0] for c in model} == set(modelcases.configs())
+    c = next(c for c in model if c.shape[0] > 3)
+    config, index, start, rows = c.source
+    inputs = make_inputs(SUITE, c)
+    stored = modelcases.pool(config)
+    assert torch.equal(inputs["x"], stored["hidden"][index, start : start + rows])  # bf16 in, bf16 out: exact
+    assert torch.equal(inputs["weight"], stored["hidden_weight"][index])
+    assert torch.equal(inputs["dy"], stored["hidden_grad"][index, start : start + rows])
+    assert not any(c.value_range == "model" for c in generate(SUITE, "L1", dtypes=[torch.bfloat16]))

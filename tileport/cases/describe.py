@@ -39,6 +39,7 @@ def record(suite: Suite, case: Case) -> dict[str, Any]:
         "distribution": case.value_range,
         "mu": case.mu,
         "sigma": case.sigma,
+        "model": None if case.source is None else dict(zip(("config", "capture", "first_row", "rows"), case.source)),
         "seed": case.seed,
     }
 

@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from ..ops.spec import VECTOR, get as op_spec
-from ..precision.standard import DISTRIBUTIONS
+from ..precision.standard import DISTRIBUTIONS, MODEL_SHARE
+from . import modelcases
 from .schema import DTYPES, Suite
 from .shapes import draw_shape
 from .values import FILLS, draw_mu_sigma, fill, plant, standard_values, suite_values
@@ -49,6 +50,7 @@ class Case:
     sigma: float | None = None
     filled: str | None = None  # the input an all-nan/inf or invalid scenario fills
     fill_value: float | None = None  # an invalid scenario's value
+    source: tuple | None = None  # a model case's (config, capture index, first row, rows)
 
     @property
     def expects_rejection(self) -> bool:
@@ -90,13 +92,29 @@ def _pick_range(rng: np.random.Generator, ranges) -> str:
     return ranges[int(rng.choice(len(ranges), p=w / w.sum()))].name
 
 
+def _model_cases(suite: Suite, n: int, rng) -> list[Case]:
+    """L2's model third: rows of the activations a small transformer gives the operator (``modelcases``)."""
+    sites = op_spec(suite.name).model_sites
+    missing = [t.name for t in suite.tensors if t.name not in sites]
+    if missing:
+        raise ValueError(f"{suite.name}: no captured model site for {', '.join(missing)} (its spec's model_sites)")
+    out = []
+    for _ in range(n):
+        config, index, start, rows, shape = modelcases.draw(rng, sites, suite.primary.name)
+        attrs = {a.name: a.values[int(rng.integers(len(a.values)))] for a in suite.attrs}
+        out.append(Case(0, None, shape, "model", attrs, source=(config, index, start, rows)))
+    return out
+
+
 def _scale(suite: Suite, limits: str, n: int, rng, attrs_default: dict) -> list[Case]:
-    """The level's counted cases of one dtype (dtype, index and seed are set by the caller)."""
+    """The level's counted cases of one dtype (dtype, index and seed are set by the caller): at L2 a third
+    are model cases where the operator's spec maps its inputs to captured model sites."""
     x, rule = suite.primary, suite.primary.shapes
     optional = [t.name for t in suite.tensors if not t.required and t.like is not None]
     generalized = limits == "L0"
+    n_model = round(n * MODEL_SHARE) if limits == "L2" and op_spec(suite.name).model_sites else 0
     out: list[Case] = []
-    for i, dist in enumerate(_mix(limits, n)):
+    for i, dist in enumerate(_mix(limits, n - n_model)):
         mu, sigma = draw_mu_sigma(rng) if dist == "normal" else (None, None)
         if i < len(rule.fixed):
             out.append(Case(0, x.dtypes[0], rule.fixed[i], dist, dict(attrs_default), mu=mu, sigma=sigma))
@@ -106,7 +124,7 @@ def _scale(suite: Suite, limits: str, n: int, rng, attrs_default: dict) -> list[
         shape = draw_shape(rng, rank, rule.max_dim, rule.max_length, generalized)
         omitted = tuple(name for name in optional if rng.random() < OMIT_SHARE)
         out.append(Case(0, x.dtypes[0], shape, dist, attrs, omitted=omitted, mu=mu, sigma=sigma))
-    return out
+    return out + _model_cases(suite, n_model, rng)
 
 
 def _specials(suite: Suite, attrs: dict) -> list[Case]:
@@ -197,7 +215,10 @@ def make_inputs(suite: Suite, case: Case) -> dict[str, Any]:
     near_eps = spec.near_eps(case.attrs, D) if spec.near_eps and not standard else 1e-3  # a suite range's scale
     out: dict[str, Any] = dict(case.attrs)
     for t, (name, shape) in zip(suite.tensors, input_shapes(suite, case).items()):
-        if case.filled == name and case.fill_value is not None:
+        if case.source is not None:  # a model case: the captured site this input maps to, the same rows
+            config, index, start, rows = case.source
+            v = modelcases.values(config, spec.model_sites[name], index, start, rows)
+        elif case.filled == name and case.fill_value is not None:
             v = torch.full(shape, case.fill_value)
         elif case.filled == name:
             v = fill(shape, case.dtype, case.scenario.removeprefix("all_"), gen)

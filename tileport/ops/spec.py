@@ -144,6 +144,7 @@ class OpSpec:
     kernel_out: bool = False  # forward(out=...) writes into preallocated outputs (bench's `:kernel` provider)
     usage: str = ""  # the docs page's usage block
     aliases: tuple[str, ...] = ()  # names a test kit case file may call the operator by
+    model_sites: dict[str, str] = field(default_factory=dict)  # input -> captured model site (L2's model cases)
 
     def precision_dtype(self, output: str, dtype: torch.dtype) -> torch.dtype:
         """The dtype whose small-value rule applies to ``output`` (fp32 for fp32 statistics of 16-bit inputs)."""

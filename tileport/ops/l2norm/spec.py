@@ -44,6 +44,7 @@ def _fla(fn):
 
 SPEC = s.OpSpec(
     name="l2norm",
+    model_sites={"x": "qk", "dy": "qk_grad"},  # q and k heads before the L2 norm of linear attention
     aliases=("fla.modules.l2norm.l2norm", "l2_norm", "L2Norm"),
     summary="L2 normalization over the last dimension (flash-linear-attention's l2norm)",
     math="y = x * rsqrt(sum(x^2, -1) + eps); rstd saved for backward",

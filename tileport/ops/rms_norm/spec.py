@@ -56,6 +56,7 @@ def _liger(fn):
 
 SPEC = s.OpSpec(
     name="rms_norm",
+    model_sites={"x": "hidden", "weight": "hidden_weight", "dy": "hidden_grad"},  # a decoder's RMSNorm inputs
     aliases=("torch.nn.functional.rms_norm", "torch.nn.RMSNorm", "RmsNorm", "aclnnRmsNorm", "npu_rms_norm"),
     summary="RMS normalization over the last dimension with an optional weight (torch.nn.RMSNorm)",
     math="y = x * rsqrt(mean(x^2, -1) + eps) * (weight + offset); rstd saved for backward",
