@@ -58,6 +58,8 @@ def shortened(args: list[str], tmp: Path) -> list[str]:
             return keep + ["--csv", str(tmp / "b.csv"), "--out", str(tmp / "b")]
         return keep + ["--shape", "33x100", "--dtype", "fp32", "--threads", "1", "--mode", "fwd", "--no-compile",
                        "--budget", "0.02", "--csv", str(tmp / "b.csv"), "--out", str(tmp / "b")]  # fmt: skip
+    if name == "cases":
+        return args + ["--out", str(tmp / "cases.json")]
     if name == "lower":
         if "--dim" in args:
             i = args.index("--dim")
