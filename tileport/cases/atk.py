@@ -26,10 +26,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..dtypes import parse as parse_dtype
 from ..ops.spec import specs
 from ..precision.standard import ACC_STANDARDS, COUNTS, MAX_ELEMENTS
-from .schema import BOUNDARY_FLAGS, DTYPES, AttrInput, CaseFileError, Level, ShapeRule, Suite, TensorInput, _Reader
+from .schema import BOUNDARY_FLAGS, AttrInput, CaseFileError, Level, ShapeRule, Suite, TensorInput, _dtypes, _Reader
 
 TOP = ("api", "api_type", "version", "name", "dtype_numbers", "extra_numbers", "generate", "standard", "inputs", "backward")
 INPUT = ("name", "type", "required", "dtypes", "ranges", "shapes", "boundary")
@@ -81,19 +80,6 @@ def _ranges(r: _Reader) -> tuple[list[tuple[float, float, float]], list[tuple[fl
     return valid, invalid
 
 
-def _dtypes(r: _Reader) -> tuple:
-    names = r.child("dtypes").only("values").get("values", list, "a list of dtype names")
-    out = []
-    for n in names:
-        try:
-            out.append(parse_dtype(n))
-        except (ValueError, TypeError):
-            raise CaseFileError(r.file, r.key("dtypes.values"), f"fp32, fp16, bf16 (or {', '.join(DTYPES)})", n) from None
-    if not out:
-        raise CaseFileError(r.file, r.key("dtypes.values"), "at least one dtype", names)
-    return tuple(dict.fromkeys(out))
-
-
 def _shapes(r: _Reader) -> ShapeRule:
     s = r.child("shapes").only("dim_numbers", "dim_values", "max_length")
     dims = s.child("dim_numbers").only("values").int_list("values", 1)
@@ -101,7 +87,7 @@ def _shapes(r: _Reader) -> ShapeRule:
         raise CaseFileError(r.file, s.key("dim_numbers.values"), "dimension counts from 1 to 8", list(dims))
     max_length = s.get("max_length", int, "a positive integer", DEFAULT_MAX_LENGTH)
     if not 1 <= max_length <= MAX_ELEMENTS:
-        raise CaseFileError(r.file, s.key("max_length"), f"a positive integer up to 2^31", max_length)
+        raise CaseFileError(r.file, s.key("max_length"), "a positive integer up to 2^31", max_length)
     max_dim = max_length
     if "dim_values" in s.data:
         spans = _intervals(s, "dim_values")

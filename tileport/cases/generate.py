@@ -92,6 +92,11 @@ def _pick_range(rng: np.random.Generator, ranges) -> str:
     return ranges[int(rng.choice(len(ranges), p=w / w.sum()))].name
 
 
+def _draw_attrs(suite: Suite, rng) -> dict:
+    """One value of each attribute, uniformly among its equivalence classes."""
+    return {a.name: a.values[int(rng.integers(len(a.values)))] for a in suite.attrs}
+
+
 def _model_cases(suite: Suite, n: int, rng) -> list[Case]:
     """L2's model third: rows of the activations a small transformer gives the operator (``modelcases``)."""
     sites = op_spec(suite.name).model_sites
@@ -101,7 +106,7 @@ def _model_cases(suite: Suite, n: int, rng) -> list[Case]:
     out = []
     for _ in range(n):
         config, index, start, rows, shape = modelcases.draw(rng, sites, suite.primary.name)
-        attrs = {a.name: a.values[int(rng.integers(len(a.values)))] for a in suite.attrs}
+        attrs = _draw_attrs(suite, rng)
         out.append(Case(0, None, shape, "model", attrs, source=(config, index, start, rows)))
     return out
 
@@ -119,7 +124,7 @@ def _scale(suite: Suite, limits: str, n: int, rng, attrs_default: dict) -> list[
         if i < len(rule.fixed):
             out.append(Case(0, x.dtypes[0], rule.fixed[i], dist, dict(attrs_default), mu=mu, sigma=sigma))
             continue
-        attrs = {a.name: a.values[int(rng.integers(len(a.values)))] for a in suite.attrs}
+        attrs = _draw_attrs(suite, rng)
         rank = rule.dim_numbers[(i - len(rule.fixed)) % len(rule.dim_numbers)]
         shape = draw_shape(rng, rank, rule.max_dim, rule.max_length, generalized)
         omitted = tuple(name for name in optional if rng.random() < OMIT_SHARE)
@@ -163,7 +168,7 @@ def _extras(suite: Suite, n: int, rng, attrs_default: dict) -> list[Case]:
     for scenario in rows if n else ():
         out.append(Case(0, None, (8, D), "uniform", dict(attrs_default), scenario))
     for _ in range(max(0, n - len(out)) if x.ranges else 0):
-        attrs = {a.name: a.values[int(rng.integers(len(a.values)))] for a in suite.attrs}
+        attrs = _draw_attrs(suite, rng)
         rank = int(rng.choice([r for r in rule.dim_numbers if r >= 2] or rule.dim_numbers))
         shape = draw_shape(rng, rank, rule.max_dim, rule.max_length, False)
         out.append(Case(0, None, shape, _pick_range(rng, x.ranges), attrs))

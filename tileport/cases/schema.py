@@ -196,16 +196,17 @@ def _shapes(r: _Reader) -> ShapeRule:
 
 
 def _dtypes(r: _Reader) -> tuple[torch.dtype, ...]:
-    names = r.child("dtypes").get("values", list, f"a list of dtype names from {', '.join(DTYPES)}")
+    """A tensor's ``dtypes.values`` (tileport's and the test kit's files alike), each once, in order."""
+    names = r.child("dtypes").only("values").get("values", list, f"a list of dtype names from {', '.join(DTYPES)}")
     out = []
     for n in names:
         try:
             out.append(parse_dtype(n))
-        except ValueError:
+        except (ValueError, TypeError):
             raise CaseFileError(r.file, r.key("dtypes.values"), f"dtype names from {', '.join(DTYPES)} (or fp32, fp16, bf16)", n) from None
     if not out:
         raise CaseFileError(r.file, r.key("dtypes.values"), f"dtype names from {', '.join(DTYPES)}", names)
-    return tuple(out)
+    return tuple(dict.fromkeys(out))
 
 
 def _inputs(file: Path, items: list) -> tuple[tuple[TensorInput, ...], tuple[AttrInput, ...]]:
