@@ -84,8 +84,8 @@ def test_verify_exits_non_zero_on_failure(monkeypatch, tmp_path):
         out = real.run(inputs, backend, backward)
         return out | {"y": out["y"] * 1.01} if backend == "tilelang" else out
 
-    monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(real, run=wrong_run))
-    args = ["verify", "l2norm", "--level", "quick", "--dtype", "fp16", "--backend", "tilelang", "--no-perf", "--retest-seeds", "3"]
+    monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(real, run=wrong_run))  # here, not in workers
+    args = ["verify", "l2norm", "--level", "quick", "--dtype", "fp16", "--backend", "tilelang", "--no-perf", "--retest-seeds", "3", "--jobs", "1"]
     result = runner.invoke(app, args + ["--out", str(tmp_path)])
     assert result.exit_code == 1 and "checks failed at quick" in result.output
     doc = json.loads((tmp_path / "results.json").read_text())

@@ -107,6 +107,7 @@ def verify(
     perf: bool = typer.Option(True, help="also run the performance and memory tasks"),
     device: str = typer.Option("cpu", help="cpu, or cuda: run the suite and the timings on a GPU"),
     cases: Optional[Path] = typer.Option(None, "--cases", help="a case file: a tileport suite or the test kit's design YAML"),
+    jobs: Optional[int] = typer.Option(None, min=1, help="worker processes for the accuracy cases (default: this process's CPUs)"),
 ) -> None:
     """Run OP's case suite on every available backend: accuracy (dual benchmark), performance, memory; write
     a report. Exit code 1 when a check fails."""
@@ -114,6 +115,7 @@ def verify(
     from .report import tables, write_report
     from .verify import prepare
     from .verify import run as run_verify
+    from .verify.pool import cpus
 
     from .cases import CaseFileError
 
@@ -139,7 +141,7 @@ def verify(
             plan = prepare(op, level, backend, _dtypes(dtype), seed, device, str(cases) if cases else None)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
-        rep = run_verify(plan, retest_seeds, perf, progress=step)
+        rep = run_verify(plan, retest_seeds, perf, progress=step, jobs=jobs or cpus())
     for t in tables.all_tables(rep):
         if t.rows:
             print_table(t)

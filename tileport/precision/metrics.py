@@ -60,36 +60,78 @@ def _golden_out(golden: torch.Tensor, dtype: torch.dtype):
     return g, (golden.detach().cpu().to(dtype) if dtype != torch.float64 else g)
 
 
-def _metrics(a: torch.Tensor, g: torch.Tensor, counted: torch.Tensor, errors, review, dtype) -> list[Metrics]:
-    """Metrics of each row of (S, N) ``a`` over the ``counted`` positions."""
-    a = a.detach().cpu().to(torch.float64)
-    err = (a - g).abs()
-    err = torch.where(torch.isnan(err), math.inf, err)  # a nan where the golden is finite is an infinite error
-    err = torch.where(counted, err, 0.0)
-    rel = err / (g.abs().nan_to_num(0.0, 0.0, 0.0) + REL_EPS)
-    n = counted.sum(1).clamp(min=1).to(torch.float64)
-    threshold, bound = SMALL_VALUE.get(dtype, SMALL_VALUE[torch.float32])
-    small = counted & (g.abs() < threshold) & (err > bound)
-    th = THRESHOLD.get(dtype, THRESHOLD[torch.float32])
-    within = counted & (err <= th + th * g.abs())
-    empty = torch.zeros(rel.shape[0], dtype=torch.float64)
-    mare, max_abs = (rel.amax(1), err.amax(1)) if rel.shape[1] else (empty, empty)
-    cols = zip(
-        mare.tolist(), (rel.sum(1) / n).tolist(), torch.sqrt((err * err).sum(1) / n).tolist(),
-        small.sum(1).tolist(), errors.sum(1).tolist(), review.sum(1).tolist(), counted.sum(1).tolist(),
-        within.sum(1).tolist(), max_abs.tolist(),
-    )  # fmt: skip
-    return [
-        Metrics(m, me, r, int(sm), int(e), int(a.shape[1]), int(rv), int(c), int(w), mx)
-        for m, me, r, sm, e, rv, c, w, mx in cols
-    ]
+@dataclass
+class _Golden:
+    """What both sides' metrics share of the golden, computed once per batch: the positions counted, the
+    relative-error denominators and the per-position bounds of the small-value and tolerance rules.
+    ``counted`` is None when every position counts (no inf/nan anywhere, the common case: no masks)."""
+
+    g: torch.Tensor
+    counted: torch.Tensor | None
+    n: torch.Tensor  # positions counted per row (at least 1), float64
+    denom: torch.Tensor  # |g| + REL_EPS
+    small: torch.Tensor  # counted and |g| below the dtype's small-value threshold
+    tolerance: torch.Tensor  # Th + Th |g| (the mixed-tolerance standard)
+    bound: float  # a small value's error bound
+
+    @classmethod
+    def of(cls, g: torch.Tensor, counted: torch.Tensor | None, dtype: torch.dtype) -> "_Golden":
+        ga = g.abs() if counted is None else g.abs().nan_to_num_(0.0, 0.0, 0.0)
+        if counted is None:
+            n = torch.full(g.shape[:1], float(max(g.shape[1], 1)), dtype=torch.float64)
+        else:
+            n = torch.count_nonzero(counted, 1).clamp(min=1).to(torch.float64)
+        threshold, bound = SMALL_VALUE.get(dtype, SMALL_VALUE[torch.float32])
+        th = THRESHOLD.get(dtype, THRESHOLD[torch.float32])
+        small = ga < threshold
+        if counted is not None:
+            small &= counted
+        denom = ga + REL_EPS
+        return cls(g, counted, n, denom, small, ga.mul_(th).add_(th), bound)
+
+    def metrics(self, a: torch.Tensor, errors: torch.Tensor | None, review: torch.Tensor | None) -> list[Metrics]:
+        """Metrics of each row of (S, N) ``a`` over the counted positions (``errors``, ``review``: clause
+        5.3.3's masks, None where there is no inf/nan)."""
+        err = (a.detach().cpu().to(torch.float64) - self.g).abs_()
+        err.nan_to_num_(math.inf, math.inf)  # a nan where the golden is finite is an infinite error
+        counted = self.counted
+        if counted is not None:
+            err.masked_fill_(~counted, 0.0)
+        rows, cols = err.shape
+        small = torch.count_nonzero(self.small & (err > self.bound), 1)
+        within = err <= self.tolerance
+        if counted is not None:
+            within &= counted
+        if cols:
+            max_abs, rmse = err.amax(1), torch.linalg.vector_norm(err, dim=1) / self.n.sqrt()
+            rel = err.div_(self.denom)  # err is spent: its buffer takes the relative errors
+            mare, mere = rel.amax(1), rel.sum(1) / self.n
+        else:
+            max_abs = rmse = mare = mere = torch.zeros(rows, dtype=torch.float64)
+        zeros = torch.zeros(rows, dtype=torch.int64)
+        counts = self.n.to(torch.int64) if counted is None else torch.count_nonzero(counted, 1)
+        cols_ = zip(
+            mare.tolist(), mere.tolist(), rmse.tolist(), small.tolist(),
+            (zeros if errors is None else torch.count_nonzero(errors, 1)).tolist(),
+            (zeros if review is None else torch.count_nonzero(review, 1)).tolist(),
+            (counts if cols else zeros).tolist(), torch.count_nonzero(within, 1).tolist(), max_abs.tolist(),
+        )  # fmt: skip
+        return [
+            Metrics(m, me, r, int(sm), int(e), cols, int(rv), int(c), int(w), mx)
+            for m, me, r, sm, e, rv, c, w, mx in cols_
+        ]
+
+
+def _counted(pos: nonfinite.Positions | None, g_out: torch.Tensor) -> torch.Tensor | None:
+    return None if pos is None else torch.isfinite(g_out) & ~pos.shared
 
 
 def measure_batch(actual: torch.Tensor, golden: torch.Tensor, dtype: torch.dtype) -> list[Metrics]:
     """The metrics of each row of (S, N) ``actual`` against ``golden``: S independent samples (seeds) at once."""
     g, g_out = _golden_out(golden, dtype)
     pos = nonfinite.positions(actual.detach().cpu(), g_out)
-    return _metrics(actual, g, torch.isfinite(g_out), pos.error, pos.review, dtype)
+    gold = _Golden.of(g, None if pos is None else torch.isfinite(g_out), dtype)
+    return gold.metrics(actual, *((None, None) if pos is None else (pos.error, pos.review)))
 
 
 def dual_measure_batch(actual: torch.Tensor, benchmark: torch.Tensor, golden: torch.Tensor, dtype: torch.dtype):
@@ -97,13 +139,11 @@ def dual_measure_batch(actual: torch.Tensor, benchmark: torch.Tensor, golden: to
     to the three together: both sides measured over the same positions."""
     g, g_out = _golden_out(golden, dtype)
     pos = nonfinite.positions(actual.detach().cpu(), g_out, benchmark.detach().cpu())
-    counted = torch.isfinite(g_out) & ~pos.shared
-    none = torch.zeros_like(pos.error)
-    bm_errors = nonfinite.positions(benchmark.detach().cpu(), g_out).error  # the benchmark's own, for the report
-    return (
-        _metrics(actual, g, counted, pos.error, pos.review, dtype),
-        _metrics(benchmark, g, counted, bm_errors, none, dtype),
-    )
+    gold = _Golden.of(g, _counted(pos, g_out), dtype)
+    if pos is None:
+        return gold.metrics(actual, None, None), gold.metrics(benchmark, None, None)
+    own = nonfinite.positions(benchmark.detach().cpu(), g_out)  # the benchmark's own errors, for the report
+    return gold.metrics(actual, pos.error, pos.review), gold.metrics(benchmark, None if own is None else own.error, None)
 
 
 def ratio(under_test: float, benchmark: float) -> float:

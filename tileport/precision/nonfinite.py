@@ -38,14 +38,12 @@ class Positions:
     shared: torch.Tensor  # output and benchmark hold the same inf/nan: correct, out of the metrics
 
 
-def positions(a: torch.Tensor, g_out: torch.Tensor, b: torch.Tensor | None = None) -> Positions:
-    """Clause 5.3.3 over same-shaped ``a``, ``g_out`` (the golden in the output's dtype) and ``b``. Without a
-    benchmark, the golden stands in for it: ``a`` must then hold the golden's inf/nan exactly."""
-    fa, fg = torch.isfinite(a), torch.isfinite(g_out)
-    fb = fg if b is None else torch.isfinite(b)
-    if bool(fa.all()) and bool(fg.all()) and bool(fb.all()):  # the common case: nothing to classify
-        none = torch.zeros(a.shape, dtype=torch.bool)
-        return Positions(none, none, none)
+def positions(a: torch.Tensor, g_out: torch.Tensor, b: torch.Tensor | None = None) -> Positions | None:
+    """Clause 5.3.3 over same-shaped ``a``, ``g_out`` (the golden in the output's dtype) and ``b``; None when
+    all three are finite everywhere (the common case: nothing to classify). Without a benchmark, the golden
+    stands in for it: ``a`` must then hold the golden's inf/nan exactly."""
+    if all(bool(torch.isfinite(t).all()) for t in ((a, g_out) if b is None else (a, g_out, b))):
+        return None
     ca, cg = classes(a), classes(g_out)
     cb = cg if b is None else classes(b)
     golden_nf = cg != FINITE

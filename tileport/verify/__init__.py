@@ -21,7 +21,8 @@ from ..cases import generate, load_suite
 from ..ops.spec import StudyResult, get as op_spec
 from ..precision import COUNTS, MIN_ELEMENTS, STANDARD_VERSION, Aggregate, CaseResult, aggregate
 from ..precision.standard import RETEST_MIN_SEEDS, RETEST_SEEDS
-from .accuracy import PairStat, Reduced, dtype_name, run_accuracy
+from .accuracy import PairStat, Reduced, Task, dtype_name
+from .pool import jobs_for, run_task
 from .performance import performance, performance_groups
 
 QUICK_RETEST_SEEDS = 30  # the standard's 1000 new seeds apply from L0 up; the quick level says it used fewer
@@ -58,12 +59,13 @@ class Report:
         return [r for r in self.results if not r.passed]
 
 
-def environment(benchmark: str) -> dict:
+def environment(benchmark: str, jobs: int = 1) -> dict:
     return {
         "benchmark": benchmark,
         "machine": machine(),
         "versions": versions(),
-        "threads": torch.get_num_threads(),
+        "threads": torch.get_num_threads(),  # the timings'; the accuracy task runs one thread per worker
+        "jobs": jobs,
         "standard": STANDARD_VERSION,
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "TILEPORT_BACKEND": os.environ.get("TILEPORT_BACKEND", ""),
@@ -150,14 +152,19 @@ def verify(
     with_perf: bool = True,
     progress: Callable[..., None] | None = None,
     device: str = "cpu",
+    jobs: int = 1,
 ) -> Report:
     """Prepare and run the acceptance tasks (see ``run``)."""
-    return run(prepare(op, level, backends, dtypes, seed, device), retest_seeds, with_perf, progress)
+    return run(prepare(op, level, backends, dtypes, seed, device), retest_seeds, with_perf, progress, jobs)
 
 
-def run(plan: Plan, retest_seeds: int | None = None, with_perf: bool = True, progress: Callable[..., None] | None = None) -> Report:
+def run(
+    plan: Plan, retest_seeds: int | None = None, with_perf: bool = True, progress: Callable[..., None] | None = None,
+    jobs: int = 1,
+) -> Report:  # fmt: skip
     """Run the acceptance tasks; ``progress(description, total, advance)`` is told of each step (advance 1)
-    and of long work inside one (advance 0), with the count of steps."""
+    and of long work inside one (advance 0), with the count of steps. ``jobs``: worker processes for the
+    accuracy task's cases (``pool.run_task``; 1 runs them here); the timings always run here, alone."""
     t0 = time.perf_counter()
     op, level, seed, suite, cases, names, interpreted = plan.op, plan.level, plan.seed, plan.suite, plan.cases, plan.names, plan.interpreted
     lv = suite.level(level)
@@ -176,9 +183,9 @@ def run(plan: Plan, retest_seeds: int | None = None, with_perf: bool = True, pro
         # a conforming level keeps the small-sample fuse for the reduced backends too: they retest over its minimum
         cut = Reduced(per_dtype, min(lv.runs, quick.runs), min(retest_seeds, RETEST_MIN_SEEDS if lv.conforming else QUICK_RETEST_SEEDS))
         reduced = {n: cut for n in interpreted if n in names}
-    results, pairs, skipped = run_accuracy(
-        suite, cases, names, lv.limits, lv.runs, retest_seeds, step, reduced, plan.device, RETEST_MIN_SEEDS if lv.conforming else 0
-    )
+    task = Task(suite, tuple(names), lv.limits, lv.runs, retest_seeds, reduced, plan.device, RETEST_MIN_SEEDS if lv.conforming else 0)
+    jobs = jobs_for(len(cases), jobs, plan.device)
+    results, pairs, skipped = run_task(task, cases, jobs, step)
     studies = [study(dtypes, seed) for study in spec.studies] if plan.device == "cpu" else []
     tested = [n for n in names if n not in interpreted]
     perf = performance(op, perf_groups, tested, progress=step, device=plan.device) if with_perf else []
@@ -197,6 +204,6 @@ def run(plan: Plan, retest_seeds: int | None = None, with_perf: bool = True, pro
                 "runs_per_case": lv.runs >= need.runs_per_case, "elements": elements >= MIN_ELEMENTS},
     }  # fmt: skip
     return Report(
-        op, level, lv.limits, seed, environment(plan.benchmark), plan.status, len(cases), elements, lv.runs, retest_seeds,
+        op, level, lv.limits, seed, environment(plan.benchmark, jobs), plan.status, len(cases), elements, lv.runs, retest_seeds,
         results, aggs, pairs, studies, perf, time.perf_counter() - t0, counts, skipped, plan.device,
     )  # fmt: skip

@@ -15,7 +15,7 @@ one call at a time would take tens of minutes per level.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import torch
@@ -59,12 +59,14 @@ def _pair_update(stat: PairStat, a: torch.Tensor, b: torch.Tensor) -> None:
     if same_bits(a, b):
         stat.identical += 1
         return
-    a64, b64 = a.double(), b.double()
-    finite = torch.isfinite(a64) & torch.isfinite(b64)
-    if finite.any():
-        d = (a64 - b64)[finite].abs()
+    a64, b64 = a.double().flatten(), b.double().flatten()
+    d = (a64 - b64).abs_()
+    if not bool(torch.isfinite(d).all()):  # keep the positions where both are finite
+        finite = torch.isfinite(a64) & torch.isfinite(b64)
+        d, b64 = d[finite], b64[finite]
+    if d.numel():
         stat.max_abs = max(stat.max_abs, float(d.max()))
-        stat.max_rel = max(stat.max_rel, float((d / (b64[finite].abs() + 1e-7)).max()))
+        stat.max_rel = max(stat.max_rel, float(d.div_(b64.abs_().add_(1e-7)).max()))
 
 
 @dataclass(frozen=True)
@@ -185,81 +187,102 @@ def _rejection(j: Judge, suite: Suite, case: Case, inputs: dict, backend: str) -
     return CaseResult(suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range, case_attrs(case), "rejects", verdict)
 
 
-def run_accuracy(
-    suite: Suite,
-    cases: list[Case],
-    backends: list[str],
-    limits: str,
-    runs: int,
-    retest_seeds: int,
-    progress: Callable[..., None] | None = None,
-    reduced: dict[str, "Reduced"] | None = None,
-    device: str = "cpu",
-    min_seeds: int = RETEST_MIN_SEEDS,
-) -> tuple[list[CaseResult], list[PairStat], dict[str, tuple[int, str]]]:
-    """CaseResults for each (case, backend, output), the pairwise comparison, and per backend the cases
-    it did not run and why. ``reduced`` gives a backend a smaller workload (an interpreter: milliseconds per
-    program instance): each dtype's first cases only, fewer repeated runs and retest seeds; a backend may
-    also decline a shape (an interpreter's size limit). ``device``: where every side runs (inputs are drawn on
-    the CPU from the case's seed and moved there; outputs come back to the CPU to be judged). ``min_seeds``:
-    the small-sample fuse (0 for a non-conforming level)."""
-    reduced = reduced or {}
-    skipped: dict[str, list] = {}
-    j = Judge(suite, limits, device)
-    bm_backend = j.benchmark
+@dataclass(frozen=True)
+class Task:
+    """The accuracy task of one verify run, everything a worker needs to run any of its cases (picklable:
+    the local process pool and a cluster ship it once per worker). ``reduced`` gives a backend a smaller
+    workload (an interpreter: milliseconds per program instance): each dtype's first cases only, fewer
+    repeated runs and retest seeds. ``device``: where every side runs (inputs are drawn on the CPU from the
+    case's seed and moved there; outputs come back to the CPU to be judged). ``min_seeds``: the small-sample
+    fuse (0 for a non-conforming level)."""
+
+    suite: Suite
+    backends: tuple[str, ...]
+    limits: str
+    runs: int
+    retest_seeds: int
+    reduced: dict = field(default_factory=dict)
+    device: str = "cpu"
+    min_seeds: int = RETEST_MIN_SEEDS
+
+    def seeds(self, backend: str) -> int:
+        return self.reduced[backend].retest_seeds if backend in self.reduced else self.retest_seeds
+
+
+@dataclass
+class CaseOutcome:
+    """What one case gave: its results, its share of the cross-backend comparison, and what it did not run
+    (key -> [count, why]). Outcomes of different cases fold together in any grouping (``merge``)."""
+
+    index: int
+    results: list[CaseResult] = field(default_factory=list)
+    pairs: dict = field(default_factory=dict)
+    skipped: dict = field(default_factory=dict)
+
+
+def run_case(task: Task, j: Judge, case: Case, progress: Callable[..., None] | None = None, free: int | None = None) -> CaseOutcome:
+    """One case on every backend of the task: judged, retested where it fails, rerun for determinism and
+    compared across backends. ``free``: memory this worker may use (a case needing more is skipped)."""
+    suite, out = task.suite, CaseOutcome(case.index)
+    need = bytes_needed(suite, case)
+    if free is not None and need > free:  # the standard's upper border (2^31 elements) on a small machine
+        why = f"needs about {need / 2**30:.0f} GiB; this machine has {free / 2**30:.0f} GiB available"
+        out.skipped[f"case {case.describe()} (every side)"] = [1, why]
+        return out
+    inputs = make_inputs(suite, case)
+    if case.expects_rejection:
+        out.results = [_rejection(j, suite, case, inputs, b) for b in task.backends]
+        return out
+    bm, gold = j.references(inputs, suite.backward)
+    per_backend = {j.benchmark: bm}  # the benchmark is one side of the cross-backend comparison
+    for backend in task.backends:
+        cut = task.reduced.get(backend)
+        if cut is not None and case.rank >= cut.cases_per_dtype:
+            out.skipped.setdefault(backend, [0, cut.describe()])[0] += 1
+            continue
+        backend_runs = cut.runs if cut is not None else task.runs
+        try:
+            under = j.execute(inputs, backend, suite.backward)
+        except BackendUnavailableError as exc:
+            out.skipped.setdefault(backend, [0, str(exc)])[0] += 1
+            continue
+        per_backend[backend] = under
+        repeats = [j.execute(inputs, backend, suite.backward) for _ in range(backend_runs - 1)]
+        for name in under:
+            v = j.verdict(name, case, under, bm, gold)
+            redo = None
+            if not v.passed and j.acc == "double_bm":  # the retest is the dual benchmark's rule
+                if progress:
+                    progress(f"{case.describe()}: retest {name} on {backend} over {task.seeds(backend)} new seeds", advance=0)
+                redo = retest_verdicts(j.new_seed_verdicts(case, name, backend, task.seeds(backend)), min_seeds=task.min_seeds)
+            out.results.append(
+                CaseResult(
+                    suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range,
+                    case_attrs(case), name, v, redo,
+                    deterministic=all(same_bits(r[name], under[name]) for r in repeats), runs=backend_runs,
+                )
+            )  # fmt: skip
+    names = list(per_backend)
+    for i, b in enumerate(names):
+        for a in names[i + 1 :]:
+            for name in per_backend[a]:
+                key = (a, b, dtype_name(case.dtype), name)
+                _pair_update(out.pairs.setdefault(key, PairStat(*key)), per_backend[a][name], per_backend[b][name])
+    return out
+
+
+def merge(outcomes: list[CaseOutcome]) -> tuple[list[CaseResult], list[PairStat], dict[str, tuple[int, str]]]:
+    """Fold case outcomes (in case order) into the results, the pairwise comparison and the skipped cases."""
     results: list[CaseResult] = []
     pairs: dict[tuple, PairStat] = {}
-
-    def _seeds(backend: str) -> int:
-        return reduced[backend].retest_seeds if backend in reduced else retest_seeds
-
-    free = available_bytes()
-    for case in cases:
-        if progress:
-            progress(case.describe())
-        need = bytes_needed(suite, case)
-        if free is not None and need > free // 2:  # the standard's upper border (2^31 elements) on a small machine
-            why = f"needs about {need / 2**30:.0f} GiB; this machine has {free / 2**30:.0f} GiB available"
-            skipped[f"case {case.describe()} (every side)"] = [1, why]
-            continue
-        inputs = make_inputs(suite, case)
-        if case.expects_rejection:
-            results += [_rejection(j, suite, case, inputs, b) for b in backends]
-            continue
-        bm, gold = j.references(inputs, suite.backward)
-        per_backend = {bm_backend: bm}  # the benchmark is one side of the cross-backend comparison
-        for backend in backends:
-            cut = reduced.get(backend)
-            if cut is not None and case.rank >= cut.cases_per_dtype:
-                skipped.setdefault(backend, [0, cut.describe()])[0] += 1
-                continue
-            backend_runs = cut.runs if cut is not None else runs
-            try:
-                under = j.execute(inputs, backend, suite.backward)
-            except BackendUnavailableError as exc:
-                skipped.setdefault(backend, [0, str(exc)])[0] += 1
-                continue
-            per_backend[backend] = under
-            repeats = [j.execute(inputs, backend, suite.backward) for _ in range(backend_runs - 1)]
-            for name in under:
-                v = j.verdict(name, case, under, bm, gold)
-                redo = None
-                if not v.passed and j.acc == "double_bm":  # the retest is the dual benchmark's rule
-                    if progress:
-                        progress(f"{case.describe()}: retest {name} on {backend} over {_seeds(backend)} new seeds", advance=0)
-                    redo = retest_verdicts(j.new_seed_verdicts(case, name, backend, _seeds(backend)), min_seeds=min_seeds)
-                results.append(
-                    CaseResult(
-                        suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range,
-                        case_attrs(case), name, v, redo,
-                        deterministic=all(same_bits(r[name], under[name]) for r in repeats), runs=backend_runs,
-                    )
-                )  # fmt: skip
-        names = list(per_backend)
-        for i, b in enumerate(names):
-            for a in names[i + 1 :]:
-                for name in per_backend[a]:
-                    key = (a, b, dtype_name(case.dtype), name)
-                    stat = pairs.setdefault(key, PairStat(*key))
-                    _pair_update(stat, per_backend[a][name], per_backend[b][name])
+    skipped: dict[str, list] = {}
+    for o in sorted(outcomes, key=lambda o: o.index):
+        results += o.results
+        for key, p in o.pairs.items():
+            into = pairs.setdefault(key, PairStat(*key))
+            into.max_abs, into.max_rel = max(into.max_abs, p.max_abs), max(into.max_rel, p.max_rel)
+            into.identical += p.identical
+            into.cases += p.cases
+        for key, (n, why) in o.skipped.items():
+            skipped.setdefault(key, [0, why])[0] += n
     return results, list(pairs.values()), {b: (n, why) for b, (n, why) in skipped.items()}

@@ -1,0 +1,91 @@
+"""The accuracy task's cases spread over worker processes on this machine.
+
+Each worker runs whole cases with one torch thread: the cases are independent (each draws its inputs from
+its own seed), and at 2 cores most of a case is Python between small kernel calls, which threads do not
+share. A case's outcome does not depend on the worker that ran it or on how many there are: every worker
+and the in-process path (``jobs=1``) compute with one thread, since torch's benchmark sums a long row in
+thread-count-dependent order (measured: a (1, 3e6) fp32 sum differs in its last bits between 1 and 2
+threads). The TileLang kernels give the same bits for any thread count by construction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Callable
+
+import torch
+
+from ..cases import Case
+from .accuracy import CaseOutcome, Judge, Task, available_bytes, merge, run_case
+
+BATCH_CASES = 8  # cases per submitted batch: small enough for even load and frequent progress
+MIN_POOL_CASES = 100  # below this, starting workers (imports, kernel loads: seconds each) costs more than it saves
+_WORKER: dict = {}
+
+
+def cpus() -> int:
+    """CPUs this process may run on (its affinity, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def one_thread():
+    """torch at one thread inside the block, the previous setting restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def jobs_for(cases: int, wanted: int, device: str = "cpu") -> int:
+    """Worker processes for a run of ``cases`` cases: ``wanted``, or 1 for a run too small to pay for them
+    or one on a GPU."""
+    return 1 if cases < MIN_POOL_CASES or device != "cpu" else wanted
+
+
+def _start(task: Task, free: int | None) -> None:
+    torch.set_num_threads(1)
+    _WORKER.update(task=task, judge=Judge(task.suite, task.limits, task.device), free=free)
+
+
+def _run(cases: list[Case]) -> list[CaseOutcome]:
+    return [run_case(_WORKER["task"], _WORKER["judge"], c, None, _WORKER["free"]) for c in cases]
+
+
+def run_task(task: Task, cases: list[Case], jobs: int = 1, progress: Callable[..., None] | None = None):
+    """Run every case of the task, in ``jobs`` worker processes (1: in this process), and merge the outcomes
+    in case order: (results, pairwise comparison, skipped). ``progress(description, advance=n)`` after each
+    case (in process) or each batch (workers). Only the CPU is shared out: on a GPU the device does the work.
+    Workers are spawned: a script that asks for jobs > 1 needs the ``if __name__ == "__main__":`` guard."""
+    free = available_bytes()
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    if jobs == 1 or task.device != "cpu":
+        j = Judge(task.suite, task.limits, task.device)
+        outcomes = []
+        with one_thread():
+            for case in cases:
+                if progress:
+                    progress(case.describe())
+                outcomes.append(run_case(task, j, case, progress, None if free is None else free // 2))
+        return merge(outcomes)
+    share = None if free is None else free // (2 * jobs)
+    batches = [cases[i : i + BATCH_CASES] for i in range(0, len(cases), BATCH_CASES)]
+    outcomes: list[CaseOutcome] = []
+    # spawn, not fork: the parent's OpenMP and torch thread pools do not survive a fork
+    with ProcessPoolExecutor(jobs, multiprocessing.get_context("spawn"), initializer=_start, initargs=(task, share)) as pool:
+        futures = {pool.submit(_run, b): b for b in batches}
+        for done in as_completed(futures):
+            outcomes += done.result()
+            if progress:
+                batch = futures[done]
+                progress(f"{batch[-1].describe()} ({jobs} workers)", advance=len(batch))
+    return merge(outcomes)
