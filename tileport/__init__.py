@@ -3,21 +3,16 @@
 Public API (stable): the operators re-exported from ``tileport.ops`` and the backend queries.
 """
 
+import types as _types
+
+from . import ops as _ops
 from .backends.registry import BackendUnavailableError, available_backends, kernel_cache_info
-from .ops import L2Norm, RMSNorm, l2norm, l2norm_bwd, l2norm_fwd, rms_norm, rms_norm_bwd, rms_norm_fwd
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "BackendUnavailableError",
-    "L2Norm",
-    "RMSNorm",
-    "available_backends",
-    "kernel_cache_info",
-    "l2norm",
-    "l2norm_bwd",
-    "l2norm_fwd",
-    "rms_norm",
-    "rms_norm_bwd",
-    "rms_norm_fwd",
-]
+# Every operator's public names, as tileport/ops/__init__.py imports them (one line per operator, the line
+# `tileport scaffold` adds): functions and module classes, not the operator packages themselves.
+_OPS_API = sorted(n for n, v in vars(_ops).items() if not n.startswith("_") and callable(v) and not isinstance(v, _types.ModuleType))
+globals().update({n: getattr(_ops, n) for n in _OPS_API})
+
+__all__ = ["BackendUnavailableError", "available_backends", "kernel_cache_info", *_OPS_API]

@@ -1,4 +1,5 @@
-"""The interface layer: one package per operator (its interface, and its spec for the generic layers)."""
+"""The interface layer: one package per operator (its interface, and its spec for the generic layers).
+One import line per operator; ``tileport`` re-exports what they import."""
 
 from .l2norm import L2Norm, l2norm, l2norm_bwd, l2norm_fwd  # noqa: F401
 from .rms_norm import RMSNorm, rms_norm, rms_norm_bwd, rms_norm_fwd  # noqa: F401
