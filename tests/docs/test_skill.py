@@ -1,0 +1,37 @@
+"""The migration skill: an agent can load it (front matter), and it holds what the issue asks of it."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+SKILL = Path(__file__).resolve().parents[2] / "skills" / "tilelang-ascend-op-migration"
+
+
+def _front_matter() -> dict:
+    text = (SKILL / "SKILL.md").read_text()
+    assert text.startswith("---\n"), "SKILL.md must open with YAML front matter"
+    return yaml.safe_load(text.split("---\n", 2)[1])
+
+
+def test_front_matter_names_the_skill_and_says_when_to_use_it():
+    meta = _front_matter()
+    assert meta["name"] == SKILL.name
+    assert len(meta["description"]) > 100 and "Ascend" in meta["description"]
+
+
+def test_the_skill_ships_its_quickstart_and_readme():
+    assert (SKILL / "QUICKSTART.md").is_file() and (SKILL / "README.md").is_file()
+
+
+@pytest.mark.parametrize(
+    "must",
+    [
+        *(f"## Phase {n}" for n in range(9)),  # the phase 0-8 workflow
+        "tileport doctor", "tileport scaffold", "tileport verify", "tileport bench", "tileport lower",
+        "is_npu=True", "1-D grid", "threads 1 or 2", "T.alloc_ub", "T.tile.", "warp", "mask",  # the API map
+        "Newton-Raphson", "glibc >= 2.38", "Python.h", "bisheng", "CANN",  # the pitfalls
+    ],
+)  # fmt: skip
+def test_skill_covers(must):
+    assert must in (SKILL / "SKILL.md").read_text()
