@@ -108,17 +108,29 @@ def verify(
     device: str = typer.Option("cpu", help="cpu, or cuda: run the suite and the timings on a GPU"),
     cases: Optional[Path] = typer.Option(None, "--cases", help="a case file: a tileport suite or the test kit's design YAML"),
     jobs: Optional[int] = typer.Option(None, min=1, help="worker processes for the accuracy cases (default: this process's CPUs)"),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="an interrupted run's --out folder: finish its run there"),
 ) -> None:
     """Run OP's case suite on every available backend: accuracy (dual benchmark), performance, memory; write
-    a report. Exit code 1 when a check fails."""
+    a report. Exit code 1 when a check fails. Each finished case is journaled in the --out folder, so
+    ``--resume FOLDER`` finishes an interrupted run with the report an uninterrupted one gives."""
     from .cases import load_suite
     from .report import tables, write_report
-    from .verify import prepare
+    from .verify import journal, prepare
     from .verify import run as run_verify
     from .verify.pool import cpus
 
     from .cases import CaseFileError
 
+    if resume is not None:  # the request comes from the run being resumed
+        try:
+            req = journal.read_request(resume)
+        except journal.JournalError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--resume") from exc
+        if op is not None and op != req["op"]:
+            raise typer.BadParameter(f"{resume} holds a run of {req['op']}, not {op}", param_hint="--resume")
+        op, level, backend, dtype, seed = req["op"], req["level"], req["backend"], req["dtype"], req["seed"]
+        device, retest_seeds, perf, out = req["device"], req["retest_seeds"], req["perf"], resume
+        cases = Path(req["cases"]) if req["cases"] else None
     if op is None and cases is None:
         raise typer.BadParameter("name an operator or give --cases FILE.yaml", param_hint="OP")
     if cases is not None and not cases.exists():
@@ -141,7 +153,12 @@ def verify(
             plan = prepare(op, level, backend, _dtypes(dtype), seed, device, str(cases) if cases else None)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
-        rep = run_verify(plan, retest_seeds, perf, progress=step, jobs=jobs or cpus())
+        if resume is None:  # a fresh run: a journal left in --out by another run is not this one's
+            (out / journal.RECORDS).unlink(missing_ok=True)
+            request = dict(op=plan.op, level=level, backend=backend, dtype=dtype, seed=seed, device=device,
+                           retest_seeds=retest_seeds, perf=perf, cases=str(cases.resolve()) if cases else None)  # fmt: skip
+            journal.write_request(out, request)
+        rep = run_verify(plan, retest_seeds, perf, progress=step, jobs=jobs or cpus(), journal_dir=out)
     for t in tables.all_tables(rep):
         if t.rows:
             print_table(t)
@@ -322,6 +339,29 @@ def lower(
         console.print(f"wrote {path}")
     for note in result.notes:
         console.print(note)
+
+
+@app.command()
+def scaffold(
+    name: str = typer.Argument(..., help="the new operator's name, a lower-case identifier (layer_norm)"),
+    like: str = typer.Option("l2norm", help="the operator whose signature and case suite it starts from"),
+    root: Optional[Path] = typer.Option(None, help="the source checkout to write into (default: the one tileport runs from)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="list the files it would write, write nothing"),
+) -> None:
+    """Write a new operator's file set (interface and spec, torch reference, TileLang CPU/CUDA/Ascend and Triton
+    kernel modules, suite, tests, docs page) with TODOs where the math goes, and its export line."""
+    from .scaffold import EXPORTS, ScaffoldError, plan, scaffold as write
+
+    try:
+        p = plan(name, like, root)
+        paths = [*p.files, p.root / EXPORTS] if dry_run else write(name, like, root)
+    except ScaffoldError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    for path in paths:
+        console.print(f"{'would write' if dry_run else 'wrote'} {path.relative_to(p.root)}")
+    if dry_run:
+        return
+    console.print(f"next: fill the TODOs, then `pytest tests/ops/test_{name}_*.py` and `tileport verify {name}`")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import torch
 
 from tileport.cases import generate, load_suite
 from tileport.verify import accuracy
+from tileport.verify.accuracy import merge
 from tileport.verify.pool import run_task
 from tileport.verify.accuracy import Judge
 
@@ -51,7 +52,7 @@ def test_a_wrong_backend_fails_its_first_seed_and_its_retest(monkeypatch):
 
     monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(real, run=wrong_run))
     cases = generate(suite, "quick", [torch.float16])[:3]
-    results, _, _ = run_task(accuracy.Task(suite, ("tilelang",), "L0", 1, 5, min_seeds=0), cases)  # fails on its merits
+    results, _, _ = merge(run_task(accuracy.Task(suite, ("tilelang",), "L0", 1, 5, min_seeds=0), cases))  # fails on its merits
     y = [r for r in results if r.output == "y"]
     assert len(y) == 3 and all(not r.verdict.passed and r.retest is not None and not r.retest.passed for r in y)
     assert all(r.passed for r in results if r.output != "y")
@@ -76,7 +77,7 @@ def test_repeated_runs_must_give_the_same_bits(monkeypatch):
 
     monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(real, run=flaky_run))
     case = next(c for c in generate(suite, "quick", [torch.float32]) if c.counted and c.elements > 100)
-    results, _, _ = run_task(accuracy.Task(suite, ("tilelang",), "L0", 2, 5, min_seeds=0), [case])
+    results, _, _ = merge(run_task(accuracy.Task(suite, ("tilelang",), "L0", 2, 5, min_seeds=0), [case]))
     y = next(r for r in results if r.output == "y")
     assert y.verdict.passed and not y.deterministic and not y.passed
     assert "outputs differ between 2 repeated runs" in y.failures

@@ -10,6 +10,7 @@ from tileport.backends import outputs
 from tileport.cases import generate, load_suite
 from tileport.ops.spec import get as op_spec
 from tileport.verify import accuracy
+from tileport.verify.accuracy import merge
 from tileport.verify.pool import run_task
 
 
@@ -51,7 +52,7 @@ def test_an_unwritten_element_fails_verify(monkeypatch):
         return out
 
     monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(spec, run=lazy_run))
-    results, _, _ = run_task(accuracy.Task(suite, ("tilelang",), "L0", 1, 30, min_seeds=0), [case])
+    results, _, _ = merge(run_task(accuracy.Task(suite, ("tilelang",), "L0", 1, 30, min_seeds=0), [case]))
     failed = {r.output for r in results if not r.passed}
     assert failed == {"y", "dx"}
     y = next(r for r in results if r.output == "y")

@@ -3,7 +3,7 @@
 import pytest
 
 from tileport.cases import generate, load_suite
-from tileport.verify.accuracy import Task
+from tileport.verify.accuracy import Task, merge
 from tileport.verify.pool import jobs_for, run_task
 
 
@@ -15,7 +15,7 @@ def _task():
 def test_two_workers_match_one_process():
     task, cases = _task()
     cases = cases[:20]
-    here, there = run_task(task, cases, 1), run_task(task, cases, 2)
+    here, there = merge(run_task(task, cases, 1)), merge(run_task(task, cases, 2))
     assert here[0] == there[0]  # every CaseResult, verdict and metric, in case order
     assert [vars(p) for p in here[1]] == [vars(p) for p in there[1]]
     assert here[2] == there[2]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -21,7 +22,8 @@ from ..cases import generate, load_suite
 from ..ops.spec import StudyResult, get as op_spec
 from ..precision import COUNTS, MIN_ELEMENTS, STANDARD_VERSION, Aggregate, CaseResult, aggregate
 from ..precision.standard import RETEST_MIN_SEEDS, RETEST_SEEDS
-from .accuracy import PairStat, Reduced, Task, dtype_name
+from . import journal
+from .accuracy import PairStat, Reduced, Task, dtype_name, merge
 from .pool import jobs_for, run_task
 from .performance import performance, performance_groups
 
@@ -160,11 +162,13 @@ def verify(
 
 def run(
     plan: Plan, retest_seeds: int | None = None, with_perf: bool = True, progress: Callable[..., None] | None = None,
-    jobs: int = 1,
+    jobs: int = 1, journal_dir: str | os.PathLike | None = None,
 ) -> Report:  # fmt: skip
     """Run the acceptance tasks; ``progress(description, total, advance)`` is told of each step (advance 1)
     and of long work inside one (advance 0), with the count of steps. ``jobs``: worker processes for the
-    accuracy task's cases (``pool.run_task``; 1 runs them here); the timings always run here, alone."""
+    accuracy task's cases (``pool.run_task``; 1 runs them here); the timings always run here, alone.
+    ``journal_dir``: journal each finished case there, and skip the cases a journal there already holds
+    (``--resume``: the report is the one an uninterrupted run gives)."""
     t0 = time.perf_counter()
     op, level, seed, suite, cases, names, interpreted = plan.op, plan.level, plan.seed, plan.suite, plan.cases, plan.names, plan.interpreted
     lv = suite.level(level)
@@ -184,8 +188,18 @@ def run(
         cut = Reduced(per_dtype, min(lv.runs, quick.runs), min(retest_seeds, RETEST_MIN_SEEDS if lv.conforming else QUICK_RETEST_SEEDS))
         reduced = {n: cut for n in interpreted if n in names}
     task = Task(suite, tuple(names), lv.limits, lv.runs, retest_seeds, reduced, plan.device, RETEST_MIN_SEEDS if lv.conforming else 0)
-    jobs = jobs_for(len(cases), jobs, plan.device)
-    results, pairs, skipped = run_task(task, cases, jobs, step)
+    done = journal.read(Path(journal_dir)) if journal_dir is not None else {}
+    todo = [c for c in cases if c.index not in done]
+    if step and done:
+        step(f"{len(done)} cases from the journal", advance=len(cases) - len(todo))
+    jobs = jobs_for(len(todo), jobs, plan.device)
+    writer = journal.Writer(Path(journal_dir)) if journal_dir is not None else None
+    try:
+        fresh = run_task(task, todo, jobs, step, writer.append if writer else None)
+    finally:
+        if writer:
+            writer.close()
+    results, pairs, skipped = merge([*done.values(), *fresh])
     studies = [study(dtypes, seed) for study in spec.studies] if plan.device == "cpu" else []
     tested = [n for n in names if n not in interpreted]
     perf = performance(op, perf_groups, tested, progress=step, device=plan.device) if with_perf else []

@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 
 from ..cases import Case
-from .accuracy import CaseOutcome, Judge, Task, available_bytes, merge, run_case
+from .accuracy import CaseOutcome, Judge, Task, available_bytes, run_case
 
 BATCH_CASES = 8  # cases per submitted batch: small enough for even load and frequent progress
 MIN_POOL_CASES = 100  # below this, starting workers (imports, kernel loads: seconds each) costs more than it saves
@@ -60,11 +60,15 @@ def _run(cases: list[Case]) -> list[CaseOutcome]:
     return [run_case(_WORKER["task"], _WORKER["judge"], c, None, _WORKER["free"]) for c in cases]
 
 
-def run_task(task: Task, cases: list[Case], jobs: int = 1, progress: Callable[..., None] | None = None):
-    """Run every case of the task, in ``jobs`` worker processes (1: in this process), and merge the outcomes
-    in case order: (results, pairwise comparison, skipped). ``progress(description, advance=n)`` after each
-    case (in process) or each batch (workers). Only the CPU is shared out: on a GPU the device does the work.
-    Workers are spawned: a script that asks for jobs > 1 needs the ``if __name__ == "__main__":`` guard."""
+def run_task(
+    task: Task, cases: list[Case], jobs: int = 1, progress: Callable[..., None] | None = None,
+    on_outcome: Callable[[CaseOutcome], None] | None = None,
+) -> list[CaseOutcome]:  # fmt: skip
+    """Every case's outcome (``accuracy.merge`` folds them), run in ``jobs`` worker processes (1: in this
+    process). ``on_outcome`` is told of each as it completes (the journal); ``progress(description,
+    advance=n)`` after each case (in process) or each batch (workers). Only the CPU is shared out: on a GPU the
+    device does the work. Workers are spawned: a script that asks for jobs > 1 needs the
+    ``if __name__ == "__main__":`` guard."""
     free = available_bytes()
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
@@ -76,7 +80,9 @@ def run_task(task: Task, cases: list[Case], jobs: int = 1, progress: Callable[..
                 if progress:
                     progress(case.describe())
                 outcomes.append(run_case(task, j, case, progress, None if free is None else free // 2))
-        return merge(outcomes)
+                if on_outcome:
+                    on_outcome(outcomes[-1])
+        return outcomes
     share = None if free is None else free // (2 * jobs)
     batches = [cases[i : i + BATCH_CASES] for i in range(0, len(cases), BATCH_CASES)]
     outcomes: list[CaseOutcome] = []
@@ -84,8 +90,11 @@ def run_task(task: Task, cases: list[Case], jobs: int = 1, progress: Callable[..
     with ProcessPoolExecutor(jobs, multiprocessing.get_context("spawn"), initializer=_start, initargs=(task, share)) as pool:
         futures = {pool.submit(_run, b): b for b in batches}
         for done in as_completed(futures):
-            outcomes += done.result()
+            finished = done.result()
+            outcomes += finished
+            for outcome in finished if on_outcome else ():
+                on_outcome(outcome)
             if progress:
                 batch = futures[done]
                 progress(f"{batch[-1].describe()} ({jobs} workers)", advance=len(batch))
-    return merge(outcomes)
+    return outcomes
