@@ -344,7 +344,7 @@ def lower(
 @app.command()
 def scaffold(
     name: str = typer.Argument(..., help="the new operator's name, a lower-case identifier (layer_norm)"),
-    like: str = typer.Option("l2norm", help="the operator whose signature and case suite it starts from"),
+    like: Optional[str] = typer.Option(None, help="the operator whose case suite it starts from (default: the first with the templates' signature)"),
     root: Optional[Path] = typer.Option(None, help="the source checkout to write into (default: the one tileport runs from)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="list the files it would write, write nothing"),
 ) -> None:

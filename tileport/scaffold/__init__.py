@@ -4,9 +4,9 @@ It writes the interface module and its spec, the torch reference, the TileLang C
 modules, the Triton module, the suite YAML, tests and a docs page, from the templates beside this file, and
 adds the one export line to ``tileport/ops/__init__.py``. Every function that needs the math raises
 NotImplementedError naming its file, so the new tests run at once and fail for that reason; the input checks
-are the interface's own and pass from the start. The written operator has the signature of the operator it
-is made like (``x -> (y, rstd)``, ``dx``; l2norm's): one whose inputs are not all rows is refused until its
-template exists.
+are the interface's own and pass from the start. The written operator has the templates' signature
+(``x -> (y, rstd)``, ``dx``) and the case suite of the operator it is made like, which must have that
+signature too (one with a weight is refused until its template exists).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ FILES = {
     "docs.md": "docs/ops/{name}.md",
 }
 EXPORTS = "tileport/ops/__init__.py"
+SIGNATURE = ((ROWS,), (ROWS, PER_ROW), (ROWS,))  # the templates': inputs, outputs, gradients by role
 
 
 class ScaffoldError(ValueError):
@@ -64,6 +65,17 @@ def default_root() -> Path:
     return Path(tileport.__file__).resolve().parent.parent
 
 
+def fits(op: str) -> bool:
+    """Whether operator ``op`` has the templates' signature (its suite can serve the new operator)."""
+    spec = specs()[op]
+    return tuple(tuple(t.role for t in group) for group in (spec.inputs, spec.outputs, spec.grads)) == SIGNATURE
+
+
+def default_like() -> str:
+    """The first operator with the templates' signature."""
+    return next(n for n in sorted(specs()) if fits(n))
+
+
 def _check(name: str, like: str, root: Path) -> None:
     if not (NAME.fullmatch(name) and name.isidentifier() and not keyword.iskeyword(name)):
         raise ScaffoldError(f"operator name {name!r} is not a valid lower-case Python identifier (like layer_norm)")
@@ -72,13 +84,12 @@ def _check(name: str, like: str, root: Path) -> None:
         raise ScaffoldError(f"operator {name!r} exists already (or its names clash with tileport's API); scaffold never overwrites")
     if like not in specs():
         raise ScaffoldError(f"--like {like!r} is not an operator; operators: {', '.join(specs())}")
-    spec = specs()[like]
-    if [(t.role) for t in spec.inputs] != [ROWS] or [t.role for t in spec.outputs] != [ROWS, PER_ROW] or [t.role for t in spec.grads] != [ROWS]:
-        row_only = [n for n, s in specs().items() if [t.role for t in s.inputs] == [ROWS]]
+    if not fits(like):
+        spec = specs()[like]
         raise ScaffoldError(
-            f"--like {like}: the templates write an operator with l2norm's signature (x -> y, rstd; dx); {like}'s "
-            f"inputs and outputs ({', '.join(t.name for t in spec.inputs + spec.outputs + spec.grads)}) have no "
-            f"template yet. Row-only operators to start from: {', '.join(row_only)}"
+            f"--like {like}: the templates write an operator with the signature x -> (y, rstd), dx; {like}'s inputs "
+            f"and outputs ({', '.join(t.name for t in spec.inputs + spec.outputs + spec.grads)}) have no template "
+            f"yet. Operators to start from: {', '.join(n for n in specs() if fits(n))}"
         )
     if not (root / "pyproject.toml").exists() or not (root / "tileport" / "ops").is_dir():
         raise ScaffoldError(f"{root} is not a tileport source checkout (no pyproject.toml and tileport/ops): pass --root")
@@ -94,9 +105,11 @@ def _suite(like: str, name: str, root: Path) -> str:
     return f"# {name} case suite, written by `tileport scaffold` from {like}'s (TODO: its ranges and attributes).\n{text}"
 
 
-def plan(name: str, like: str = "l2norm", root: Path | None = None) -> Plan:
-    """What ``scaffold`` would write; ScaffoldError when it may not (checked before anything is written)."""
+def plan(name: str, like: str | None = None, root: Path | None = None) -> Plan:
+    """What ``scaffold`` would write; ScaffoldError when it may not (checked before anything is written).
+    ``like``: the operator whose suite it starts from (default: ``default_like()``)."""
     root = (root or default_root()).resolve()
+    like = like or default_like()
     _check(name, like, root)
     paths = {t: root / p.format(name=name) for t, p in FILES.items()}
     existing = [str(p.relative_to(root)) for p in paths.values() if p.exists()]
@@ -111,7 +124,7 @@ def plan(name: str, like: str = "l2norm", root: Path | None = None) -> Plan:
     return Plan(name, like, root, files, export)
 
 
-def scaffold(name: str, like: str = "l2norm", root: Path | None = None) -> list[Path]:
+def scaffold(name: str, like: str | None = None, root: Path | None = None) -> list[Path]:
     """Write the new operator's files and its export line; the paths written (the export file last)."""
     p = plan(name, like, root)
     for path, content in p.files.items():
