@@ -5,7 +5,8 @@ Forward, per row: rstd = rsqrt(sum(x^2) + eps), the sum of exact squares in fp64
 fp32 (``row_sum_squares64``, as rms_norm's), y = x * rstd. An fp32 sum rounds every square and add: in a tenth
 of L0's cases, 9 of 18 first-seed failures were y or rstd of one long row losing to torch's pairwise sum;
 with the fp64 sum none are left, and the whole L0 retests 27 checks instead of 112. Cost: an in-cache forward
-10-20% slower (fp16/bf16 1024x512 and 256x4096, 1 thread, Intel Xeon); out of cache the pass stays memory-bound.
+10-20% slower against eager (fp16/bf16 1024x512 and 256x4096, 1 thread, Intel Xeon; a short
+run compared with the last full bench run, not side by side); out of cache the pass stays memory-bound.
 With ``rsqrt_steps=k`` the exact rsqrt is replaced by a model of an approximate hardware rsqrt
 (``tp_rsqrt_approx`` in simd.h: 8 fraction bits, relative error below 3.9e-3) refined by k Newton-Raphson
 steps, as Ascend A2/A3 ports do; it exists to measure that practice, the default stays exact.
