@@ -68,7 +68,8 @@ class _Golden:
 
     g: torch.Tensor
     counted: torch.Tensor | None
-    n: torch.Tensor  # positions counted per row (at least 1), float64
+    counts: torch.Tensor  # positions counted per row, int64
+    n: torch.Tensor  # the same, at least 1, float64 (the means' divisor)
     denom: torch.Tensor  # |g| + REL_EPS
     small: torch.Tensor  # counted and |g| below the dtype's small-value threshold
     tolerance: torch.Tensor  # Th + Th |g| (the mixed-tolerance standard)
@@ -77,17 +78,16 @@ class _Golden:
     @classmethod
     def of(cls, g: torch.Tensor, counted: torch.Tensor | None, dtype: torch.dtype) -> "_Golden":
         ga = g.abs() if counted is None else g.abs().nan_to_num_(0.0, 0.0, 0.0)
-        if counted is None:
-            n = torch.full(g.shape[:1], float(max(g.shape[1], 1)), dtype=torch.float64)
-        else:
-            n = torch.count_nonzero(counted, 1).clamp(min=1).to(torch.float64)
+        rows, cols = g.shape
+        counts = torch.full((rows,), cols, dtype=torch.int64) if counted is None else torch.count_nonzero(counted, 1)
+        n = counts.clamp(min=1).to(torch.float64)
         threshold, bound = SMALL_VALUE.get(dtype, SMALL_VALUE[torch.float32])
         th = THRESHOLD.get(dtype, THRESHOLD[torch.float32])
         small = ga < threshold
         if counted is not None:
             small &= counted
         denom = ga + REL_EPS
-        return cls(g, counted, n, denom, small, ga.mul_(th).add_(th), bound)
+        return cls(g, counted, counts, n, denom, small, ga.mul_(th).add_(th), bound)
 
     def metrics(self, a: torch.Tensor, errors: torch.Tensor | None, review: torch.Tensor | None) -> list[Metrics]:
         """Metrics of each row of (S, N) ``a`` over the counted positions (``errors``, ``review``: clause
@@ -109,16 +109,15 @@ class _Golden:
         else:
             max_abs = rmse = mare = mere = torch.zeros(rows, dtype=torch.float64)
         zeros = torch.zeros(rows, dtype=torch.int64)
-        counts = self.n.to(torch.int64) if counted is None else torch.count_nonzero(counted, 1)
-        cols_ = zip(
+        per_row = zip(
             mare.tolist(), mere.tolist(), rmse.tolist(), small.tolist(),
             (zeros if errors is None else torch.count_nonzero(errors, 1)).tolist(),
             (zeros if review is None else torch.count_nonzero(review, 1)).tolist(),
-            (counts if cols else zeros).tolist(), torch.count_nonzero(within, 1).tolist(), max_abs.tolist(),
+            self.counts.tolist(), torch.count_nonzero(within, 1).tolist(), max_abs.tolist(),
         )  # fmt: skip
         return [
             Metrics(m, me, r, int(sm), int(e), cols, int(rv), int(c), int(w), mx)
-            for m, me, r, sm, e, rv, c, w, mx in cols_
+            for m, me, r, sm, e, rv, c, w, mx in per_row
         ]
 
 
