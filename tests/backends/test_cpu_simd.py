@@ -18,6 +18,7 @@ KERNELS = [
     ("l2norm_fwd", lambda dt: l2norm.build_forward(dt, dt)),
     ("l2norm_fwd", lambda dt: l2norm.build_forward(dt, dt, streaming=True)),
     ("l2norm_bwd", lambda dt: l2norm.build_backward(dt, dt)),
+    ("l2norm_bwd_eps", lambda dt: l2norm.build_backward_eps(dt, dt)),  # fp64 sums and fp64 per-element math
     ("rms_norm_fwd", lambda dt: rms_norm.build_forward(dt, dt, dt)),
     ("rms_norm_fwd", lambda dt: rms_norm.build_forward(dt, dt, dt, "llama")),
     ("rms_norm_bwd", lambda dt: rms_norm.build_backward(dt, dt, dt)),  # with the Kahan-summed dweight partial
@@ -41,7 +42,7 @@ def _check_packed(name: str, build, dtype) -> None:
 
 @pytest.mark.skipif(not X86, reason="x86 register names")
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("name,build", KERNELS, ids=["l2-fwd", "l2-fwd-stream", "l2-bwd", "rms-fwd", "rms-fwd-llama", "rms-bwd"])
+@pytest.mark.parametrize("name,build", KERNELS, ids=["l2-fwd", "l2-fwd-stream", "l2-bwd", "l2-bwd-eps", "rms-fwd", "rms-fwd-llama", "rms-bwd"])
 def test_native_build_is_packed(name, build, dtype):
     _check_packed(name, build, dtype)
 
@@ -53,7 +54,7 @@ def test_native_build_is_packed(name, build, dtype):
 def test_other_x86_targets_are_packed(arch, dtype, monkeypatch, tmp_path):
     monkeypatch.setenv(settings.ARCH_ENV, arch)
     monkeypatch.setenv("TILEPORT_CACHE_DIR", str(tmp_path))
-    for name, build in (KERNELS[0], KERNELS[2], KERNELS[5]):  # the sums, the maps and a partial
+    for name, build in (KERNELS[0], KERNELS[2], KERNELS[3], KERNELS[6]):  # the sums, the maps, fp64, a partial
         _check_packed(name, build, dtype)
 
 
@@ -92,16 +93,16 @@ def test_other_isas_give_the_same_bits_as_the_native_build(arch, monkeypatch, tm
         for dt, x, dy in cases:
             y, r, dx = torch.empty_like(x), torch.empty(x.shape[0]), torch.empty_like(x)
             build_fwd[dt](1, x=x, y=y, rstd=r, eps=1e-6)
-            build_bwd[dt](1, x=x, dy=dy, rstd=r, dx=dx)
+            build_bwd[dt](1, x=x, dy=dy, rstd=r, dx=dx, eps=1e-6)
             out.append((y, r, dx))
         return out
 
     native = run({dt: runtime.compile_kernel(l2norm.build_forward(dt, dt)) for dt in DTYPES},
-                 {dt: runtime.compile_kernel(l2norm.build_backward(dt, dt)) for dt in DTYPES})  # fmt: skip
+                 {dt: runtime.compile_kernel(l2norm.build_backward_eps(dt, dt)) for dt in DTYPES})  # fmt: skip
     monkeypatch.setenv(settings.ARCH_ENV, arch)
     monkeypatch.setenv("TILEPORT_CACHE_DIR", str(tmp_path))
     other = run({dt: runtime.compile_kernel(l2norm.build_forward(dt, dt)) for dt in DTYPES},
-                {dt: runtime.compile_kernel(l2norm.build_backward(dt, dt)) for dt in DTYPES})  # fmt: skip
+                {dt: runtime.compile_kernel(l2norm.build_backward_eps(dt, dt)) for dt in DTYPES})  # fmt: skip
     fma = "__FMA__" in settings.isa({settings.ARCH_ENV: arch}).macros
     for (dt, x, _), a, b in zip(cases, native, other):
         for name, u, v in zip(("y", "rstd", "dx"), a, b):

@@ -22,7 +22,7 @@ def test_custom_ops_are_registered():
     y, rstd = torch.ops.tileport.l2norm_fwd(x, 1e-6, None, None)
     torch.testing.assert_close(y, tileport.l2norm(x), rtol=0, atol=0)
     torch.library.opcheck(torch.ops.tileport.l2norm_fwd.default, (x, 1e-6, None, None))
-    torch.library.opcheck(torch.ops.tileport.l2norm_bwd.default, (x, rstd, torch.randn(3, 4, 16), None))
+    torch.library.opcheck(torch.ops.tileport.l2norm_bwd.default, (x, rstd, torch.randn(3, 4, 16), None, 1e-6))
 
 
 def test_fullgraph_compile_forward_and_backward():

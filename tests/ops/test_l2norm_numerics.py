@@ -30,7 +30,7 @@ def _check_fwd(x, golden, eps=1e-6, output_dtype=None):
 def _check_bwd(x, dy, golden, eps=1e-6):
     _, rstd = tileport.l2norm_fwd(x, eps)
     _, rb = tileport.l2norm_fwd(x, eps, backend="torch")
-    dx = tileport.l2norm_bwd(x, rstd, dy)
+    dx = tileport.l2norm_bwd(x, rstd, dy, eps=eps)  # as autograd and verify call it
     dxb = tileport.l2norm_bwd(x, rb, dy, backend="torch")
     assert dx.dtype == x.dtype and dx.shape == x.shape
     assert_dual_benchmark(dx, golden("l2norm", x=x, dy=dy, eps=eps)["dx"], dxb, dtype=x.dtype)
@@ -44,6 +44,29 @@ def test_forward_and_backward_match_golden(dtype, D, golden, randn):
     dy = randn(64, D, dtype=dtype, seed=1)
     _check_fwd(x, golden)
     _check_bwd(x, dy, golden)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)  # fp16: such a dx (~1e-11) underflows
+def test_backward_with_eps_keeps_the_component_along_x(dtype, golden):
+    """At D = 1 with x ~ N(64, 2.5) and eps 1e-5, dx = dy * rstd * eps / (x^2 + eps): 1 - y^2 ~ 2e-9 is below
+    fp32's resolution. Given eps, the CPU kernel's fp64 form is within rounding of the golden; the fp32 form
+    (no eps) is rounding noise there, which is why the eps form exists (L1 case 4124 failed on it)."""
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(432, 1, generator=gen) * 2.5 + 64).to(dtype)
+    dy = torch.randn(432, 1, generator=gen).to(dtype)
+    eps = 1e-5
+    _, r = tileport.l2norm_fwd(x, eps)
+    g = golden("l2norm", x=x, dy=dy, eps=eps)["dx"]
+
+    def max_rel(a):
+        return ((a.double() - g).abs() / g.abs()).max().item()
+
+    dx = tileport.l2norm_bwd(x, r, dy, eps=eps)
+    assert max_rel(dx) <= 4 * torch.finfo(dtype).eps  # rounded rstd, the output rounding, fp64 cancellation (~0.4 ulp)
+    assert max_rel(tileport.l2norm_bwd(x, r, dy)) > 0.5
+    xg = x.clone().requires_grad_()
+    tileport.l2norm(xg, eps).backward(dy)
+    assert torch.equal(xg.grad, dx), "autograd passes the forward's eps to the backward"
 
 
 def test_default_backend_on_cpu_is_tilelang():
@@ -97,7 +120,7 @@ def test_non_contiguous_inputs(view, dtype, golden, randn):
     assert torch.equal(y, y_c) and torch.equal(rstd, rstd_c)
     dy = view(randn(160, 160, dtype=dtype, seed=5))
     dx = _check_bwd(x, dy, golden)
-    assert torch.equal(dx, tileport.l2norm_bwd(x.contiguous(), rstd_c, dy.contiguous()))
+    assert torch.equal(dx, tileport.l2norm_bwd(x.contiguous(), rstd_c, dy.contiguous(), eps=1e-6))
 
 
 @pytest.mark.parametrize("x_dtype,out_dtype", [(torch.float16, torch.float32), (torch.float32, torch.bfloat16), (torch.bfloat16, torch.float16)])

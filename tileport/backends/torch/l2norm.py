@@ -24,8 +24,10 @@ def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None) ->
     return y, rstd
 
 
-def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-    """dx = dy * rstd - sum(dy * y, -1) * y * rstd with y recomputed from x; returned in x's dtype."""
+def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, eps: float | None = None) -> torch.Tensor:
+    """dx = dy * rstd - sum(dy * y, -1) * y * rstd with y recomputed from x; returned in x's dtype.
+    ``eps`` is not used: the fp32 form (``tileport.ops.l2norm``'s contract).
+    """
     cdt = _compute_dtype(x.dtype)
     xf, r, g = x.to(cdt), rstd.to(cdt).unsqueeze(-1), dy.to(cdt)
     y = xf * r

@@ -63,7 +63,8 @@ def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None):
     return y, rstd
 
 
-def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, eps: float | None = None) -> torch.Tensor:
+    """dx in x's dtype; ``eps`` is not used: the fp32 form (``tileport.ops.l2norm``'s contract)."""
     check_size("l2norm", x)
     M, D = x.shape
     dx = outputs.empty((M, D), x.dtype, x.device)

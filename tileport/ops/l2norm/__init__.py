@@ -6,7 +6,11 @@ Contract (flash-linear-attention's l2norm, stated once here):
   ``x.shape[:-1]`` and dtype fp32 (fp64 for fp64 inputs). eps (default 1e-6) is added to the sum of squares.
 - Backward: ``dx = dy * rstd - sum(dy * y, -1) * y * rstd`` in fp32, returned in x's dtype. Saved for backward:
   ``x`` and ``rstd``; ``y`` is recomputed in fp32 inside the backward kernel (a y saved in fp16/bf16 fails the
-  dual-benchmark max-relative-error ratio where dx is near zero).
+  dual-benchmark max-relative-error ratio where dx is near zero). Given the forward's ``eps`` (autograd gives it),
+  a backend with the precision for it computes the same dx without the cancellation of ``1 - y^2`` where
+  ``sum(x^2) >> eps``: ``dx = rstd * (dy - x * sum(x * dy) / (sum(x^2) + eps))`` (TileLang CPU, in fp64);
+  the fp32 backends (torch, Triton, TileLang CUDA/Ascend) keep the fp32 form, whose dx component along x is
+  then rounding noise.
 - Empty inputs give empty outputs; D = 0 gives rstd = 1 / sqrt(eps). Rows holding nan/inf affect only that row.
 
 Eager calls go straight to the backend (a ``torch.library`` custom-op call costs about as much as the
@@ -55,11 +59,11 @@ def _forward_impl(x: torch.Tensor, eps: float, output_dtype: torch.dtype, backen
     return y.view(x.shape), rstd.view(x.shape[:-1])
 
 
-def _backward_impl(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, backend: Optional[str]):
+def _backward_impl(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, backend: Optional[str], eps: Optional[float]):
     impl = REGISTRY.kernels(OP, x.device, (x.dtype, dy.dtype), backend)
     if x.numel() == 0:
         return torch.empty_like(x, memory_format=torch.contiguous_format)
-    dx = impl.backward(_checks.rows_2d(x), rstd.reshape(-1), _checks.rows_2d(dy))
+    dx = impl.backward(_checks.rows_2d(x), rstd.reshape(-1), _checks.rows_2d(dy), eps)
     return dx if x.dim() == 2 else dx.view(x.shape)
 
 
@@ -77,12 +81,14 @@ def _(x, eps, output_dtype, backend):
 
 
 @torch.library.custom_op("tileport::l2norm_bwd", mutates_args=())
-def _l2norm_bwd_op(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, backend: Optional[str]) -> torch.Tensor:
-    return _backward_impl(x, rstd, dy, backend)
+def _l2norm_bwd_op(
+    x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, backend: Optional[str], eps: Optional[float]
+) -> torch.Tensor:
+    return _backward_impl(x, rstd, dy, backend, eps)
 
 
 @_l2norm_bwd_op.register_fake
-def _(x, rstd, dy, backend):
+def _(x, rstd, dy, backend, eps):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -92,10 +98,10 @@ def _fwd(x, eps, output_dtype, backend):
     return _forward_impl(x, eps, output_dtype, backend)
 
 
-def _bwd(x, rstd, dy, backend):
+def _bwd(x, rstd, dy, backend, eps):
     if torch.compiler.is_compiling():
-        return _l2norm_bwd_op(x, rstd, dy, backend)
-    return _backward_impl(x, rstd, dy, backend)
+        return _l2norm_bwd_op(x, rstd, dy, backend, eps)
+    return _backward_impl(x, rstd, dy, backend, eps)
 
 
 class _L2NormFunction(torch.autograd.Function):
@@ -103,14 +109,14 @@ class _L2NormFunction(torch.autograd.Function):
     def forward(ctx, x, eps, output_dtype, backend):
         y, rstd = _fwd(x, eps, output_dtype, backend)
         ctx.save_for_backward(x, rstd)
-        ctx.backend = backend
+        ctx.backend, ctx.eps = backend, eps
         ctx.mark_non_differentiable(rstd)
         return y, rstd
 
     @staticmethod
     def backward(ctx, dy, _drstd):
         x, rstd = ctx.saved_tensors
-        return _bwd(x, rstd, dy, ctx.backend), None, None, None
+        return _bwd(x, rstd, dy, ctx.backend, ctx.eps), None, None, None
 
 
 def _check_forward(x, eps, output_dtype):
@@ -146,8 +152,13 @@ def l2norm_fwd(
     return _fwd(x, eps, out_dtype, backend)
 
 
-def l2norm_bwd(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, backend: str | None = None) -> torch.Tensor:
-    """``dx`` from the forward's input ``x``, its ``rstd`` and the output gradient ``dy``, in x's dtype."""
+def l2norm_bwd(
+    x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, backend: str | None = None, *, eps: float | None = None
+) -> torch.Tensor:
+    """``dx`` from the forward's input ``x``, its ``rstd`` and the output gradient ``dy``, in x's dtype.
+
+    ``eps``: the forward's; with it, backends that can avoid the cancellation near ``sum(x^2) >> eps`` do.
+    """
     _checks.floating_tensor(x, "x")
     if not isinstance(rstd, torch.Tensor) or not rstd.dtype.is_floating_point:
         raise TypeError(f"rstd must be a floating torch.Tensor, got {getattr(rstd, 'dtype', type(rstd).__name__)}")
@@ -157,7 +168,7 @@ def l2norm_bwd(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, backend: s
     if tuple(rstd.shape) != tuple(x.shape[:-1]):
         raise ValueError(f"rstd must have shape x.shape[:-1] = {tuple(x.shape[:-1])}, got {tuple(rstd.shape)}")
     _checks.same_device({"x": x, "rstd": rstd, "dy": dy})
-    return _bwd(x, rstd, dy, backend)
+    return _bwd(x, rstd, dy, backend, None if eps is None else _checks.eps_value(eps))
 
 
 def l2norm(

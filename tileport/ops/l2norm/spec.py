@@ -12,12 +12,12 @@ from .study import refinement_study
 
 
 def run(inputs: dict, backend: str | None, backward: bool) -> dict[str, torch.Tensor]:
-    """y and rstd from ``l2norm_fwd``; dx from ``l2norm_bwd`` with the forward's rstd (the cascade)."""
+    """y and rstd from ``l2norm_fwd``; dx from ``l2norm_bwd`` with the forward's rstd and eps (the cascade)."""
     x, eps = inputs["x"], inputs.get("eps", DEFAULT_EPS)
     y, rstd = l2norm_fwd(x, eps, backend=backend)
     out = {"y": y, "rstd": rstd}
     if backward:
-        out["dx"] = l2norm_bwd(x, rstd, inputs["dy"], backend=backend)
+        out["dx"] = l2norm_bwd(x, rstd, inputs["dy"], backend=backend, eps=eps)
     return out
 
 

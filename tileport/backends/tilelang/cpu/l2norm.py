@@ -10,8 +10,13 @@ run compared with the last full bench run, not side by side); out of cache the p
 With ``rsqrt_steps=k`` the exact rsqrt is replaced by a model of an approximate hardware rsqrt
 (``tp_rsqrt_approx`` in simd.h: 8 fraction bits, relative error below 3.9e-3) refined by k Newton-Raphson
 steps, as Ascend A2/A3 ports do; it exists to measure that practice, the default stays exact.
-Backward, per row: y = x * rstd recomputed in fp32 (never a saved fp16/bf16 y), s = sum(dy * y),
-dx = (dy - s * y) * rstd. Two passes over the row; the row stays in L1 between them.
+Backward, per row, given the forward's eps (the autograd path and verify always give it): dx = rstd * (dy - x *
+sum(x * dy) / (sum(x^2) + eps)), the two sums in one fp64 pass (``row_sums64``) and the difference in fp64
+(``tp_scale_fms64``), rounded once. The contract's fp32 form, dx = (dy - sum(dy * y) * y) * rstd with
+y = x * rstd, loses dx's component along x where sum(x^2) >> eps: 1 - y^2 = eps / (sum(x^2) + eps) falls below
+fp32's resolution and dx there is rounding noise (at D = 1, x ~ N(64, 2.5), eps 1e-5, bf16: 1 - y^2 ~ 2e-9;
+noise against torch's noise gave a MERE ratio of 1.5 at L1; the eps form's ratio is about 1e-4). Without eps,
+the fp32 form (y recomputed in fp32, never a saved fp16/bf16 y). Two passes over the row; it stays in L1.
 Caller-provided outputs (``out=``) of STREAM_BYTES or more are written with streaming stores (a separate
 kernel): measured at [4096, 4096], 1 thread, kernel-only: fp16 5.7 -> 3.1 ms, fp32 11.6 -> 7.4 ms. Fresh
 outputs keep plain stores: their first touch page-faults and the kernel zeroes each page into the cache,
@@ -24,7 +29,7 @@ allocation 10.6 -> 14.2 ms with streaming).
 import tilelang.cpu.language as T
 import torch
 
-from .rowwise import M, Io, per_row, row_map, row_sum, row_sum_squares64, splat
+from .rowwise import VEC, M, Io, per_row, row_map, row_sum, row_sum_squares64, row_sums64, splat
 from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
 
@@ -69,6 +74,21 @@ def build_backward(x: torch.dtype, dy: torch.dtype):
     return l2norm_bwd
 
 
+def build_backward_eps(x: torch.dtype, dy: torch.dtype):
+    X, G = Io(x), Io(dy)
+
+    @T.prim_func
+    def l2norm_bwd_eps(x: X.rows, dy: G.rows, rstd: per_row(), dx: X.rows, eps: T.float32):
+        with T.Kernel(M) as row:
+            c = T.alloc_local((2,), "float64")  # c[0] = sum(x * dy) / (sum(x^2) + eps), c[1] = rstd
+            ss, d = row_sums64([(0, 0), (0, 1)], [(X, x), (G, dy)], row)
+            c[0] = d / (ss + T.cast(eps, "float64"))
+            c[1] = T.cast(rstd[row], "float64")
+            row_map(lambda xv, g: T.call_extern(VEC, "tp_scale_fms64", g, xv, c[0], c[1]), [(X, x), (G, dy)], [(X, dx)], row)
+
+    return l2norm_bwd_eps
+
+
 def forward(
     x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, rsqrt_steps=None
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,11 +108,18 @@ def forward(
     return y, rstd
 
 
-def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-    """dx (x's dtype) for non-empty 2-D ``x`` and ``dy`` (M, D) with unit-stride rows and ``rstd`` (M,)."""
+def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, eps: float | None = None) -> torch.Tensor:
+    """dx (x's dtype) for non-empty 2-D ``x`` and ``dy`` (M, D) with unit-stride rows and ``rstd`` (M,).
+
+    With the forward's ``eps``: dx = rstd * (dy - x * sum(x * dy) / (sum(x^2) + eps)) in fp64 (see the module
+    docstring); without it, the fp32 form of the contract.
+    """
     M, D = x.shape
     check_shape(M, D)
     dx = outputs.empty((M, D), x.dtype, x.device)
-    kernel = CACHE.kernel("l2norm_bwd", build_backward, x.dtype, dy.dtype)
-    kernel(threads_for(M * D), x=x, dy=dy, rstd=rstd.to(torch.float32).contiguous(), dx=dx)
+    args = dict(x=x, dy=dy, rstd=rstd.to(torch.float32).contiguous(), dx=dx)
+    if eps is None:
+        CACHE.kernel("l2norm_bwd", build_backward, x.dtype, dy.dtype)(threads_for(M * D), **args)
+    else:
+        CACHE.kernel("l2norm_bwd_eps", build_backward_eps, x.dtype, dy.dtype)(threads_for(M * D), eps=eps, **args)
     return dx

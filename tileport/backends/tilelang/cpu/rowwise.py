@@ -253,20 +253,35 @@ def row_sum(out, k_out, term, inputs, row) -> None:
     T.buffer_store(out, T.call_extern("float32", "tp_tree32", get(acc, TOP), get(acc, TOP + 1)), [k_out])
 
 
-def row_sum_squares64(io: Io, buf, row):
-    """The sum of squares of ``row``'s columns in fp64, as an fp64 expression (emits the loop, then returns
-    the total): exact squares, 16 fp64 lanes, a fixed tree, so one rounding of the result is (but for
-    near-ties) the correctly rounded sum, where an fp32 sum of fp32 squares rounds every square and add."""
-    v = vectors(5)  # v[0] the loaded columns; v[1:3] and v[3:5] two sets of 16 fp64 lanes (two FMA chains)
-    _call("tp_sq64_zero", _ref(v, 1))
+def row_sums64(products, inputs, row):
+    """Sums over ``row``'s columns of products of its inputs in fp64, as fp64 expressions (emits one loop over
+    the row, then returns the totals): ``products`` lists (i, j) pairs of ``inputs`` indices, one sum each.
+    Exact products, two sets of 16 fp64 lanes per sum, a fixed tree (``tp_dot64_*`` in simd.h): rounded once,
+    a sum of squares is (but for near-ties) the correctly rounded sum, where an fp32 sum rounds every square and
+    add; a dot product keeps what fp32 would cancel away."""
+    n_in = len(inputs)
+    v = vectors(n_in + 4 * len(products))  # the loaded columns, then per sum two sets of 16 fp64 lanes
 
-    def step(acc, col, n=None):
-        io.load(buf, row, col, v, 0, n)  # a partial load zeroes the missing lanes: their squares add 0
-        _call("tp_sq64_add", _ref(v, acc), _ref(v, 0))
+    def acc(p, u):  # sum p's set u (0 or 1): two 16-lane fp32 slots of v
+        return n_in + 4 * p + 2 * u
+
+    for p in range(len(products)):
+        _call("tp_dot64_zero", _ref(v, acc(p, 0)))
+
+    def step(u, col, n=None):
+        for k, (io, buf) in enumerate(inputs):  # a partial load zeroes the missing lanes: their products add 0
+            io.load(buf, row, col, v, k, n)
+        for p, (i, j) in enumerate(products):
+            _call("tp_dot64_add", _ref(v, acc(p, u)), _ref(v, i), _ref(v, j))
 
     with T.serial(D // (2 * VL)) as j:
-        step(1, j * 2 * VL)
-        step(3, j * 2 * VL + VL)
-    _when(D % (2 * VL) >= VL, lambda: step(1, D - D % (2 * VL)))
-    _when(D % VL > 0, lambda: step(3, D - D % VL, D % VL))
-    return T.call_extern("float64", "tp_sq64_total", _ref(v, 1))
+        step(0, j * 2 * VL)
+        step(1, j * 2 * VL + VL)
+    _when(D % (2 * VL) >= VL, lambda: step(0, D - D % (2 * VL)))
+    _when(D % VL > 0, lambda: step(1, D - D % VL, D % VL))
+    return [T.call_extern("float64", "tp_dot64_total", _ref(v, acc(p, 0))) for p in range(len(products))]
+
+
+def row_sum_squares64(io: Io, buf, row):
+    """The sum of squares of ``row``'s columns in fp64 (``row_sums64``), as an fp64 expression."""
+    return row_sums64([(0, 0)], [(io, buf)], row)[0]

@@ -263,40 +263,47 @@ extern "C" inline float tp_tree32(tp_v16 lo, tp_v16 hi) {
   return t[0] + t[1];
 }
 
-// A row's sum of squares in fp64: 16 lanes of fp32 widened and squared exactly (24-bit mantissas fit in 53),
-// accumulated in two sets of 16 fp64 lanes (each two tp_v16 slots, 128 bytes; two sets for two independent FMA
-// chains per 32 columns, the speed of the fp32 row sum in cache), then added as a fixed pairwise tree. Its
-// error (about D/16 * 2^-53 relative) is far below fp32's half ulp, so the rounded result is the correctly
-// rounded sum but for near-ties: rms_norm's rstd then rounds once, where torch's fp32 chain rounds four times.
+// Row sums of products in fp64: 16 lanes of fp32 widened and multiplied exactly (24-bit mantissas: a product
+// fits in 53 bits), accumulated in two sets of 16 fp64 lanes (each two tp_v16 slots, 128 bytes; two sets for
+// two independent FMA chains per 32 columns, the speed of the fp32 row sum in cache), then added as a fixed
+// pairwise tree. Its error (about D/16 * 2^-53 relative to the sum of |terms|) is far below fp32's half ulp:
+// a sum of squares rounded once is the correctly rounded sum but for near-ties (rms_norm's and l2norm's rstd
+// round once where torch's fp32 chain rounds four times), and a dot product keeps the bits that an fp32 one
+// cancels away.
 typedef double tp_nd __attribute__((vector_size(64)));
 typedef float tp_n8 __attribute__((vector_size(32)));
-extern "C" inline void* tp_sq64_zero(tp_v16* acc) {
-  memset(acc, 0, 256);
-  return 0;
-}
-extern "C" inline void* tp_sq64_add(tp_v16* acc, tp_v16* v) {
-  tp_nd a[2];
-  memcpy(a, acc, 128);
+
+// The 16 fp32 lanes of v as two 8-lane fp64 vectors.
+static inline void tp_widen16(const tp_v16* v, tp_nd* lo, tp_nd* hi) {
 #if defined(__AVX512F__)  // two whole-register widenings (g++'s generic one splits them into four 128-bit ones)
   __m512 x;
   memcpy(&x, v, 64);
-  tp_nd lo = (tp_nd)_mm512_cvtps_pd(_mm512_castps512_ps256(x));
-  tp_nd hi = (tp_nd)_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
-  a[0] += lo * lo;
-  a[1] += hi * hi;
+  *lo = (tp_nd)_mm512_cvtps_pd(_mm512_castps512_ps256(x));
+  *hi = (tp_nd)_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
 #else
   tp_n8 h[2];
   memcpy(h, v, 64);
-#pragma GCC unroll 2
-  for (int i = 0; i < 2; ++i) {
-    tp_nd d = __builtin_convertvector(h[i], tp_nd);
-    a[i] += d * d;
-  }
+  *lo = __builtin_convertvector(h[0], tp_nd);
+  *hi = __builtin_convertvector(h[1], tp_nd);
 #endif
-  memcpy(acc, a, 128);
+}
+
+extern "C" inline void* tp_dot64_zero(tp_v16* acc) {
+  memset(acc, 0, 256);
   return 0;
 }
-extern "C" inline double tp_sq64_total(tp_v16* acc) {
+// acc (one set: 16 fp64 lanes) += a * b, lane by lane, exact products.
+extern "C" inline void* tp_dot64_add(tp_v16* acc, tp_v16* a, tp_v16* b) {
+  tp_nd s[2], alo, ahi, blo, bhi;
+  memcpy(s, acc, 128);
+  tp_widen16(a, &alo, &ahi);
+  tp_widen16(b, &blo, &bhi);
+  s[0] += alo * blo;
+  s[1] += ahi * bhi;
+  memcpy(acc, s, 128);
+  return 0;
+}
+extern "C" inline double tp_dot64_total(tp_v16* acc) {
   double t[32];
   memcpy(t, acc, 256);
 #pragma GCC unroll 16
@@ -306,6 +313,18 @@ extern "C" inline double tp_sq64_total(tp_v16* acc) {
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) t[i] += t[i + 4];
   return (t[0] + t[2]) + (t[1] + t[3]);
+}
+
+// r * (g - c * x) per lane in fp64, rounded once to fp32: a difference that cancels (g nearly c * x, as in
+// l2norm's dx when dy is parallel to x) keeps fp64's 29 extra bits instead of leaving fp32 rounding noise.
+extern "C" inline tp_v16 tp_scale_fms64(tp_v16 g, tp_v16 x, double c, double r) {
+  tp_nd glo, ghi, xlo, xhi;
+  tp_widen16(&g, &glo, &ghi);
+  tp_widen16(&x, &xlo, &xhi);
+  tp_n8 h[2] = {__builtin_convertvector(r * (glo - c * xlo), tp_n8), __builtin_convertvector(r * (ghi - c * xhi), tp_n8)};
+  tp_v16 out;
+  memcpy(&out, h, 64);
+  return out;
 }
 
 // A model of an approximate hardware rsqrt (Ascend A2/A3's vector rsqrt has about 3e-3 relative error):

@@ -95,7 +95,8 @@ def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, rs
     return y, rstd
 
 
-def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, eps: float | None = None) -> torch.Tensor:
+    """dx in x's dtype; ``eps`` is not used: the fp32 form (``tileport.ops.l2norm``'s contract)."""
     x, dy, rstd = x.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
     dx = outputs.empty_like(x)
     RUNNER.kernel("l2norm_bwd", build_backward, bucket(x.shape[1]), x.dtype, dy.dtype)(x, rstd, dy, dx)
