@@ -4,7 +4,7 @@ Forward per program: pass one sums x^2 into a (BLOCK_M, BLOCK_D) fp32 block redu
 rsqrt(sum / D + eps); pass two writes y = x * rstd * (w + offset) (casting "llama": x * rstd and the
 weight rounded to x's dtype first). Backward per program: c = mean(g * n) with n = x * rstd and
 g = dy * (w + offset), dx = (g - n * c) * rstd, and the program's own fp32 partial of dweight (its rows'
-dy * n); the partials are summed in program order afterwards, so dweight is deterministic.
+dy * n, summed as a tree: ``column_sum``); the partials are summed in program order afterwards, so dweight is deterministic.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import blocks, row_sum_squares, check_size, launch_context, round_kind, round_to, row_stride, storage, store
+from . import interpreting
+from .common import blocks, column_sum, row_sum_squares, check_size, launch_context, round_kind, round_to, row_stride, storage, store
 from .. import outputs
 
 
@@ -41,7 +42,7 @@ def _fwd_kernel(X, W, Y, RSTD, M, D, stride_x, eps, offset, BLOCK_M: tl.constexp
 @triton.jit
 def _bwd_kernel(X, DY, W, RSTD, DX, DWP, M, D, stride_x, stride_dy, offset, BLOCK_M: tl.constexpr,
                 BLOCK_D: tl.constexpr, HAS_W: tl.constexpr, LLAMA: tl.constexpr, X_KIND: tl.constexpr,
-                DX_BF16: tl.constexpr):  # fmt: skip
+                DX_BF16: tl.constexpr, TREE: tl.constexpr):  # fmt: skip
     pid = tl.program_id(0)
     rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < M
@@ -69,7 +70,7 @@ def _bwd_kernel(X, DY, W, RSTD, DX, DWP, M, D, stride_x, stride_dy, offset, BLOC
                 n_w = round_to(n, X_KIND)
             else:
                 n_w = n
-            tl.store(DWP + pid * D + cols, tl.sum(tl.where(mask, gy * n_w, 0.0), axis=0), mask=cols < D)
+            tl.store(DWP + pid * D + cols, column_sum(tl.where(mask, gy * n_w, 0.0), TREE), mask=cols < D)
         store(DX + rows[:, None] * D + cols[None, :], (g - n * c[:, None]) * r[:, None], mask, DX_BF16)
 
 
@@ -99,5 +100,5 @@ def backward(x, rstd, dy, weight, offset: float, casting: str):
     with launch_context():
         _bwd_kernel[grid](x, dy, w, rstd, storage(dx), partials, M, D, row_stride(x), row_stride(dy), offset,
                           BLOCK_M=block_m, BLOCK_D=block_d, HAS_W=weight is not None, LLAMA=casting == "llama",
-                          X_KIND=round_kind(x.dtype), DX_BF16=x.dtype == torch.bfloat16)  # fmt: skip
+                          X_KIND=round_kind(x.dtype), DX_BF16=x.dtype == torch.bfloat16, TREE=interpreting())  # fmt: skip
     return dx, (None if weight is None else partials.sum(0))
