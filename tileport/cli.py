@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from pathlib import Path
 from typing import Optional
 
@@ -109,6 +111,11 @@ def verify(
     cases: Optional[Path] = typer.Option(None, "--cases", help="a case file: a tileport suite or the test kit's design YAML"),
     jobs: Optional[int] = typer.Option(None, min=1, help="worker processes for the accuracy cases (default: this process's CPUs)"),
     resume: Optional[Path] = typer.Option(None, "--resume", help="an interrupted run's --out folder: finish its run there"),
+    ray: Optional[str] = typer.Option(
+        None, "--ray", metavar="[ADDRESS]",
+        help="run the accuracy cases as Ray tasks: on the cluster at ADDRESS (auto, HOST:PORT, ray://HOST:PORT), "
+        "or on a local Ray instance when no address is given (needs tileport[ray])",
+    ),
 ) -> None:
     """Run OP's case suite on every available backend: accuracy (dual benchmark), performance, memory; write
     a report. Exit code 1 when a check fails. Each finished case is journaled in the --out folder, so
@@ -117,6 +124,7 @@ def verify(
     from .report import tables, write_report
     from .verify import journal, prepare
     from .verify import run as run_verify
+    from .verify.cluster import RayUnavailable
     from .verify.pool import cpus
 
     from .cases import CaseFileError
@@ -158,7 +166,10 @@ def verify(
             request = dict(op=plan.op, level=level, backend=backend, dtype=dtype, seed=seed, device=device,
                            retest_seeds=retest_seeds, perf=perf, cases=str(cases.resolve()) if cases else None)  # fmt: skip
             journal.write_request(out, request)
-        rep = run_verify(plan, retest_seeds, perf, progress=step, jobs=jobs or cpus(), journal_dir=out)
+        try:
+            rep = run_verify(plan, retest_seeds, perf, progress=step, jobs=jobs or cpus(), journal_dir=out, ray_address=ray)
+        except RayUnavailable as exc:
+            raise typer.BadParameter(str(exc), param_hint="--ray") from exc
     for t in tables.all_tables(rep):
         if t.rows:
             print_table(t)
@@ -364,5 +375,26 @@ def scaffold(
     console.print(f"next: fill the TODOs, then `pytest tests/ops/test_{name}_*.py` and `tileport verify {name}`")
 
 
+def _ray_flag(args: list[str]) -> list[str]:
+    """``--ray`` takes an optional address (the parser has no optional values): a bare ``--ray`` becomes
+    ``--ray local``; the next word is its address only if it looks like one (``auto``, ``local``, or with a
+    colon: ``HOST:PORT``, ``ray://HOST:PORT``), so ``--ray l2norm`` still names the operator."""
+    from .verify.cluster import LOCAL
+
+    out = []
+    for i, a in enumerate(args):
+        out.append(a)
+        if a == "--ray":
+            nxt = args[i + 1] if i + 1 < len(args) else None
+            if nxt is None or not (nxt in ("auto", LOCAL) or ":" in nxt):
+                out.append(LOCAL)
+    return out
+
+
+def main() -> None:
+    """The ``tileport`` command."""
+    app(args=_ray_flag(sys.argv[1:]), prog_name="tileport")
+
+
 if __name__ == "__main__":
-    app()
+    main()

@@ -149,6 +149,22 @@ def performance(rep) -> Table:
     return performance_table(rep.perf)
 
 
+def placement(rep) -> Table:
+    """Where the case batches ran (a Ray run), per host; batches that did not come back are counted apart."""
+    hosts: dict[tuple, list] = {}
+    for p in rep.placement:
+        row = hosts.setdefault((p.host, p.ip, p.node) if not p.error else ("(failed)", "", p.error), [0, 0, set()])
+        row[0] += 1
+        row[1] += len(p.cases)
+        row[2].add(p.pid)
+    rows = tuple((h, ip, node, str(b), str(c), str(len(pids))) for (h, ip, node), (b, c, pids) in sorted(hosts.items()))
+    return Table(
+        "Where the case batches ran", ("host", "ip", "node (or error)", "batches", "cases", "worker processes"), rows,
+        "Each batch is one Ray task; results.json lists every batch with its cases, host and worker. A failed batch "
+        "was split into single cases, each retried; a case that still did not run is a failed check.",
+    )
+
+
 def all_tables(rep) -> list[Table]:
     out = [summary(rep), counts(rep), aggregates(rep)]
     if rep.failures:
@@ -159,6 +175,8 @@ def all_tables(rep) -> list[Table]:
         out.append(investigate(rep))
     if rep.skipped:
         out.append(skipped(rep))
+    if rep.placement:
+        out.append(placement(rep))
     if rep.results:
         out.append(against_golden(rep))
     if rep.pairs:

@@ -51,6 +51,7 @@ class Report:
     counts: dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)  # backend -> (cases not run, why)
     device: str = "cpu"
+    placement: list = field(default_factory=list)  # with Ray: where each batch of cases ran (cluster.Placement)
 
     @property
     def passed(self) -> bool:
@@ -61,13 +62,14 @@ class Report:
         return [r for r in self.results if not r.passed]
 
 
-def environment(benchmark: str, jobs: int = 1) -> dict:
+def environment(benchmark: str, jobs: int = 1, executor: str = "") -> dict:
     return {
         "benchmark": benchmark,
         "machine": machine(),
         "versions": versions(),
         "threads": torch.get_num_threads(),  # the timings'; the accuracy task runs one thread per worker
         "jobs": jobs,
+        "executor": executor or ("this process" if jobs == 1 else f"{jobs} local worker processes"),
         "standard": STANDARD_VERSION,
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "TILEPORT_BACKEND": os.environ.get("TILEPORT_BACKEND", ""),
@@ -155,20 +157,23 @@ def verify(
     progress: Callable[..., None] | None = None,
     device: str = "cpu",
     jobs: int = 1,
+    ray_address: str | None = None,
 ) -> Report:
     """Prepare and run the acceptance tasks (see ``run``)."""
-    return run(prepare(op, level, backends, dtypes, seed, device), retest_seeds, with_perf, progress, jobs)
+    plan = prepare(op, level, backends, dtypes, seed, device)
+    return run(plan, retest_seeds, with_perf, progress, jobs, ray_address=ray_address)
 
 
 def run(
     plan: Plan, retest_seeds: int | None = None, with_perf: bool = True, progress: Callable[..., None] | None = None,
-    jobs: int = 1, journal_dir: str | os.PathLike | None = None,
+    jobs: int = 1, journal_dir: str | os.PathLike | None = None, ray_address: str | None = None,
 ) -> Report:  # fmt: skip
     """Run the acceptance tasks; ``progress(description, total, advance)`` is told of each step (advance 1)
     and of long work inside one (advance 0), with the count of steps. ``jobs``: worker processes for the
     accuracy task's cases (``pool.run_task``; 1 runs them here); the timings always run here, alone.
     ``journal_dir``: journal each finished case there, and skip the cases a journal there already holds
-    (``--resume``: the report is the one an uninterrupted run gives)."""
+    (``--resume``: the report is the one an uninterrupted run gives). ``ray_address``: run the accuracy cases
+    as Ray tasks instead (``cluster.run_task``; ``"local"`` for an instance on this machine)."""
     t0 = time.perf_counter()
     op, level, seed, suite, cases, names, interpreted = plan.op, plan.level, plan.seed, plan.suite, plan.cases, plan.names, plan.interpreted
     lv = suite.level(level)
@@ -194,8 +199,15 @@ def run(
         step(f"{len(done)} cases from the journal", advance=len(cases) - len(todo))
     jobs = jobs_for(len(todo), jobs, plan.device)
     writer = journal.Writer(Path(journal_dir)) if journal_dir is not None else None
+    placement, executor = [], ""
     try:
-        fresh = run_task(task, todo, jobs, step, writer.append if writer else None)
+        if ray_address is not None:
+            from . import cluster
+
+            fresh, placement = cluster.run_task(task, todo, ray_address, step, writer.append if writer else None)
+            jobs, executor = cluster.cluster_cpus(cluster.connect(ray_address)), cluster.describe(cluster.connect(ray_address))
+        else:
+            fresh = run_task(task, todo, jobs, step, writer.append if writer else None)
     finally:
         if writer:
             writer.close()
@@ -218,6 +230,6 @@ def run(
                 "runs_per_case": lv.runs >= need.runs_per_case, "elements": elements >= MIN_ELEMENTS},
     }  # fmt: skip
     return Report(
-        op, level, lv.limits, seed, environment(plan.benchmark, jobs), plan.status, len(cases), elements, lv.runs, retest_seeds,
-        results, aggs, pairs, studies, perf, time.perf_counter() - t0, counts, skipped, plan.device,
+        op, level, lv.limits, seed, environment(plan.benchmark, jobs, executor), plan.status, len(cases), elements, lv.runs, retest_seeds,
+        results, aggs, pairs, studies, perf, time.perf_counter() - t0, counts, skipped, plan.device, placement,
     )  # fmt: skip

@@ -171,6 +171,20 @@ class Judge:
         return out
 
 
+def _finding(suite: Suite, case: Case, backend: str, output: str, failures: list[str], limits: str, acc: str) -> CaseResult:
+    """A result with no metrics: a check that is only its findings (a rejection, a case that did not run)."""
+    none = Metrics(0.0, 0.0, 0.0, 0, 0, 0)
+    verdict = Verdict(limits, none, none, {"mare": 0.0, "mere": 0.0, "rmse": 0.0, "small": 0.0}, failures, acc)
+    return CaseResult(suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range, case_attrs(case), output, verdict)
+
+
+def not_run(task: "Task", case: Case, why: str) -> CaseOutcome:
+    """A case that could not be run (it raised, or its worker kept dying): one failed check per backend, so the
+    run reports it and can never pass by leaving it out."""
+    acc = task.suite.standard.get("acc", "double_bm")
+    return CaseOutcome(case.index, [_finding(task.suite, case, b, "run", [f"did not run: {why}"], task.limits, acc) for b in task.backends])
+
+
 def _rejection(j: Judge, suite: Suite, case: Case, inputs: dict, backend: str) -> CaseResult:
     """An invalid input (out of its valid range in the case file) must be refused with a clear TypeError or
     ValueError naming the problem (the standard's 2.1), not computed and not crashed on."""
@@ -182,9 +196,7 @@ def _rejection(j: Judge, suite: Suite, case: Case, inputs: dict, backend: str) -
         failures = []
     except Exception as exc:  # noqa: BLE001 - any other failure is the finding
         failures = [f"{type(exc).__name__} instead of a TypeError/ValueError for an invalid input ({what}): {exc}"]
-    none = Metrics(0.0, 0.0, 0.0, 0, 0, 0)
-    verdict = Verdict(j.limits, none, none, {"mare": 0.0, "mere": 0.0, "rmse": 0.0, "small": 0.0}, failures, j.acc)
-    return CaseResult(suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range, case_attrs(case), "rejects", verdict)
+    return _finding(suite, case, backend, "rejects", failures, j.limits, j.acc)
 
 
 @dataclass(frozen=True)
@@ -269,6 +281,15 @@ def run_case(task: Task, j: Judge, case: Case, progress: Callable[..., None] | N
                 key = (a, b, dtype_name(case.dtype), name)
                 _pair_update(out.pairs.setdefault(key, PairStat(*key)), per_backend[a][name], per_backend[b][name])
     return out
+
+
+def run_case_safely(task: Task, j: Judge, case: Case, progress: Callable[..., None] | None = None, free: int | None = None) -> CaseOutcome:
+    """``run_case``, with an exception it raises turned into the case's failed checks (``not_run``): in a run of
+    thousands of cases one case's crash is a finding to report, not a reason to lose the others."""
+    try:
+        return run_case(task, j, case, progress, free)
+    except Exception as exc:  # noqa: BLE001 - whatever a case raises is reported as that case's failure
+        return not_run(task, case, f"raised {type(exc).__name__}: {exc}")
 
 
 def merge(outcomes: list[CaseOutcome]) -> tuple[list[CaseResult], list[PairStat], dict[str, tuple[int, str]]]:

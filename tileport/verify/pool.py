@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 
 from ..cases import Case
-from .accuracy import CaseOutcome, Judge, Task, available_bytes, run_case
+from .accuracy import CaseOutcome, Judge, Task, available_bytes, run_case_safely
 
 BATCH_CASES = 8  # cases per submitted batch: small enough for even load and frequent progress
 MIN_POOL_CASES = 100  # below this, starting workers (imports, kernel loads: seconds each) costs more than it saves
@@ -57,7 +57,7 @@ def _start(task: Task, free: int | None) -> None:
 
 
 def _run(cases: list[Case]) -> list[CaseOutcome]:
-    return [run_case(_WORKER["task"], _WORKER["judge"], c, None, _WORKER["free"]) for c in cases]
+    return [run_case_safely(_WORKER["task"], _WORKER["judge"], c, None, _WORKER["free"]) for c in cases]
 
 
 def run_task(
@@ -79,7 +79,7 @@ def run_task(
             for case in cases:
                 if progress:
                     progress(case.describe())
-                outcomes.append(run_case(task, j, case, progress, None if free is None else free // 2))
+                outcomes.append(run_case_safely(task, j, case, progress, None if free is None else free // 2))
                 if on_outcome:
                     on_outcome(outcomes[-1])
         return outcomes

@@ -10,12 +10,14 @@ run compared with the last full bench run, not side by side); out of cache the p
 With ``rsqrt_steps=k`` the exact rsqrt is replaced by a model of an approximate hardware rsqrt
 (``tp_rsqrt_approx`` in simd.h: 8 fraction bits, relative error below 3.9e-3) refined by k Newton-Raphson
 steps, as Ascend A2/A3 ports do; it exists to measure that practice, the default stays exact.
-Backward, per row, given the forward's eps (the autograd path and verify always give it): dx = rstd * (dy - x *
-sum(x * dy) / (sum(x^2) + eps)), the two sums in one fp64 pass (``row_sums64``) and the difference in fp64
-(``tp_scale_fms64``), rounded once. The contract's fp32 form, dx = (dy - sum(dy * y) * y) * rstd with
+Backward, per row, given the forward's eps (the autograd path and verify always give it): with ss = sum(x^2) and
+d = sum(x * dy) in one fp64 pass (``row_sums64``), dx = rstd * (eps * dy + (ss * dy - x * d)) / (ss + eps) in
+fp64, x * d an exact two-term product (``tp_resid64``), rounded once: the same dx, with no cancellation left
+but the conditioning's own. The contract's fp32 form, dx = (dy - sum(dy * y) * y) * rstd with
 y = x * rstd, loses dx's component along x where sum(x^2) >> eps: 1 - y^2 = eps / (sum(x^2) + eps) falls below
 fp32's resolution and dx there is rounding noise (at D = 1, x ~ N(64, 2.5), eps 1e-5, bf16: 1 - y^2 ~ 2e-9;
-noise against torch's noise gave a MERE ratio of 1.5 at L1; the eps form's ratio is about 1e-4). Without eps,
+noise against torch's noise gave a MERE ratio of 1.5 at L1; the eps form's ratio is about 1e-4; where eps / x^2
+is below even fp64's 2^-53, x ~ 1000 with eps 1e-12, the exact product keeps dx = rstd * eps * dy / (x^2 + eps)). Without eps,
 the fp32 form (y recomputed in fp32, never a saved fp16/bf16 y). Two passes over the row; it stays in L1.
 Caller-provided outputs (``out=``) of STREAM_BYTES or more are written with streaming stores (a separate
 kernel): measured at [4096, 4096], 1 thread, kernel-only: fp16 5.7 -> 3.1 ms, fp32 11.6 -> 7.4 ms. Fresh
@@ -80,11 +82,13 @@ def build_backward_eps(x: torch.dtype, dy: torch.dtype):
     @T.prim_func
     def l2norm_bwd_eps(x: X.rows, dy: G.rows, rstd: per_row(), dx: X.rows, eps: T.float32):
         with T.Kernel(M) as row:
-            c = T.alloc_local((2,), "float64")  # c[0] = sum(x * dy) / (sum(x^2) + eps), c[1] = rstd
+            c = T.alloc_local((4,), "float64")  # sum(x^2), sum(x * dy), eps, rstd / (sum(x^2) + eps)
             ss, d = row_sums64([(0, 0), (0, 1)], [(X, x), (G, dy)], row)
-            c[0] = d / (ss + T.cast(eps, "float64"))
-            c[1] = T.cast(rstd[row], "float64")
-            row_map(lambda xv, g: T.call_extern(VEC, "tp_scale_fms64", g, xv, c[0], c[1]), [(X, x), (G, dy)], [(X, dx)], row)
+            c[0] = ss
+            c[1] = d
+            c[2] = T.cast(eps, "float64")
+            c[3] = T.cast(rstd[row], "float64") / (c[0] + c[2])
+            row_map(lambda xv, g: T.call_extern(VEC, "tp_resid64", g, xv, c[0], c[1], c[2], c[3]), [(X, x), (G, dy)], [(X, dx)], row)
 
     return l2norm_bwd_eps
 
@@ -111,8 +115,8 @@ def forward(
 def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, eps: float | None = None) -> torch.Tensor:
     """dx (x's dtype) for non-empty 2-D ``x`` and ``dy`` (M, D) with unit-stride rows and ``rstd`` (M,).
 
-    With the forward's ``eps``: dx = rstd * (dy - x * sum(x * dy) / (sum(x^2) + eps)) in fp64 (see the module
-    docstring); without it, the fp32 form of the contract.
+    With the forward's ``eps``: dx = rstd * (eps * dy + sum(x^2) * dy - x * sum(x * dy)) / (sum(x^2) + eps) in
+    fp64 (see the module docstring); without it, the fp32 form of the contract.
     """
     M, D = x.shape
     check_shape(M, D)

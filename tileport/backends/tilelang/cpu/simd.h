@@ -315,13 +315,44 @@ extern "C" inline double tp_dot64_total(tp_v16* acc) {
   return (t[0] + t[2]) + (t[1] + t[3]);
 }
 
-// r * (g - c * x) per lane in fp64, rounded once to fp32: a difference that cancels (g nearly c * x, as in
-// l2norm's dx when dy is parallel to x) keeps fp64's 29 extra bits instead of leaving fp32 rounding noise.
-extern "C" inline tp_v16 tp_scale_fms64(tp_v16 g, tp_v16 x, double c, double r) {
-  tp_nd glo, ghi, xlo, xhi;
-  tp_widen16(&g, &glo, &ghi);
-  tp_widen16(&x, &xlo, &xhi);
-  tp_n8 h[2] = {__builtin_convertvector(r * (glo - c * xlo), tp_n8), __builtin_convertvector(r * (ghi - c * xhi), tp_n8)};
+// a * b + c per lane with one rounding (packed FMA where the ISA has it; libm's exact fma otherwise).
+static inline tp_nd tp_fma_nd(tp_nd a, tp_nd b, tp_nd c) {
+#if defined(__AVX512F__)
+  return (tp_nd)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
+#elif defined(__FMA__)
+  __m256d x[2], y[2], z[2];
+  memcpy(x, &a, 64);
+  memcpy(y, &b, 64);
+  memcpy(z, &c, 64);
+  x[0] = _mm256_fmadd_pd(x[0], y[0], z[0]);
+  x[1] = _mm256_fmadd_pd(x[1], y[1], z[1]);
+  tp_nd r;
+  memcpy(&r, x, 64);
+  return r;
+#else
+  tp_nd r;
+  for (int i = 0; i < 8; ++i) r[i] = fma(a[i], b[i], c[i]);
+  return r;
+#endif
+}
+
+// scale * (eps * g + (ss * g - x * d)) per lane in fp64, rounded once to fp32. ss * g - x * d is formed from the
+// exact product x * d = hi + lo (FMA): where it vanishes exactly it is 0, not the rounding error of two large
+// products, so eps * g survives (l2norm at D = 1: ss = x^2 and d = x * g are exact, and dx = rstd * eps * g /
+// (x^2 + eps) comes out right even where eps / x^2 is below fp64's 2^-53).
+extern "C" inline tp_v16 tp_resid64(tp_v16 g, tp_v16 x, double ss, double d, double eps, double scale) {
+  tp_nd gv[2], xv[2];
+  tp_widen16(&g, &gv[0], &gv[1]);
+  tp_widen16(&x, &xv[0], &xv[1]);
+  const tp_nd S = (tp_nd){} + ss, Dv = (tp_nd){} + d, E = (tp_nd){} + eps;
+  tp_n8 h[2];
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {
+    tp_nd hi = xv[i] * Dv;
+    tp_nd lo = tp_fma_nd(xv[i], Dv, -hi);
+    tp_nd t = tp_fma_nd(S, gv[i], -hi) - lo;
+    h[i] = __builtin_convertvector(scale * tp_fma_nd(E, gv[i], t), tp_n8);
+  }
   tp_v16 out;
   memcpy(&out, h, 64);
   return out;
