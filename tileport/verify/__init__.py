@@ -204,8 +204,9 @@ def run(
         if ray_address is not None:
             from . import cluster
 
-            fresh, placement = cluster.run_task(task, todo, ray_address, step, writer.append if writer else None)
-            jobs, executor = cluster.cluster_cpus(cluster.connect(ray_address)), cluster.describe(cluster.connect(ray_address))
+            with cluster.session(ray_address) as ray:
+                fresh, placement = cluster.run_task(task, todo, ray_address, step, writer.append if writer else None)
+                jobs, executor = cluster.cluster_cpus(ray), cluster.describe(ray)
         else:
             fresh = run_task(task, todo, jobs, step, writer.append if writer else None)
     finally:

@@ -238,20 +238,26 @@ def run_case(task: Task, j: Judge, case: Case, progress: Callable[..., None] | N
     suite, out = task.suite, CaseOutcome(case.index)
     need = bytes_needed(suite, case)
     if free is not None and need > free:  # the standard's upper border (2^31 elements) on a small machine
-        why = f"needs about {need / 2**30:.0f} GiB; this machine has {free / 2**30:.0f} GiB available"
+        why = f"needs about {need / 2**30:.0f} GiB; a worker's share of this machine's available memory is {free / 2**30:.0f} GiB"
         out.skipped[f"case {case.describe()} (every side)"] = [1, why]
         return out
     inputs = make_inputs(suite, case)
     if case.expects_rejection:
         out.results = [_rejection(j, suite, case, inputs, b) for b in task.backends]
         return out
-    bm, gold = j.references(inputs, suite.backward)
-    per_backend = {j.benchmark: bm}  # the benchmark is one side of the cross-backend comparison
+    running = []
     for backend in task.backends:
         cut = task.reduced.get(backend)
         if cut is not None and case.rank >= cut.cases_per_dtype:
             out.skipped.setdefault(backend, [0, cut.describe()])[0] += 1
-            continue
+        else:
+            running.append(backend)
+    if not running:  # a reduced backend alone (``--backend triton``): no golden nor benchmark to compute
+        return out
+    bm, gold = j.references(inputs, suite.backward)
+    per_backend = {j.benchmark: bm}  # the benchmark is one side of the cross-backend comparison
+    for backend in running:
+        cut = task.reduced.get(backend)
         backend_runs = cut.runs if cut is not None else task.runs
         try:
             under = j.execute(inputs, backend, suite.backward)

@@ -16,6 +16,7 @@ Every node needs the same tileport (and torch) installed: the tasks import it th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from dataclasses import dataclass
@@ -74,6 +75,18 @@ def connect(address: str | None = None):
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise RayUnavailable(f"cannot reach the Ray cluster at {address!r}: {exc}") from exc
     return ray
+
+
+@contextlib.contextmanager
+def session(address: str | None = None):
+    """``connect``, and a local instance this started is shut down on leaving (one already running stays)."""
+    started = not _ray().is_initialized()
+    ray = connect(address)
+    try:
+        yield ray
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def cluster_cpus(ray) -> int:
