@@ -22,6 +22,7 @@ KERNELS = [
     ("rms_norm_fwd", lambda dt: rms_norm.build_forward(dt, dt, dt)),
     ("rms_norm_fwd", lambda dt: rms_norm.build_forward(dt, dt, dt, "llama")),
     ("rms_norm_bwd", lambda dt: rms_norm.build_backward(dt, dt, dt)),  # with the Kahan-summed dweight partial
+    ("rms_norm_bwd_eps", lambda dt: rms_norm.build_backward_eps(dt, dt, dt)),  # fp64 dx and the partial
 ]
 ZEN4_AS_GXX12_SEES_IT = (
     "znver3 -mavx512f -mavx512dq -mavx512cd -mavx512bw -mavx512vl -mavx512ifma -mavx512vbmi -mavx512vbmi2 "
@@ -42,7 +43,7 @@ def _check_packed(name: str, build, dtype) -> None:
 
 @pytest.mark.skipif(not X86, reason="x86 register names")
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("name,build", KERNELS, ids=["l2-fwd", "l2-fwd-stream", "l2-bwd", "l2-bwd-eps", "rms-fwd", "rms-fwd-llama", "rms-bwd"])
+@pytest.mark.parametrize("name,build", KERNELS, ids=["l2-fwd", "l2-fwd-stream", "l2-bwd", "l2-bwd-eps", "rms-fwd", "rms-fwd-llama", "rms-bwd", "rms-bwd-eps"])
 def test_native_build_is_packed(name, build, dtype):
     _check_packed(name, build, dtype)
 
@@ -54,7 +55,7 @@ def test_native_build_is_packed(name, build, dtype):
 def test_other_x86_targets_are_packed(arch, dtype, monkeypatch, tmp_path):
     monkeypatch.setenv(settings.ARCH_ENV, arch)
     monkeypatch.setenv("TILEPORT_CACHE_DIR", str(tmp_path))
-    for name, build in (KERNELS[0], KERNELS[2], KERNELS[3], KERNELS[6]):  # the sums, the maps, fp64, a partial
+    for name, build in (KERNELS[0], KERNELS[2], KERNELS[3], KERNELS[6], KERNELS[7]):  # sums, maps, fp64, partials
         _check_packed(name, build, dtype)
 
 

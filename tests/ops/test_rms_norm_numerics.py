@@ -18,7 +18,7 @@ def _weight(D, dtype, seed=5):
 def _check(x, w, dy, golden, backend=None, eps=1e-6, offset=0.0):
     y, rstd = tileport.rms_norm_fwd(x, w, eps, offset=offset, backend=backend)
     yb, rb = tileport.rms_norm_fwd(x, w, eps, offset=offset, backend="torch")
-    dx, dw = tileport.rms_norm_bwd(x, rstd, dy, w, offset=offset, backend=backend)
+    dx, dw = tileport.rms_norm_bwd(x, rstd, dy, w, offset=offset, backend=backend, eps=eps)  # as autograd calls it
     dxb, dwb = tileport.rms_norm_bwd(x, rb, dy, w, offset=offset, backend="torch")
     gold = golden("rms_norm", x=x, weight=w, dy=dy, eps=eps) if offset == 0 else None
     if gold is None:  # the golden with an offset: the same math on float64 weight + offset
@@ -39,6 +39,31 @@ def _check(x, w, dy, golden, backend=None, eps=1e-6, offset=0.0):
 @pytest.mark.parametrize("D", DIMS)
 def test_tilelang_forward_backward_with_weight_match_golden(dtype, D, golden, randn):
     _check(randn(64, D, dtype=dtype), _weight(D, dtype), randn(64, D, dtype=dtype, seed=1), golden)
+
+
+@pytest.mark.parametrize("mu,eps", [(64, 1e-5), (1000, 1e-12)], ids=["near-fp32", "below-fp64"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["no-weight", "weight"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)  # fp16: such a dx (~1e-11) underflows
+def test_backward_with_eps_keeps_the_component_along_x(dtype, weighted, mu, eps, golden):
+    """At D = 1, dx = g * rstd * eps / (x^2 + eps) with g = dy * w: below fp32's resolution for x ~ 64 and eps
+    1e-5, below fp64's for x ~ 1000 and eps 1e-12. Given eps, the CPU kernel is within rounding of the golden;
+    the fp32 form is noise or 0 there (as l2norm's)."""
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(432, 1, generator=gen) * 2.5 + mu).to(dtype)
+    dy = torch.randn(432, 1, generator=gen).to(dtype)
+    w = (1.0 + 0.5 * torch.randn(1, generator=gen)).to(dtype) if weighted else None
+    _, r = tileport.rms_norm_fwd(x, w, eps)
+    g = golden("rms_norm", x=x, weight=w, dy=dy, eps=eps)["dx"]
+
+    def max_rel(a):
+        return ((a.double() - g).abs() / g.abs()).max().item()
+
+    dx, _ = tileport.rms_norm_bwd(x, r, dy, w, eps=eps)
+    assert max_rel(dx) <= 4 * torch.finfo(dtype).eps  # rounded rstd, g * w in fp32, the output rounding
+    assert max_rel(tileport.rms_norm_bwd(x, r, dy, w)[0]) > 0.5
+    xg = x.clone().requires_grad_()
+    tileport.rms_norm(xg, w, eps).backward(dy)
+    assert torch.equal(xg.grad, dx), "autograd passes the forward's eps to the backward"
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -88,8 +88,9 @@ def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: to
     return y, rstd
 
 
-def backward(x, rstd, dy, weight, offset: float, casting: str):
-    """(dx, dweight fp32 or None): dweight is the sum of the programs' partials, in program order."""
+def backward(x, rstd, dy, weight, offset: float, casting: str, eps: float | None = None):
+    """(dx, dweight fp32 or None): dweight is the sum of the programs' partials, in program order. ``eps`` is
+    not used: the fp32 form (``tileport.ops.rms_norm``'s contract)."""
     check_size("rms_norm", x)
     M, D = x.shape
     dx = outputs.empty((M, D), x.dtype, x.device)

@@ -13,6 +13,9 @@ Contract (stated once here; torch.nn.RMSNorm, Liger-Kernel and flash-linear-atte
   ``dx = (g - n * mean(g * n, -1)) * rstd`` in x's dtype; ``dweight = sum over rows of dy * n`` (``n`` rounded
   to x's dtype under "llama"), reduced in fp32 deterministically (the same bits for any thread count) and
   returned in the weight's dtype; None without a weight. Saved for backward: ``x``, ``weight``, ``rstd``.
+  Given the forward's ``eps`` (autograd gives it), a backend with the precision for it computes the same dx
+  without the cancellation of ``g - n * mean(g * n)``: ``dx = rstd * (D * eps * g + sum(x^2) * g - x *
+  sum(g * x)) / (sum(x^2) + D * eps)`` (TileLang CPU, in fp64); the fp32 backends keep the form above.
 - Empty inputs: no rows gives empty outputs (dweight zeros); D = 0 gives rstd nan (the mean of nothing, as
   torch's mean) and empty rows. Rows holding nan/inf affect only their row of y and dx (and dweight).
 
@@ -59,13 +62,13 @@ def _forward_impl(x, weight, eps, offset, casting, output_dtype, backend, out=No
     return y, rstd
 
 
-def _backward_impl(x, rstd, dy, weight, offset, casting, backend):
+def _backward_impl(x, rstd, dy, weight, offset, casting, backend, eps=None):
     """(dx, dweight); dweight is an empty tensor without a weight (a custom op returns tensors only)."""
     impl = REGISTRY.kernels(OP, x.device, _dtypes(x, dy, weight), backend)
     if x.numel() == 0:
         dx = torch.empty_like(x, memory_format=torch.contiguous_format)
         return dx, (x.new_empty(0) if weight is None else torch.zeros_like(weight))
-    dx, dw = impl.backward(_checks.rows_2d(x), rstd.reshape(-1), _checks.rows_2d(dy), weight, offset, casting)
+    dx, dw = impl.backward(_checks.rows_2d(x), rstd.reshape(-1), _checks.rows_2d(dy), weight, offset, casting, eps)
     dx = dx if x.dim() == 2 else dx.view(x.shape)
     return dx, (x.new_empty(0) if dw is None else dw.to(weight.dtype))
 
@@ -86,13 +89,13 @@ def _(x, weight, eps, offset, casting, output_dtype, backend):
 @torch.library.custom_op("tileport::rms_norm_bwd", mutates_args=())
 def _bwd_op(
     x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, weight: Optional[torch.Tensor], offset: float, casting: str,
-    backend: Optional[str],
+    backend: Optional[str], eps: Optional[float],
 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-    return _backward_impl(x, rstd, dy, weight, offset, casting, backend)
+    return _backward_impl(x, rstd, dy, weight, offset, casting, backend, eps)
 
 
 @_bwd_op.register_fake
-def _(x, rstd, dy, weight, offset, casting, backend):
+def _(x, rstd, dy, weight, offset, casting, backend, eps):
     dw = x.new_empty(0) if weight is None else torch.empty_like(weight)
     return torch.empty_like(x, memory_format=torch.contiguous_format), dw
 
@@ -103,10 +106,10 @@ def _fwd(x, weight, eps, offset, casting, output_dtype, backend):
     return _forward_impl(x, weight, eps, offset, casting, output_dtype, backend)
 
 
-def _bwd(x, rstd, dy, weight, offset, casting, backend):
+def _bwd(x, rstd, dy, weight, offset, casting, backend, eps=None):
     if torch.compiler.is_compiling():
-        return _bwd_op(x, rstd, dy, weight, offset, casting, backend)
-    return _backward_impl(x, rstd, dy, weight, offset, casting, backend)
+        return _bwd_op(x, rstd, dy, weight, offset, casting, backend, eps)
+    return _backward_impl(x, rstd, dy, weight, offset, casting, backend, eps)
 
 
 class _RMSNormFunction(torch.autograd.Function):
@@ -114,15 +117,15 @@ class _RMSNormFunction(torch.autograd.Function):
     def forward(ctx, x, weight, eps, offset, casting, output_dtype, backend):
         y, rstd = _fwd(x, weight, eps, offset, casting, output_dtype, backend)
         ctx.save_for_backward(x, weight, rstd)
-        ctx.options = (offset, casting, backend)
+        ctx.options = (offset, casting, backend, eps)
         ctx.mark_non_differentiable(rstd)
         return y, rstd
 
     @staticmethod
     def backward(ctx, dy, _drstd):
         x, weight, rstd = ctx.saved_tensors
-        offset, casting, backend = ctx.options
-        dx, dw = _bwd(x, rstd, dy, weight, offset, casting, backend)
+        offset, casting, backend, eps = ctx.options
+        dx, dw = _bwd(x, rstd, dy, weight, offset, casting, backend, eps)
         return dx, (dw if weight is not None and ctx.needs_input_grad[1] else None), None, None, None, None, None
 
 
@@ -171,15 +174,17 @@ def rms_norm_bwd(
     offset: float = 0.0,
     casting: str = "fp32",
     backend: str | None = None,
+    eps: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``(dx, dweight)`` from the forward's input, its ``rstd`` and ``dy``; dweight is None without a weight."""
+    """``(dx, dweight)`` from the forward's input, its ``rstd`` and ``dy``; dweight is None without a weight.
+    ``eps``: the forward's; with it, backends that can avoid dx's cancellation do (see the contract)."""
     _checks.floating_tensor(x, "x")
     _checks.per_row_tensor(rstd, "rstd", x)
     _checks.like_rows(dy, "dy", x)
     _checks.vector_tensor(weight, "weight", x)
     offset = _checks.finite_real(offset, "offset")
     casting = _checks.choice(casting, "casting", CASTINGS)
-    dx, dw = _bwd(x, rstd, dy, weight, offset, casting, backend)
+    dx, dw = _bwd(x, rstd, dy, weight, offset, casting, backend, None if eps is None else _checks.eps_value(eps))
     return dx, (dw if weight is not None else None)
 
 

@@ -11,14 +11,14 @@ from . import DEFAULT_EPS, rms_norm, rms_norm_bwd, rms_norm_fwd
 
 
 def run(inputs: dict, backend: str | None, backward: bool) -> dict[str, torch.Tensor]:
-    """y and rstd from ``rms_norm_fwd``; dx and dweight from ``rms_norm_bwd`` with the forward's rstd. Every
+    """y and rstd from ``rms_norm_fwd``; dx and dweight from ``rms_norm_bwd`` with the forward's rstd and eps. Every
     attribute a case sets is passed on (eps, offset, casting)."""
     x, w, eps = inputs["x"], inputs.get("weight"), inputs.get("eps", DEFAULT_EPS)
     kw = {k: inputs[k] for k in ("offset", "casting") if k in inputs}
     y, rstd = rms_norm_fwd(x, w, eps, backend=backend, **kw)
     out = {"y": y, "rstd": rstd}
     if backward:
-        dx, dw = rms_norm_bwd(x, rstd, inputs["dy"], w, backend=backend, **kw)
+        dx, dw = rms_norm_bwd(x, rstd, inputs["dy"], w, backend=backend, eps=eps, **kw)
         out["dx"] = dx
         if dw is not None:
             out["dweight"] = dw

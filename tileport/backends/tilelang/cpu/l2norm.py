@@ -83,7 +83,7 @@ def build_backward_eps(x: torch.dtype, dy: torch.dtype):
     def l2norm_bwd_eps(x: X.rows, dy: G.rows, rstd: per_row(), dx: X.rows, eps: T.float32):
         with T.Kernel(M) as row:
             c = T.alloc_local((4,), "float64")  # sum(x^2), sum(x * dy), eps, rstd / (sum(x^2) + eps)
-            ss, d = row_sums64([(0, 0), (0, 1)], [(X, x), (G, dy)], row)
+            ss, d = row_sums64([lambda xv, g: (xv, xv), lambda xv, g: (xv, g)], [(X, x), (G, dy)], row)
             c[0] = ss
             c[1] = d
             c[2] = T.cast(eps, "float64")

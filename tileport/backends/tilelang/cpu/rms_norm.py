@@ -4,7 +4,8 @@ weighted), serving every M and D.
 Forward, per row: rstd = rsqrt(sum(x^2) / D + eps) (in fp64, rounded once), n = x * rstd, y = n * (w + offset) in fp32
 (casting "fp32"), or round(round(n) * round(w + offset)) in x's dtype (casting "llama", HF LlamaRMSNorm's
 order). Without a weight, y = n.
-Backward, per row: n = x * rstd recomputed in fp32, g = dy * (w + offset), c = sum(g * n) / D,
+Backward, per row: n = x * rstd recomputed in fp32, g = dy * (w + offset); given the forward's eps (autograd and
+verify give it), dx in fp64 without cancellation (``build_backward_eps``); without it, c = sum(g * n) / D,
 dx = (g - n * c) * rstd; dweight += dy * n (dy * round(n) for "llama") into the block's fp32 partial, which the
 driver sums over fixed blocks of rows: the same bits for any thread count.
 """
@@ -14,7 +15,7 @@ driver sums over fixed blocks of rows: the same bits for any thread count.
 import tilelang.cpu.language as T
 import torch
 
-from .rowwise import D, F32, M, Io, partial, per_row, rounded, row_map, row_sum, row_sum_squares64, splat
+from .rowwise import VEC, D, F32, M, Io, partial, per_row, rounded, row_map, row_sum, row_sum_squares64, row_sums64, splat
 from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
 
@@ -110,6 +111,59 @@ def build_backward(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"):
     return rms_norm_bwd
 
 
+def _eps_stats(c, eps, rstd, rows, row, g_of):
+    """c = [ss, d, D * eps, rstd / (ss + D * eps)] of ``row``: ss = sum(x^2) and d = sum(g * x) in one fp64 pass,
+    g = g_of(the loaded values after x) in fp32."""
+    ss, d = row_sums64([lambda xv, *rest: (xv, xv), lambda xv, *rest: (g_of(*rest), xv)], rows, row)
+    T.buffer_store(c, ss, [0])
+    T.buffer_store(c, d, [1])
+    T.buffer_store(c, T.cast(D, "float64") * T.cast(eps, "float64"), [2])
+    T.buffer_store(c, T.cast(rstd, "float64") / (T.BufferLoad(c, [0]) + T.BufferLoad(c, [2])), [3])
+
+
+def build_backward_eps(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"):
+    """The backward given the forward's eps: with g = dy * (w + offset) in fp32, ss = sum(x^2) and
+    d = sum(g * x) in one fp64 pass, dx = rstd * (D * eps * g + (ss * g - x * d)) / (ss + D * eps) in fp64
+    (``tp_resid64``: x * d an exact two-term product), rounded once. The same dx as the fp32 form (D * (mean(x^2)
+    + eps) = ss + D * eps), without its cancellation where g is nearly parallel to x (at D = 1 always: there the
+    fp32 form leaves rounding noise of 1 - (x * rstd)^2). dweight as in ``build_backward``."""
+    X, G = Io(x), Io(dy)
+    if w is None:
+
+        @T.prim_func
+        def rms_norm_bwd_eps(x: X.rows, dy: G.rows, rstd: per_row(), dx: X.rows, eps: T.float32):
+            with T.Kernel(M) as row:
+                c = T.alloc_local((4,), "float64")
+                _eps_stats(c, eps, rstd[row], [(X, x), (G, dy)], row, lambda g: g)
+                row_map(lambda xv, g: T.call_extern(VEC, "tp_resid64", g, xv, c[0], c[1], c[2], c[3]), [(X, x), (G, dy)], [(X, dx)], row)
+
+        return rms_norm_bwd_eps
+
+    W = Io(w)
+    dw_term = (lambda n, g: g * rounded(X, n)) if casting == "llama" else (lambda n, g: g * n)
+
+    @T.prim_func
+    def rms_norm_bwd_eps(
+        x: X.rows, dy: G.rows, weight: W.vector, rstd: per_row(), dx: X.rows, dweight: partial(), offset: T.float32, eps: T.float32
+    ):
+        with T.Kernel(M) as row:
+            c = T.alloc_local((4,), "float64")
+            r = T.alloc_local((1,), T.float32)
+            r[0] = rstd[row]
+            _eps_stats(c, eps, r[0], [(X, x), (G, dy), (W, weight)], row, lambda g, wv: g * (wv + splat(offset)))
+            row_map(
+                lambda xv, g, wv: [
+                    T.call_extern(VEC, "tp_resid64", g * (wv + splat(offset)), xv, c[0], c[1], c[2], c[3]),
+                    dw_term(xv * splat(r[0]), g),
+                ],
+                [(X, x), (G, dy), (W, weight)],
+                [(X, dx), (F32, dweight)],
+                row,
+            )
+
+    return rms_norm_bwd_eps
+
+
 def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: torch.dtype, out=None):
     """(y, rstd) for a non-empty 2-D ``x`` (M, D) with unit-stride rows; ``weight`` (D,) or None."""
     M_, D = x.shape
@@ -124,19 +178,21 @@ def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: to
     return y, rstd
 
 
-def backward(x, rstd, dy, weight, offset: float, casting: str):
-    """(dx in x's dtype, dweight fp32 (D,) or None) for non-empty 2-D ``x``, ``dy`` and ``rstd`` (M,)."""
+def backward(x, rstd, dy, weight, offset: float, casting: str, eps: float | None = None):
+    """(dx in x's dtype, dweight fp32 (D,) or None) for non-empty 2-D ``x``, ``dy`` and ``rstd`` (M,); with the
+    forward's ``eps``, dx in the cancellation-free fp64 form (``build_backward_eps``)."""
     M_, D = x.shape
     check_shape(M_, D)
     dx = outputs.empty((M_, D), x.dtype, x.device)
-    rstd = rstd.to(torch.float32).contiguous()
+    args = dict(x=x, dy=dy, rstd=rstd.to(torch.float32).contiguous(), dx=dx)
+    name, build = ("rms_norm_bwd", build_backward) if eps is None else ("rms_norm_bwd_eps", build_backward_eps)
+    if eps is not None:
+        args["eps"] = eps
     if weight is None:
-        CACHE.kernel("rms_norm_bwd", build_backward, x.dtype, dy.dtype, None, "fp32")(
-            threads_for(M_ * D), x=x, dy=dy, rstd=rstd, dx=dx
-        )
+        CACHE.kernel(name, build, x.dtype, dy.dtype, None, "fp32")(threads_for(M_ * D), **args)
         return dx, None
     dweight = outputs.empty((D,), torch.float32, x.device)
-    CACHE.kernel("rms_norm_bwd", build_backward, x.dtype, dy.dtype, weight.dtype, casting)(
-        threads_for(M_ * D), x=x, dy=dy, weight=weight.contiguous(), rstd=rstd, dx=dx, dweight=dweight, offset=offset
+    CACHE.kernel(name, build, x.dtype, dy.dtype, weight.dtype, casting)(
+        threads_for(M_ * D), weight=weight.contiguous(), dweight=dweight, offset=offset, **args
     )
     return dx, dweight

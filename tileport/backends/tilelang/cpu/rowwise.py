@@ -254,34 +254,39 @@ def row_sum(out, k_out, term, inputs, row) -> None:
 
 
 def row_sums64(products, inputs, row):
-    """Sums over ``row``'s columns of products of its inputs in fp64, as fp64 expressions (emits one loop over
-    the row, then returns the totals): ``products`` lists (i, j) pairs of ``inputs`` indices, one sum each.
-    Exact products, two sets of 16 fp64 lanes per sum, a fixed tree (``tp_dot64_*`` in simd.h): rounded once,
-    a sum of squares is (but for near-ties) the correctly rounded sum, where an fp32 sum rounds every square and
-    add; a dot product keeps what fp32 would cancel away."""
-    n_in = len(inputs)
-    v = vectors(n_in + 4 * len(products))  # the loaded columns, then per sum two sets of 16 fp64 lanes
+    """Sums over ``row``'s columns of products in fp64, as fp64 expressions (emits one loop over the row, then
+    returns the totals). ``products`` lists, per sum, a function of the inputs' 16-lane fp32 values giving the
+    two fp32 factors (``lambda x: (x, x)`` for a sum of squares). Exact products, two sets of 16 fp64 lanes per
+    sum, a fixed tree (``tp_dot64_*`` in simd.h): rounded once, a sum of squares is (but for near-ties) the
+    correctly rounded sum, where an fp32 sum rounds every square and add; a dot product keeps what fp32 would
+    cancel away."""
+    n_in, n_sums = len(inputs), len(products)
+    v = vectors(n_in + 2 * n_sums + 4 * n_sums)  # the loaded columns, the factors, per sum two sets of fp64 lanes
 
     def acc(p, u):  # sum p's set u (0 or 1): two 16-lane fp32 slots of v
-        return n_in + 4 * p + 2 * u
+        return n_in + 2 * n_sums + 4 * p + 2 * u
 
-    for p in range(len(products)):
+    for p in range(n_sums):
         _call("tp_dot64_zero", _ref(v, acc(p, 0)))
 
     def step(u, col, n=None):
         for k, (io, buf) in enumerate(inputs):  # a partial load zeroes the missing lanes: their products add 0
             io.load(buf, row, col, v, k, n)
-        for p, (i, j) in enumerate(products):
-            _call("tp_dot64_add", _ref(v, acc(p, u)), _ref(v, i), _ref(v, j))
+        loaded = [get(v, k) for k in range(n_in)]
+        for p, factors in enumerate(products):
+            a, b = factors(*loaded)
+            put(v, n_in + 2 * p, a)
+            put(v, n_in + 2 * p + 1, b)
+            _call("tp_dot64_add", _ref(v, acc(p, u)), _ref(v, n_in + 2 * p), _ref(v, n_in + 2 * p + 1))
 
     with T.serial(D // (2 * VL)) as j:
         step(0, j * 2 * VL)
         step(1, j * 2 * VL + VL)
     _when(D % (2 * VL) >= VL, lambda: step(0, D - D % (2 * VL)))
     _when(D % VL > 0, lambda: step(1, D - D % VL, D % VL))
-    return [T.call_extern("float64", "tp_dot64_total", _ref(v, acc(p, 0))) for p in range(len(products))]
+    return [T.call_extern("float64", "tp_dot64_total", _ref(v, acc(p, 0))) for p in range(n_sums)]
 
 
 def row_sum_squares64(io: Io, buf, row):
     """The sum of squares of ``row``'s columns in fp64 (``row_sums64``), as an fp64 expression."""
-    return row_sums64([(0, 0)], [(io, buf)], row)[0]
+    return row_sums64([lambda x: (x, x)], [(io, buf)], row)[0]

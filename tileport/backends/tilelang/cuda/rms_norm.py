@@ -136,7 +136,8 @@ def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: to
     return y, rstd
 
 
-def backward(x, rstd, dy, weight, offset: float, casting: str):
+def backward(x, rstd, dy, weight, offset: float, casting: str, eps: float | None = None):
+    """(dx, dweight or None); ``eps`` is not used: the fp32 form (``tileport.ops.rms_norm``'s contract)."""
     x, dy, rstd = x.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
     w, off = _weight(weight, x), (offset if weight is not None else 0.0)
     dx = outputs.empty_like(x)
