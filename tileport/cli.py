@@ -378,7 +378,7 @@ def scaffold(
 def _ray_flag(args: list[str]) -> list[str]:
     """``--ray`` takes an optional address (the parser has no optional values): a bare ``--ray`` becomes
     ``--ray local``; the next word is its address only if it looks like one (``auto``, ``local``, or with a
-    colon: ``HOST:PORT``, ``ray://HOST:PORT``), so ``--ray l2norm`` still names the operator."""
+    colon: ``HOST:PORT``, ``ray://HOST:PORT``), so ``--ray OP`` still names the operator."""
     from .verify.cluster import LOCAL
 
     out = []

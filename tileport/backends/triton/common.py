@@ -62,7 +62,7 @@ def row_sum_squares(X, rows, row_ok, D, stride_x, BLOCK_M: tl.constexpr, BLOCK_D
 def column_sum(v, TREE: tl.constexpr):
     """The sum of a (BLOCK_M, BLOCK_D) block's rows. A GPU reduces them as a tree; the interpreter's ``tl.sum``
     over axis 0 is numpy's add-reduce, a sequential sum of the BLOCK_M rows (32 and more per program there), whose
-    error grows with BLOCK_M: in rms_norm's fp32 dweight that lost to torch's cascade sum at L1 (MERE ratio 1.1).
+    error grows with BLOCK_M: a weight gradient's fp32 partial lost to torch's cascade sum at L1 (MERE ratio 1.1).
     With TREE (set when interpreting) the rows are added pairwise, halving the block to one row, as a GPU does."""
     if TREE:  # a constexpr branch: a GPU build never sees this plain-Python loop
         while v.shape[0] > 1:  # BLOCK_M is a power of 2
