@@ -245,19 +245,18 @@ def run_case(task: Task, j: Judge, case: Case, progress: Callable[..., None] | N
     if case.expects_rejection:
         out.results = [_rejection(j, suite, case, inputs, b) for b in task.backends]
         return out
-    running = []
+    running = []  # (backend, its reduced workload or None)
     for backend in task.backends:
         cut = task.reduced.get(backend)
         if cut is not None and case.rank >= cut.cases_per_dtype:
             out.skipped.setdefault(backend, [0, cut.describe()])[0] += 1
         else:
-            running.append(backend)
+            running.append((backend, cut))
     if not running:  # a reduced backend alone (``--backend triton``): no golden nor benchmark to compute
         return out
     bm, gold = j.references(inputs, suite.backward)
     per_backend = {j.benchmark: bm}  # the benchmark is one side of the cross-backend comparison
-    for backend in running:
-        cut = task.reduced.get(backend)
+    for backend, cut in running:
         backend_runs = cut.runs if cut is not None else task.runs
         try:
             under = j.execute(inputs, backend, suite.backward)
