@@ -27,9 +27,9 @@ def test_existing_operators_and_api_names_are_never_overwritten(name):
 
 def test_like_an_operator_without_a_template_is_refused_naming_what_is_missing():
     with pytest.raises(ScaffoldError, match="rms_norm's inputs and outputs .*weight.* have no template yet"):
-        plan("layer_norm", like="rms_norm")
+        plan("group_norm", like="rms_norm")
     with pytest.raises(ScaffoldError, match="not an operator"):
-        plan("layer_norm", like="nope")
+        plan("group_norm", like="nope")
 
 
 def test_plan_names_every_layer_and_the_export_line():
@@ -39,7 +39,7 @@ def test_plan_names_every_layer_and_the_export_line():
             "tileport/backends/triton/soft_sign.py", "tileport/cases/suites/soft_sign.yaml",
             "tests/ops/test_soft_sign_numerics.py", "docs/ops/soft_sign.md"} <= written  # fmt: skip
     assert p.export.startswith("from .soft_sign import SoftSign, soft_sign, soft_sign_bwd, soft_sign_fwd")
-    assert class_name("layer_norm") == "LayerNorm"
+    assert class_name("group_norm") == "GroupNorm"
     assert not any("$" in text for text in p.files.values())  # every placeholder filled
 
 

@@ -117,3 +117,20 @@ def test_rms_norm_ascend_lowering(backend, capfd):
     assert src["rms_norm_fwd"].count("rsqrtf(") == 1 and src["rms_norm_fwd"].count("0x1.8p+0f") == 1  # one NR step
     bwd = src["rms_norm_bwd"]
     assert "DWP" in bwd and bwd.count("asc_copy_ub2gm_align") >= 3  # dx, and the core's dweight row in and out
+
+
+def test_layer_norm_cuda_lowering(backend):
+    src = backend.device_sources("layer_norm", "cuda", torch.bfloat16, 4097)
+    assert set(src) == {"layer_norm_fwd", "layer_norm_bwd", "layer_norm_param_grads"}
+    fwd = src["layer_norm_fwd"]
+    assert fwd.count("tl::AllReduce") == 2 and "__frsqrt_rn" in fwd  # the mean, then the centred sum of squares
+    assert "atomic" not in src["layer_norm_param_grads"].lower()  # dweight and dbias: rows in order
+
+
+def test_layer_norm_ascend_lowering(backend, capfd):
+    src = backend.device_sources("layer_norm", "ascend", torch.float16, 1000, nr_steps=1)
+    out, err = capfd.readouterr()
+    assert "ThreadSync" not in out + err, "lowering reports a data race: " + (out + err)[-400:]
+    assert src["layer_norm_fwd"].count("rsqrtf(") == 1 and src["layer_norm_fwd"].count("0x1.8p+0f") == 1  # one NR step
+    bwd = src["layer_norm_bwd"]
+    assert "DWP" in bwd and "DBP" in bwd and bwd.count("asc_copy_ub2gm_align") >= 5  # dx, both partial rows in and out

@@ -220,7 +220,7 @@ def make_inputs(suite: Suite, case: Case) -> dict[str, Any]:
     near_eps = spec.near_eps(case.attrs, D) if spec.near_eps and not standard else 1e-3  # a suite range's scale
     out: dict[str, Any] = dict(case.attrs)
     for t, (name, shape) in zip(suite.tensors, input_shapes(suite, case).items()):
-        if case.source is not None:  # a model case: the captured site this input maps to, the same rows
+        if case.source is not None and name in spec.model_sites:  # a model case: the captured site, the same rows
             config, index, start, rows = case.source
             v = modelcases.values(config, spec.model_sites[name], index, start, rows)
         elif case.filled == name and case.fill_value is not None:

@@ -56,7 +56,7 @@ class Plan:
 
 
 def class_name(name: str) -> str:
-    """``layer_norm`` -> ``LayerNorm``: the module form's name."""
+    """``group_norm`` -> ``GroupNorm``: the module form's name."""
     return "".join(part.capitalize() for part in name.split("_"))
 
 
@@ -78,7 +78,7 @@ def default_like() -> str:
 
 def _check(name: str, like: str, root: Path) -> None:
     if not (NAME.fullmatch(name) and name.isidentifier() and not keyword.iskeyword(name)):
-        raise ScaffoldError(f"operator name {name!r} is not a valid lower-case Python identifier (like layer_norm)")
+        raise ScaffoldError(f"operator name {name!r} is not a valid lower-case Python identifier (like group_norm)")
     taken = set(specs()) | {n for n in dir(tileport) if not n.startswith("_")}
     if name in taken or any(f"{name}{s}" in taken for s in ("_fwd", "_bwd")) or class_name(name) in taken:
         raise ScaffoldError(f"operator {name!r} exists already (or its names clash with tileport's API); scaffold never overwrites")

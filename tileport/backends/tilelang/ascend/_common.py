@@ -1,5 +1,6 @@
 """What the Ascend arch35 row kernels share: the persistent grid, UB budget and tile-width buckets, the
-Newton-Raphson-refined hardware rsqrt, and the pass that sums x^2 over a block of rows chunk by chunk."""
+Newton-Raphson-refined hardware rsqrt, and the pass that sums a per-element term (x^2, ...) over a block of rows
+chunk by chunk."""
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
 import tilelang.ascend.language as T
@@ -34,13 +35,14 @@ def refined_rsqrt(s, steps: int):
     return tirx.Let(sv, s, tirx.Let(ys[0], T.rsqrt(sv), body))
 
 
-def sum_squares(width: int, block_M: int):
-    """A macro: ``ru[i] = sum(X[r0 + i, :D]^2)`` for the block's rows, the chunks moved GM -> UB (runtime
-    lengths), squared in a SIMT sub-kernel masked past D, reduced per row and accumulated; double-buffered.
-    The last chunk stays in ``xu`` (the whole row when D fits one tile)."""
+def row_sum(width: int, block_M: int, term):
+    """A macro: ``ru[i] = sum over j < D of term(X[r0 + i, j], aux, i)`` for the block's rows (``aux``: a
+    per-row UB vector the term may read, such as a mean), the chunks moved GM -> UB (runtime lengths), the
+    terms computed in a SIMT sub-kernel masked past D, reduced per row and accumulated; double-buffered. The
+    last chunk stays in ``xu`` (the whole row when D fits one tile)."""
 
     @T.macro
-    def body(X, xu, sq, part, ru, r0, rows, D):
+    def body(X, xu, sq, part, ru, aux, r0, rows, D):
         with T.SimtVF(threads=THREADS):
             for i in T.Parallel(block_M):
                 ru[i] = 0.0
@@ -49,11 +51,16 @@ def sum_squares(width: int, block_M: int):
             T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
             with T.SimtVF(threads=THREADS):
                 for i, j in T.Parallel(block_M, width):
-                    v = xu[i, j].astype("float32")
-                    sq[i, j] = T.if_then_else(j < n, v * v, 0.0)
+                    sq[i, j] = T.if_then_else(j < n, term(xu[i, j].astype("float32"), aux, i), 0.0)
             T.reduce_sum(sq, part, dim=1)
             with T.SimtVF(threads=THREADS):
                 for i in T.Parallel(block_M):
                     ru[i] += part[i]
 
     return body
+
+
+def sum_squares(width: int, block_M: int):
+    """A macro: ``ru[i] = sum(X[r0 + i, :D]^2)`` for the block's rows (``row_sum`` of squares; call it with
+    ``aux`` = ``ru``, unread)."""
+    return row_sum(width, block_M, lambda v, aux, i: v * v)

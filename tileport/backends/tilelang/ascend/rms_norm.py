@@ -48,7 +48,7 @@ def build_forward(width: int, x_dtype: torch.dtype, w_dtype: torch.dtype, y_dtyp
                 if b < blocks:
                     r0 = b * block_M
                     rows = T.min(block_M, M - r0)
-                    squares(X, xu, sq, part, ru, r0, rows, D)
+                    squares(X, xu, sq, part, ru, ru, r0, rows, D)
                     with T.SimtVF(threads=THREADS):
                         for i in T.Parallel(block_M):
                             ru[i] = refined_rsqrt(ru[i] / T.cast(D, "float32") + eps, nr_steps)

@@ -261,7 +261,9 @@ def row_sums64(products, inputs, row):
     correctly rounded sum, where an fp32 sum rounds every square and add; a dot product keeps what fp32 would
     cancel away."""
     n_in, n_sums = len(inputs), len(products)
-    v = vectors(n_in + 2 * n_sums + 4 * n_sums)  # the loaded columns, the factors, per sum two sets of fp64 lanes
+    # the loaded columns, the factors, per sum two sets of fp64 lanes, a scratch slot for the tail's masks
+    v = vectors(n_in + 2 * n_sums + 4 * n_sums + 1)
+    tmp = n_in + 6 * n_sums
 
     def acc(p, u):  # sum p's set u (0 or 1): two 16-lane fp32 slots of v
         return n_in + 2 * n_sums + 4 * p + 2 * u
@@ -270,13 +272,16 @@ def row_sums64(products, inputs, row):
         _call("tp_dot64_zero", _ref(v, acc(p, 0)))
 
     def step(u, col, n=None):
-        for k, (io, buf) in enumerate(inputs):  # a partial load zeroes the missing lanes: their products add 0
+        for k, (io, buf) in enumerate(inputs):  # a partial load zeroes the missing lanes
             io.load(buf, row, col, v, k, n)
         loaded = [get(v, k) for k in range(n_in)]
         for p, factors in enumerate(products):
-            a, b = factors(*loaded)
-            put(v, n_in + 2 * p, a)
-            put(v, n_in + 2 * p + 1, b)
+            for f, value in enumerate(factors(*loaded)):
+                put(v, n_in + 2 * p + f, value)
+                if n is not None:  # the tail: a factor of zeroed lanes need not be 0 (x - mean), so mask it
+                    put(v, tmp, splat(T.float32(0)))
+                    _call("tp_keep_lanes", _ref(v, tmp), _ref(v, n_in + 2 * p + f), n)
+                    put(v, n_in + 2 * p + f, get(v, tmp))
             _call("tp_dot64_add", _ref(v, acc(p, u)), _ref(v, n_in + 2 * p), _ref(v, n_in + 2 * p + 1))
 
     with T.serial(D // (2 * VL)) as j:

@@ -1,0 +1,91 @@
+"""layer_norm forward and backward against the float64 golden (dual benchmark L0), on every CPU backend."""
+
+import pytest
+import torch
+
+import tileport
+from tileport.precision import assert_dual_benchmark
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+DIMS = [1, 7, 100, 512, 4097]
+
+
+def _param(D, dtype, seed, center):
+    g = torch.Generator().manual_seed(seed)
+    return (center + 0.5 * torch.randn(D, generator=g)).to(dtype)
+
+
+def _check(x, w, b, dy, golden, backend=None, eps=1e-5):
+    y, mean, rstd = tileport.layer_norm_fwd(x, w, b, eps, backend=backend)
+    yb, mb, rb = tileport.layer_norm_fwd(x, w, b, eps, backend="torch")
+    dx, dw, db = tileport.layer_norm_bwd(x, mean, rstd, dy, w, bias=b, backend=backend)
+    dxb, dwb, dbb = tileport.layer_norm_bwd(x, mb, rb, dy, w, bias=b, backend="torch")
+    gold = golden("layer_norm", x=x, weight=w, bias=b, dy=dy, eps=eps)
+    assert y.dtype == x.dtype and mean.dtype == rstd.dtype == torch.float32 and dx.dtype == x.dtype
+    assert_dual_benchmark(y, gold["y"], yb, dtype=x.dtype)
+    assert_dual_benchmark(mean, gold["mean"], mb, dtype=torch.float32)
+    assert_dual_benchmark(rstd, gold["rstd"], rb, dtype=torch.float32)
+    assert_dual_benchmark(dx, gold["dx"], dxb, dtype=x.dtype)
+    for p, grad, gname, bench in ((w, dw, "dweight", dwb), (b, db, "dbias", dbb)):
+        if p is None:
+            assert grad is None
+        else:
+            assert grad.dtype == p.dtype and grad.shape == p.shape
+            assert_dual_benchmark(grad, gold[gname], bench, dtype=p.dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("D", DIMS)
+def test_tilelang_forward_backward_with_weight_and_bias_match_golden(dtype, D, golden, randn):
+    x, dy = randn(64, D, dtype=dtype, scale=2.0), randn(64, D, dtype=dtype, seed=1)
+    _check(x, _param(D, dtype, 5, 1.0), _param(D, dtype, 6, 0.0), dy, golden)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_without_parameters_and_with_one_of_them(dtype, golden, randn):
+    x, dy = randn(48, 300, dtype=dtype), randn(48, 300, dtype=dtype, seed=2)
+    _check(x, None, None, dy, golden)
+    _check(x, _param(300, dtype, 5, 1.0), None, dy, golden)
+    _check(x, None, _param(300, dtype, 6, 0.0), dy, golden)
+
+
+@pytest.mark.parametrize("backend,margin", [("tilelang", 1.0), ("triton", 1.5)])
+def test_rows_with_a_large_mean_keep_their_spread(backend, margin, golden):
+    """Values near 1000 with unit spread: E[x^2] - mean^2 in fp32 would lose the spread (~1e6 against ~1e6, an
+    rstd off by percents); the two-pass variance keeps rstd within 1e-6. y's error is at most torch's fp32
+    layer_norm's on TileLang (an fp64 mean); Triton's plain fp32 sum of x puts the mean off by ~1e-4 (within
+    1.5x of torch's error, as the upstream Triton kernels)."""
+    g = torch.Generator().manual_seed(0)
+    x = 1000.0 + torch.randn(64, 1000, generator=g)
+    gold = golden("layer_norm", x=x)
+    y, _, rstd = tileport.layer_norm_fwd(x, backend=backend)
+    yt = torch.nn.functional.layer_norm(x, (1000,))
+    err = lambda t: (t.double() - gold["y"]).abs().max().item()  # noqa: E731
+    assert err(y) <= margin * err(yt)
+    torch.testing.assert_close(rstd.double(), gold["rstd"], rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_triton_interpreter_matches_golden(dtype, golden, randn):
+    x, dy = randn(33, 200, dtype=dtype), randn(33, 200, dtype=dtype, seed=3)
+    _check(x, _param(200, dtype, 5, 1.0), _param(200, dtype, 6, 0.0), dy, golden, backend="triton")
+
+
+def test_matches_torch_layer_norm_and_its_autograd(randn):
+    x = randn(16, 5, 256, scale=3.0).requires_grad_()
+    w, b = _param(256, torch.float32, 5, 1.0).requires_grad_(), _param(256, torch.float32, 6, 0.0).requires_grad_()
+    y = tileport.layer_norm(x, w, b, eps=1e-5)
+    xr, wr, br = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    yr = torch.nn.functional.layer_norm(xr, (256,), wr, br, 1e-5)
+    torch.testing.assert_close(y, yr, rtol=2e-6, atol=2e-6)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    yr.backward(dy)
+    for ours, theirs in ((x, xr), (w, wr), (b, br)):
+        torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_float64_inputs_run_on_the_torch_reference(randn):
+    x = randn(4, 32).double()
+    y, mean, rstd = tileport.layer_norm_fwd(x, torch.ones(32, dtype=torch.float64))
+    assert y.dtype == mean.dtype == rstd.dtype == torch.float64

@@ -1,0 +1,210 @@
+"""layer_norm forward and backward for Ascend arch35 (Ascend 950) in TileLang's ascend dialect, one kernel per
+(dtypes, tile-width bucket); M and D are runtime values. rms_norm's Ascend layout (``ascend/rms_norm.py``): a
+persistent grid of ``CORES`` vector cores walking blocks of rows, GM -> UB copies of runtime length, SIMT
+vector sub-kernels, ``T.Pipelined`` double buffering, the hardware rsqrt refined by ``nr_steps``
+Newton-Raphson steps (default 1).
+
+Forward: the mean (``row_sum`` of x), the variance (``row_sum`` of (x - mean)^2: two passes, never
+E[x^2] - mean^2), y = (x - mean) * rstd * w + b. Backward: sum(g) and sum(g * xhat) per row (g = dy * w,
+xhat = (x - mean) * rstd), dx = (g - mean(g) - xhat * mean(g * xhat)) * rstd; dweight and dbias as fp32
+partial rows per core in GM (``CORES x D`` each), each core adding its blocks' column sums of dy * xhat and dy,
+summed by the launcher in core order (deterministic). The launcher passes ones and zeros for a weight or bias
+not given.
+"""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+import tilelang.ascend.language as T
+import torch
+
+from ..targets import RUNNERS, TL_DTYPE
+from ._common import CORES, MAX_WIDTH, NR_STEPS, THREADS, bucket, refined_rsqrt, row_sum, rows_per_block
+from ... import outputs
+
+RUNNER = RUNNERS["ascend"]
+
+
+def build_forward(width: int, x_dtype: torch.dtype, p_dtype: torch.dtype, y_dtype: torch.dtype, nr_steps: int = NR_STEPS):
+    xt, pt, yt = TL_DTYPE[x_dtype], TL_DTYPE[p_dtype], TL_DTYPE[y_dtype]
+    block_M = rows_per_block(width, x_dtype.itemsize + 4 + y_dtype.itemsize)
+    one_chunk = width < MAX_WIDTH
+    M, D = T.dynamic("M"), T.dynamic("D")
+    total = row_sum(width, block_M, lambda v, aux, i: v)
+    centered = row_sum(width, block_M, lambda v, aux, i: (v - aux[i]) * (v - aux[i]))
+
+    @T.prim_func
+    def layer_norm_fwd(X: T.Tensor((M, D), xt), W: T.Tensor((D,), pt), B: T.Tensor((D,), pt), Y: T.Tensor((M, D), yt),
+                       MEAN: T.Tensor((M,), "float32"), RSTD: T.Tensor((M,), "float32"), eps: T.float32):  # fmt: skip
+        with T.Kernel(CORES) as core:
+            xu = T.alloc_shared((block_M, width), xt)
+            sq = T.alloc_shared((block_M, width), "float32")
+            yu = T.alloc_shared((block_M, width), yt)
+            wu = T.alloc_shared((width,), pt)
+            bu = T.alloc_shared((width,), pt)
+            part = T.alloc_shared((block_M,), "float32")
+            mu = T.alloc_shared((block_M,), "float32")
+            ru = T.alloc_shared((block_M,), "float32")
+            blocks = T.ceildiv(M, block_M)
+            chunks = T.ceildiv(D, width)
+            for t in T.serial(T.ceildiv(blocks, CORES)):
+                b = core + t * CORES
+                if b < blocks:
+                    r0 = b * block_M
+                    rows = T.min(block_M, M - r0)
+                    total(X, xu, sq, part, mu, mu, r0, rows, D)
+                    with T.SimtVF(threads=THREADS):
+                        for i in T.Parallel(block_M):
+                            mu[i] = mu[i] / T.cast(D, "float32")
+                    centered(X, xu, sq, part, ru, mu, r0, rows, D)
+                    with T.SimtVF(threads=THREADS):
+                        for i in T.Parallel(block_M):
+                            ru[i] = refined_rsqrt(ru[i] / T.cast(D, "float32") + eps, nr_steps)
+                    for k in T.Pipelined(chunks, num_stages=2):
+                        n = T.min(width, D - k * width)
+                        if not one_chunk:
+                            T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
+                        T.copy(W[k * width : k * width + n], wu[0:n])
+                        T.copy(B[k * width : k * width + n], bu[0:n])
+                        with T.SimtVF(threads=THREADS):
+                            for i, j in T.Parallel(block_M, width):
+                                xhat = (xu[i, j].astype("float32") - mu[i]) * ru[i]
+                                yu[i, j] = (xhat * wu[j].astype("float32") + bu[j].astype("float32")).astype(yt)
+                        T.copy(yu[0:rows, 0:n], Y[r0 : r0 + rows, k * width : k * width + n])
+                    T.copy(mu[0:rows], MEAN[r0 : r0 + rows])
+                    T.copy(ru[0:rows], RSTD[r0 : r0 + rows])
+
+    return layer_norm_fwd
+
+
+def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, p_dtype: torch.dtype):
+    """dx per row; each core's dweight and dbias partial rows += its blocks' column sums of dy * xhat and dy."""
+    xt, gt, pt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype], TL_DTYPE[p_dtype]
+    block_M = rows_per_block(width, 2 * x_dtype.itemsize + dy_dtype.itemsize + 12)
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.prim_func
+    def layer_norm_bwd(X: T.Tensor((M, D), xt), DY: T.Tensor((M, D), gt), W: T.Tensor((D,), pt),
+                       MEAN: T.Tensor((M,), "float32"), RSTD: T.Tensor((M,), "float32"), DX: T.Tensor((M, D), xt),
+                       DWP: T.Tensor((CORES, D), "float32"), DBP: T.Tensor((CORES, D), "float32")):  # fmt: skip
+        with T.Kernel(CORES) as core:
+            xu = T.alloc_shared((block_M, width), xt)
+            gu = T.alloc_shared((block_M, width), gt)
+            pu = T.alloc_shared((block_M, width), "float32")
+            qu = T.alloc_shared((block_M, width), "float32")
+            du = T.alloc_shared((block_M, width), xt)
+            wu = T.alloc_shared((width,), pt)
+            cu = T.alloc_shared((width,), "float32")
+            dwu = T.alloc_shared((width,), "float32")
+            dbu = T.alloc_shared((width,), "float32")
+            part = T.alloc_shared((block_M,), "float32")
+            s1 = T.alloc_shared((block_M,), "float32")
+            s2 = T.alloc_shared((block_M,), "float32")
+            mu = T.alloc_shared((block_M,), "float32")
+            ru = T.alloc_shared((block_M,), "float32")
+            blocks = T.ceildiv(M, block_M)
+            chunks = T.ceildiv(D, width)
+            for k in T.serial(chunks):  # this core's partial rows start at zero
+                n = T.min(width, D - k * width)
+                with T.SimtVF(threads=THREADS):
+                    for j in T.Parallel(width):
+                        dwu[j] = 0.0
+                T.copy(dwu[0:n], DWP[core, k * width : k * width + n])
+                T.copy(dwu[0:n], DBP[core, k * width : k * width + n])
+            for t in T.serial(T.ceildiv(blocks, CORES)):
+                b = core + t * CORES
+                if b < blocks:
+                    r0 = b * block_M
+                    rows = T.min(block_M, M - r0)
+                    T.copy(MEAN[r0 : r0 + rows], mu[0:rows])
+                    T.copy(RSTD[r0 : r0 + rows], ru[0:rows])
+                    with T.SimtVF(threads=THREADS):
+                        for i in T.Parallel(block_M):
+                            s1[i] = 0.0
+                            s2[i] = 0.0
+                    for k in T.Pipelined(chunks, num_stages=2):
+                        n = T.min(width, D - k * width)
+                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
+                        T.copy(DY[r0 : r0 + rows, k * width : k * width + n], gu[0:rows, 0:n])
+                        T.copy(W[k * width : k * width + n], wu[0:n])
+                        with T.SimtVF(threads=THREADS):
+                            for i, j in T.Parallel(block_M, width):
+                                g = gu[i, j].astype("float32") * wu[j].astype("float32")
+                                pu[i, j] = T.if_then_else(j < n, g, 0.0)
+                                qu[i, j] = T.if_then_else(j < n, g * ((xu[i, j].astype("float32") - mu[i]) * ru[i]), 0.0)
+                        T.reduce_sum(pu, part, dim=1)
+                        with T.SimtVF(threads=THREADS):
+                            for i in T.Parallel(block_M):
+                                s1[i] += part[i]
+                        T.reduce_sum(qu, part, dim=1)
+                        with T.SimtVF(threads=THREADS):
+                            for i in T.Parallel(block_M):
+                                s2[i] += part[i]
+                    with T.SimtVF(threads=THREADS):
+                        for i in T.Parallel(block_M):
+                            s1[i] = s1[i] / T.cast(D, "float32")  # the means: divisions, as torch's
+                            s2[i] = s2[i] / T.cast(D, "float32")
+                    for k in T.Pipelined(chunks, num_stages=2):
+                        n = T.min(width, D - k * width)
+                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
+                        T.copy(DY[r0 : r0 + rows, k * width : k * width + n], gu[0:rows, 0:n])
+                        T.copy(W[k * width : k * width + n], wu[0:n])
+                        T.copy(DWP[core, k * width : k * width + n], dwu[0:n])
+                        T.copy(DBP[core, k * width : k * width + n], dbu[0:n])
+                        with T.SimtVF(threads=THREADS):
+                            for i, j in T.Parallel(block_M, width):
+                                xhat = (xu[i, j].astype("float32") - mu[i]) * ru[i]
+                                gy = gu[i, j].astype("float32")
+                                du[i, j] = (((gy * wu[j].astype("float32") - xhat * s2[i]) - s1[i]) * ru[i]).astype(xt)
+                                pu[i, j] = T.if_then_else(i < rows, gy * xhat, 0.0)
+                                qu[i, j] = T.if_then_else(i < rows, gy, 0.0)
+                        with T.SimtVF(threads=THREADS):
+                            for j in T.Parallel(width):
+                                cu[j] = 0.0
+                                for i in T.serial(block_M):
+                                    cu[j] += pu[i, j]
+                                dwu[j] += cu[j]
+                                cu[j] = 0.0
+                                for i in T.serial(block_M):
+                                    cu[j] += qu[i, j]
+                                dbu[j] += cu[j]
+                        T.copy(du[0:rows, 0:n], DX[r0 : r0 + rows, k * width : k * width + n])
+                        T.copy(dwu[0:n], DWP[core, k * width : k * width + n])
+                        T.copy(dbu[0:n], DBP[core, k * width : k * width + n])
+
+    return layer_norm_bwd
+
+
+def lowered(dtype: torch.dtype, dim: int, nr_steps: int = NR_STEPS) -> dict:
+    """{kernel name: prim_func} serving rows of ``dim`` columns, for ``tileport lower``."""
+    b = bucket(dim)
+    return {"layer_norm_fwd": build_forward(b, dtype, dtype, dtype, nr_steps), "layer_norm_bwd": build_backward(b, dtype, dtype, dtype)}
+
+
+def _params(weight, bias, x):
+    """Weight and bias in one dtype (promoted: exact), ones and zeros for those absent (x's dtype for neither)."""
+    given = [p.dtype for p in (weight, bias) if p is not None] or [x.dtype]
+    dt = given[0] if len(given) == 1 else torch.promote_types(*given)
+    w = torch.ones(x.shape[1], dtype=dt, device=x.device) if weight is None else weight.to(dt).contiguous()
+    b = torch.zeros(x.shape[1], dtype=dt, device=x.device) if bias is None else bias.to(dt).contiguous()
+    return w, b
+
+
+def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None, nr_steps: int = NR_STEPS):
+    """(y, mean, rstd) on an Ascend 950 NPU (torch_npu tensors) for a non-empty 2-D x."""
+    x = x.contiguous()
+    M, D = x.shape
+    if out is None:
+        out = (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device), outputs.empty((M,), torch.float32, x.device))
+    w, b = _params(weight, bias, x)
+    RUNNER.kernel("layer_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, nr_steps)(x, w, b, *out, eps)
+    return out
+
+
+def backward(x, mean, rstd, dy, weight, with_dbias: bool):
+    """(dx, dweight or None, dbias or None)."""
+    x, dy = x.contiguous(), dy.contiguous()
+    mean, rstd = mean.to(torch.float32).contiguous(), rstd.to(torch.float32).contiguous()
+    w, _ = _params(weight, None, x)
+    dx = outputs.empty_like(x)
+    dwp, dbp = (outputs.empty((CORES, x.shape[1]), torch.float32, x.device) for _ in range(2))
+    RUNNER.kernel("layer_norm_bwd", build_backward, bucket(x.shape[1]), x.dtype, dy.dtype, w.dtype)(x, dy, w, mean, rstd, dx, dwp, dbp)
+    return dx, (dwp.sum(0) if weight is not None else None), (dbp.sum(0) if with_dbias else None)

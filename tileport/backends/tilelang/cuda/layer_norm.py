@@ -1,0 +1,174 @@
+"""layer_norm forward and backward as TileLang CUDA kernels, one per (dtypes, chunk bucket); M and D are
+dynamic. l2norm's CUDA layout (``cuda/l2norm.py``): one row per CTA, walked in column chunks of D's bucket,
+masked by column only.
+
+Forward: the mean (a pass summing x), the variance (a pass summing (x - mean)^2 masked past D: two passes,
+never E[x^2] - mean^2), rstd = rsqrt(var + eps) (``__frsqrt_rn``; ``rsqrt="approx"``: the hardware one),
+y = (x - mean) * rstd * w + b. Backward: one kernel writes dx per row from sum(g) and sum(g * xhat); a second
+sums dweight (dy * xhat) and dbias (dy) over rows, one CTA per column chunk walking every row in order
+(deterministic: no atomics). The launcher passes ones and zeros for a weight or bias not given.
+"""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+import tilelang.language as T
+import torch
+
+from ..targets import RUNNERS, TL_DTYPE
+from ._common import bucket, rsqrt as _rsqrt, threads as _threads
+from ... import outputs
+
+RUNNER = RUNNERS["cuda"]
+
+
+def build_forward(chunk: int, x_dtype: torch.dtype, p_dtype: torch.dtype, y_dtype: torch.dtype, rsqrt: str = "exact"):
+    xt, pt, yt = TL_DTYPE[x_dtype], TL_DTYPE[p_dtype], TL_DTYPE[y_dtype]
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.prim_func
+    def layer_norm_fwd(X: T.Tensor((M, D), xt), W: T.Tensor((D,), pt), B: T.Tensor((D,), pt), Y: T.Tensor((M, D), yt),
+                       MEAN: T.Tensor((M,), "float32"), RSTD: T.Tensor((M,), "float32"), eps: T.float32):  # fmt: skip
+        with T.Kernel(M, threads=_threads(chunk)) as bx:
+            acc = T.alloc_fragment((1, chunk), "float32")
+            m = T.alloc_fragment((1,), "float32")
+            r = T.alloc_fragment((1,), "float32")
+            T.clear(acc)
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    acc[i, j] += T.if_then_else(col < D, X[bx, col], T.cast(0, xt)).astype("float32")
+            T.reduce_sum(acc, m, dim=1)
+            for i in T.Parallel(1):
+                m[i] = m[i] / T.cast(D, "float32")
+            T.clear(acc)
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    xc = T.if_then_else(col < D, X[bx, col].astype("float32") - m[i], T.float32(0))
+                    acc[i, j] += xc * xc
+            T.reduce_sum(acc, r, dim=1)
+            for i in T.Parallel(1):
+                r[i] = _rsqrt(r[i] / T.cast(D, "float32") + eps, rsqrt)
+            for i in T.Parallel(1):
+                MEAN[bx] = m[i]
+                RSTD[bx] = r[i]
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    if col < D:
+                        xhat = (X[bx, col].astype("float32") - m[i]) * r[i]
+                        Y[bx, col] = (xhat * W[col].astype("float32") + B[col].astype("float32")).astype(yt)
+
+    return layer_norm_fwd
+
+
+def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, p_dtype: torch.dtype):
+    """dx = (g - mean(g) - xhat * mean(g * xhat)) * rstd with g = dy * w, one row per CTA."""
+    xt, gt, pt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype], TL_DTYPE[p_dtype]
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.prim_func
+    def layer_norm_bwd(X: T.Tensor((M, D), xt), DY: T.Tensor((M, D), gt), W: T.Tensor((D,), pt),
+                       MEAN: T.Tensor((M,), "float32"), RSTD: T.Tensor((M,), "float32"), DX: T.Tensor((M, D), xt)):  # fmt: skip
+        with T.Kernel(M, threads=_threads(chunk)) as bx:
+            acc_g = T.alloc_fragment((1, chunk), "float32")
+            acc_gx = T.alloc_fragment((1, chunk), "float32")
+            c1 = T.alloc_fragment((1,), "float32")
+            c2 = T.alloc_fragment((1,), "float32")
+            T.clear(acc_g)
+            T.clear(acc_gx)
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    ok = col < D
+                    xhat = T.if_then_else(ok, (X[bx, col].astype("float32") - MEAN[bx]) * RSTD[bx], T.float32(0))
+                    g = T.if_then_else(ok, DY[bx, col].astype("float32") * W[col].astype("float32"), T.float32(0))
+                    acc_g[i, j] += g
+                    acc_gx[i, j] += g * xhat
+            T.reduce_sum(acc_g, c1, dim=1)
+            T.reduce_sum(acc_gx, c2, dim=1)
+            for i in T.Parallel(1):
+                c1[i] = c1[i] / T.cast(D, "float32")
+                c2[i] = c2[i] / T.cast(D, "float32")
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    if col < D:
+                        xhat = (X[bx, col].astype("float32") - MEAN[bx]) * RSTD[bx]
+                        g = DY[bx, col].astype("float32") * W[col].astype("float32")
+                        DX[bx, col] = (((g - xhat * c2[i]) - c1[i]) * RSTD[bx]).astype(xt)  # g rounded before the mean comes off
+
+    return layer_norm_bwd
+
+
+def build_param_grads(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
+    """dweight[col] = sum over rows of dy * xhat, dbias[col] = sum over rows of dy, in fp32, rows in order."""
+    xt, gt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype]
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.prim_func
+    def layer_norm_param_grads(X: T.Tensor((M, D), xt), DY: T.Tensor((M, D), gt), MEAN: T.Tensor((M,), "float32"),
+                               RSTD: T.Tensor((M,), "float32"), DW: T.Tensor((D,), "float32"), DB: T.Tensor((D,), "float32")):  # fmt: skip
+        with T.Kernel(T.ceildiv(D, chunk), threads=_threads(chunk)) as bx:
+            acc_w = T.alloc_fragment((chunk,), "float32")
+            acc_b = T.alloc_fragment((chunk,), "float32")
+            T.clear(acc_w)
+            T.clear(acc_b)
+            for row in T.serial(M):
+                for j in T.Parallel(chunk):
+                    col = bx * chunk + j
+                    ok = col < D
+                    gy = T.if_then_else(ok, DY[row, col], T.cast(0, gt)).astype("float32")
+                    xhat = T.if_then_else(ok, (X[row, col].astype("float32") - MEAN[row]) * RSTD[row], T.float32(0))
+                    acc_w[j] += gy * xhat
+                    acc_b[j] += gy
+            for j in T.Parallel(chunk):
+                if bx * chunk + j < D:
+                    DW[bx * chunk + j] = acc_w[j]
+                    DB[bx * chunk + j] = acc_b[j]
+
+    return layer_norm_param_grads
+
+
+def lowered(dtype: torch.dtype, dim: int, rsqrt: str = "exact") -> dict:
+    """{kernel name: prim_func} serving rows of ``dim`` columns, for ``tileport lower``."""
+    b = bucket(dim)
+    return {
+        "layer_norm_fwd": build_forward(b, dtype, dtype, dtype, rsqrt),
+        "layer_norm_bwd": build_backward(b, dtype, dtype, dtype),
+        "layer_norm_param_grads": build_param_grads(b, dtype, dtype),
+    }
+
+
+def _params(weight, bias, x):
+    """Weight and bias in one dtype (promoted: exact), ones and zeros for those absent (x's dtype for neither)."""
+    given = [p.dtype for p in (weight, bias) if p is not None] or [x.dtype]
+    dt = given[0] if len(given) == 1 else torch.promote_types(*given)
+    w = torch.ones(x.shape[1], dtype=dt, device=x.device) if weight is None else weight.to(dt).contiguous()
+    b = torch.zeros(x.shape[1], dtype=dt, device=x.device) if bias is None else bias.to(dt).contiguous()
+    return w, b
+
+
+def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
+    """(y, mean, rstd) on the GPU for a non-empty 2-D x (rows made contiguous: the kernels index with stride D)."""
+    x = x.contiguous()
+    M, D = x.shape
+    if out is None:
+        out = (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device), outputs.empty((M,), torch.float32, x.device))
+    w, b = _params(weight, bias, x)
+    RUNNER.kernel("layer_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype)(x, w, b, *out, eps)
+    return out
+
+
+def backward(x, mean, rstd, dy, weight, with_dbias: bool):
+    """(dx, dweight or None, dbias or None)."""
+    x, dy = x.contiguous(), dy.contiguous()
+    mean, rstd = mean.to(torch.float32).contiguous(), rstd.to(torch.float32).contiguous()
+    w, _ = _params(weight, None, x)
+    dx = outputs.empty_like(x)
+    b = bucket(x.shape[1])
+    RUNNER.kernel("layer_norm_bwd", build_backward, b, x.dtype, dy.dtype, w.dtype)(x, dy, w, mean, rstd, dx)
+    if weight is None and not with_dbias:
+        return dx, None, None
+    dw, db = (outputs.empty(x.shape[1], torch.float32, x.device) for _ in range(2))
+    RUNNER.kernel("layer_norm_param_grads", build_param_grads, b, x.dtype, dy.dtype)(x, dy, mean, rstd, dw, db)
+    return dx, (dw if weight is not None else None), (db if with_dbias else None)

@@ -1,0 +1,92 @@
+"""layer_norm's spec: what the generic layers (verify, bench, cases, docs, lower) read about it."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import spec as s
+from . import DEFAULT_EPS, layer_norm, layer_norm_bwd, layer_norm_fwd
+
+
+def run(inputs: dict, backend: str | None, backward: bool) -> dict[str, torch.Tensor]:
+    """y, mean and rstd from ``layer_norm_fwd``; dx, dweight and dbias from ``layer_norm_bwd`` given the
+    forward's statistics (the cascade: the backward uses what the forward saved)."""
+    x, w, b, eps = inputs["x"], inputs.get("weight"), inputs.get("bias"), inputs.get("eps", DEFAULT_EPS)
+    y, mean, rstd = layer_norm_fwd(x, w, b, eps, backend=backend)
+    out = {"y": y, "mean": mean, "rstd": rstd}
+    if backward:
+        dx, dw, db = layer_norm_bwd(x, mean, rstd, inputs["dy"], w, bias=b, backend=backend)
+        out["dx"] = dx
+        out |= {k: v for k, v in (("dweight", dw), ("dbias", db)) if v is not None}
+    return out
+
+
+def composite(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, eps: float = DEFAULT_EPS) -> torch.Tensor:
+    """The LayerNorm users write in torch, statistics in fp32 (two passes, as a careful hand-written one)."""
+    xf = x.float()
+    mean = xf.mean(-1, keepdim=True)
+    xc = xf - mean
+    y = xc * torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + eps)
+    y = y if weight is None else y * weight.float()
+    return (y if bias is None else y + bias.float()).to(x.dtype)
+
+
+def torch_fused(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, eps: float = DEFAULT_EPS) -> torch.Tensor:
+    """torch's own fused op (``torch.nn.functional.layer_norm``)."""
+    return torch.nn.functional.layer_norm(x, x.shape[-1:], weight, bias, eps)
+
+
+def example(shape, dtype, device, generator) -> dict:
+    x = torch.randn(shape, generator=generator).to(dtype).to(device)
+    w = (1.0 + 0.1 * torch.randn(shape[-1:], generator=generator)).to(dtype).to(device)
+    b = (0.1 * torch.randn(shape[-1:], generator=generator)).to(dtype).to(device)
+    return {"x": x, "weight": w, "bias": b, "eps": DEFAULT_EPS}
+
+
+def bytes_moved(shape, dtype, mode: str) -> int:
+    """fwd reads x, the weight and the bias, writes y, mean and rstd; bwd reads x, dy, the weight, mean and
+    rstd, writes dx, dweight and dbias."""
+    fwd = s.rows_bytes(shape, dtype, 1, 1, per_row=2, vectors=2)
+    bwd = s.rows_bytes(shape, dtype, 2, 1, per_row=2, vectors=3)
+    return {"fwd": fwd, "bwd": bwd, "fwdbwd": fwd + bwd}[mode]
+
+
+def _liger(fn):
+    return lambda x, weight=None, bias=None, eps=DEFAULT_EPS: fn(x, weight, bias, eps)
+
+
+SPEC = s.OpSpec(
+    name="layer_norm",
+    model_sites={"x": "hidden", "weight": "hidden_weight", "dy": "hidden_grad"},  # a block's norm inputs
+    aliases=("torch.nn.functional.layer_norm", "torch.nn.LayerNorm", "LayerNorm", "aclnnLayerNorm", "npu_layer_norm"),
+    summary="layer normalization over the last dimension with an optional weight and bias (torch.nn.LayerNorm)",
+    math="y = (x - mean) * rsqrt(var + eps) * weight + bias; mean and rstd saved for backward",
+    inputs=(s.Tensor("x", s.ROWS), s.Tensor("weight", s.VECTOR, optional=True), s.Tensor("bias", s.VECTOR, optional=True)),
+    attrs=(s.Attr("eps", DEFAULT_EPS, "finite, >= 0"),),
+    outputs=(s.Tensor("y", s.ROWS), s.Tensor("mean", s.PER_ROW), s.Tensor("rstd", s.PER_ROW)),
+    grads=(s.Tensor("dx", s.ROWS), s.Tensor("dweight", s.REDUCED, optional=True), s.Tensor("dbias", s.REDUCED, optional=True)),
+    function=layer_norm,
+    forward=layer_norm_fwd,
+    run=run,
+    composite=composite,
+    example=example,
+    bytes_moved=bytes_moved,
+    dtypes=s.FLOATS,
+    workloads=dict(s.MODEL_WORKLOADS),
+    bar=s.ROWWISE_BAR,
+    competitors={"torch-layer_norm": torch_fused},
+    originals=(s.Original("liger", "liger_kernel.ops.layer_norm", "LigerLayerNormFunction.apply", _liger),),
+    precision_dtypes={"mean": torch.float32, "rstd": torch.float32},
+    near_eps=lambda attrs, D: math.sqrt(float(attrs.get("eps", DEFAULT_EPS))),  # a variance: eps per element
+    kernel_out=True,
+    usage="""```python
+import tileport
+
+y = tileport.layer_norm(x, weight, bias, eps=1e-5)   # differentiable in x, weight and bias; torch.compile(fullgraph=True) works
+y, mean, rstd = tileport.layer_norm_fwd(x, weight, bias, eps=1e-5, output_dtype=None, backend=None, out=None)
+dx, dweight, dbias = tileport.layer_norm_bwd(x, mean, rstd, dy, weight, bias=bias)
+layer = tileport.LayerNorm(4096, eps=1e-5)           # a drop-in for torch.nn.LayerNorm
+```""",
+)
