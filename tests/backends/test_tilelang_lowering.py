@@ -47,7 +47,7 @@ def test_one_kernel_per_width_bucket(backend):
     assert backend.device_sources("l2norm", "cuda", torch.float16, 65) == backend.device_sources("l2norm", "cuda", torch.float16, 127)
 
 
-@pytest.mark.parametrize("dtype,dim", SPREAD)
+@pytest.mark.parametrize("dtype,dim", [SPREAD[0], SPREAD[2], SPREAD[3]])  # (bf16, 100): its bucket is (fp16, 1)'s, bf16 is at 65536
 def test_ascend_lowering(backend, dtype, dim, capfd):
     src = backend.device_sources("l2norm", "ascend", dtype, dim)
     out, err = capfd.readouterr()
@@ -62,13 +62,13 @@ def test_ascend_lowering(backend, dtype, dim, capfd):
 
 @pytest.mark.parametrize("steps", [0, 1, 3])
 def test_ascend_refinement_steps_in_source(backend, steps):
-    fwd = backend.device_sources("l2norm", "ascend", torch.float16, 512, nr_steps=steps)["l2norm_fwd"]
+    fwd = backend.device_sources("l2norm", "ascend", torch.float16, 512, nr_steps=steps, only=("l2norm_fwd",))["l2norm_fwd"]
     assert fwd.count("0x1.8p+0f") == steps  # the 1.5 of y * (1.5 - 0.5 * s * y^2), once per step
     assert fwd.count("rsqrtf(") == 1  # the steps reuse one hardware rsqrt
 
 
 def test_double_buffered_chunks_for_long_rows(backend):
-    fwd = backend.device_sources("l2norm", "ascend", torch.float32, 65536)["l2norm_fwd"]
+    fwd = backend.device_sources("l2norm", "ascend", torch.float32, 65536, only=("l2norm_fwd",))["l2norm_fwd"]
     assert "version_counter" in fwd  # T.Pipelined's two UB stages
 
 
@@ -134,3 +134,8 @@ def test_layer_norm_ascend_lowering(backend, capfd):
     assert src["layer_norm_fwd"].count("rsqrtf(") == 1 and src["layer_norm_fwd"].count("0x1.8p+0f") == 1  # one NR step
     bwd = src["layer_norm_bwd"]
     assert "DWP" in bwd and "DBP" in bwd and bwd.count("asc_copy_ub2gm_align") >= 5  # dx, both partial rows in and out
+
+
+def test_device_sources_only_names_real_kernels(backend):
+    with pytest.raises(ValueError, match="no cuda kernel named l2norm_fwdd for 'l2norm'; it has l2norm_fwd, l2norm_bwd"):
+        backend.device_sources("l2norm", "cuda", torch.float16, 64, only=("l2norm_fwdd",))

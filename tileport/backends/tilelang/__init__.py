@@ -61,12 +61,13 @@ class TileLangBackend:
     def kernels(self, op, device_kind=platform.CPU):
         return importlib.import_module(f"{__name__}.{_TARGET_PACKAGE[device_kind]}.{op}")
 
-    def device_sources(self, op: str, target: str, dtype: torch.dtype, dim: int, arch: str = "sm_90", **options):
+    def device_sources(self, op: str, target: str, dtype: torch.dtype, dim: int, arch: str = "sm_90", only=None, **options):
         """{kernel name: generated source} of op's kernels for a device target, lowered without the device.
 
         Each target's kernel module gives ``lowered(dtype, dim, **options)``: its prim_funcs for rows of ``dim``
         columns. Options: CUDA ``rsqrt="exact"|"approx"``; Ascend ``nr_steps`` (Newton-Raphson steps after the
-        hardware rsqrt, default 1).
+        hardware rsqrt, default 1). ``only``: the kernel names to lower (all by default; an Ascend lowering takes
+        10-60 s here).
         """
         from .targets import cuda_target, lower_source
 
@@ -74,6 +75,11 @@ class TileLangBackend:
         if kind not in self.targets(op):
             raise ValueError(f"no {target} kernels for {op!r}")
         funcs = self.kernels(op, kind).lowered(dtype, dim, **options)
+        if only is not None:
+            unknown = set(only) - set(funcs)
+            if unknown:
+                raise ValueError(f"no {target} kernel named {', '.join(sorted(unknown))} for {op!r}; it has {', '.join(funcs)}")
+            funcs = {name: f for name, f in funcs.items() if name in only}
         tgt = cuda_target(arch) if target == "cuda" else "ascend"
         return {name: lower_source(f, tgt) for name, f in funcs.items()}
 
