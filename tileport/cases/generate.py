@@ -98,16 +98,20 @@ def _draw_attrs(suite: Suite, rng) -> dict:
 
 
 def _model_cases(suite: Suite, n: int, rng) -> list[Case]:
-    """L2's model third: rows of the activations a small transformer gives the operator (``modelcases``)."""
+    """L2's model third: rows of the activations a small transformer gives the operator (``modelcases``).
+    An optional input with no captured site (a bias: the captured decoders have none) is left out."""
+    if n == 0:
+        return []
     sites = op_spec(suite.name).model_sites
-    missing = [t.name for t in suite.tensors if t.name not in sites]
+    missing = [t.name for t in suite.tensors if t.name not in sites and t.required]
     if missing:
         raise ValueError(f"{suite.name}: no captured model site for {', '.join(missing)} (its spec's model_sites)")
+    absent = tuple(t.name for t in suite.tensors if t.name not in sites)
     out = []
     for _ in range(n):
         config, index, start, rows, shape = modelcases.draw(rng, sites, suite.primary.name)
         attrs = _draw_attrs(suite, rng)
-        out.append(Case(0, None, shape, "model", attrs, source=(config, index, start, rows)))
+        out.append(Case(0, None, shape, "model", attrs, source=(config, index, start, rows), omitted=absent))
     return out
 
 
