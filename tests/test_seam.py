@@ -27,7 +27,7 @@ def _files():
 
 
 def test_specs_are_discovered_by_convention():
-    assert set(specs()) >= {"l2norm", "layer_norm", "rms_norm"}
+    assert set(specs()) >= {"l2norm", "layer_norm", "log_softmax", "rms_norm", "softmax"}
     for name, spec in specs().items():
         assert spec.name == name and spec.function.__module__ == f"tileport.ops.{name}"
     with pytest.raises(ValueError, match=f"unknown operator 'no_such_op'; available: {', '.join(sorted(specs()))}$"):

@@ -139,3 +139,19 @@ def test_layer_norm_ascend_lowering(backend, capfd):
 def test_device_sources_only_names_real_kernels(backend):
     with pytest.raises(ValueError, match="no cuda kernel named l2norm_fwdd for 'l2norm'; it has l2norm_fwd, l2norm_bwd"):
         backend.device_sources("l2norm", "cuda", torch.float16, 64, only=("l2norm_fwdd",))
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_family_cuda_lowering(backend, op):
+    src = backend.device_sources(op, "cuda", torch.float16, 100)
+    fwd = src[f"{op}_fwd"]
+    assert "tl::MaxOp" in fwd and "tl::SumOp" in fwd  # the row's max, then the sum of exp(x - max)
+    assert fwd.count("logf(") == (op == "log_softmax")  # the log once per row, not per element
+    assert "int D, int M" in src[f"{op}_bwd"]
+
+
+def test_log_softmax_ascend_lowering(backend, capfd):
+    src = backend.device_sources("log_softmax", "ascend", torch.bfloat16, 5000)  # two chunks per row
+    out, err = capfd.readouterr()
+    assert "ThreadSync" not in out + err, "lowering reports a data race: " + (out + err)[-400:]
+    assert "version_counter" in src["log_softmax_fwd"] and "asc_vf_call" in src["log_softmax_bwd"]

@@ -4,3 +4,5 @@ One import line per operator; ``tileport`` re-exports what they import."""
 from .l2norm import L2Norm, l2norm, l2norm_bwd, l2norm_fwd  # noqa: F401
 from .rms_norm import RMSNorm, rms_norm, rms_norm_bwd, rms_norm_fwd  # noqa: F401
 from .layer_norm import LayerNorm, layer_norm, layer_norm_bwd, layer_norm_fwd  # noqa: F401
+from .softmax import Softmax, softmax, softmax_bwd, softmax_fwd  # noqa: F401
+from .log_softmax import LogSoftmax, log_softmax, log_softmax_bwd, log_softmax_fwd  # noqa: F401

@@ -124,3 +124,12 @@ def per_row_tensor(t: object, name: str, x: torch.Tensor) -> torch.Tensor:
     if t.device != x.device:
         raise ValueError(f"{name} must be on x's device {x.device}, got {t.device}")
     return t
+
+
+def dim_index(dim: object, ndim: int) -> int:
+    """An int dimension of an ``ndim``-dim tensor (negative counts from the end), as a non-negative index."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"dim must be in [{-ndim}, {ndim - 1}] for a {ndim}-dim input, got {dim}")
+    return dim % ndim

@@ -60,6 +60,29 @@ def row_sum(width: int, block_M: int, term):
     return body
 
 
+def row_max(width: int, block_M: int):
+    """A macro: ``ru[i] = max(X[r0 + i, :D])`` for the block's rows (fp32), as ``row_sum``'s pass with -inf past D
+    and a max reduction."""
+
+    @T.macro
+    def body(X, xu, sq, part, ru, r0, rows, D):
+        with T.SimtVF(threads=THREADS):
+            for i in T.Parallel(block_M):
+                ru[i] = -T.infinity("float32")
+        for k in T.Pipelined(T.ceildiv(D, width), num_stages=2):
+            n = T.min(width, D - k * width)
+            T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
+            with T.SimtVF(threads=THREADS):
+                for i, j in T.Parallel(block_M, width):
+                    sq[i, j] = T.if_then_else(j < n, xu[i, j].astype("float32"), -T.infinity("float32"))
+            T.reduce_max(sq, part, dim=1)
+            with T.SimtVF(threads=THREADS):
+                for i in T.Parallel(block_M):
+                    ru[i] = T.max(ru[i], part[i])
+
+    return body
+
+
 def sum_squares(width: int, block_M: int):
     """A macro: ``ru[i] = sum(X[r0 + i, :D]^2)`` for the block's rows (``row_sum`` of squares; call it with
     ``aux`` = ``ru``, unread)."""

@@ -292,6 +292,26 @@ def row_sums64(products, inputs, row):
     return [T.call_extern("float64", "tp_dot64_total", _ref(v, acc(p, 0))) for p in range(n_sums)]
 
 
+def row_max(out, k_out, io: Io, buf, row) -> None:
+    """out[k_out] = the max of ``row``'s columns (a nan anywhere gives nan): 16 lanes, the tail's missing lanes
+    kept at -inf, then a fixed tree across the lanes (``tp_max``, ``tp_hmax`` in simd.h)."""
+    v = vectors(3)  # the running max, a loaded chunk, the tail's -inf-padded chunk
+    put(v, 0, splat(T.float32(-float("inf"))))
+
+    def step(col, n=None):
+        io.load(buf, row, col, v, 1, n)
+        if n is not None:
+            put(v, 2, splat(T.float32(-float("inf"))))
+            _call("tp_keep_lanes", _ref(v, 2), _ref(v, 1), n)
+            put(v, 1, get(v, 2))
+        put(v, 0, T.call_extern(VEC, "tp_max", get(v, 0), get(v, 1)))
+
+    with T.serial(D // VL) as j:
+        step(j * VL)
+    _when(D % VL > 0, lambda: step(D - D % VL, D % VL))
+    T.buffer_store(out, T.call_extern("float32", "tp_hmax", get(v, 0)), [k_out])
+
+
 def row_sum_squares64(io: Io, buf, row):
     """The sum of squares of ``row``'s columns in fp64 (``row_sums64``), as an fp64 expression."""
     return row_sums64([lambda x: (x, x)], [(io, buf)], row)[0]

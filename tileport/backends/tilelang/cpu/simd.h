@@ -454,3 +454,53 @@ extern "C" inline void tp_reduce_partials(float* part, int64_t nb, int64_t d, fl
     for (int64_t c = c0; c < c1; ++c) out[c] = nb > 0 ? part[c] : 0.0f;
   }
 }
+
+// exp of each lane, packed (libm's expf is a scalar call per lane). x = n ln2 + r with n = round(x / ln2) (the
+// 1.5 * 2^23 shift rounds to nearest), r = x - n * C1 - n * C2 (C1 = 0.693359375 has 9 significant bits: n * C1
+// is exact for |n| <= 2^15, so r keeps its bits whether or not g++ fuses the products), |r| <= 0.35; e^r as its
+// Taylor polynomial of degree 7 (the truncation r^8 / 8! < 6e-9, a tenth of fp32's half ulp at 1), evaluated
+// by Horner; 2^n applied as two powers 2^(n/2) so neither overflows nor goes subnormal before the product
+// (e^x down to fp32's subnormals, 2^128 * 0.98 up to its max). Measured against fp64 exp: within 2 ulp
+// (tests/backends/test_cpu_simd.py). x < -104 gives 0, x > 89 inf, nan stays nan.
+static inline tp_nf tp_exp_n(tp_nf x) {
+  const tp_nf lo = (tp_nf){} - 104.0f, hi = (tp_nf){} + 89.0f, shift = (tp_nf){} + 12582912.0f;
+  tp_nf xc = x < lo ? lo : (x > hi ? hi : x);
+  tp_nf n = (xc * 1.44269504088896341f + shift) - shift;
+  tp_nf r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+  tp_nf p = (tp_nf){} + (1.0f / 5040.0f);
+  p = p * r + (1.0f / 720.0f);
+  p = p * r + (1.0f / 120.0f);
+  p = p * r + (1.0f / 24.0f);
+  p = p * r + (1.0f / 6.0f);
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  tp_ni k = __builtin_convertvector(n, tp_ni);
+  tp_ni k1 = k >> 1, k2 = k - (k >> 1);
+  tp_nf s1 = (tp_nf)((k1 + 127) << 23), s2 = (tp_nf)((k2 + 127) << 23);
+  tp_nf e = (p * s1) * s2;
+  e = x < lo ? (tp_nf){} : e;
+  return x != x ? x : e;
+}
+extern "C" inline tp_v16 tp_exp(tp_v16 x) {
+  tp_v16 r;
+#pragma GCC unroll 4
+  for (int i = 0; i < TP_PARTS; ++i) r.v[i] = tp_exp_n(x.v[i]);
+  return r;
+}
+
+// Lane-wise max (a nan in a lane stays there: a row with a nan gives a nan softmax, as torch's), and the max of
+// 16 lanes as a fixed tree.
+extern "C" inline tp_v16 tp_max(tp_v16 a, tp_v16 b) {
+  tp_v16 r;
+#pragma GCC unroll 4
+  for (int i = 0; i < TP_PARTS; ++i) r.v[i] = (a.v[i] > b.v[i] || a.v[i] != a.v[i]) ? a.v[i] : b.v[i];
+  return r;
+}
+extern "C" inline float tp_hmax(tp_v16 v) {
+  float t[16];
+  memcpy(t, &v, 64);
+  for (int w = 8; w > 0; w /= 2)
+    for (int i = 0; i < w; ++i) t[i] = (t[i] > t[i + w] || t[i] != t[i]) ? t[i] : t[i + w];
+  return t[0];
+}

@@ -1,0 +1,108 @@
+"""softmax (and, with ``log``, log_softmax) forward and backward as TileLang CUDA kernels, one per (dtypes,
+chunk bucket); M and D are dynamic. l2norm's CUDA layout (``cuda/l2norm.py``): one row per CTA, walked in
+column chunks of D's bucket, masked by column only; no buffer beyond the output for rows of any length.
+
+Forward: the row's max (``T.reduce_max``), the sum of exp(x - max), then y = exp(x - max) / sum (log:
+(x - max) - log(sum)). Backward: c = sum(dy * y) (log: sum(dy)), dx = y * (dy - c) (log: dy - exp(y) * c).
+"""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+import tilelang.language as T
+import torch
+
+from ..targets import RUNNERS, TL_DTYPE
+from ._common import bucket, threads as _threads
+from ... import outputs
+
+RUNNER = RUNNERS["cuda"]
+
+
+def build_forward(chunk: int, x_dtype: torch.dtype, log: bool = False):
+    xt = TL_DTYPE[x_dtype]
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.prim_func
+    def softmax_fwd(X: T.Tensor((M, D), xt), Y: T.Tensor((M, D), xt)):
+        with T.Kernel(M, threads=_threads(chunk)) as bx:
+            acc = T.alloc_fragment((1, chunk), "float32")
+            m = T.alloc_fragment((1,), "float32")
+            s = T.alloc_fragment((1,), "float32")
+            T.fill(acc, -T.infinity("float32"))
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    acc[i, j] = T.max(acc[i, j], T.if_then_else(col < D, X[bx, col].astype("float32"), -T.infinity("float32")))
+            T.reduce_max(acc, m, dim=1)
+            T.clear(acc)
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    acc[i, j] += T.if_then_else(col < D, T.exp(X[bx, col].astype("float32") - m[i]), T.float32(0))
+            T.reduce_sum(acc, s, dim=1)
+            if log:  # a Python constant: one kernel per form
+                for i in T.Parallel(1):
+                    s[i] = T.log(s[i])
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    if col < D:
+                        z = X[bx, col].astype("float32") - m[i]
+                        Y[bx, col] = (z - s[i] if log else T.exp(z) / s[i]).astype(xt)
+
+    return softmax_fwd
+
+
+def build_backward(chunk: int, y_dtype: torch.dtype, dy_dtype: torch.dtype, log: bool = False):
+    yt, gt = TL_DTYPE[y_dtype], TL_DTYPE[dy_dtype]
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.prim_func
+    def softmax_bwd(Y: T.Tensor((M, D), yt), DY: T.Tensor((M, D), gt), DX: T.Tensor((M, D), yt)):
+        with T.Kernel(M, threads=_threads(chunk)) as bx:
+            acc = T.alloc_fragment((1, chunk), "float32")
+            c = T.alloc_fragment((1,), "float32")
+            T.clear(acc)
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    g = T.if_then_else(col < D, DY[bx, col], T.cast(0, gt)).astype("float32")
+                    acc[i, j] += g if log else g * T.if_then_else(col < D, Y[bx, col], T.cast(0, yt)).astype("float32")
+            T.reduce_sum(acc, c, dim=1)
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    if col < D:
+                        y, g = Y[bx, col].astype("float32"), DY[bx, col].astype("float32")
+                        DX[bx, col] = (g - T.exp(y) * c[i] if log else y * (g - c[i])).astype(yt)
+
+    return softmax_bwd
+
+
+def lowered(dtype: torch.dtype, dim: int, log: bool = False) -> dict:
+    """{kernel name: prim_func} serving rows of ``dim`` columns, for ``tileport lower``."""
+    op = "log_softmax" if log else "softmax"
+    b = bucket(dim)
+    return {f"{op}_fwd": build_forward(b, dtype, log), f"{op}_bwd": build_backward(b, dtype, dtype, log)}
+
+
+def run_forward(x, log: bool = False):
+    x = x.contiguous()
+    y = outputs.empty_like(x)
+    RUNNER.kernel("log_softmax_fwd" if log else "softmax_fwd", build_forward, bucket(x.shape[1]), x.dtype, log)(x, y)
+    return y
+
+
+def run_backward(y, dy, log: bool = False):
+    y, dy = y.contiguous(), dy.contiguous()
+    dx = outputs.empty_like(y)
+    RUNNER.kernel("log_softmax_bwd" if log else "softmax_bwd", build_backward, bucket(y.shape[1]), y.dtype, dy.dtype, log)(y, dy, dx)
+    return dx
+
+
+def forward(x):
+    """y on the GPU for a non-empty 2-D x (rows made contiguous: the kernels index with stride D)."""
+    return run_forward(x)
+
+
+def backward(y, dy):
+    return run_backward(y, dy)

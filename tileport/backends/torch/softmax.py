@@ -1,0 +1,21 @@
+"""softmax as torch's own (``torch._softmax`` and its backward), the precision benchmark: fp32 math for
+16-bit inputs (fp64 for fp64: the golden)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def forward(x):
+    """y over the last dimension of rows ``x[M, D]``, in x's dtype."""
+    return torch._softmax(x.to(_compute_dtype(x.dtype)), -1, False).to(x.dtype)
+
+
+def backward(y, dy):
+    """dx = y * (dy - sum(dy * y)) over the last dimension, in y's dtype."""
+    cdt = _compute_dtype(y.dtype)
+    return torch._softmax_backward_data(dy.to(cdt), y.to(cdt), -1, cdt).to(y.dtype)
