@@ -77,7 +77,11 @@ def test_the_docs_show_tileport_commands():
     assert {shlex.split(c)[1] for _, c in TILEPORT} >= {"doctor", "verify", "bench", "lower", "scaffold"}
 
 
-@pytest.mark.parametrize("doc,command", TILEPORT, ids=[f"{d}:{c}" for d, c in TILEPORT])
+# a command starting a local Ray instance runs in the xdist worker of the Ray tests (one instance at a time)
+_PARAMS = [pytest.param(d, c, marks=[pytest.mark.xdist_group("ray")] if "--ray" in c else []) for d, c in TILEPORT]
+
+
+@pytest.mark.parametrize("doc,command", _PARAMS, ids=[f"{d}:{c}" for d, c in TILEPORT])
 def test_tileport_command_runs(doc, command, tmp_path):
     if "--ray" in command:
         pytest.importorskip("ray", reason="--ray needs the tileport[ray] extra")

@@ -18,6 +18,9 @@ from tileport.cli import _ray_flag, app
 from tileport.verify import accuracy, cluster, journal, prepare, run
 from tileport.verify.accuracy import Task, merge
 
+# one local Ray instance at a time: these tests share an xdist worker (pytest -n 2 --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("ray")
+
 ARGS = ["verify", "l2norm", "--level", "quick", "--dtype", "bf16", "--backend", "tilelang", "--no-perf"]
 
 

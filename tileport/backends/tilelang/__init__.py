@@ -66,22 +66,21 @@ class TileLangBackend:
 
         Each target's kernel module gives ``lowered(dtype, dim, **options)``: its prim_funcs for rows of ``dim``
         columns. Options: CUDA ``rsqrt="exact"|"approx"``; Ascend ``nr_steps`` (Newton-Raphson steps after the
-        hardware rsqrt, default 1). ``only``: the kernel names to lower (all by default; an Ascend lowering takes
-        10-60 s here).
+        hardware rsqrt, default 1). ``only``: the kernel names to lower (all by default). A source is lowered once
+        per process for its op, target, dtype, width bucket and options (an Ascend lowering takes 10-60 s here).
         """
-        from .targets import cuda_target, lower_source
-
         kind = {"cuda": platform.CUDA, "ascend": platform.NPU_ARCH35}[target]
         if kind not in self.targets(op):
             raise ValueError(f"no {target} kernels for {op!r}")
-        funcs = self.kernels(op, kind).lowered(dtype, dim, **options)
+        module = self.kernels(op, kind)
+        funcs = module.lowered(dtype, dim, **options)
         if only is not None:
             unknown = set(only) - set(funcs)
             if unknown:
                 raise ValueError(f"no {target} kernel named {', '.join(sorted(unknown))} for {op!r}; it has {', '.join(funcs)}")
-            funcs = {name: f for name, f in funcs.items() if name in only}
-        tgt = cuda_target(arch) if target == "cuda" else "ascend"
-        return {name: lower_source(f, tgt) for name, f in funcs.items()}
+        width = importlib.import_module(f"{__name__}.{target}._common").bucket(dim)  # one kernel per width bucket
+        key = (op, target, dtype, width, arch if target == "cuda" else None, tuple(sorted(options.items())))
+        return {name: _lowered_source(key, name, f) for name, f in funcs.items() if only is None or name in only}
 
     def cache_info(self):
         if not _probe().ok:
@@ -90,6 +89,20 @@ class TileLangBackend:
         from .targets import RUNNERS
 
         return CACHE.info() + [row for runner in RUNNERS.values() for row in runner.cache.info()]
+
+
+_LOWERED: dict[tuple, str] = {}  # (op, target, dtype, width bucket, arch, options, kernel) -> source
+
+
+def _lowered_source(key: tuple, name: str, func) -> str:
+    """The device source of ``func``, lowered once per process for its key (the same prim_func)."""
+    from .targets import cuda_target, lower_source
+
+    found = _LOWERED.get(key + (name,))
+    if found is None:
+        tgt = cuda_target(key[4]) if key[1] == "cuda" else "ascend"
+        found = _LOWERED[key + (name,)] = lower_source(func, tgt)
+    return found
 
 
 BACKEND = TileLangBackend()

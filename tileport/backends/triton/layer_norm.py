@@ -39,6 +39,7 @@ def _fwd_kernel(X, W, B, Y, MEAN, RSTD, M, D, stride_x, eps, BLOCK_M: tl.constex
         x, _ = _load(X, rows, start + tl.arange(0, BLOCK_D), row_ok, D, stride_x)
         acc += x
     mean = tl.sum(acc, axis=1) / D
+    mean = mean + (mean - mean)  # nan where the row holds inf, as torch's mean (its Welford update takes inf - inf)
     acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
     for start in range(0, D, BLOCK_D):
         x, mask = _load(X, rows, start + tl.arange(0, BLOCK_D), row_ok, D, stride_x)

@@ -13,7 +13,8 @@ Contract (``torch.nn.functional.layer_norm`` over the last dimension, stated onc
   deterministically (the same bits for any thread count) and returned in the weight's and the bias's dtype;
   None for a parameter not given. Saved for backward: ``x``, ``weight``, ``mean``, ``rstd``.
 - Empty inputs: no rows gives empty outputs (dweight, dbias zeros); D = 0 gives mean and rstd nan (the mean of
-  nothing, as torch's) and empty rows. Rows holding nan/inf affect only their row of y and dx (and the sums).
+  nothing, as torch's) and empty rows. Rows holding nan/inf affect only their row of y and dx (and the sums); a
+  row holding inf has a nan mean, as torch's (its Welford update takes inf - inf).
 
 Eager calls go straight to the backend; under ``torch.compile`` the custom ops ``tileport::layer_norm_fwd`` /
 ``tileport::layer_norm_bwd`` are called, whose fake implementations give shapes without running.

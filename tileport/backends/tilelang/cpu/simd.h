@@ -504,3 +504,6 @@ extern "C" inline float tp_hmax(tp_v16 v) {
     for (int i = 0; i < w; ++i) t[i] = (t[i] > t[i + w] || t[i] != t[i]) ? t[i] : t[i + w];
   return t[0];
 }
+
+// A row statistic that torch's Welford update leaves nan where the row holds inf (inf - inf): layer_norm's mean.
+extern "C" inline double tp_nan_if_inf(double v) { return isinf(v) ? NAN : v; }
