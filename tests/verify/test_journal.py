@@ -61,11 +61,11 @@ def test_a_run_killed_mid_way_resumes_to_the_uninterrupted_report(tmp_path):
     assert CliRunner().invoke(app, ARGS + ["--out", str(whole)]).exit_code == 0
     proc = subprocess.Popen([sys.executable, "-m", "tileport.cli", *ARGS, "--out", str(cut)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    _wait_for_records(cut, 20)
+    _wait_for_records(cut, 1)  # at the first record: the rest of the run is still ahead (a few seconds)
     os.killpg(proc.pid, signal.SIGKILL)  # mid-run, as a lost machine would
     proc.wait()
     total = len(generate(load_suite("l2norm"), "quick", [torch.float32]))
-    assert 20 <= len(journal.read(cut)) < total, "the kill should land mid-run"
+    assert 1 <= len(journal.read(cut)) < total, "the kill should land mid-run"
     resumed = CliRunner().invoke(app, ["verify", "--resume", str(cut)])
     assert resumed.exit_code == 0, resumed.output
     assert _verdicts(cut) == _verdicts(whole)

@@ -22,6 +22,16 @@ def lower_source(func, target) -> str:
         return tilelang.lower(func, target=tgt).kernel_source
 
 
+def vectors_or_defaults(weight, bias, x):
+    """(weight, bias) as contiguous [D] vectors of one dtype (promoted: exact), ones and zeros for those not
+    given (x's dtype for neither): device kernels that always scale and shift."""
+    given = [p.dtype for p in (weight, bias) if p is not None] or [x.dtype]
+    dt = given[0] if len(given) == 1 else torch.promote_types(*given)
+    w = torch.ones(x.shape[1], dtype=dt, device=x.device) if weight is None else weight.to(dt).contiguous()
+    b = torch.zeros(x.shape[1], dtype=dt, device=x.device) if bias is None else bias.to(dt).contiguous()
+    return w, b
+
+
 def ceil_to(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 

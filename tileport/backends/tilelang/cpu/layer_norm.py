@@ -26,6 +26,7 @@ import torch
 
 from .rowwise import D, F32, M, Io, partial, per_row, row_map, row_sums64, splat
 from .runtime import CACHE, check_shape, threads_for
+from ..targets import vectors_or_defaults
 from ... import outputs
 
 
@@ -139,17 +140,6 @@ def build_backward(x: torch.dtype, dy: torch.dtype, p):
     return layer_norm_bwd
 
 
-def _params(weight, bias, D_: int):
-    """(weight, bias, their dtype) of the affine form, the missing one as ones or zeros; all None for neither."""
-    if weight is None and bias is None:
-        return None, None, None
-    given = [p.dtype for p in (weight, bias) if p is not None]
-    pdt = given[0] if len(given) == 1 else torch.promote_types(*given)
-    w = torch.ones(D_, dtype=pdt) if weight is None else weight.to(pdt).contiguous()
-    b = torch.zeros(D_, dtype=pdt) if bias is None else bias.to(pdt).contiguous()
-    return w, b, pdt
-
-
 def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
     """(y, mean, rstd) for a non-empty 2-D ``x`` (M, D) with unit-stride rows; weight and bias (D,) or None.
     A weight and a bias of different dtypes are both converted to their promoted dtype (exact; [D] vectors)."""
@@ -159,9 +149,10 @@ def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
         out = (outputs.empty((M_, D_), output_dtype, x.device), outputs.empty((M_,), torch.float32, x.device),
                outputs.empty((M_,), torch.float32, x.device))  # fmt: skip
     y, mean, rstd = out
-    w, b, pdt = _params(weight, bias, D_)
-    kernel = CACHE.kernel("layer_norm_fwd", build_forward, x.dtype, pdt, y.dtype)
-    if w is None:
+    plain = weight is None and bias is None
+    w, b = (None, None) if plain else vectors_or_defaults(weight, bias, x)
+    kernel = CACHE.kernel("layer_norm_fwd", build_forward, x.dtype, None if plain else w.dtype, y.dtype)
+    if plain:
         kernel(threads_for(M_ * D_), x=x, y=y, mean=mean, rstd=rstd, eps=eps)
     else:
         kernel(threads_for(M_ * D_), x=x, weight=w, bias=b, y=y, mean=mean, rstd=rstd, eps=eps)

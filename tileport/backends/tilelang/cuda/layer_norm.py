@@ -13,7 +13,7 @@ sums dweight (dy * xhat) and dbias (dy) over rows, one CTA per column chunk walk
 import tilelang.language as T
 import torch
 
-from ..targets import RUNNERS, TL_DTYPE
+from ..targets import RUNNERS, TL_DTYPE, vectors_or_defaults
 from ._common import bucket, rsqrt as _rsqrt, threads as _threads
 from ... import outputs
 
@@ -139,22 +139,13 @@ def lowered(dtype: torch.dtype, dim: int, rsqrt: str = "exact") -> dict:
     }
 
 
-def _params(weight, bias, x):
-    """Weight and bias in one dtype (promoted: exact), ones and zeros for those absent (x's dtype for neither)."""
-    given = [p.dtype for p in (weight, bias) if p is not None] or [x.dtype]
-    dt = given[0] if len(given) == 1 else torch.promote_types(*given)
-    w = torch.ones(x.shape[1], dtype=dt, device=x.device) if weight is None else weight.to(dt).contiguous()
-    b = torch.zeros(x.shape[1], dtype=dt, device=x.device) if bias is None else bias.to(dt).contiguous()
-    return w, b
-
-
 def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
     """(y, mean, rstd) on the GPU for a non-empty 2-D x (rows made contiguous: the kernels index with stride D)."""
     x = x.contiguous()
     M, D = x.shape
     if out is None:
         out = (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device), outputs.empty((M,), torch.float32, x.device))
-    w, b = _params(weight, bias, x)
+    w, b = vectors_or_defaults(weight, bias, x)
     RUNNER.kernel("layer_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype)(x, w, b, *out, eps)
     return out
 
@@ -163,7 +154,7 @@ def backward(x, mean, rstd, dy, weight, with_dbias: bool):
     """(dx, dweight or None, dbias or None)."""
     x, dy = x.contiguous(), dy.contiguous()
     mean, rstd = mean.to(torch.float32).contiguous(), rstd.to(torch.float32).contiguous()
-    w, _ = _params(weight, None, x)
+    w, _ = vectors_or_defaults(weight, None, x)
     dx = outputs.empty_like(x)
     b = bucket(x.shape[1])
     RUNNER.kernel("layer_norm_bwd", build_backward, b, x.dtype, dy.dtype, w.dtype)(x, dy, w, mean, rstd, dx)
