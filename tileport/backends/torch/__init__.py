@@ -17,6 +17,11 @@ from .. import platform
 _FLOATS = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
 
 
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the composites compute in: fp32 for 16-bit and fp32 inputs (the benchmark), fp64 for fp64 (the golden)."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
 class TorchBackend:
     name = "torch"
     device_kinds = frozenset({platform.CPU, platform.CUDA, platform.NPU_ARCH35, platform.NPU_ARCH32})

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import torch
 
-
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
+from . import compute_dtype
 
 
 def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -14,7 +12,7 @@ def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None) ->
 
     ``out``: (y, rstd) to copy the results into (the composite allocates its temporaries regardless).
     """
-    xf = x.to(_compute_dtype(x.dtype))
+    xf = x.to(compute_dtype(x.dtype))
     rstd = torch.rsqrt(xf.pow(2).sum(-1) + eps)
     y = (xf * rstd.unsqueeze(-1)).to(output_dtype)
     if out is not None:
@@ -32,7 +30,7 @@ def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, eps: float |
     1000 with eps 1e-12): such a golden would fault the kernels that keep the true value. Otherwise, and in fp32
     (the benchmark: the composite users write), ``eps`` is not used.
     """
-    cdt = _compute_dtype(x.dtype)
+    cdt = compute_dtype(x.dtype)
     xf, r, g = x.to(cdt), rstd.to(cdt).unsqueeze(-1), dy.to(cdt)
     if eps is not None and cdt == torch.float64 and x.shape[-1] == 1:
         return (g * r * eps / (xf * xf + eps)).to(x.dtype)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import torch
 
-
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
+from . import compute_dtype
 
 
 def _param(p, cdt):
@@ -16,7 +14,7 @@ def _param(p, cdt):
 
 def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
     """(y, mean, rstd) for rows ``x[M, D]``: y = (x - mean) * rstd * weight + bias."""
-    cdt = _compute_dtype(x.dtype)
+    cdt = compute_dtype(x.dtype)
     y, mean, rstd = torch.native_layer_norm(x.to(cdt), x.shape[-1:], _param(weight, cdt), _param(bias, cdt), eps)
     y, mean, rstd = y.to(output_dtype), mean.view(-1), rstd.view(-1)
     if out is not None:
@@ -28,7 +26,7 @@ def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
 
 def backward(x, mean, rstd, dy, weight, with_dbias: bool):
     """(dx in x's dtype, dweight or None, dbias or None in the compute dtype), from the statistics given."""
-    cdt = _compute_dtype(x.dtype)
+    cdt = compute_dtype(x.dtype)
     stat = lambda t: t.to(cdt).view(-1, 1)  # noqa: E731 (torch keeps them as (M, 1))
     w = _param(weight, cdt)
     b = x.new_zeros(x.shape[-1:], dtype=cdt) if with_dbias else None  # torch reads only its presence

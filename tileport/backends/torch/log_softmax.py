@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import torch
 
-
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
+from . import compute_dtype
 
 
 def forward(x):
     """y over the last dimension of rows ``x[M, D]``, in x's dtype."""
-    return torch._log_softmax(x.to(_compute_dtype(x.dtype)), -1, False).to(x.dtype)
+    return torch._log_softmax(x.to(compute_dtype(x.dtype)), -1, False).to(x.dtype)
 
 
 def backward(y, dy):
     """dx = dy - exp(y) * sum(dy) over the last dimension, in y's dtype."""
-    cdt = _compute_dtype(y.dtype)
+    cdt = compute_dtype(y.dtype)
     return torch._log_softmax_backward_data(dy.to(cdt), y.to(cdt), -1, cdt).to(y.dtype)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import torch
 
-
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
+from . import compute_dtype
 
 
 def _scale(weight, offset: float, cdt):
@@ -18,7 +16,7 @@ def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: to
 
     casting "llama": x * rstd and the weight are rounded to x's dtype and multiplied there (HF LlamaRMSNorm).
     """
-    cdt = _compute_dtype(x.dtype)
+    cdt = compute_dtype(x.dtype)
     xf = x.to(cdt)
     rstd = torch.rsqrt(xf.pow(2).mean(-1) + eps)
     n = xf * rstd.unsqueeze(-1)
@@ -44,7 +42,7 @@ def backward(x, rstd, dy, weight, offset: float, casting: str, eps: float | None
     In fp64 (the golden) at D = 1 with the forward's ``eps``: dx = g * rstd * eps / (x^2 + eps), the same value
     without the cancellation that fp64 itself rounds to noise or 0 once eps / x^2 nears 2^-53 (as l2norm's).
     Otherwise, and in fp32 (the benchmark), ``eps`` is not used."""
-    cdt = _compute_dtype(x.dtype)
+    cdt = compute_dtype(x.dtype)
     xf, r, gy = x.to(cdt), rstd.to(cdt).unsqueeze(-1), dy.to(cdt)
     n = xf * r
     w = _scale(weight, offset, cdt)

@@ -169,7 +169,7 @@ def backward(x, mean, rstd, dy, weight, with_dbias: bool):
     if weight is None and not with_dbias:
         CACHE.kernel("layer_norm_bwd", build_backward, x.dtype, dy.dtype, None)(threads_for(M_ * D_), x=x, dy=dy, dx=dx, **stats)
         return dx, None, None
-    w = torch.ones(D_, dtype=x.dtype) if weight is None else weight.contiguous()
+    w, _ = vectors_or_defaults(weight, None, x)
     dw, db = outputs.empty((D_,), torch.float32, x.device), outputs.empty((D_,), torch.float32, x.device)
     CACHE.kernel("layer_norm_bwd", build_backward, x.dtype, dy.dtype, w.dtype)(
         threads_for(M_ * D_), x=x, dy=dy, weight=w, dx=dx, dweight=dw, dbias=db, **stats

@@ -139,6 +139,14 @@ def _when(cond, body) -> None:
             body()
 
 
+def _tail_lanes(v, k, scratch, n, fill) -> None:
+    """v[k] keeps its first n lanes and takes ``fill`` in the rest (v[scratch] is overwritten): a tail chunk's
+    missing lanes, zeroed by the partial load, set to what the reduction must ignore."""
+    put(v, scratch, splat(T.float32(fill)))
+    _call("tp_keep_lanes", _ref(v, scratch), _ref(v, k), n)
+    put(v, k, get(v, scratch))
+
+
 def _as_list(x):
     return list(x) if isinstance(x, (list, tuple)) else [x]
 
@@ -279,9 +287,7 @@ def row_sums64(products, inputs, row):
             for f, value in enumerate(factors(*loaded)):
                 put(v, n_in + 2 * p + f, value)
                 if n is not None:  # the tail: a factor of zeroed lanes need not be 0 (x - mean), so mask it
-                    put(v, tmp, splat(T.float32(0)))
-                    _call("tp_keep_lanes", _ref(v, tmp), _ref(v, n_in + 2 * p + f), n)
-                    put(v, n_in + 2 * p + f, get(v, tmp))
+                    _tail_lanes(v, n_in + 2 * p + f, tmp, n, 0.0)
             _call("tp_dot64_add", _ref(v, acc(p, u)), _ref(v, n_in + 2 * p), _ref(v, n_in + 2 * p + 1))
 
     with T.serial(D // (2 * VL)) as j:
@@ -301,9 +307,7 @@ def row_max(out, k_out, io: Io, buf, row) -> None:
     def step(col, n=None):
         io.load(buf, row, col, v, 1, n)
         if n is not None:
-            put(v, 2, splat(T.float32(-float("inf"))))
-            _call("tp_keep_lanes", _ref(v, 2), _ref(v, 1), n)
-            put(v, 1, get(v, 2))
+            _tail_lanes(v, 1, 2, n, -float("inf"))
         put(v, 0, T.call_extern(VEC, "tp_max", get(v, 0), get(v, 1)))
 
     with T.serial(D // VL) as j:
