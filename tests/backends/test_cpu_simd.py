@@ -11,7 +11,7 @@ import shutil
 import pytest
 import torch
 
-from tileport.backends.tilelang.cpu import disasm, l2norm, layer_norm, log_softmax, rms_norm, runtime, settings, softmax
+from tileport.backends.tilelang.cpu import add_rms_norm, disasm, l2norm, layer_norm, log_softmax, rms_norm, runtime, settings, softmax
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 KERNELS = [
@@ -26,6 +26,8 @@ KERNELS = [
     ("layer_norm_bwd", lambda dt: layer_norm.build_backward(dt, dt, dt)),  # two Kahan partials
     ("softmax_fwd", lambda dt: softmax.build_forward(dt)),  # row max, packed exp
     ("log_softmax_bwd", lambda dt: log_softmax.build_backward(dt, dt)),
+    ("add_rms_norm_fwd", lambda dt: add_rms_norm.build_forward(dt, dt, dt, dt, dt)),  # the add, then rms_norm's passes
+    ("add_rms_norm_bwd", lambda dt: add_rms_norm.build_backward(dt, dt, dt, dt)),  # fp64 dx plus the direct gradient
 ]
 ZEN4_AS_GXX12_SEES_IT = (
     "znver3 -mavx512f -mavx512dq -mavx512cd -mavx512bw -mavx512vl -mavx512ifma -mavx512vbmi -mavx512vbmi2 "
@@ -47,7 +49,7 @@ def _check_packed(name: str, build, dtype) -> None:
 @pytest.mark.skipif(not X86, reason="x86 register names")
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("name,build", KERNELS, ids=["l2-fwd", "l2-fwd-stream", "l2-bwd", "l2-bwd-eps", "rms-fwd", "rms-fwd-llama", "rms-bwd", "rms-bwd-eps",
-                                            "ln-bwd", "softmax-fwd", "log-softmax-bwd"])
+                                            "ln-bwd", "softmax-fwd", "log-softmax-bwd", "add-rms-fwd", "add-rms-bwd"])
 def test_native_build_is_packed(name, build, dtype):
     _check_packed(name, build, dtype)
 

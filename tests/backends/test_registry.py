@@ -146,4 +146,4 @@ def test_available_backends_report():
     infos = {b.name: b for b in tileport.available_backends()}
     assert infos["torch"].available and "torch" in infos["torch"].reason
     assert infos["tilelang"].available, infos["tilelang"].reason
-    assert infos["tilelang"].device_kinds == ("cpu", "cuda", "npu-arch35") and infos["tilelang"].ops == ("l2norm", "layer_norm", "log_softmax", "rms_norm", "softmax")
+    assert infos["tilelang"].device_kinds == ("cpu", "cuda", "npu-arch35") and infos["tilelang"].ops == ("add_rms_norm", "l2norm", "layer_norm", "log_softmax", "rms_norm", "softmax")

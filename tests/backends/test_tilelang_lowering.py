@@ -170,3 +170,16 @@ def test_log_softmax_ascend_lowering(backend, capfd):
     out, err = capfd.readouterr()
     assert "ThreadSync" not in out + err, "lowering reports a data race: " + (out + err)[-400:]
     assert "version_counter" in src["log_softmax_fwd"] and "asc_vf_call" in src["log_softmax_bwd"]
+
+
+def test_add_rms_norm_cuda_lowering(backend):
+    fwd = backend.device_sources("add_rms_norm", "cuda", torch.bfloat16, 4097, only=("add_rms_norm_fwd",))["add_rms_norm_fwd"]
+    assert "bfloat16_t* __restrict__ S" in fwd and "bfloat16_t* __restrict__ R" in fwd  # residual in, residual_out written
+    assert fwd.count("tl::AllReduce") == 1 and "__frsqrt_rn" in fwd  # one sum of squares, of the rounded sum
+
+
+def test_add_rms_norm_ascend_lowering(backend, capfd):
+    src = backend.device_sources("add_rms_norm", "ascend", torch.float16, 1000, only=("add_rms_norm_add",))["add_rms_norm_add"]
+    out, err = capfd.readouterr()
+    assert "ThreadSync" not in out + err, "lowering reports a data race: " + (out + err)[-400:]
+    assert "__float22half2_rn" in src and src.count("asc_copy_ub2gm_align") >= 1  # fp32 add, rounded once, to GM

@@ -89,7 +89,7 @@ def test_malformed_suite_names_file_key_and_expectation(tmp_path, old, new, key,
 def test_invalid_yaml_and_unknown_suite(tmp_path):
     with pytest.raises(CaseFileError, match="valid YAML"):
         load_suite(write(tmp_path, "name: [unclosed"))
-    with pytest.raises(ValueError, match="no case suite for operator 'no_such_op'; suites: l2norm, "):
+    with pytest.raises(ValueError, match="no case suite for operator 'no_such_op'; suites: add_rms_norm, l2norm, "):
         load_suite("no_such_op")
     with pytest.raises(ValueError, match="no level 'L7'"):
         load_suite("l2norm").level("L7")

@@ -22,19 +22,25 @@ from ..ops.spec import OpSpec
 
 
 def _autograd(fn: Callable, inputs: dict, dy: torch.Tensor, mode: str, grads: list[str]):
-    """A callable running ``fn(**inputs)`` in ``mode``; grads flow to the tensor inputs named in ``grads``."""
+    """A callable running ``fn(**inputs)`` in ``mode``; grads flow to the tensor inputs named in ``grads``. An
+    operator with several rows outputs (a tuple) gets ``dy`` as the gradient of each."""
     if mode == "fwd":
         return lambda: fn(**inputs)
     leaves = {k: inputs[k].detach().requires_grad_(True) for k in grads}
     args = inputs | leaves
     wrt = list(leaves.values())
+
+    def grad(out, **kw):
+        outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        return torch.autograd.grad(outs, wrt, (dy,) * len(outs), **kw)
+
     if mode == "fwdbwd":
-        return lambda: torch.autograd.grad(fn(**args), wrt, dy)
+        return lambda: grad(fn(**args))
     # bwd: the graph is built once and each call only runs the backward; retain_graph=True needs AOT autograd's
     # donated buffers off for the torch.compile provider (it compiles on this first call)
     with torch._functorch.config.patch(donated_buffer=False):
         y = fn(**args)
-    return lambda: torch.autograd.grad(y, wrt, dy, retain_graph=True)
+    return lambda: grad(y, retain_graph=True)
 
 
 def original(spec: OpSpec) -> dict[str, Callable]:

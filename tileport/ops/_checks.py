@@ -105,24 +105,24 @@ def choice(value: object, name: str, options: tuple[str, ...]) -> str:
     return value  # type: ignore[return-value]
 
 
-def like_rows(t: object, name: str, x: torch.Tensor) -> torch.Tensor:
-    """A floating tensor of x's shape on x's device (a gradient of a rows output)."""
+def like_rows(t: object, name: str, x: torch.Tensor, ref: str = "x") -> torch.Tensor:
+    """A floating tensor of x's shape on x's device (a gradient of a rows output); ``ref``: x's name."""
     floating_tensor(t, name)
     if tuple(t.shape) != tuple(x.shape):
-        raise ValueError(f"{name} must have x's shape {tuple(x.shape)}, got {tuple(t.shape)}")
+        raise ValueError(f"{name} must have {ref}'s shape {tuple(x.shape)}, got {tuple(t.shape)}")
     if t.device != x.device:
-        raise ValueError(f"{name} must be on x's device {x.device}, got {t.device}")
+        raise ValueError(f"{name} must be on {ref}'s device {x.device}, got {t.device}")
     return t
 
 
-def per_row_tensor(t: object, name: str, x: torch.Tensor) -> torch.Tensor:
+def per_row_tensor(t: object, name: str, x: torch.Tensor, ref: str = "x") -> torch.Tensor:
     """A floating tensor of shape x.shape[:-1] on x's device (a saved statistic such as rstd)."""
     if not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point:
         raise TypeError(f"{name} must be a floating torch.Tensor, got {getattr(t, 'dtype', type(t).__name__)}")
     if tuple(t.shape) != tuple(x.shape[:-1]):
-        raise ValueError(f"{name} must have shape x.shape[:-1] = {tuple(x.shape[:-1])}, got {tuple(t.shape)}")
+        raise ValueError(f"{name} must have shape {ref}.shape[:-1] = {tuple(x.shape[:-1])}, got {tuple(t.shape)}")
     if t.device != x.device:
-        raise ValueError(f"{name} must be on x's device {x.device}, got {t.device}")
+        raise ValueError(f"{name} must be on {ref}'s device {x.device}, got {t.device}")
     return t
 
 

@@ -147,7 +147,7 @@ class Judge:
         """Verdicts of ``name`` over seeds case.seed + 1 ... + seeds. ``batched`` (default: when the spec's
         cases stack) runs chunks of seeds as one call each, every seed judged over its own slice."""
         new = list(range(case.seed + 1, case.seed + 1 + seeds))
-        backward = name in self.suite.grad_outputs  # a forward output is retested without running the backward
+        backward = name not in self.suite.outputs  # a forward output is retested without running the backward
         if not (self.spec.stackable if batched is None else batched):
             return [self.verdict(name, case, *self.run_all(make_inputs(self.suite, replace(case, seed=s)), backend, backward)) for s in new]
         if not self.spec.stackable:

@@ -29,7 +29,7 @@ def _mean(total):
     return total / T.cast(D, "float32")
 
 
-def _inv_rms(r, eps, x_io, x, row):
+def inv_rms(r, eps, x_io, x, row):
     """r[0] = rsqrt(mean(x^2) + eps) of ``row``, all in fp64 and rounded once to fp32 (a per-row scalar: the
     fp64 sum costs two widening FMAs per 16 columns of a memory-bound pass). torch rounds each square, add,
     the mean, the sum with eps, the sqrt and the reciprocal in fp32; with ties these roundings decide the
@@ -48,7 +48,7 @@ def build_forward(x: torch.dtype, w, y: torch.dtype, casting: str = "fp32"):
         def rms_norm_fwd(x: X.rows, y: Y.rows, rstd: per_row(), eps: T.float32):
             with T.Kernel(M) as row:
                 r = T.alloc_local((1,), T.float32)
-                _inv_rms(r, eps, X, x, row)
+                inv_rms(r, eps, X, x, row)
                 rstd[row] = r[0]
                 row_map(lambda v: v * splat(r[0]), [(X, x)], [(Y, y)], row)
 
@@ -64,7 +64,7 @@ def build_forward(x: torch.dtype, w, y: torch.dtype, casting: str = "fp32"):
     def rms_norm_fwd(x: X.rows, weight: W.vector, y: Y.rows, rstd: per_row(), eps: T.float32, offset: T.float32):
         with T.Kernel(M) as row:
             r = T.alloc_local((1,), T.float32)
-            _inv_rms(r, eps, X, x, row)
+            inv_rms(r, eps, X, x, row)
             rstd[row] = r[0]
             row_map(lambda v, wv: scale(v, wv + splat(offset), r[0]), [(X, x), (W, weight)], [(Y, y)], row)
 
@@ -112,13 +112,16 @@ def build_backward(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"):
     return rms_norm_bwd
 
 
-def _eps_stats(c, eps, rstd, rows, row, g_of):
+def eps_stats(c, eps, rstd, rows, row, g_of):
     """c = [ss, d, D * eps, rstd / (ss + D * eps)] of ``row``: ss = sum(x^2) and d = sum(g * x) in one fp64 pass,
-    g = g_of(the loaded values after x) in fp32."""
+    g = g_of(the loaded values after x) in fp32. ``rstd`` None: rstd = 1 / sqrt(ss / D + eps) in fp64, not the
+    forward's fp32 value (whose rounding, up to 6e-8, would scale all of dx: see ``cpu/add_rms_norm.py``)."""
     ss, d = row_sums64([lambda xv, *rest: (xv, xv), lambda xv, *rest: (g_of(*rest), xv)], rows, row)
     T.buffer_store(c, ss, [0])
     T.buffer_store(c, d, [1])
     T.buffer_store(c, T.cast(D, "float64") * T.cast(eps, "float64"), [2])
+    if rstd is None:
+        rstd = T.float64(1.0) / T.sqrt(T.BufferLoad(c, [0]) / T.cast(D, "float64") + T.cast(eps, "float64"))
     T.buffer_store(c, T.cast(rstd, "float64") / (T.BufferLoad(c, [0]) + T.BufferLoad(c, [2])), [3])
 
 
@@ -135,7 +138,7 @@ def build_backward_eps(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"
         def rms_norm_bwd_eps(x: X.rows, dy: G.rows, rstd: per_row(), dx: X.rows, eps: T.float32):
             with T.Kernel(M) as row:
                 c = T.alloc_local((4,), "float64")
-                _eps_stats(c, eps, rstd[row], [(X, x), (G, dy)], row, lambda g: g)
+                eps_stats(c, eps, rstd[row], [(X, x), (G, dy)], row, lambda g: g)
                 row_map(lambda xv, g: T.call_extern(VEC, "tp_resid64", g, xv, c[0], c[1], c[2], c[3]), [(X, x), (G, dy)], [(X, dx)], row)
 
         return rms_norm_bwd_eps
@@ -151,7 +154,7 @@ def build_backward_eps(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"
             c = T.alloc_local((4,), "float64")
             r = T.alloc_local((1,), T.float32)
             r[0] = rstd[row]
-            _eps_stats(c, eps, r[0], [(X, x), (G, dy), (W, weight)], row, lambda g, wv: g * (wv + splat(offset)))
+            eps_stats(c, eps, r[0], [(X, x), (G, dy), (W, weight)], row, lambda g, wv: g * (wv + splat(offset)))
             row_map(
                 lambda xv, g, wv: [
                     T.call_extern(VEC, "tp_resid64", g * (wv + splat(offset)), xv, c[0], c[1], c[2], c[3]),

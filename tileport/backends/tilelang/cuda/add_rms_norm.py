@@ -1,0 +1,81 @@
+"""add_rms_norm as TileLang CUDA kernels: a fused forward (one row per CTA, rms_norm's layout in
+``cuda/rms_norm.py``) and rms_norm's backward kernels over residual_out.
+
+Forward: pass one reads x and residual, writes residual_out = x + residual (fp32 add, rounded once) and sums
+its squares; pass two recomputes residual_out from x and residual (no read of what other threads wrote) and
+writes y = residual_out * rstd * (w + offset). Backward: rms_norm's dx and dweight kernels over residual_out,
+then the direct gradient added by torch (one more elementwise pass: not fused here).
+"""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+import tilelang.language as T
+import torch
+
+from . import rms_norm
+from ..targets import RUNNERS, TL_DTYPE, vectors_or_defaults
+from ._common import bucket, rsqrt as _rsqrt, threads as _threads
+from ... import outputs
+
+RUNNER = RUNNERS["cuda"]
+
+
+def build_forward(chunk: int, x_dtype: torch.dtype, r_dtype: torch.dtype, s_dtype: torch.dtype, w_dtype: torch.dtype,
+                  y_dtype: torch.dtype, rsqrt: str = "exact"):  # fmt: skip
+    xt, rt, st, wt, yt = (TL_DTYPE[d] for d in (x_dtype, r_dtype, s_dtype, w_dtype, y_dtype))
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.prim_func
+    def add_rms_norm_fwd(X: T.Tensor((M, D), xt), R: T.Tensor((M, D), rt), W: T.Tensor((D,), wt), S: T.Tensor((M, D), st),
+                         Y: T.Tensor((M, D), yt), RSTD: T.Tensor((M,), "float32"), eps: T.float32, offset: T.float32):  # fmt: skip
+        with T.Kernel(M, threads=_threads(chunk)) as bx:
+            acc = T.alloc_fragment((1, chunk), "float32")
+            r = T.alloc_fragment((1,), "float32")
+            T.clear(acc)
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    if col < D:
+                        v = (X[bx, col].astype("float32") + R[bx, col].astype("float32")).astype(st)
+                        S[bx, col] = v
+                        acc[i, j] += v.astype("float32") * v.astype("float32")
+            T.reduce_sum(acc, r, dim=1)
+            for i in T.Parallel(1):
+                r[i] = _rsqrt(r[i] / T.cast(D, "float32") + eps, rsqrt)
+            for i in T.Parallel(1):
+                RSTD[bx] = r[i]
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    if col < D:
+                        v = (X[bx, col].astype("float32") + R[bx, col].astype("float32")).astype(st).astype("float32")
+                        Y[bx, col] = (v * r[i] * (W[col].astype("float32") + offset)).astype(yt)
+
+    return add_rms_norm_fwd
+
+
+def lowered(dtype: torch.dtype, dim: int, rsqrt: str = "exact") -> dict:
+    """{kernel name: prim_func} serving rows of ``dim`` columns, for ``tileport lower``."""
+    b = bucket(dim)
+    return {
+        "add_rms_norm_fwd": build_forward(b, dtype, dtype, dtype, dtype, dtype, rsqrt),
+        "add_rms_norm_bwd": rms_norm.build_backward(b, dtype, dtype, dtype),
+        "add_rms_norm_dweight": rms_norm.build_dweight(b, dtype, dtype),
+    }
+
+
+def forward(x, residual, weight, eps: float, offset: float, residual_dtype: torch.dtype, output_dtype: torch.dtype):
+    """(y, residual_out, rstd) on the GPU (rows made contiguous: the kernels index with stride D)."""
+    x, residual = x.contiguous(), residual.contiguous()
+    M, D = x.shape
+    y, s = outputs.empty_like(x, output_dtype), outputs.empty_like(x, residual_dtype)
+    rstd = outputs.empty((M,), torch.float32, x.device)
+    (w, _), off = vectors_or_defaults(weight, None, x), (offset if weight is not None else 0.0)
+    kernel = RUNNER.kernel("add_rms_norm_fwd", build_forward, bucket(D), x.dtype, residual.dtype, residual_dtype, w.dtype, output_dtype)
+    kernel(x, residual, w, s, y, rstd, eps, off)
+    return y, s, rstd
+
+
+def backward(residual_out, rstd, dy, dresidual_out, weight, offset: float, eps: float):
+    """(dsum in residual_out's dtype, dweight or None): rms_norm's kernels, then the direct gradient added."""
+    dsum, dw = rms_norm.backward(residual_out, rstd, dy, weight, offset, "fp32", eps)
+    return (dsum if dresidual_out is None else dsum.add_(dresidual_out)), dw
