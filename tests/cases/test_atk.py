@@ -11,7 +11,7 @@ from tileport.cases import CaseFileError, generate, load_suite, make_inputs
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "atk"
 
 
-@pytest.mark.parametrize("op", ["l2norm", "rms_norm", "layer_norm"])
+@pytest.mark.parametrize("op", ["l2norm", "rms_norm", "layer_norm", "add_rms_norm"])
 def test_each_shipped_example_loads_for_its_operator(op):
     s = load_suite(EXAMPLES / f"{op}.yaml")
     assert s.name == op and s.standard["acc"] == "double_bm"

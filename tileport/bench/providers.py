@@ -9,9 +9,6 @@ once), ``fwdbwd`` (both).
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-from functools import reduce
 from typing import Callable
 
 import torch
@@ -19,6 +16,7 @@ import torch._functorch.config  # noqa: F401  (donated_buffer, patched for the b
 
 import tileport
 from ..ops.spec import OpSpec
+from ..verify import originals
 
 
 def _autograd(fn: Callable, inputs: dict, dy: torch.Tensor, mode: str, grads: list[str]):
@@ -45,16 +43,7 @@ def _autograd(fn: Callable, inputs: dict, dy: torch.Tensor, mode: str, grads: li
 
 def original(spec: OpSpec) -> dict[str, Callable]:
     """{provider name: callable in the spec's convention} of the upstream originals installed here."""
-    out = {}
-    for o in spec.originals:
-        if importlib.util.find_spec(o.module.split(".")[0]) is None:
-            continue
-        try:
-            fn = reduce(getattr, o.attribute.split("."), importlib.import_module(o.module))
-        except Exception:  # installed but broken or renamed: not a competitor
-            continue
-        out[o.name] = o.adapt(fn) if o.adapt else fn
-    return out
+    return {name: fn for name, (fn, _) in originals.load(spec).items() if fn is not None}
 
 
 def providers(spec: OpSpec, shape, dtype, mode: str, backends: list[str], compile_baseline: bool = True, device="cpu") -> dict:

@@ -46,6 +46,7 @@ def write_report(rep, out: str | Path) -> dict[str, Path]:
         "cross_backend": [dataclasses.asdict(p) for p in rep.pairs],
         "device": rep.device,
         "placement": [dataclasses.asdict(p) for p in rep.placement],
+        "originals": list(getattr(rep, "originals", [])),
         "studies": [{"title": st.title, "note": st.note, "records": list(st.records)} for st in rep.studies],
         "performance": rep.perf, "results": rows,
     }  # fmt: skip

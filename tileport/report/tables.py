@@ -114,6 +114,19 @@ def skipped(rep) -> Table:
     return Table("Cases a backend did not run", ("backend", "cases", "why"), rows)
 
 
+def originals(rep) -> Table:
+    """The upstream kernels the operator was ported from: found or not, whether they took part, and why not."""
+    rows = tuple(
+        (o["name"], o["target"], "yes" if o["found"] else "no", "yes" if o["runs"] else "no", o["why"] or "-")
+        for o in rep.originals
+    )  # fmt: skip
+    return Table(
+        "Originals: the upstream kernels as competitors", ("original", "where", "found", "in the comparison", "why not"), rows,
+        "An original that runs is one more side of the cross-backend comparison (not judged by the standard); on the CPU it "
+        "runs under the Triton interpreter, on the quick level's cases. Install them with pip install tileport[peers].",
+    )
+
+
 def against_golden(rep) -> Table:
     """Worst MARE and RMSE against the float64 golden, per backend (the benchmark included), dtype and output."""
     worst: dict[tuple, list[float]] = {}
@@ -181,6 +194,8 @@ def all_tables(rep) -> list[Table]:
         out.append(against_golden(rep))
     if rep.pairs:
         out.append(cross_backend(rep))
+    if getattr(rep, "originals", None):
+        out.append(originals(rep))
     out += studies(rep)
     if rep.perf:
         out.append(performance(rep))

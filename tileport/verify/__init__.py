@@ -8,6 +8,7 @@ markdown, html, json and csv. ``device="cuda"`` runs the same on a GPU.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from ..ops.spec import StudyResult, get as op_spec
 from ..precision import COUNTS, MIN_ELEMENTS, STANDARD_VERSION, Aggregate, CaseResult, aggregate
 from ..precision.standard import RETEST_MIN_SEEDS, RETEST_SEEDS
 from . import journal
+from . import originals
 from .accuracy import PairStat, Reduced, Task, dtype_name, merge
 from .pool import jobs_for, run_task
 from .performance import performance, performance_groups
@@ -52,6 +54,7 @@ class Report:
     skipped: dict = field(default_factory=dict)  # backend -> (cases not run, why)
     device: str = "cpu"
     placement: list = field(default_factory=list)  # with Ray: where each batch of cases ran (cluster.Placement)
+    originals: list = field(default_factory=list)  # the upstream kernels (originals.Status): found, run, why not
 
     @property
     def passed(self) -> bool:
@@ -113,6 +116,7 @@ class Plan:
     interpreted: set[str]
     cases: list
     device: str = "cpu"
+    originals: list = field(default_factory=list)  # originals.Status of each of the op's upstream kernels
 
 
 def check_device(device: str) -> str:
@@ -143,7 +147,7 @@ def prepare(
     benchmark = suite.standard.get("benchmark", "torch")
     names, status, interpreted = serving_backends(op, backends, benchmark, device)
     cases = generate(suite, level, dtypes, seed)
-    return Plan(op, level, seed, suite, benchmark, names, status, interpreted, cases, device)
+    return Plan(op, level, seed, suite, benchmark, names, status, interpreted, cases, device, originals.probe(op_spec(op), device))
 
 
 def verify(
@@ -192,7 +196,10 @@ def run(
         # a conforming level keeps the small-sample fuse for the reduced backends too: they retest over its minimum
         cut = Reduced(per_dtype, min(lv.runs, quick.runs), min(retest_seeds, RETEST_MIN_SEEDS if lv.conforming else QUICK_RETEST_SEEDS))
         reduced = {n: cut for n in interpreted if n in names}
-    task = Task(suite, tuple(names), lv.limits, lv.runs, retest_seeds, reduced, plan.device, RETEST_MIN_SEEDS if lv.conforming else 0)
+    running = tuple(o.name for o in plan.originals if o.runs)
+    originals_cut = cut if quick is not None and plan.device == "cpu" else None  # under the interpreter: the quick workload
+    task = Task(suite, tuple(names), lv.limits, lv.runs, retest_seeds, reduced, plan.device, RETEST_MIN_SEEDS if lv.conforming else 0,
+                running, originals_cut)  # fmt: skip
     done = journal.read(Path(journal_dir)) if journal_dir is not None else {}
     todo = [c for c in cases if c.index not in done]
     if step and done:
@@ -233,4 +240,5 @@ def run(
     return Report(
         op, level, lv.limits, seed, environment(plan.benchmark, jobs, executor), plan.status, len(cases), elements, lv.runs, retest_seeds,
         results, aggs, pairs, studies, perf, time.perf_counter() - t0, counts, skipped, plan.device, placement,
+        [dataclasses.asdict(o) for o in plan.originals],
     )  # fmt: skip

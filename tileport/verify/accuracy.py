@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 
 from ..backends import outputs
+from . import originals
 from ..backends.registry import BackendUnavailableError
 from ..cases import Case, Suite, golden_inputs, make_inputs
 from ..dtypes import name as dtype_name
@@ -71,15 +72,21 @@ def _pair_update(stat: PairStat, a: torch.Tensor, b: torch.Tensor) -> None:
 
 @dataclass(frozen=True)
 class Reduced:
-    """A smaller workload for one backend (an interpreter): the first cases of each dtype, fewer runs."""
+    """A smaller workload for one backend (an interpreter): the first cases of each dtype up to a size, fewer
+    runs. The size cap keeps a retest affordable: 200 seeds of a 1M-element case took over 40 minutes under
+    the Triton interpreter (Intel Xeon, 2 vCPUs)."""
 
     cases_per_dtype: int
     runs: int
     retest_seeds: int
+    max_elements: int = 1 << 16
+
+    def skips(self, case: Case) -> bool:
+        return case.rank >= self.cases_per_dtype or case.elements > self.max_elements
 
     def describe(self) -> str:
-        return (f"interpreted: the first {self.cases_per_dtype} cases per dtype (the quick level's), "
-                f"{self.runs} runs each, {self.retest_seeds} retest seeds")  # fmt: skip
+        return (f"interpreted: the first {self.cases_per_dtype} cases per dtype (the quick level's) of at most "
+                f"{self.max_elements} elements, {self.runs} runs each, {self.retest_seeds} retest seeds")  # fmt: skip
 
 
 def available_bytes() -> int | None:
@@ -121,6 +128,12 @@ class Judge:
         self.acc = self.suite.standard.get("acc", "double_bm")
         max_atol = self.suite.standard.get("max_atol")
         self.max_atol = None if max_atol is None else float(max_atol)
+
+    def original(self, name: str):
+        """The spec's upstream original ``name``, loaded once per judge."""
+        if not hasattr(self, "_originals"):
+            self._originals = originals.load(self.spec)
+        return self._originals[name][0]
 
     def execute(self, inputs: dict, backend: str, backward: bool) -> dict:
         """Outputs on the CPU; inputs drawn on the CPU, moved to the device first. Outputs start as NaN
@@ -216,6 +229,8 @@ class Task:
     reduced: dict = field(default_factory=dict)
     device: str = "cpu"
     min_seeds: int = RETEST_MIN_SEEDS
+    originals: tuple[str, ...] = ()  # the upstream originals that run here (``originals.probe``)
+    originals_cut: Reduced | None = None  # their workload where they are interpreted (the CPU)
 
     def seeds(self, backend: str) -> int:
         return self.reduced[backend].retest_seeds if backend in self.reduced else self.retest_seeds
@@ -248,7 +263,7 @@ def run_case(task: Task, j: Judge, case: Case, progress: Callable[..., None] | N
     running = []  # (backend, its reduced workload or None)
     for backend in task.backends:
         cut = task.reduced.get(backend)
-        if cut is not None and case.rank >= cut.cases_per_dtype:
+        if cut is not None and cut.skips(case):
             out.skipped.setdefault(backend, [0, cut.describe()])[0] += 1
         else:
             running.append((backend, cut))
@@ -279,10 +294,19 @@ def run_case(task: Task, j: Judge, case: Case, progress: Callable[..., None] | N
                     deterministic=all(same_bits(r[name], under[name]) for r in repeats), runs=backend_runs,
                 )
             )  # fmt: skip
+    for name in task.originals:  # the upstream kernels: one more side of the comparison, not judged
+        key, cut = f"{name} (original)", task.originals_cut
+        if cut is not None and cut.skips(case):
+            out.skipped.setdefault(key, [0, cut.describe()])[0] += 1
+            continue
+        try:
+            per_backend[key] = originals.run(j.spec, j.original(name), inputs, suite.backward)
+        except Exception as exc:  # noqa: BLE001 - an original that cannot run a case is reported, not fatal
+            out.skipped.setdefault(key, [0, f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"])[0] += 1
     names = list(per_backend)
     for i, b in enumerate(names):
         for a in names[i + 1 :]:
-            for name in per_backend[a]:
+            for name in [n for n in per_backend[a] if n in per_backend[b]]:
                 key = (a, b, dtype_name(case.dtype), name)
                 _pair_update(out.pairs.setdefault(key, PairStat(*key)), per_backend[a][name], per_backend[b][name])
     return out

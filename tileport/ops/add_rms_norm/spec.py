@@ -82,7 +82,7 @@ SPEC = s.OpSpec(
     bar=s.ROWWISE_BAR,
     originals=(
         s.Original("liger", "liger_kernel.ops.fused_add_rms_norm", "LigerFusedAddRMSNormFunction.apply", _liger),
-        s.Original("fla", "fla.modules.layernorm", "rms_norm_fn", _fla),
+        s.Original("fla", "fla.modules.layernorm", "rms_norm", _fla),
     ),
     precision_dtypes={"rstd": torch.float32},
     near_eps=lambda attrs, D: math.sqrt(float(attrs.get("eps", DEFAULT_EPS))),  # a mean: eps per element

@@ -57,6 +57,10 @@ def _liger(fn):
     return lambda x, weight=None, bias=None, eps=DEFAULT_EPS: fn(x, weight, bias, eps)
 
 
+def _fla(fn):
+    return lambda x, weight=None, bias=None, eps=DEFAULT_EPS: fn(x, weight, bias, eps=eps)
+
+
 SPEC = s.OpSpec(
     name="layer_norm",
     model_sites={"x": "hidden", "weight": "hidden_weight", "dy": "hidden_grad"},  # a block's norm inputs
@@ -77,7 +81,10 @@ SPEC = s.OpSpec(
     workloads=dict(s.MODEL_WORKLOADS),
     bar=s.ROWWISE_BAR,
     competitors={"torch-layer_norm": torch_fused},
-    originals=(s.Original("liger", "liger_kernel.ops.layer_norm", "LigerLayerNormFunction.apply", _liger),),
+    originals=(
+        s.Original("liger", "liger_kernel.ops.layer_norm", "LigerLayerNormFunction.apply", _liger),
+        s.Original("fla", "fla.modules.layernorm", "layer_norm", _fla),
+    ),
     precision_dtypes={"mean": torch.float32, "rstd": torch.float32},
     near_eps=lambda attrs, D: math.sqrt(float(attrs.get("eps", DEFAULT_EPS))),  # a variance: eps per element
     kernel_out=True,

@@ -54,6 +54,10 @@ def _liger(fn):
     return lambda x, weight=None, eps=DEFAULT_EPS: fn(x, weight, eps)
 
 
+def _fla(fn):
+    return lambda x, weight=None, eps=DEFAULT_EPS: fn(x, weight, None, eps=eps)
+
+
 SPEC = s.OpSpec(
     name="rms_norm",
     model_sites={"x": "hidden", "weight": "hidden_weight", "dy": "hidden_grad"},  # a decoder's RMSNorm inputs
@@ -75,7 +79,10 @@ SPEC = s.OpSpec(
     workloads=dict(s.MODEL_WORKLOADS),
     bar=s.ROWWISE_BAR,
     competitors={"torch-rms_norm": torch_fused},
-    originals=(s.Original("liger", "liger_kernel.ops.rms_norm", "LigerRMSNormFunction.apply", _liger),),
+    originals=(
+        s.Original("liger", "liger_kernel.ops.rms_norm", "LigerRMSNormFunction.apply", _liger),
+        s.Original("fla", "fla.modules.layernorm", "rms_norm", _fla),
+    ),
     precision_dtypes={"rstd": torch.float32},
     near_eps=lambda attrs, D: math.sqrt(float(attrs.get("eps", DEFAULT_EPS))),  # a mean: eps per element
     kernel_out=True,
