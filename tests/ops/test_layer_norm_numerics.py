@@ -49,19 +49,19 @@ def test_without_parameters_and_with_one_of_them(dtype, golden, randn):
     _check(x, None, _param(300, dtype, 6, 0.0), dy, golden)
 
 
-@pytest.mark.parametrize("backend,margin", [("tilelang", 1.0), ("triton", 1.5)])
-def test_rows_with_a_large_mean_keep_their_spread(backend, margin, golden):
+@pytest.mark.parametrize("backend", ["tilelang", "triton"])
+def test_rows_with_a_large_mean_keep_their_spread(backend, golden):
     """Values near 1000 with unit spread: E[x^2] - mean^2 in fp32 would lose the spread (~1e6 against ~1e6, an
     rstd off by percents); the two-pass variance keeps rstd within 1e-6. y's error is at most torch's fp32
-    layer_norm's on TileLang (an fp64 mean); Triton's plain fp32 sum of x puts the mean off by ~1e-4 (within
-    1.5x of torch's error, as the upstream Triton kernels)."""
+    layer_norm's on both backends (an fp64 mean rounded once; a plain fp32 sum of x, as the upstream Triton
+    kernels', put the mean off by ~1e-4, 1.5x torch's error)."""
     g = torch.Generator().manual_seed(0)
     x = 1000.0 + torch.randn(64, 1000, generator=g)
     gold = golden("layer_norm", x=x)
     y, _, rstd = tileport.layer_norm_fwd(x, backend=backend)
     yt = torch.nn.functional.layer_norm(x, (1000,))
     err = lambda t: (t.double() - gold["y"]).abs().max().item()  # noqa: E731
-    assert err(y) <= margin * err(yt)
+    assert err(y) <= err(yt)
     torch.testing.assert_close(rstd.double(), gold["rstd"], rtol=1e-6, atol=0)
 
 

@@ -1,11 +1,10 @@
 """layer_norm forward and backward in Triton, ``BLOCK_M`` rows per program, rows walked in column chunks.
 
-Forward per program: pass one sums x (the mean: a plain fp32 sum, as the upstream Triton layer norms'), pass
-two sums (x - mean)^2 masked past D (the variance: two passes, never E[x^2] - mean^2), pass three writes
-y = (x - mean) * rstd * w + b. With a large mean (1000 +- 1) the fp32 sum of ~1e6 rounds by ~0.06 per add:
-the mean is off by ~1e-4 and y by as much (torch's Welford: ~7e-5); the variance keeps the spread. Refining
-the mean by a second sum of x - mean was tried and is worse for fp16 inputs (the rounding of x - mean is the
-same for every x of one binade: a bias, not noise). Backward per program: with
+Forward per program: pass one sums x in fp64 (the mean, rounded once to fp32: the upstream Triton layer
+norms' plain fp32 sum of ~1e6 rounds by ~0.06 per add where the mean is 1000 +- 1, and failed L0's fp32 dweight
+at 192x75 with N(mu, sigma) inputs, median MERE ratio 1.38; refining an fp32 mean by a second sum of x - mean
+was tried and is worse for fp16 inputs), pass two sums (x - mean)^2 masked past D (the variance: two passes,
+never E[x^2] - mean^2), pass three writes y = (x - mean) * rstd * w + b. Backward per program: with
 xhat = (x - mean) * rstd and g = dy * w, pass one sums g and g * xhat, pass two writes
 dx = (g - mean(g) - xhat * mean(g * xhat)) * rstd and the program's own fp32 partials of dweight (dy * xhat)
 and dbias (dy), summed as a tree (``column_sum``); the partials are summed in program order afterwards, so
@@ -34,11 +33,11 @@ def _fwd_kernel(X, W, B, Y, MEAN, RSTD, M, D, stride_x, eps, BLOCK_M: tl.constex
                 HAS_W: tl.constexpr, HAS_B: tl.constexpr, Y_BF16: tl.constexpr):  # fmt: skip
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < M
-    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    acc64 = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float64)
     for start in range(0, D, BLOCK_D):
         x, _ = _load(X, rows, start + tl.arange(0, BLOCK_D), row_ok, D, stride_x)
-        acc += x
-    mean = tl.sum(acc, axis=1) / D
+        acc64 += x.to(tl.float64)
+    mean = (tl.sum(acc64, axis=1) / D).to(tl.float32)  # fp64 sum, rounded once (as the TileLang CPU kernel)
     mean = mean + (mean - mean)  # nan where the row holds inf, as torch's mean (its Welford update takes inf - inf)
     acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
     for start in range(0, D, BLOCK_D):
