@@ -92,8 +92,8 @@ def _bwd_kernel(X, DY, W, RSTD, DX, DWP, DRES, M, D, stride_x, stride_dy, stride
                 n_w = n
             tl.store(DWP + pid * D + cols, column_sum(tl.where(mask, gy * n_w, 0.0), TREE), mask=cols < D)
         dx = (g - n * c[:, None]) * r[:, None]
-        if HAS_DRES:  # add_rms_norm: the gradient reaching residual_out directly
-            dx += tl.load(DRES + rows[:, None] * stride_dres + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        if HAS_DRES:  # add_rms_norm: plus the gradient reaching residual_out directly, after a rounding to its dtype
+            dx = round_to(dx, X_KIND) + tl.load(DRES + rows[:, None] * stride_dres + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         store(DX + rows[:, None] * D + cols[None, :], dx, mask, DX_BF16)
 
 

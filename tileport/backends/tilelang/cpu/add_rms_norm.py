@@ -3,13 +3,12 @@ weighted, serving every M and D; the rms_norm math is rms_norm's (``cpu/rms_norm
 
 Forward, per row: residual_out = x + residual (fp32 add, rounded once on store; x and residual are read
 once), then rms_norm's rstd over residual_out as stored (fp64, rounded once) and y = residual_out * rstd *
-(w + offset). Backward, per row: rms_norm's cancellation-free fp64 dx over residual_out plus the direct
-gradient dresidual_out, added in fp64 and rounded once (``tp_resid64_plus``). Its rstd is recomputed in fp64
-from the row's sum of squares, not taken from the forward's fp32 rstd: dx_n then carries that rounding (up
-to 6e-8 relative) on every element, and where dx_n and dresidual_out nearly cancel it dominates the sum's
-relative error (measured at 48x4097 fp32: MERE 9.6e-7 against the benchmark's 1.7e-7; with the fp64 rstd
-4e-9). dweight as rms_norm's (fixed-block fp32 partials, the forward's rstd: the same bits for any thread
-count). Without a direct gradient the backward is rms_norm's own kernel.
+(w + offset). Backward, per row: rms_norm's cancellation-free fp64 dx over residual_out (its rstd recomputed
+in fp64: the forward's fp32 rstd scales all of dx by its rounding, which showed where dx and dresidual_out
+cancel: MERE 9.6e-7 against the benchmark's 1.7e-7 at 48x4097 fp32), rounded to residual_out's dtype, plus
+dresidual_out, rounded again: the order of torch's autograd for the unfused add and norm (see the contract in
+``tileport/ops/add_rms_norm``). dweight as rms_norm's (fixed-block fp32 partials, the forward's rstd: the same
+bits for any thread count). Without a direct gradient the backward is rms_norm's own kernel.
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
@@ -18,7 +17,7 @@ import tilelang.cpu.language as T
 import torch
 
 from . import rms_norm
-from .rowwise import VEC, F32, M, Io, partial, per_row, row_map, splat
+from .rowwise import VEC, F32, M, Io, partial, per_row, rounded, row_map, splat
 from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
 
@@ -67,7 +66,7 @@ def build_backward(s: torch.dtype, dy: torch.dtype, dres: torch.dtype, w):
                 c = T.alloc_local((4,), "float64")
                 rms_norm.eps_stats(c, eps, None, [(S, residual_out), (G, dy)], row, lambda g: g)
                 row_map(
-                    lambda sv, g, h: T.call_extern(VEC, "tp_resid64_plus", g, sv, c[0], c[1], c[2], c[3], h),
+                    lambda sv, g, h: rounded(S, T.call_extern(VEC, "tp_resid64", g, sv, c[0], c[1], c[2], c[3])) + h,
                     [(S, residual_out), (G, dy), (H, dres)],
                     [(S, dsum)],
                     row,
@@ -89,7 +88,7 @@ def build_backward(s: torch.dtype, dy: torch.dtype, dres: torch.dtype, w):
             rms_norm.eps_stats(c, eps, None, [(S, residual_out), (G, dy), (W, weight)], row, lambda g, wv: g * (wv + splat(offset)))
             row_map(
                 lambda sv, g, h, wv: [
-                    T.call_extern(VEC, "tp_resid64_plus", g * (wv + splat(offset)), sv, c[0], c[1], c[2], c[3], h),
+                    rounded(S, T.call_extern(VEC, "tp_resid64", g * (wv + splat(offset)), sv, c[0], c[1], c[2], c[3])) + h,
                     g * (sv * splat(r[0])),
                 ],
                 [(S, residual_out), (G, dy), (H, dres), (W, weight)],

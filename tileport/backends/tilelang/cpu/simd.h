@@ -340,42 +340,22 @@ static inline tp_nd tp_fma_nd(tp_nd a, tp_nd b, tp_nd c) {
 // exact product x * d = hi + lo (FMA): where it vanishes exactly it is 0, not the rounding error of two large
 // products, so eps * g survives (l2norm at D = 1: ss = x^2 and d = x * g are exact, and dx = rstd * eps * g /
 // (x^2 + eps) comes out right even where eps / x^2 is below fp64's 2^-53).
-static inline void tp_resid64_nd(tp_v16 g, tp_v16 x, double ss, double d, double eps, double scale, tp_nd out[2]) {
+extern "C" inline tp_v16 tp_resid64(tp_v16 g, tp_v16 x, double ss, double d, double eps, double scale) {
   tp_nd gv[2], xv[2];
   tp_widen16(&g, &gv[0], &gv[1]);
   tp_widen16(&x, &xv[0], &xv[1]);
   const tp_nd S = (tp_nd){} + ss, Dv = (tp_nd){} + d, E = (tp_nd){} + eps;
+  tp_n8 h[2];
 #pragma GCC unroll 2
   for (int i = 0; i < 2; ++i) {
     tp_nd hi = xv[i] * Dv;
     tp_nd lo = tp_fma_nd(xv[i], Dv, -hi);
     tp_nd t = tp_fma_nd(S, gv[i], -hi) - lo;
-    out[i] = scale * tp_fma_nd(E, gv[i], t);
+    h[i] = __builtin_convertvector(scale * tp_fma_nd(E, gv[i], t), tp_n8);
   }
-}
-
-static inline tp_v16 tp_narrow16(const tp_nd h[2]) {
-  tp_n8 n[2] = {__builtin_convertvector(h[0], tp_n8), __builtin_convertvector(h[1], tp_n8)};
   tp_v16 out;
-  memcpy(&out, n, 64);
+  memcpy(&out, h, 64);
   return out;
-}
-
-extern "C" inline tp_v16 tp_resid64(tp_v16 g, tp_v16 x, double ss, double d, double eps, double scale) {
-  tp_nd h[2];
-  tp_resid64_nd(g, x, ss, d, eps, scale, h);
-  return tp_narrow16(h);
-}
-
-// tp_resid64 plus a gradient ``add`` (add_rms_norm's direct gradient of residual_out), added in fp64 and
-// rounded once: where the two nearly cancel, rounding each first would leave their rounding errors.
-extern "C" inline tp_v16 tp_resid64_plus(tp_v16 g, tp_v16 x, double ss, double d, double eps, double scale, tp_v16 add) {
-  tp_nd h[2], a[2];
-  tp_resid64_nd(g, x, ss, d, eps, scale, h);
-  tp_widen16(&add, &a[0], &a[1]);
-  h[0] += a[0];
-  h[1] += a[1];
-  return tp_narrow16(h);
 }
 
 // A model of an approximate hardware rsqrt (Ascend A2/A3's vector rsqrt has about 3e-3 relative error):
