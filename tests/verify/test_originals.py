@@ -9,7 +9,8 @@ import torch
 from tileport.cases import generate, load_suite
 from tileport.ops import spec as opspec
 from tileport.report.tables import originals as originals_table
-from tileport.verify import accuracy, originals
+from tileport.bench import originals
+from tileport.verify import accuracy
 from tileport.verify.accuracy import Reduced, Task, merge
 from tileport.verify.pool import run_task
 

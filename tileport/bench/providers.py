@@ -16,7 +16,7 @@ import torch._functorch.config  # noqa: F401  (donated_buffer, patched for the b
 
 import tileport
 from ..ops.spec import OpSpec
-from ..verify import originals
+from . import originals
 
 
 def _autograd(fn: Callable, inputs: dict, dy: torch.Tensor, mode: str, grads: list[str]):

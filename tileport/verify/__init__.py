@@ -24,7 +24,7 @@ from ..ops.spec import StudyResult, get as op_spec
 from ..precision import COUNTS, MIN_ELEMENTS, STANDARD_VERSION, Aggregate, CaseResult, aggregate
 from ..precision.standard import RETEST_MIN_SEEDS, RETEST_SEEDS
 from . import journal
-from . import originals
+from ..bench import originals
 from .accuracy import PairStat, Reduced, Task, dtype_name, merge
 from .pool import jobs_for, run_task
 from .performance import performance, performance_groups

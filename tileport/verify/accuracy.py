@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 
 from ..backends import outputs
-from . import originals
+from ..bench import originals
 from ..backends.registry import BackendUnavailableError
 from ..cases import Case, Suite, golden_inputs, make_inputs
 from ..dtypes import name as dtype_name
