@@ -89,3 +89,34 @@ def test_float64_inputs_run_on_the_torch_reference(randn):
     x = randn(4, 32).double()
     y, mean, rstd = tileport.layer_norm_fwd(x, torch.ones(32, dtype=torch.float64))
     assert y.dtype == mean.dtype == rstd.dtype == torch.float64
+
+
+@pytest.mark.parametrize("shape", [(7, 33), (2, 3, 150)])
+def test_golden_backward_is_torch_float64_where_rows_have_spread(shape):
+    """The spec's golden states the backward as the contract does; on ordinary rows it is torch's float64."""
+    from tileport.ops.spec import get
+
+    g = torch.Generator().manual_seed(3)
+    x, dy = (torch.randn(shape, generator=g, dtype=torch.float64) * 3 + 5 for _ in range(2))
+    w, b = (torch.randn(shape[-1:], generator=g, dtype=torch.float64) for _ in range(2))
+    inputs = {"x": x, "dy": dy, "weight": w, "bias": b, "eps": 1e-5}
+    ours, theirs = get("layer_norm").run_golden(inputs, True), get("layer_norm").run(inputs, "torch", True)
+    assert ours.keys() == theirs.keys()
+    for k in ours:
+        torch.testing.assert_close(ours[k], theirs[k], rtol=1e-12, atol=1e-12)
+
+
+def test_golden_backward_at_one_element_rows_is_the_math():
+    """At D = 1 every row equals its mean: xhat is 0, so dx and dweight are 0 for a finite gradient and
+    dweight is inf * 0 = nan for an inf one (torch's float64 backward leaves an fma residue there instead)."""
+    from tileport.ops.spec import get
+
+    x = torch.tensor([[2.5], [-1.3], [0.7]], dtype=torch.float64)
+    one = torch.ones(1, dtype=torch.float64)
+    finite = get("layer_norm").run_golden({"x": x, "dy": torch.full_like(x, 3.0), "weight": one, "eps": 1e-5}, True)
+    assert torch.equal(finite["dx"], torch.zeros_like(x)) and torch.equal(finite["dweight"], torch.zeros(1, dtype=torch.float64))
+    inf = get("layer_norm").run_golden({"x": x[:1, 0], "dy": torch.full((1,), float("inf"), dtype=torch.float64), "weight": one, "eps": 1e-5}, True)
+    assert inf["dweight"].isnan().all()
+    y, mean, rstd = tileport.layer_norm_fwd(x[:1, 0].float(), one.float(), None, 1e-5)
+    _, dw, _ = tileport.layer_norm_bwd(x[:1, 0].float(), mean, rstd, torch.full((1,), float("inf")), one.float())
+    assert dw.isnan().all()  # the kernel agrees with the golden

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 import torch
 
-from tileport.cases import generate, load_suite
+from tileport.cases import generate, load_suite, make_inputs
 from tileport.verify import accuracy
 from tileport.verify.accuracy import merge
 from tileport.verify.pool import run_task
@@ -81,3 +81,22 @@ def test_repeated_runs_must_give_the_same_bits(monkeypatch):
     y = next(r for r in results if r.output == "y")
     assert y.verdict.passed and not y.deterministic and not y.passed
     assert "outputs differ between 2 repeated runs" in y.failures
+
+
+def test_the_golden_is_the_specs_own_where_it_states_one(monkeypatch):
+    """Judge's golden comes from the spec's run_golden (upcast inputs), never from the backend under test."""
+    suite = load_suite("l2norm")
+    real = accuracy.op_spec("l2norm")
+    seen = []
+
+    def own(inputs, backward):
+        seen.append({k: v.dtype for k, v in inputs.items() if isinstance(v, torch.Tensor)})
+        out = real.run(inputs, "torch", backward)
+        return out | {"y": out["y"] * 2}  # a golden that disagrees with every backend
+
+    monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(real, golden=own))
+    case = next(c for c in generate(suite, "quick", [torch.float32]) if c.counted and c.elements > 100)
+    j = Judge(suite, "L0")
+    bm, gold = j.references(make_inputs(suite, case), False)
+    assert seen and all(d == torch.float64 for d in seen[0].values())
+    torch.testing.assert_close(gold["y"], bm["y"].double() * 2, rtol=1e-6, atol=1e-6)

@@ -145,11 +145,19 @@ class OpSpec:
     usage: str = ""  # the docs page's usage block
     aliases: tuple[str, ...] = ()  # names a test kit case file may call the operator by
     model_sites: dict[str, str] = field(default_factory=dict)  # input -> captured model site (L2's model cases)
+    # The float64 golden's ``run(inputs, backward)`` where the torch reference in float64 is not the op's exact
+    # math (a rounding residue the math does not have); None: the torch reference run in float64.
+    golden: Callable[[dict, bool], dict] | None = None
 
     def precision_dtype(self, output: str, dtype: torch.dtype) -> torch.dtype:
         """The dtype whose small-value rule applies to ``output`` (fp32 for fp32 statistics of 16-bit inputs)."""
         fixed = self.precision_dtypes.get(output)
         return dtype if fixed is None or dtype == torch.float64 else fixed
+
+    def run_golden(self, inputs: dict, backward: bool) -> dict:
+        """The float64 golden's outputs for inputs already upcast: the spec's own golden, else the torch
+        reference."""
+        return self.golden(inputs, backward) if self.golden else self.run(inputs, "torch", backward)
 
     @property
     def stackable(self) -> bool:

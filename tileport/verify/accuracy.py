@@ -135,18 +135,22 @@ class Judge:
             self._originals = originals.load(self.spec)
         return self._originals[name][0]
 
-    def execute(self, inputs: dict, backend: str, backward: bool) -> dict:
+    def execute(self, inputs: dict, backend: str, backward: bool, run=None) -> dict:
         """Outputs on the CPU; inputs drawn on the CPU, moved to the device first. Outputs start as NaN
-        (the standard's section 3): an element a kernel never writes fails instead of passing by luck."""
+        (the standard's section 3): an element a kernel never writes fails instead of passing by luck.
+        ``run`` replaces the spec's run(inputs, backend, backward) (the golden's own)."""
+        run = run or (lambda i, b: self.spec.run(i, backend, b))
         with outputs.poisoned():
             if self.device == "cpu":
-                return self.spec.run(inputs, backend, backward)
+                return run(inputs, backward)
             moved = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
-            return {k: v.cpu() for k, v in self.spec.run(moved, backend, backward).items()}
+            return {k: v.cpu() for k, v in run(moved, backward).items()}
 
     def references(self, inputs: dict, backward: bool):
-        """The benchmark's and the golden's outputs for these inputs."""
-        golden = self.execute(golden_inputs(self.suite, inputs), self.benchmark, backward)
+        """The benchmark's and the golden's outputs for these inputs. The golden is the benchmark backend in
+        float64, or the spec's own golden where it states one (and the benchmark is the torch reference)."""
+        own = self.spec.run_golden if self.benchmark == "torch" else None
+        golden = self.execute(golden_inputs(self.suite, inputs), self.benchmark, backward, run=own)
         return self.execute(inputs, self.benchmark, backward), golden
 
     def run_all(self, inputs: dict, backend: str, backward: bool):

@@ -23,6 +23,28 @@ def run(inputs: dict, backend: str | None, backward: bool) -> dict[str, torch.Te
     return out
 
 
+def golden(inputs: dict, backward: bool) -> dict[str, torch.Tensor]:
+    """The float64 golden: torch's forward, and the backward as the contract states it, xhat = (x - mean) *
+    rstd from the forward's statistics. torch's float64 backward forms x * rstd - mean * rstd with an fma,
+    whose rounding residue is not 0 where x equals its mean (every row of D = 1): there an inf gradient
+    gives dweight = +-inf with the residue's sign, where the math gives inf * 0 = nan."""
+    x = inputs["x"]
+    if not backward or x.numel() == 0:
+        return run(inputs, "torch", backward)
+    out = run(inputs, "torch", False)
+    D, w = x.shape[-1], inputs.get("weight")
+    dy = inputs["dy"].reshape(-1, D)
+    rstd = out["rstd"].reshape(-1, 1)
+    xhat = (x.reshape(-1, D) - out["mean"].reshape(-1, 1)) * rstd
+    g = dy if w is None else dy * w
+    out["dx"] = ((g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, keepdim=True)) * rstd).view(x.shape)
+    if w is not None:
+        out["dweight"] = (dy * xhat).sum(0)
+    if inputs.get("bias") is not None:
+        out["dbias"] = dy.sum(0)
+    return out
+
+
 def composite(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, eps: float = DEFAULT_EPS) -> torch.Tensor:
     """The LayerNorm users write in torch, statistics in fp32 (two passes, as a careful hand-written one)."""
     xf = x.float()
@@ -88,6 +110,7 @@ SPEC = s.OpSpec(
     precision_dtypes={"mean": torch.float32, "rstd": torch.float32},
     near_eps=lambda attrs, D: math.sqrt(float(attrs.get("eps", DEFAULT_EPS))),  # a variance: eps per element
     kernel_out=True,
+    golden=golden,
     usage="""```python
 import tileport
 
