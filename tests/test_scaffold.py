@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tileport.scaffold import ScaffoldError, class_name, default_root, plan
+from tileport.scaffold import ScaffoldError, class_name, default_root, plan, select
 
 ROOT = default_root()
 
@@ -26,8 +26,8 @@ def test_existing_operators_and_api_names_are_never_overwritten(name):
 
 
 def test_like_an_operator_without_a_template_is_refused_naming_what_is_missing():
-    with pytest.raises(ScaffoldError, match="rms_norm's inputs and outputs .*weight.* have no template yet"):
-        plan("group_norm", like="rms_norm")
+    with pytest.raises(ScaffoldError, match="layer_norm's inputs and outputs .*bias.* have no template yet"):
+        plan("group_norm", like="layer_norm")
     with pytest.raises(ScaffoldError, match="not an operator"):
         plan("group_norm", like="nope")
 
@@ -43,6 +43,29 @@ def test_plan_names_every_layer_and_the_export_line():
     assert not any("$" in text for text in p.files.values())  # every placeholder filled
 
 
+@pytest.mark.parametrize("like", ["l2norm", "rms_norm"])
+def test_each_signature_gets_its_own_lines_and_valid_python(like):
+    """One template set serves both signatures: the weighted one threads the weight through every layer."""
+    p = plan("group_rms", like=like)
+    for path, text in p.files.items():
+        assert "#[" not in text, path  # every marker consumed
+        if path.suffix == ".py":
+            compile(text, str(path), "exec")
+    init = next(t for path, t in p.files.items() if path.match("tileport/ops/group_rms/__init__.py"))
+    spec = next(t for path, t in p.files.items() if path.match("tileport/ops/group_rms/spec.py"))
+    weighted = like == "rms_norm"
+    assert ("def group_rms_bwd(\n    x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, weight" in init) == weighted
+    assert ('s.Tensor("dweight", s.REDUCED, optional=True)' in spec) == weighted
+    suite = next(t for path, t in p.files.items() if path.suffix == ".yaml")
+    assert ("- name: weight" in suite) == weighted and "name: group_rms" in suite
+
+
+def test_select_keeps_the_lines_of_one_signature():
+    text = "a\nb  #[w]\nc  #[-w]\n  #[w]\nd\n"
+    assert select(text, True) == "a\nb\n\nd\n"
+    assert select(text, False) == "a\nc\nd\n"
+
+
 def _copy_checkout(dest: Path) -> None:
     for part in ("tileport", "tests", "docs"):
         shutil.copytree(ROOT / part, dest / part, ignore=shutil.ignore_patterns("__pycache__", "*-verify*", "*-bench"))
@@ -54,11 +77,12 @@ def _copy_checkout(dest: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_scaffolded_operator_is_wired_and_its_tests_fail_on_the_todos(tmp_path):
+@pytest.mark.parametrize("like", ["l2norm", "rms_norm"])
+def test_a_scaffolded_operator_is_wired_and_its_tests_fail_on_the_todos(tmp_path, like):
     _copy_checkout(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
     cli = [sys.executable, "-m", "tileport.cli"]
-    made = subprocess.run(cli + ["scaffold", "soft_sign"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    made = subprocess.run(cli + ["scaffold", "soft_sign", "--like", like], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
     status = subprocess.run(["git", "-C", str(tmp_path), "status", "--porcelain"], capture_output=True, text=True).stdout.splitlines()
     assert [s for s in status if not s.startswith("?? ")] == [" M tileport/ops/__init__.py"]  # new files + the export line

@@ -4,9 +4,10 @@ It writes the interface module and its spec, the torch reference, the TileLang C
 modules, the Triton module, the suite YAML, tests and a docs page, from the templates beside this file, and
 adds the one export line to ``tileport/ops/__init__.py``. Every function that needs the math raises
 NotImplementedError naming its file, so the new tests run at once and fail for that reason; the input checks
-are the interface's own and pass from the start. The written operator has the templates' signature
-(``x -> (y, rstd)``, ``dx``) and the case suite of the operator it is made like, which must have that
-signature too (one with a weight is refused until its template exists).
+are the interface's own and pass from the start. The written operator has the signature of the operator it
+is made like, one of the templates' two: ``x -> (y, rstd)``, ``dx`` (as l2norm) or ``(x, weight) -> (y,
+rstd)``, ``(dx, dweight)`` (as rms_norm); and that operator's case suite. One template serves both: a line
+ending in ``#[w]`` is written only for the weighted signature, one ending in ``#[-w]`` only for the other.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from string import Template
 
 import tileport
 
-from ..ops.spec import PER_ROW, ROWS, specs
+from ..ops.spec import PER_ROW, REDUCED, ROWS, VECTOR, specs
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 NAME = re.compile(r"[a-z][a-z0-9_]*")
@@ -39,7 +40,12 @@ FILES = {
     "docs.md": "docs/ops/{name}.md",
 }
 EXPORTS = "tileport/ops/__init__.py"
-SIGNATURE = ((ROWS,), (ROWS, PER_ROW), (ROWS,))  # the templates': inputs, outputs, gradients by role
+# the templates' signatures, (name, role) of the inputs, outputs and gradients -> written with a weight
+SIGNATURES = {
+    ((("x", ROWS),), (("y", ROWS), ("rstd", PER_ROW)), (("dx", ROWS),)): False,
+    ((("x", ROWS), ("weight", VECTOR)), (("y", ROWS), ("rstd", PER_ROW)), (("dx", ROWS), ("dweight", REDUCED))): True,
+}
+MARKER = re.compile(r"\s*#\[(-?)w\]$")
 
 
 class ScaffoldError(ValueError):
@@ -65,10 +71,28 @@ def default_root() -> Path:
     return Path(tileport.__file__).resolve().parent.parent
 
 
-def fits(op: str) -> bool:
-    """Whether operator ``op`` has the templates' signature (its suite can serve the new operator)."""
+def signature(op: str) -> tuple:
+    """Operator ``op``'s inputs, outputs and gradients as (name, role) pairs."""
     spec = specs()[op]
-    return tuple(tuple(t.role for t in group) for group in (spec.inputs, spec.outputs, spec.grads)) == SIGNATURE
+    return tuple(tuple((t.name, t.role) for t in group) for group in (spec.inputs, spec.outputs, spec.grads))
+
+
+def fits(op: str) -> bool:
+    """Whether operator ``op`` has one of the templates' signatures (its suite can serve the new operator)."""
+    return signature(op) in SIGNATURES
+
+
+def select(text: str, weighted: bool) -> str:
+    """The template's lines for one signature: ``#[w]`` lines only with a weight, ``#[-w]`` only without,
+    the marker dropped."""
+    kept = []
+    for line in text.splitlines(keepends=True):
+        m = MARKER.search(line.rstrip("\n"))
+        if m is None:
+            kept.append(line)
+        elif (m.group(1) == "") == weighted:
+            kept.append(line[: m.start()] + "\n")
+    return "".join(kept)
 
 
 def default_like() -> str:
@@ -87,9 +111,9 @@ def _check(name: str, like: str, root: Path) -> None:
     if not fits(like):
         spec = specs()[like]
         raise ScaffoldError(
-            f"--like {like}: the templates write an operator with the signature x -> (y, rstd), dx; {like}'s inputs "
-            f"and outputs ({', '.join(t.name for t in spec.inputs + spec.outputs + spec.grads)}) have no template "
-            f"yet. Operators to start from: {', '.join(n for n in specs() if fits(n))}"
+            f"--like {like}: the templates write x -> (y, rstd), dx or (x, weight) -> (y, rstd), (dx, dweight); "
+            f"{like}'s inputs and outputs ({', '.join(t.name for t in spec.inputs + spec.outputs + spec.grads)}) "
+            f"have no template yet. Operators to start from: {', '.join(n for n in specs() if fits(n))}"
         )
     if not (root / "pyproject.toml").exists() or not (root / "tileport" / "ops").is_dir():
         raise ScaffoldError(f"{root} is not a tileport source checkout (no pyproject.toml and tileport/ops): pass --root")
@@ -117,9 +141,13 @@ def plan(name: str, like: str | None = None, root: Path | None = None) -> Plan:
         raise ScaffoldError(f"scaffold never overwrites: {', '.join(existing)} exist already")
     listing = "\n".join(f"- `{p.relative_to(root)}`" for p in paths.values())
     values = {"name": name, "Name": class_name(name), "like": like, "files": listing}
+    weighted = SIGNATURES[signature(like)]
     files = {}
     for template, path in paths.items():
-        files[path] = _suite(like, name, root) if template == "suite.yaml" else Template((TEMPLATES / f"{template}.tmpl").read_text()).substitute(values)
+        if template == "suite.yaml":
+            files[path] = _suite(like, name, root)
+        else:
+            files[path] = Template(select((TEMPLATES / f"{template}.tmpl").read_text(), weighted)).substitute(values)
     export = f"from .{name} import {class_name(name)}, {name}, {name}_bwd, {name}_fwd  # noqa: F401\n"
     return Plan(name, like, root, files, export)
 
