@@ -28,3 +28,9 @@ def name(dtype: torch.dtype) -> str:
 def normalize(text: str) -> str:
     """Any accepted spelling as the printed one (rows written before one spelling was chosen say ``bf16``)."""
     return name(parse(text))
+
+
+def stat_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of the math and of saved per-row statistics for inputs of ``dtype``: fp32 for 16-bit and fp32
+    inputs, fp64 for fp64 (the golden keeps its precision)."""
+    return torch.float64 if dtype == torch.float64 else torch.float32

@@ -12,14 +12,13 @@ import importlib
 import torch
 
 from ..registry import Availability, declared_support, kernel_modules
+from ...dtypes import stat_dtype
 from .. import platform
 
 _FLOATS = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
 
 
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype the composites compute in: fp32 for 16-bit and fp32 inputs (the benchmark), fp64 for fp64 (the golden)."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
+compute_dtype = stat_dtype  # the composites compute in fp32 (the benchmark), fp64 for fp64 (the golden)
 
 
 class TorchBackend:

@@ -36,14 +36,12 @@ from typing import Optional
 import torch
 
 from ...backends.registry import REGISTRY
+from ...dtypes import stat_dtype
 from .. import _checks
 
 OP = "add_rms_norm"
 DEFAULT_EPS = 1e-6
 
-
-def _stat_dtype(x_dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if x_dtype == torch.float64 else torch.float32
 
 
 def _forward_impl(x, residual, weight, eps, offset, residual_dtype, output_dtype, backend):
@@ -51,7 +49,7 @@ def _forward_impl(x, residual, weight, eps, offset, residual_dtype, output_dtype
     impl = REGISTRY.kernels(OP, x.device, dtypes, backend)
     if x.numel() == 0:
         y, s = x.new_empty(x.shape, dtype=output_dtype), x.new_empty(x.shape, dtype=residual_dtype)
-        return y, s, x.new_full(x.shape[:-1], math.nan, dtype=_stat_dtype(x.dtype))
+        return y, s, x.new_full(x.shape[:-1], math.nan, dtype=stat_dtype(x.dtype))
     y, s, rstd = impl.forward(_checks.rows_2d(x), _checks.rows_2d(residual), weight, eps, offset, residual_dtype, output_dtype)
     return (y, s, rstd) if x.dim() == 2 else (y.view(x.shape), s.view(x.shape), rstd.view(x.shape[:-1]))
 
@@ -82,7 +80,7 @@ def _fwd_op(
 @_fwd_op.register_fake
 def _(x, residual, weight, eps, offset, residual_dtype, output_dtype, backend):
     return (x.new_empty(x.shape, dtype=output_dtype), x.new_empty(x.shape, dtype=residual_dtype),
-            x.new_empty(x.shape[:-1], dtype=_stat_dtype(x.dtype)))  # fmt: skip
+            x.new_empty(x.shape[:-1], dtype=stat_dtype(x.dtype)))  # fmt: skip
 
 
 @torch.library.custom_op("tileport::add_rms_norm_bwd", mutates_args=())

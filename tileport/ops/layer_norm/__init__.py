@@ -28,14 +28,12 @@ from typing import Optional
 import torch
 
 from ...backends.registry import REGISTRY
+from ...dtypes import stat_dtype
 from .. import _checks
 
 OP = "layer_norm"
 DEFAULT_EPS = 1e-5
 
-
-def _stat_dtype(x_dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if x_dtype == torch.float64 else torch.float32
 
 
 def _dtypes(*tensors) -> tuple[torch.dtype, ...]:
@@ -47,7 +45,7 @@ def _forward_impl(x, weight, bias, eps, output_dtype, backend, out=None):
     rows = x.shape[:-1]
     if out is None:
         if x.numel() == 0:  # no rows, or rows of nothing: the mean of nothing is nan
-            nan = x.new_full(rows, math.nan, dtype=_stat_dtype(x.dtype))
+            nan = x.new_full(rows, math.nan, dtype=stat_dtype(x.dtype))
             return x.new_empty(x.shape, dtype=output_dtype), nan, nan.clone()
         y, mean, rstd = impl.forward(_checks.rows_2d(x), weight, bias, eps, output_dtype)
         return (y, mean, rstd) if x.dim() == 2 else (y.view(x.shape), mean.view(rows), rstd.view(rows))
@@ -84,7 +82,7 @@ def _fwd_op(
 
 @_fwd_op.register_fake
 def _(x, weight, bias, eps, output_dtype, backend):
-    stat = x.new_empty(x.shape[:-1], dtype=_stat_dtype(x.dtype))
+    stat = x.new_empty(x.shape[:-1], dtype=stat_dtype(x.dtype))
     return x.new_empty(x.shape, dtype=output_dtype or x.dtype), stat, torch.empty_like(stat)
 
 
@@ -158,7 +156,7 @@ def layer_norm_fwd(
             raise NotImplementedError("layer_norm_fwd(out=...) is eager-only; under torch.compile let it allocate")
         if not (isinstance(out, (tuple, list)) and len(out) == 3):
             raise TypeError(f"out must be a (y, mean, rstd) triple of tensors, got {type(out).__name__}")
-        stat = _stat_dtype(x.dtype)
+        stat = stat_dtype(x.dtype)
         _checks.output_tensor(out[0], "out[0] (y)", tuple(x.shape), out_dtype, x.device)
         _checks.output_tensor(out[1], "out[1] (mean)", tuple(x.shape[:-1]), stat, x.device)
         _checks.output_tensor(out[2], "out[2] (rstd)", tuple(x.shape[:-1]), stat, x.device)

@@ -31,15 +31,13 @@ from typing import Optional
 import torch
 
 from ...backends.registry import REGISTRY
+from ...dtypes import stat_dtype
 from .. import _checks
 
 OP = "rms_norm"
 DEFAULT_EPS = 1e-6
 CASTINGS = ("fp32", "llama")
 
-
-def _stat_dtype(x_dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if x_dtype == torch.float64 else torch.float32
 
 
 def _dtypes(*tensors) -> tuple[torch.dtype, ...]:
@@ -51,7 +49,7 @@ def _forward_impl(x, weight, eps, offset, casting, output_dtype, backend, out=No
     if out is None:
         if x.numel() == 0:
             y = x.new_empty(x.shape, dtype=output_dtype)
-            return y, x.new_full(x.shape[:-1], math.nan, dtype=_stat_dtype(x.dtype))
+            return y, x.new_full(x.shape[:-1], math.nan, dtype=stat_dtype(x.dtype))
         y, rstd = impl.forward(_checks.rows_2d(x), weight, eps, offset, casting, output_dtype)
         return (y, rstd) if x.dim() == 2 else (y.view(x.shape), rstd.view(x.shape[:-1]))
     y, rstd = out
@@ -83,7 +81,7 @@ def _fwd_op(
 
 @_fwd_op.register_fake
 def _(x, weight, eps, offset, casting, output_dtype, backend):
-    return x.new_empty(x.shape, dtype=output_dtype or x.dtype), x.new_empty(x.shape[:-1], dtype=_stat_dtype(x.dtype))
+    return x.new_empty(x.shape, dtype=output_dtype or x.dtype), x.new_empty(x.shape[:-1], dtype=stat_dtype(x.dtype))
 
 
 @torch.library.custom_op("tileport::rms_norm_bwd", mutates_args=())
@@ -160,7 +158,7 @@ def rms_norm_fwd(
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
             raise TypeError(f"out must be a (y, rstd) pair of tensors, got {type(out).__name__}")
         _checks.output_tensor(out[0], "out[0] (y)", tuple(x.shape), out_dtype, x.device)
-        _checks.output_tensor(out[1], "out[1] (rstd)", tuple(x.shape[:-1]), _stat_dtype(x.dtype), x.device)
+        _checks.output_tensor(out[1], "out[1] (rstd)", tuple(x.shape[:-1]), stat_dtype(x.dtype), x.device)
         return _forward_impl(x, weight, eps, offset, casting, out_dtype, backend, tuple(out))
     return _fwd(x, weight, eps, offset, casting, out_dtype, backend)
 
