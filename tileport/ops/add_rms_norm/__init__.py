@@ -43,7 +43,6 @@ OP = "add_rms_norm"
 DEFAULT_EPS = 1e-6
 
 
-
 def _forward_impl(x, residual, weight, eps, offset, residual_dtype, output_dtype, backend):
     dtypes = tuple(t.dtype for t in (x, residual, weight) if t is not None) + (residual_dtype, output_dtype)
     impl = REGISTRY.kernels(OP, x.device, dtypes, backend)

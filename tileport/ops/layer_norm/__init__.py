@@ -35,7 +35,6 @@ OP = "layer_norm"
 DEFAULT_EPS = 1e-5
 
 
-
 def _dtypes(*tensors) -> tuple[torch.dtype, ...]:
     return tuple(t.dtype for t in tensors if t is not None)
 

@@ -39,7 +39,6 @@ DEFAULT_EPS = 1e-6
 CASTINGS = ("fp32", "llama")
 
 
-
 def _dtypes(*tensors) -> tuple[torch.dtype, ...]:
     return tuple(t.dtype for t in tensors if t is not None)
 
