@@ -60,6 +60,11 @@ def function(lib_path: str, symbol: str) -> list[tuple[int, str, str]]:
     return insns
 
 
+def calls(insns: list[tuple[int, str, str]]) -> list[str]:
+    """The functions a disassembled body calls (``memcpy@plt``, ...), in order."""
+    return [o.split("<", 1)[1].rstrip(">") for _, m, o in insns if m.startswith("call") and "<" in o]
+
+
 def innermost_loops(insns: list[tuple[int, str, str]]) -> list[Loop]:
     """Loops (backward jumps inside the function) that contain no other loop."""
     spans = []
