@@ -355,7 +355,7 @@ def lower(
 @app.command()
 def scaffold(
     name: str = typer.Argument(..., help="the new operator's name, a lower-case identifier (group_norm)"),
-    like: Optional[str] = typer.Option(None, help="the operator whose case suite it starts from (default: the first with the templates' signature)"),
+    like: Optional[str] = typer.Option(None, help="the operator whose signature (with or without a weight) and case suite it starts from; one that does not fit is refused with those that do (default: the first that fits)"),
     root: Optional[Path] = typer.Option(None, help="the source checkout to write into (default: the one tileport runs from)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="list the files it would write, write nothing"),
 ) -> None:
