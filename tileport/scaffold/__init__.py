@@ -5,8 +5,8 @@ modules, the Triton module, the suite YAML, tests and a docs page, from the temp
 adds the one export line to ``tileport/ops/__init__.py``. Every function that needs the math raises
 NotImplementedError naming its file, so the new tests run at once and fail for that reason; the input checks
 are the interface's own and pass from the start. The written operator has the signature of the operator it
-is made like, one of the templates' two: ``x -> (y, rstd)``, ``dx`` (as l2norm) or ``(x, weight) -> (y,
-rstd)``, ``(dx, dweight)`` (as rms_norm); and that operator's case suite. One template serves both: a line
+is made like, one of the templates' two: ``x -> (y, rstd)``, ``dx`` or ``(x, weight) -> (y, rstd)``,
+``(dx, dweight)``; and that operator's case suite. One template serves both: a line
 ending in ``#[w]`` is written only for the weighted signature, one ending in ``#[-w]`` only for the other.
 """
 
