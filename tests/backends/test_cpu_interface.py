@@ -127,3 +127,36 @@ def test_unsupported_buffer_shape_is_refused():
 
     with pytest.raises(ValueError, match=r"unsupported buffer shape \('M', 4\)"):
         compile_kernel(tp_test_bad)
+
+
+
+TAIL_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", TAIL_DTYPES, ids=str)
+def test_every_tail_length_reads_and_writes_only_its_row(dtype, golden):
+    """D = 1 ... 40 covers every tail length (0-15 columns past the 16-lane blocks, and a second block's):
+    each row's forward and backward have the bits it has alone (a tail read past D would pull in the next
+    row), nothing past the last row is written (the output sits before sentinels), and the forward meets the
+    golden (dual benchmark)."""
+    import tileport
+    from tileport.precision import assert_dual_benchmark
+
+    g = torch.Generator().manual_seed(0)
+    for D in range(1, 41):
+        x = (3 * torch.randn(5, D, generator=g)).to(dtype)
+        dy = torch.randn(5, D, generator=g).to(dtype)
+        w = (1 + 0.3 * torch.randn(D, generator=g)).to(dtype)
+        buf = torch.full((5 * D + 16,), 7.0, dtype=dtype)
+        y, rstd = tileport.rms_norm_fwd(x, w, backend="tilelang", out=(buf[: 5 * D].view(5, D), torch.empty(5)))
+        assert torch.equal(buf[5 * D :], torch.full((16,), 7.0, dtype=dtype)), f"D = {D}: written past the output"
+        dx, dw = tileport.rms_norm_bwd(x, rstd, dy, w, backend="tilelang")
+        s = tileport.softmax(x, backend="tilelang")
+        for i in range(5):
+            yi, ri = tileport.rms_norm_fwd(x[i : i + 1], w, backend="tilelang")
+            dxi, _ = tileport.rms_norm_bwd(x[i : i + 1], ri, dy[i : i + 1], w, backend="tilelang")
+            assert torch.equal(y[i : i + 1], yi) and torch.equal(dx[i : i + 1], dxi), f"D = {D}, row {i}"
+            assert torch.equal(s[i : i + 1], tileport.softmax(x[i : i + 1], backend="tilelang")), f"D = {D}, row {i}"
+        gold = golden("rms_norm", x=x, weight=w)
+        assert_dual_benchmark(y, gold["y"], tileport.rms_norm_fwd(x, w, backend="torch")[0], dtype=dtype)
+        assert_dual_benchmark(s, torch.softmax(x.double(), -1), torch.softmax(x.float(), -1).to(dtype), dtype=dtype)
