@@ -5,8 +5,9 @@ Forward per program: pass one takes the rows' max, pass two sums exp(x - max) in
 exp(x - max) * (1 / sum) with the reciprocal and the product in fp64, rounded once (LOG: (x - max) - log(sum)).
 The fp64 sum and scale: with an fp32 sum, the sum's rounding is one common relative error on the whole row,
 which y * (dy - sum(dy * y)) turns into dx error: Triton's fp32 dx at 64x15x150 had a median RMSE ratio of
-1.10 against torch over 200 seeds and failed L0; numpy's emulation of this form gives 0.88 (Intel Xeon). Backward: pass one sums dy * y (LOG: dy), pass two writes
-y * (dy - sum) (LOG: dy - exp(y) * sum).
+1.10 against torch over 200 seeds and failed L0; numpy's emulation of this form gives 0.88 (Intel Xeon). Backward: pass one sums dy * y (LOG: dy) in fp64 (rounded
+once to fp32; Triton's fp32 sum failed log_softmax's fp32 dx at L1, [37] of U[-0.001, 0.001]: median RMSE ratio
+1.02 over 200 seeds), pass two writes y * (dy - sum) (LOG: dy - exp(y) * sum).
 """
 
 from __future__ import annotations
@@ -55,16 +56,16 @@ def _bwd_kernel(Y, DY, DX, M, D, stride_y, stride_dy, BLOCK_M: tl.constexpr, BLO
                 DX_BF16: tl.constexpr):  # fmt: skip
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < M
-    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float64)  # fp64 (exact fp32 products), as the CPU kernels'
     for start in range(0, D, BLOCK_D):
         cols = start + tl.arange(0, BLOCK_D)
         mask = row_ok[:, None] & (cols[None, :] < D)
-        g = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        g = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float64)
         if LOG:
             acc += g
         else:
-            acc += g * tl.load(Y + rows[:, None] * stride_y + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    c = tl.sum(acc, axis=1)
+            acc += g * tl.load(Y + rows[:, None] * stride_y + cols[None, :], mask=mask, other=0.0).to(tl.float64)
+    c = tl.sum(acc, axis=1).to(tl.float32)
     for start in range(0, D, BLOCK_D):
         cols = start + tl.arange(0, BLOCK_D)
         mask = row_ok[:, None] & (cols[None, :] < D)
