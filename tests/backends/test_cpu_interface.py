@@ -129,7 +129,6 @@ def test_unsupported_buffer_shape_is_refused():
         compile_kernel(tp_test_bad)
 
 
-
 TAIL_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
