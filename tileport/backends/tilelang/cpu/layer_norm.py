@@ -5,13 +5,10 @@ Forward, per row, two passes for the statistics and one for y: the mean is the f
 rounded once; the variance is the fp64 sum of (x - mean)^2 over D, less the square of the mean of (x - mean)
 (the corrected two-pass form: it takes back what rounding the mean to fp32 put in), so rows with a large mean
 keep their spread (never E[x^2] - mean^2). rstd = 1 / sqrt(var + eps) in fp64, rounded once;
-y = xhat * w + b in fp32 with xhat = (x - mean) * rstd formed in fp64 from the fp64 mean and rounded once
-(``_normalized``, which says what the fp32 forms lost at L0 and L1). Passes two and three re-read a row that
-is still in cache.
-Backward, per row, given mean and rstd: xhat = (x - mean) * rstd in fp64 rounded once (``tp_center_scale64``:
-in fp32 the difference and the product round twice, which left fp32 dweight 3-17% behind torch's in RMSE at L1
-on rows of one or two, where dweight is dy * xhat itself; dweight's term dy * xhat is one fp64 product rounded
-once) and g = dy * w in fp32; sum(g) and
+y = ((x * rstd + c) + c') * w + b in fp32, (c, c') = -mean * rstd from the fp64 mean as an fp32 pair (``_stats``).
+Measured at L0 first: y = (x - mean) * rstd rounds twice per element (the difference, the product), and its
+RMSE lost to torch's x * rstd + (-mean * rstd) by 5% over 1000 seeds (fp32, D = 150, eps 1e-12). Passes two and three re-read a row that is still in cache.
+Backward, per row, given mean and rstd: xhat = (x - mean) * rstd and g = dy * w in fp32; sum(g) and
 sum(g * xhat) in one fp64 pass (exact products), dx = ((g - xhat * sum(g * xhat) / D) - sum(g) / D) * rstd:
 in that order, so that with -ffp-contract=fast (settings.py) whichever product g++ fuses, g is rounded as the
 sum saw it before the mean is taken off (at D = 1, xhat = 0 and dx is exactly 0, as the golden's; written
@@ -27,34 +24,35 @@ with no parameter loads (forward) and no partial sums (backward).
 import tilelang.cpu.language as T
 import torch
 
-from .rowwise import VEC, D, F32, M, Io, partial, per_row, row_map, row_sums64, splat
+from .rowwise import D, F32, M, Io, partial, per_row, row_map, row_sums64, splat
 from .runtime import CACHE, check_shape, threads_for
 from ..targets import vectors_or_defaults
 from ... import outputs
 
 
-def _stats(s, m, eps, x_io, x, row):
-    """s[0] = the mean of ``row``, s[1] = its rstd (both fp32, each computed in fp64 and rounded once), and m[0]
-    = the fp64 mean, from which y's (x - mean) * rstd is formed in fp64 and rounded once (``_normalized``). A
-    row holding inf has a nan mean, as torch's (its Welford update takes inf - inf)."""
+def _stats(s, eps, x_io, x, row):
+    """s[0] = the mean of ``row``, s[1] = its rstd (both fp32, each computed in fp64 and rounded once), and
+    (s[2], s[3]) = -mean * rstd as an fp32 pair (high part, remainder) with the fp64 mean: y = (x * rstd + s[2])
+    + s[3] rounds about once per element, as torch's x * rstd + (-mean * rstd) does, without its loss where the
+    mean is large (x * rstd and s[2] cancel exactly in the FMA) and without the fp32 mean's rounding. A row
+    holding inf has a nan mean, as torch's (its Welford update takes inf - inf)."""
     n = T.cast(D, "float64")
     total = row_sums64([lambda v: (v, splat(T.float32(1.0)))], [(x_io, x)], row)[0]
-    T.buffer_store(m, T.call_extern("float64", "tp_nan_if_inf", total) / n, [0])
-    T.buffer_store(s, T.cast(m[0], "float32"), [0])
+    mean = T.call_extern("float64", "tp_nan_if_inf", total) / n
+    T.buffer_store(s, T.cast(mean, "float32"), [0])
     ss, shift = row_sums64(
         [lambda v: (v - splat(s[0]), v - splat(s[0])), lambda v: (v - splat(s[0]), splat(T.float32(1.0)))], [(x_io, x)], row
     )
     var = ss / n - (shift / n) * (shift / n)
     T.buffer_store(s, T.cast(T.float64(1.0) / T.sqrt(var + T.cast(eps, "float64")), "float32"), [1])
+    c = -(total / n) * T.cast(s[1], "float64")
+    T.buffer_store(s, T.cast(c, "float32"), [2])
+    T.buffer_store(s, T.cast(c - T.cast(s[2], "float64"), "float32"), [3])
 
 
-def _normalized(v, s, m):
-    """(x - mean) * rstd of 16 lanes with the fp64 mean and the fp32 rstd, in fp64, rounded once: the
-    correctly rounded value (``tp_center_scale64``). Measured at L0 and L1 first: (x - mean) * rstd in fp32
-    rounds twice (its RMSE lost to torch's x * rstd + (-mean * rstd) by 5% over 1000 seeds, fp32, D = 150, eps
-    1e-12), and (x * rstd + c) + c' with -mean * rstd as an fp32 pair also rounds twice (bf16 y at D = 2 lost to
-    torch's by 5e-8 in 65% of 300 seeds: one bf16 ulp in single elements, the retest's lower bound above 1)."""
-    return T.call_extern(VEC, "tp_center_scale64", v, m[0], T.cast(s[1], "float64"))
+def _normalized(v, s):
+    """(x - mean) * rstd of 16 lanes from the row's statistics (``_stats``)."""
+    return (v * splat(s[1]) + splat(s[2])) + splat(s[3])
 
 
 def build_forward(x: torch.dtype, p, y: torch.dtype):
@@ -65,12 +63,11 @@ def build_forward(x: torch.dtype, p, y: torch.dtype):
         @T.prim_func
         def layer_norm_fwd(x: X.rows, y: Y.rows, mean: per_row(), rstd: per_row(), eps: T.float32):
             with T.Kernel(M) as row:
-                s = T.alloc_local((2,), T.float32)
-                m = T.alloc_local((1,), "float64")
-                _stats(s, m, eps, X, x, row)
+                s = T.alloc_local((4,), T.float32)
+                _stats(s, eps, X, x, row)
                 mean[row] = s[0]
                 rstd[row] = s[1]
-                row_map(lambda v: _normalized(v, s, m), [(X, x)], [(Y, y)], row)
+                row_map(lambda v: _normalized(v, s), [(X, x)], [(Y, y)], row)
 
         return layer_norm_fwd
 
@@ -79,29 +76,19 @@ def build_forward(x: torch.dtype, p, y: torch.dtype):
     @T.prim_func
     def layer_norm_fwd(x: X.rows, weight: P.vector, bias: P.vector, y: Y.rows, mean: per_row(), rstd: per_row(), eps: T.float32):
         with T.Kernel(M) as row:
-            s = T.alloc_local((2,), T.float32)
-            m = T.alloc_local((1,), "float64")
-            _stats(s, m, eps, X, x, row)
+            s = T.alloc_local((4,), T.float32)
+            _stats(s, eps, X, x, row)
             mean[row] = s[0]
             rstd[row] = s[1]
-            row_map(lambda v, wv, bv: _normalized(v, s, m) * wv + bv, [(X, x), (P, weight), (P, bias)], [(Y, y)], row)
+            row_map(lambda v, wv, bv: _normalized(v, s) * wv + bv, [(X, x), (P, weight), (P, bias)], [(Y, y)], row)
 
     return layer_norm_fwd
-
-
-def _xhat(xv, s, g=None):
-    """(x - mean) * rstd of 16 lanes (times g when given), computed in fp64 and rounded once (s[0] mean, s[1]
-    rstd)."""
-    mean, rstd = T.cast(s[0], "float64"), T.cast(s[1], "float64")
-    if g is None:
-        return T.call_extern(VEC, "tp_center_scale64", xv, mean, rstd)
-    return T.call_extern(VEC, "tp_center_scale_mul64", xv, g, mean, rstd)
 
 
 def _grad_stats(s, rows, row, g_of):
     """s[2] = sum(g) / D, s[3] = sum(g * xhat) / D of ``row`` (s[0] mean, s[1] rstd), one fp64 pass."""
     n = T.cast(D, "float64")
-    xhat = lambda xv: _xhat(xv, s)  # noqa: E731
+    xhat = lambda xv: (xv - splat(s[0])) * splat(s[1])  # noqa: E731
     sg, sgx = row_sums64(
         [lambda xv, *rest: (g_of(*rest), splat(T.float32(1.0))), lambda xv, *rest: (g_of(*rest), xhat(xv))], rows, row
     )
@@ -122,7 +109,7 @@ def build_backward(x: torch.dtype, dy: torch.dtype, p):
                 s[1] = rstd[row]
                 _grad_stats(s, [(X, x), (G, dy)], row, lambda g: g)
                 row_map(
-                    lambda xv, g: ((g - _xhat(xv, s) * splat(s[3])) - splat(s[2])) * splat(s[1]),
+                    lambda xv, g: ((g - ((xv - splat(s[0])) * splat(s[1])) * splat(s[3])) - splat(s[2])) * splat(s[1]),
                     [(X, x), (G, dy)], [(X, dx)], row,
                 )  # fmt: skip
 
@@ -141,8 +128,8 @@ def build_backward(x: torch.dtype, dy: torch.dtype, p):
             _grad_stats(s, [(X, x), (G, dy), (P, weight)], row, lambda g, wv: g * wv)
             row_map(
                 lambda xv, g, wv: [
-                    ((g * wv - _xhat(xv, s) * splat(s[3])) - splat(s[2])) * splat(s[1]),
-                    _xhat(xv, s, g),
+                    ((g * wv - ((xv - splat(s[0])) * splat(s[1])) * splat(s[3])) - splat(s[2])) * splat(s[1]),
+                    g * ((xv - splat(s[0])) * splat(s[1])),
                     g,
                 ],
                 [(X, x), (G, dy), (P, weight)],

@@ -478,26 +478,6 @@ extern "C" inline void tp_reduce_partials(float* part, int64_t nb, int64_t d, fl
   }
 }
 
-// (x - mean) * rstd per lane in fp64, rounded once to fp32: the difference of two fp32 values is exact in
-// fp64, so this is the correctly rounded normalized value (layer_norm's backward xhat; in fp32 the difference
-// and the product round twice, which left its fp32 dweight 3-17% behind torch's in RMSE at L1 on rows of one or
-// two). Where x equals the mean it is exactly 0.
-// tp_center_scale64 with a per-lane factor g: g * (x - mean) * rstd in fp64, rounded once (a dweight term).
-extern "C" inline tp_v16 tp_center_scale_mul64(tp_v16 x, tp_v16 g, double mean, double rstd) {
-  tp_nd w[2], f[2];
-  tp_widen16(&x, &w[0], &w[1]);
-  tp_widen16(&g, &f[0], &f[1]);
-  tp_n8 h[2];
-  h[0] = __builtin_convertvector(f[0] * ((w[0] - mean) * rstd), tp_n8);
-  h[1] = __builtin_convertvector(f[1] * ((w[1] - mean) * rstd), tp_n8);
-  tp_v16 out;
-  memcpy(&out, h, 64);
-  return out;
-}
-extern "C" inline tp_v16 tp_center_scale64(tp_v16 x, double mean, double rstd) {
-  return tp_center_scale_mul64(x, tp_v16(1.0f), mean, rstd);
-}
-
 // exp of each lane, packed (libm's expf is a scalar call per lane). x = n ln2 + r with n = round(x / ln2) (the
 // 1.5 * 2^23 shift rounds to nearest), r = x - n * C1 - n * C2 (C1 = 0.693359375 has 9 significant bits: n * C1
 // is exact for |n| <= 2^15, so r keeps its bits whether or not g++ fuses the products), |r| <= 0.35; e^r as its
