@@ -95,6 +95,21 @@ def test_loop_finder_flags_a_scalar_loop():
     ]
 
 
+
+def test_out_of_line_code_jumping_back_past_the_return_is_not_a_loop():
+    """g++ places a row's rarely taken scalar branch after the function's return and jumps back from it: that
+    backward jump spans the return and is not a loop (layer_norm's backward has one: a per-row vsubsd)."""
+    insns = [
+        (0x10, "vfmadd231ps", "%zmm1,%zmm2,%zmm0"),
+        (0x16, "jne", "10 <k_kernel+0x10>"),  # the column loop
+        (0x18, "je", "30 <k_kernel+0x30>"),
+        (0x1A, "add", "$0x1,%rax"),
+        (0x1E, "ret", ""),
+        (0x30, "vsubsd", "%xmm0,%xmm5,%xmm5"),
+        (0x34, "jmp", "1a <k_kernel+0x1a>"),
+    ]
+    assert [(lp.start, lp.end) for lp in disasm.innermost_loops(insns)] == [(0x10, 0x16)]
+
 @pytest.mark.slow
 @pytest.mark.skipif(not X86, reason="x86 -march targets that run on any x86-64")
 @pytest.mark.parametrize("arch", ["x86-64", "x86-64-v3"], ids=["sse2-scalar-f16", "avx2"])

@@ -8,7 +8,8 @@ Contract (``torch.nn.functional.layer_norm`` over the last dimension, stated onc
   (default x's dtype); ``mean`` and ``rstd`` have shape ``x.shape[:-1]``, fp32 (fp64 for fp64 inputs).
   ``eps`` finite and >= 0.
 - Backward from the statistics it is given, with ``xhat = (x - mean) * rstd`` (fp32, recomputed) and
-  ``g = dy * weight``: ``dx = (g - mean(g) - xhat * mean(g * xhat)) * rstd`` in x's dtype;
+  ``g = dy * weight``; a given fp32 mean that is the row's mean rounded (what the forward saves) stands for
+  that exact mean, which a backend may centre on (the TileLang CPU kernels do): ``dx = (g - mean(g) - xhat * mean(g * xhat)) * rstd`` in x's dtype;
   ``dweight = sum over rows of dy * xhat``, ``dbias = sum over rows of dy``, reduced in fp32
   deterministically (the same bits for any thread count) and returned in the weight's and the bias's dtype;
   None for a parameter not given. Saved for backward: ``x``, ``weight``, ``mean``, ``rstd``.

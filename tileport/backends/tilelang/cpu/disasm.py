@@ -66,12 +66,17 @@ def calls(insns: list[tuple[int, str, str]]) -> list[str]:
 
 
 def innermost_loops(insns: list[tuple[int, str, str]]) -> list[Loop]:
-    """Loops (backward jumps inside the function) that contain no other loop."""
+    """Loops (backward jumps inside the function) that contain no other loop. A backward jump whose range holds
+    a return is not a loop: it is out-of-line code g++ placed after the return (a rarely taken branch of a
+    row's scalar epilogue) jumping back into the body."""
+    rets = [a for a, m, _ in insns if m.startswith("ret")]
     spans = []
     for addr, mnem, ops in insns:
         t = _TARGET.match(ops)
         if _JUMP.match(mnem) and t and int(t.group(1), 16) <= addr:
-            spans.append((int(t.group(1), 16), addr))
+            start = int(t.group(1), 16)
+            if not any(start <= r <= addr for r in rets):
+                spans.append((start, addr))
     inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
     loops = []
     for start, end in sorted(set(inner)):

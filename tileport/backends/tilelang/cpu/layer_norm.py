@@ -5,16 +5,22 @@ Forward, per row, two passes for the statistics and one for y: the mean is the f
 rounded once; the variance is the fp64 sum of (x - mean)^2 over D, less the square of the mean of (x - mean)
 (the corrected two-pass form: it takes back what rounding the mean to fp32 put in), so rows with a large mean
 keep their spread (never E[x^2] - mean^2). rstd = 1 / sqrt(var + eps) in fp64, rounded once;
-y = ((x * rstd + c) + c') * w + b in fp32, (c, c') = -mean * rstd from the fp64 mean as an fp32 pair (``_stats``).
-Measured at L0 first: y = (x - mean) * rstd rounds twice per element (the difference, the product), and its
-RMSE lost to torch's x * rstd + (-mean * rstd) by 5% over 1000 seeds (fp32, D = 150, eps 1e-12). Passes two and three re-read a row that is still in cache.
-Backward, per row, given mean and rstd: xhat = (x - mean) * rstd and g = dy * w in fp32; sum(g) and
-sum(g * xhat) in one fp64 pass (exact products), dx = ((g - xhat * sum(g * xhat) / D) - sum(g) / D) * rstd:
+y = xhat * w + b with xhat = (x - mean) * rstd about the fp64 mean (an fp32 pair), rounded once (``centered``:
+TwoSum and one FMA). Both earlier forms rounded twice: (x - mean) * rstd (the difference, the product: its
+RMSE lost to torch's by 5% at L0, fp32, D = 150), then (x * rstd + c) + c' with -mean * rstd as a pair (73% of
+the elements correctly rounded at mean 100; bf16 y at D = 2 failed L1 by a median ratio of 1.00000005).
+Passes two and three re-read a row that is still in cache.
+Backward, per row, given mean and rstd: xhat as in the forward, about the fp64 row mean where the given mean is
+its fp32 rounding (``_grad_stats``; otherwise about the given mean), and g = dy * w in fp32; sum(g), sum(g *
+xhat) and sum(x) in one fp64 pass (exact products), dx = ((g - xhat * sum(g * xhat) / D) - sum(g) / D) * rstd:
 in that order, so that with -ffp-contract=fast (settings.py) whichever product g++ fuses, g is rounded as the
 sum saw it before the mean is taken off (at D = 1, xhat = 0 and dx is exactly 0, as the golden's; written
 g - mean(g) - ..., g = dy * w fused into the subtraction left its rounding residual, times rstd);
 dweight += dy * xhat and dbias += dy into the block's fp32 partials (Kahan), summed by the driver over fixed
-blocks of rows: the same bits for any thread count.
+blocks of rows: the same bits for any thread count. What the one-rounding xhat costs, measured against the
+two-rounding kernels in one process (AMD EPYC Zen 4, 1 thread, in cache): forward 1.0-1.2x, backward
+1.1-1.5x (the TwoSum, and the backward's third sum); at L0 it turned 35 of the 48 first-seed failures of the
+TileLang side (mostly fp32 dweight at N(mu, sigma)) into passes, each a 1000-seed retest fewer.
 A weight or a bias given alone is paired with ones or zeros (the affine form); neither gives the plain form,
 with no parameter loads (forward) and no partial sums (backward).
 """
@@ -24,7 +30,7 @@ with no parameter loads (forward) and no partial sums (backward).
 import tilelang.cpu.language as T
 import torch
 
-from .rowwise import D, F32, M, Io, partial, per_row, row_map, row_sums64, splat
+from .rowwise import D, F32, M, VEC, Io, partial, per_row, row_map, row_sums64, splat
 from .runtime import CACHE, check_shape, threads_for
 from ..targets import vectors_or_defaults
 from ... import outputs
@@ -32,10 +38,8 @@ from ... import outputs
 
 def _stats(s, eps, x_io, x, row):
     """s[0] = the mean of ``row``, s[1] = its rstd (both fp32, each computed in fp64 and rounded once), and
-    (s[2], s[3]) = -mean * rstd as an fp32 pair (high part, remainder) with the fp64 mean: y = (x * rstd + s[2])
-    + s[3] rounds about once per element, as torch's x * rstd + (-mean * rstd) does, without its loss where the
-    mean is large (x * rstd and s[2] cancel exactly in the FMA) and without the fp32 mean's rounding. A row
-    holding inf has a nan mean, as torch's (its Welford update takes inf - inf)."""
+    s[2] = the fp64 mean's remainder (mean - s[0], as fp32): the pair the forward centres x on. A row holding
+    inf has a nan mean, as torch's (its Welford update takes inf - inf)."""
     n = T.cast(D, "float64")
     total = row_sums64([lambda v: (v, splat(T.float32(1.0)))], [(x_io, x)], row)[0]
     mean = T.call_extern("float64", "tp_nan_if_inf", total) / n
@@ -45,14 +49,17 @@ def _stats(s, eps, x_io, x, row):
     )
     var = ss / n - (shift / n) * (shift / n)
     T.buffer_store(s, T.cast(T.float64(1.0) / T.sqrt(var + T.cast(eps, "float64")), "float32"), [1])
-    c = -(total / n) * T.cast(s[1], "float64")
-    T.buffer_store(s, T.cast(c, "float32"), [2])
-    T.buffer_store(s, T.cast(c - T.cast(s[2], "float64"), "float32"), [3])
+    T.buffer_store(s, T.cast(mean - T.cast(s[0], "float64"), "float32"), [2])
+
+
+def centered(v, mean, rstd, mean_lo=0.0):
+    """(x - (mean + mean_lo)) * rstd of 16 lanes, rounded once (``tp_centered`` in simd.h)."""
+    return T.call_extern(VEC, "tp_centered", v, splat(mean), splat(T.float32(mean_lo) if isinstance(mean_lo, float) else mean_lo), splat(rstd))
 
 
 def _normalized(v, s):
-    """(x - mean) * rstd of 16 lanes from the row's statistics (``_stats``)."""
-    return (v * splat(s[1]) + splat(s[2])) + splat(s[3])
+    """(x - mean) * rstd of 16 lanes from the row's statistics (``_stats``): the fp64 mean as the pair s[0] + s[2]."""
+    return centered(v, s[0], s[1], s[2])
 
 
 def build_forward(x: torch.dtype, p, y: torch.dtype):
@@ -63,7 +70,7 @@ def build_forward(x: torch.dtype, p, y: torch.dtype):
         @T.prim_func
         def layer_norm_fwd(x: X.rows, y: Y.rows, mean: per_row(), rstd: per_row(), eps: T.float32):
             with T.Kernel(M) as row:
-                s = T.alloc_local((4,), T.float32)
+                s = T.alloc_local((3,), T.float32)
                 _stats(s, eps, X, x, row)
                 mean[row] = s[0]
                 rstd[row] = s[1]
@@ -76,7 +83,7 @@ def build_forward(x: torch.dtype, p, y: torch.dtype):
     @T.prim_func
     def layer_norm_fwd(x: X.rows, weight: P.vector, bias: P.vector, y: Y.rows, mean: per_row(), rstd: per_row(), eps: T.float32):
         with T.Kernel(M) as row:
-            s = T.alloc_local((4,), T.float32)
+            s = T.alloc_local((3,), T.float32)
             _stats(s, eps, X, x, row)
             mean[row] = s[0]
             rstd[row] = s[1]
@@ -86,14 +93,23 @@ def build_forward(x: torch.dtype, p, y: torch.dtype):
 
 
 def _grad_stats(s, rows, row, g_of):
-    """s[2] = sum(g) / D, s[3] = sum(g * xhat) / D of ``row`` (s[0] mean, s[1] rstd), one fp64 pass."""
+    """s[2] = sum(g) / D, s[3] = sum(g * xhat) / D and s[4] = the given mean's low part of ``row`` (s[0] mean,
+    s[1] rstd), one fp64 pass. Where the given mean is the row's fp64 mean rounded to fp32 (what the forward
+    saves), xhat is taken about that fp64 mean, s[0] + s[4]: the fp32 mean's rounding, ulp(mean) / 2 at most,
+    is an error of the centred value that no later step removes (at mean 100, 4e-6 on every x - mean; the
+    first-seed dweight failures of layer_norm's L0 were these). Any other given mean is used as given."""
     n = T.cast(D, "float64")
-    xhat = lambda xv: (xv - splat(s[0])) * splat(s[1])  # noqa: E731
-    sg, sgx = row_sums64(
-        [lambda xv, *rest: (g_of(*rest), splat(T.float32(1.0))), lambda xv, *rest: (g_of(*rest), xhat(xv))], rows, row
+    xhat = lambda xv: centered(xv, s[0], s[1])  # noqa: E731
+    one = splat(T.float32(1.0))
+    sg, sgx, sx = row_sums64(
+        [lambda xv, *rest: (g_of(*rest), one), lambda xv, *rest: (g_of(*rest), xhat(xv)), lambda xv, *rest: (xv, one)], rows, row
     )
+    mean = sx / n
+    lo = T.if_then_else(T.cast(mean, "float32") == s[0], mean - T.cast(s[0], "float64"), T.float64(0.0))
+    T.buffer_store(s, T.cast(lo, "float32"), [4])
     T.buffer_store(s, T.cast(sg / n, "float32"), [2])
-    T.buffer_store(s, T.cast(sgx / n, "float32"), [3])
+    # xhat about s[0] + s[4] is xhat about s[0] less s[4] * rstd: sum(g * xhat) follows exactly, in fp64
+    T.buffer_store(s, T.cast((sgx - T.cast(s[4], "float64") * T.cast(s[1], "float64") * sg) / n, "float32"), [3])
 
 
 def build_backward(x: torch.dtype, dy: torch.dtype, p):
@@ -104,12 +120,12 @@ def build_backward(x: torch.dtype, dy: torch.dtype, p):
         @T.prim_func
         def layer_norm_bwd(x: X.rows, dy: G.rows, mean: per_row(), rstd: per_row(), dx: X.rows):
             with T.Kernel(M) as row:
-                s = T.alloc_local((4,), T.float32)  # mean, rstd, mean(g), mean(g * xhat)
+                s = T.alloc_local((5,), T.float32)  # mean, rstd, mean(g), mean(g * xhat), mean's low part
                 s[0] = mean[row]
                 s[1] = rstd[row]
                 _grad_stats(s, [(X, x), (G, dy)], row, lambda g: g)
                 row_map(
-                    lambda xv, g: ((g - ((xv - splat(s[0])) * splat(s[1])) * splat(s[3])) - splat(s[2])) * splat(s[1]),
+                    lambda xv, g: ((g - centered(xv, s[0], s[1], s[4]) * splat(s[3])) - splat(s[2])) * splat(s[1]),
                     [(X, x), (G, dy)], [(X, dx)], row,
                 )  # fmt: skip
 
@@ -122,14 +138,14 @@ def build_backward(x: torch.dtype, dy: torch.dtype, p):
         x: X.rows, dy: G.rows, weight: P.vector, mean: per_row(), rstd: per_row(), dx: X.rows, dweight: partial(), dbias: partial()
     ):
         with T.Kernel(M) as row:
-            s = T.alloc_local((4,), T.float32)
+            s = T.alloc_local((5,), T.float32)
             s[0] = mean[row]
             s[1] = rstd[row]
             _grad_stats(s, [(X, x), (G, dy), (P, weight)], row, lambda g, wv: g * wv)
             row_map(
                 lambda xv, g, wv: [
-                    ((g * wv - ((xv - splat(s[0])) * splat(s[1])) * splat(s[3])) - splat(s[2])) * splat(s[1]),
-                    g * ((xv - splat(s[0])) * splat(s[1])),
+                    ((g * wv - centered(xv, s[0], s[1], s[4]) * splat(s[3])) - splat(s[2])) * splat(s[1]),
+                    g * centered(xv, s[0], s[1], s[4]),
                     g,
                 ],
                 [(X, x), (G, dy), (P, weight)],

@@ -462,6 +462,38 @@ extern "C" inline tp_v16 tp_finite_comp(tp_v16 c, tp_v16 t) {
   return r;
 }
 
+// a * b + c per native fp32 register with one rounding (packed FMA where the ISA has it; fmaf otherwise).
+static inline tp_nf tp_fma_nf(tp_nf a, tp_nf b, tp_nf c) {
+#if defined(__AVX512F__)
+  return (tp_nf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif defined(__FMA__)
+  return (tp_nf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+  tp_nf r;
+  for (int i = 0; i < TP_NATIVE; ++i) r[i] = fmaf(a[i], b[i], c[i]);
+  return r;
+#endif
+}
+
+// (x - (m + ml)) * r per lane, rounded once but for near-ties: the centred value of a normalization. x - m is
+// formed as an exact pair d + e (Knuth's TwoSum: 6 adds, no branch), then d * r + (e - ml) * r is one FMA, so
+// neither the difference nor the product rounds on its own (written (x - m) * r, both do: two roundings per
+// element, what lost to torch's fp32 layer_norm at L1). ml: the low part of an fp64 mean given as an fp32 pair
+// (0 for a given fp32 mean). Where d is inf or nan (x is, or x - m overflows), e is 0: the pair's error terms
+// would be inf - inf.
+extern "C" inline tp_v16 tp_centered(tp_v16 x, tp_v16 m, tp_v16 ml, tp_v16 r) {
+  tp_v16 out;
+#pragma GCC unroll 4
+  for (int i = 0; i < TP_PARTS; ++i) {
+    tp_nf d = x.v[i] - m.v[i];
+    tp_nf mm = d - x.v[i];  // -m as d holds it
+    tp_nf e = (x.v[i] - (d - mm)) + (-m.v[i] - mm);
+    e = (tp_nf)((tp_ni)e & ((d - d) == 0));
+    out.v[i] = tp_fma_nf(d, r.v[i], (e - ml.v[i]) * r.v[i]);
+  }
+  return out;
+}
+
 // Per-block partials of a gradient reduced across rows (nb blocks of [sum; compensation], 2 x d floats each,
 // Kahan-summed over the block's rows by the kernel) folded to sum - compensation, then summed into out as a
 // pairwise tree over blocks, in a fixed order: the same bits for any thread count (threads split columns).
