@@ -26,7 +26,7 @@ import torch
 
 from ..cases import Case
 from .accuracy import CaseOutcome, Judge, Task, available_bytes, not_run, run_case_safely
-from .pool import cpus
+from .pool import cpus, keep_freed_memory
 
 LOCAL = "local"  # --ray without an address: start a Ray instance on this machine
 BATCH_CASES = 8  # cases per Ray task: even load, frequent journal records, little per-task overhead
@@ -107,6 +107,7 @@ def run_batch(task: Task, cases: list[Case]) -> tuple[list[CaseOutcome], dict]:
     """A Ray task's body: the batch's outcomes, and where it ran."""
     ray = _ray()
     torch.set_num_threads(1)
+    keep_freed_memory()  # a Ray worker is a process of its own, as a pool worker
     free = available_bytes()
     share = None if free is None else free // (2 * cpus())  # as the local pool: a worker per CPU of the node
     j = Judge(task.suite, task.limits, task.device)
