@@ -116,3 +116,20 @@ def test_float64_inputs_run_on_the_torch_reference(randn):
     x = randn(4, 32).double()
     y, rstd = tileport.rms_norm_fwd(x, torch.ones(32, dtype=torch.float64))
     assert y.dtype == rstd.dtype == torch.float64
+
+
+@pytest.mark.parametrize("with_eps", [True, False], ids=["eps-form", "fp32-form"])
+def test_one_rows_dweight_is_its_term_rounded_once(with_eps):
+    """dweight of one row is dy * x * rstd itself. Given eps, rstd is the fp64 value the saved fp32 one stands
+    for and the term is rounded once: (nearly) every element is the golden's correctly rounded. Without eps the
+    term is rounded once with the given rstd. Written dy * (x * rstd) with the fp32 rstd, about half of the
+    elements matched (two roundings plus rstd's own)."""
+    g = torch.Generator().manual_seed(6)
+    x, dy = 3 * torch.randn(1, 4096, generator=g), torch.randn(1, 4096, generator=g)
+    w = torch.ones(4096)
+    _, rstd = tileport.rms_norm_fwd(x, w, 1e-6, backend="tilelang")
+    _, dw = tileport.rms_norm_bwd(x, rstd, dy, w, backend="tilelang", eps=1e-6 if with_eps else None)
+    x64 = x.double()
+    r64 = torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + 1e-6) if with_eps else rstd.double()[:, None]
+    exact = (dy.double() * x64 * r64)[0].float()
+    assert (dw == exact).double().mean().item() >= 0.999

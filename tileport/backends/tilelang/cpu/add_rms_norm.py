@@ -3,12 +3,13 @@ weighted, serving every M and D; the rms_norm math is rms_norm's (``cpu/rms_norm
 
 Forward, per row: residual_out = x + residual (fp32 add, rounded once on store; x and residual are read
 once), then rms_norm's rstd over residual_out as stored (fp64, rounded once) and y = residual_out * rstd *
-(w + offset). Backward, per row: rms_norm's cancellation-free fp64 dx over residual_out (its rstd recomputed
-in fp64: the forward's fp32 rstd scales all of dx by its rounding, which showed where dx and dresidual_out
-cancel: MERE 9.6e-7 against the benchmark's 1.7e-7 at 48x4097 fp32), rounded to residual_out's dtype, plus
-dresidual_out, rounded again: the order of torch's autograd for the unfused add and norm (see the contract in
-``tileport/ops/add_rms_norm``). dweight as rms_norm's (fixed-block fp32 partials, the forward's rstd: the same
-bits for any thread count). Without a direct gradient the backward is rms_norm's own kernel.
+(w + offset). Backward, per row: rms_norm's cancellation-free fp64 dx over residual_out (with the fp64 rstd
+the saved fp32 one stands for, ``rms_norm.eps_stats``: the fp32 rstd scales all of dx by its rounding, which
+showed where dx and dresidual_out cancel: MERE 9.6e-7 against the benchmark's 1.7e-7 at 48x4097 fp32),
+rounded to residual_out's dtype, plus dresidual_out, rounded again: the order of torch's autograd for the
+unfused add and norm (see the contract in ``tileport/ops/add_rms_norm``). dweight as rms_norm's (the term
+rounded once with that rstd, fixed-block fp32 partials: the same bits for any thread count). Without a direct
+gradient the backward is rms_norm's own kernel.
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
@@ -63,8 +64,8 @@ def build_backward(s: torch.dtype, dy: torch.dtype, dres: torch.dtype, w):
         @T.prim_func
         def add_rms_norm_bwd(residual_out: S.rows, dy: G.rows, dres: H.rows, rstd: per_row(), dsum: S.rows, eps: T.float32):
             with T.Kernel(M) as row:
-                c = T.alloc_local((4,), "float64")
-                rms_norm.eps_stats(c, eps, None, [(S, residual_out), (G, dy)], row, lambda g: g)
+                c = T.alloc_local((5,), "float64")
+                rms_norm.eps_stats(c, eps, rstd[row], [(S, residual_out), (G, dy)], row, lambda g: g)
                 row_map(
                     lambda sv, g, h: rounded(S, T.call_extern(VEC, "tp_resid64", g, sv, c[0], c[1], c[2], c[3])) + h,
                     [(S, residual_out), (G, dy), (H, dres)],
@@ -82,14 +83,15 @@ def build_backward(s: torch.dtype, dy: torch.dtype, dres: torch.dtype, w):
         offset: T.float32, eps: T.float32,
     ):  # fmt: skip
         with T.Kernel(M) as row:
-            c = T.alloc_local((4,), "float64")
-            r = T.alloc_local((1,), T.float32)
-            r[0] = rstd[row]
-            rms_norm.eps_stats(c, eps, None, [(S, residual_out), (G, dy), (W, weight)], row, lambda g, wv: g * (wv + splat(offset)))
+            c = T.alloc_local((5,), "float64")
+            r = T.alloc_local((2,), T.float32)  # the fp64 rstd as an fp32 pair
+            rms_norm.eps_stats(c, eps, rstd[row], [(S, residual_out), (G, dy), (W, weight)], row, lambda g, wv: g * (wv + splat(offset)))
+            r[0] = T.cast(c[4], "float32")
+            r[1] = T.cast(c[4] - T.cast(r[0], "float64"), "float32")
             row_map(
                 lambda sv, g, h, wv: [
                     rounded(S, T.call_extern(VEC, "tp_resid64", g * (wv + splat(offset)), sv, c[0], c[1], c[2], c[3])) + h,
-                    g * (sv * splat(r[0])),
+                    rms_norm.dweight_term(g, sv, r[0], r[1]),
                 ],
                 [(S, residual_out), (G, dy), (H, dres), (W, weight)],
                 [(S, dsum), (F32, dweight)],

@@ -494,6 +494,24 @@ extern "C" inline tp_v16 tp_centered(tp_v16 x, tp_v16 m, tp_v16 ml, tp_v16 r) {
   return out;
 }
 
+// g * x * (rh + rl) per lane, rounded once but for near-ties: a gradient's term through a row scale given as
+// an fp32 pair (rl: the low part of an fp64 rstd; 0 for a given fp32 one). x * rh is formed as an exact pair
+// p + q (FMA), x * rl joins the low part, and g * p + g * q is one FMA. Written g * (x * rh), the term rounds
+// twice and keeps rh's own rounding: both showed as first-seed failures of fp32 dweight at L0. Where g * q is
+// not finite (g or x is inf or nan: q's FMA gives inf - inf, or g * q is inf * 0), it is 0, so the term is
+// g * p as the plain product gives it (an inf dy column sums to inf, not nan).
+extern "C" inline tp_v16 tp_scaled_product(tp_v16 g, tp_v16 x, tp_v16 rh, tp_v16 rl) {
+  tp_v16 out;
+#pragma GCC unroll 4
+  for (int i = 0; i < TP_PARTS; ++i) {
+    tp_nf p = x.v[i] * rh.v[i];
+    tp_nf t = g.v[i] * tp_fma_nf(x.v[i], rl.v[i], tp_fma_nf(x.v[i], rh.v[i], -p));
+    t = (tp_nf)((tp_ni)t & ((t - t) == 0));
+    out.v[i] = tp_fma_nf(g.v[i], p, t);
+  }
+  return out;
+}
+
 // Per-block partials of a gradient reduced across rows (nb blocks of [sum; compensation], 2 x d floats each,
 // Kahan-summed over the block's rows by the kernel) folded to sum - compensation, then summed into out as a
 // pairwise tree over blocks, in a fixed order: the same bits for any thread count (threads split columns).
