@@ -15,7 +15,9 @@ Contract (stated once here; torch.nn.RMSNorm, Liger-Kernel and flash-linear-atte
   returned in the weight's dtype; None without a weight. Saved for backward: ``x``, ``weight``, ``rstd``.
   Given the forward's ``eps`` (autograd gives it), a backend with the precision for it computes the same dx
   without the cancellation of ``g - n * mean(g * n)``: ``dx = rstd * (D * eps * g + sum(x^2) * g - x *
-  sum(g * x)) / (sum(x^2) + D * eps)`` (TileLang CPU, in fp64); the fp32 backends keep the form above.
+  sum(g * x)) / (sum(x^2) + D * eps)`` (TileLang CPU, in fp64); the fp32 backends keep the form above. There
+  a given fp32 rstd that is the row's rstd rounded (what the forward saves) stands for that exact value,
+  which such a backend may use in dx and dweight (the TileLang CPU kernels do); any other is used as given.
 - Empty inputs: no rows gives empty outputs (dweight zeros); D = 0 gives rstd nan (the mean of nothing, as
   torch's mean) and empty rows. Rows holding nan/inf affect only their row of y and dx (and dweight).
 
