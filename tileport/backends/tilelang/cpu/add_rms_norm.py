@@ -86,8 +86,7 @@ def build_backward(s: torch.dtype, dy: torch.dtype, dres: torch.dtype, w):
             c = T.alloc_local((5,), "float64")
             r = T.alloc_local((2,), T.float32)  # the fp64 rstd as an fp32 pair
             rms_norm.eps_stats(c, eps, rstd[row], [(S, residual_out), (G, dy), (W, weight)], row, lambda g, wv: g * (wv + splat(offset)))
-            r[0] = T.cast(c[4], "float32")
-            r[1] = T.cast(c[4] - T.cast(r[0], "float64"), "float32")
+            rms_norm.rstd_pair(r, c)
             row_map(
                 lambda sv, g, h, wv: [
                     rounded(S, T.call_extern(VEC, "tp_resid64", g * (wv + splat(offset)), sv, c[0], c[1], c[2], c[3])) + h,

@@ -93,10 +93,7 @@ def build_backward(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"):
         return rms_norm_bwd
 
     W = Io(w)
-    if casting == "llama":  # dy * round(x * rstd): the normalized value as the llama forward rounded it
-        dw_term = lambda g, xv, hi, lo: g * rounded(X, xv * splat(hi))  # noqa: E731
-    else:
-        dw_term = dweight_term
+    dw_term = dweight_term_of(casting, X)
 
     @T.prim_func
     def rms_norm_bwd(
@@ -141,6 +138,20 @@ def dweight_term(g, xv, rstd_hi, rstd_lo):
     return T.call_extern(VEC, "tp_scaled_product", g, xv, splat(rstd_hi), splat(rstd_lo))
 
 
+def dweight_term_of(casting: str, x_io: Io):
+    """dweight's term for a casting: ``dweight_term``, or for "llama" dy * round(x * rstd) (the normalized value
+    as the llama forward rounded it to x's dtype)."""
+    if casting == "llama":
+        return lambda g, xv, hi, lo: g * rounded(x_io, xv * splat(hi))
+    return dweight_term
+
+
+def rstd_pair(r, c) -> None:
+    """r[0], r[1] = the rstd ``eps_stats`` chose (c[4], fp64) as an fp32 pair (high part, remainder)."""
+    T.buffer_store(r, T.cast(c[4], "float32"), [0])
+    T.buffer_store(r, T.cast(c[4] - T.cast(r[0], "float64"), "float32"), [1])
+
+
 def build_backward_eps(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"):
     """The backward given the forward's eps: with g = dy * (w + offset) in fp32, ss = sum(x^2) and
     d = sum(g * x) in one fp64 pass, dx = rstd * (D * eps * g + (ss * g - x * d)) / (ss + D * eps) in fp64
@@ -160,7 +171,7 @@ def build_backward_eps(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"
         return rms_norm_bwd_eps
 
     W = Io(w)
-    dw_term = (lambda g, xv, hi, lo: g * rounded(X, xv * splat(hi))) if casting == "llama" else dweight_term
+    dw_term = dweight_term_of(casting, X)
 
     @T.prim_func
     def rms_norm_bwd_eps(
@@ -170,8 +181,7 @@ def build_backward_eps(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"
             c = T.alloc_local((5,), "float64")
             r = T.alloc_local((2,), T.float32)  # the rstd used (c[4]) as an fp32 pair
             eps_stats(c, eps, rstd[row], [(X, x), (G, dy), (W, weight)], row, lambda g, wv: g * (wv + splat(offset)))
-            r[0] = T.cast(c[4], "float32")
-            r[1] = T.cast(c[4] - T.cast(r[0], "float64"), "float32")
+            rstd_pair(r, c)
             row_map(
                 lambda xv, g, wv: [
                     T.call_extern(VEC, "tp_resid64", g * (wv + splat(offset)), xv, c[0], c[1], c[2], c[3]),
