@@ -41,7 +41,8 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     bits = _BITS[a.element_size()]
-    return bool(np.array_equal(a.detach().cpu().contiguous().view(bits).numpy(), b.detach().cpu().contiguous().view(bits).numpy()))
+    a, b = (t.detach().cpu().contiguous().view(bits).numpy() for t in (a, b))
+    return bool(np.array_equal(a, b))
 
 
 @dataclass

@@ -54,7 +54,8 @@ def _stats(s, eps, x_io, x, row):
 
 def centered(v, mean, rstd, mean_lo=0.0):
     """(x - (mean + mean_lo)) * rstd of 16 lanes, rounded once (``tp_centered`` in simd.h)."""
-    return T.call_extern(VEC, "tp_centered", v, splat(mean), splat(T.float32(mean_lo) if isinstance(mean_lo, float) else mean_lo), splat(rstd))
+    lo = T.float32(mean_lo) if isinstance(mean_lo, float) else mean_lo
+    return T.call_extern(VEC, "tp_centered", v, splat(mean), splat(lo), splat(rstd))
 
 
 def _normalized(v, s):
