@@ -133,3 +133,19 @@ def test_one_rows_dweight_is_its_term_rounded_once(with_eps):
     r64 = torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + 1e-6) if with_eps else rstd.double()[:, None]
     exact = (dy.double() * x64 * r64)[0].float()
     assert (dw == exact).double().mean().item() >= 0.999
+
+
+def test_dweight_over_many_rows_is_its_terms_sum_rounded_once():
+    """dweight over 4096 rows (128 blocks of 32 rows, each a compensated fp32 partial): the blocks are summed in
+    fp64 and rounded once, so each column is the sum of its terms (each rounded once) correctly rounded, but
+    for near-ties. Summed as an fp32 tree over the blocks (8 levels, a rounding each), about half the columns
+    missed it; that lost add_rms_norm's L1 case 9060 (D = 12 over 4560 rows) to torch's fp32 sum."""
+    g = torch.Generator().manual_seed(7)
+    x, dy = 3 + torch.randn(4096, 64, generator=g), torch.randn(4096, 64, generator=g)
+    w = torch.ones(64)
+    _, rstd = tileport.rms_norm_fwd(x, w, 1e-6, backend="tilelang")
+    _, dw = tileport.rms_norm_bwd(x, rstd, dy, w, backend="tilelang", eps=1e-6)
+    x64 = x.double()
+    terms = (dy.double() * x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + 1e-6)).float()
+    exact = terms.double().sum(0).float()
+    assert (dw == exact).double().mean().item() >= 0.95

@@ -16,7 +16,7 @@ xhat) and sum(x) in one fp64 pass (exact products), dx = ((g - xhat * sum(g * xh
 in that order, so that with -ffp-contract=fast (settings.py) whichever product g++ fuses, g is rounded as the
 sum saw it before the mean is taken off (at D = 1, xhat = 0 and dx is exactly 0, as the golden's; written
 g - mean(g) - ..., g = dy * w fused into the subtraction left its rounding residual, times rstd);
-dweight += dy * xhat and dbias += dy into the block's fp32 partials (Kahan), summed by the driver over fixed
+dweight += dy * xhat and dbias += dy into the block's fp32 partials (compensated), summed by the driver over fixed
 blocks of rows: the same bits for any thread count. What the one-rounding xhat costs, measured against the
 two-rounding kernels in one process (AMD EPYC Zen 4, 1 thread, in cache): forward 1.0-1.2x, backward
 1.1-1.5x (the TwoSum, and the backward's third sum); at L0 it turned 35 of the 48 first-seed failures of the

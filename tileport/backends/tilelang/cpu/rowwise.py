@@ -7,7 +7,7 @@ prototype, the OpenMP driver and the launch by name are derived from them, ``int
 - ``io.rows``: an (M, D) matrix with any row stride; ``per_row()``: an (M,) fp32 vector (rstd, mean);
 - ``io.vector``: a (D,) vector broadcast to every row (a weight, a bias);
 - ``partial()``: a gradient reduced across rows (a weight gradient): the kernel adds each of its rows'
-  terms into it (compensated: Kahan); the driver gives each fixed block of rows its own fp32 partial and sums
+  terms into it (compensated: TwoSum errors gathered); the driver gives each fixed block of rows its own fp32 partial and sums
   the partials in a fixed order, so the result has the same bits for any thread count;
 - scalars (``T.float32``), such as eps.
 
@@ -166,7 +166,7 @@ def row_map(fn, inputs, outputs, row) -> None:
         for o, value in enumerate(_as_list(fn(*[get(v, k) for k in range(n_in)]))):
             io, buf = outputs[o]
             if is_partial(buf):
-                _kahan_add(buf, row, col, v, n_in + 4 * o, value, n)
+                _compensated_add(buf, row, col, v, n_in + 4 * o, value, n)
                 continue
             put(v, n_in + o, value)
             io.store(v, n_in + o, buf, row, col, n)
@@ -176,18 +176,22 @@ def row_map(fn, inputs, outputs, row) -> None:
     _when(D % VL > 0, lambda: step(D - D % VL, D % VL))
 
 
-def _kahan_add(buf, row, col, v, k, value, n=None) -> None:
-    """Add ``value`` into a partial's [sum; compensation] rows at ``col`` (Kahan): a block of rows then sums
-    with about one rounding, whatever the block's length and the terms' cancellation. v[k..k+3] are scratch."""
+def _compensated_add(buf, row, col, v, k, value, n=None) -> None:
+    """Add ``value`` into a partial's [sum; compensation] rows at ``col``, compensated (Neumaier's form of
+    Kahan's sum: the exact error of every addition, TwoSum, is gathered in the compensation, whatever the
+    terms' order of size): sum - compensation is the block's sum to about fp32^2, not one fp32 rounding, so
+    the driver's fp64 sum over blocks rounds (nearly) correctly. Kahan's form left about one rounding of each
+    block's sum, half an ulp of a 4096-row column sum. v[k..k+3] are scratch."""
     s, c, y, t = k, k + 1, k + 2, k + 3
     F32.load(buf, row, col, v, s, n)
     if n is None:
         _call("tp_load_f32", _ref(buf, 1, col), _ref(v, c))
     else:
         _call("tp_loadn_f32", _ref(buf, 1, col), _ref(v, c), n)
-    put(v, y, value - get(v, c))
+    put(v, y, value)
     put(v, t, get(v, s) + get(v, y))
-    put(v, c, (get(v, t) - get(v, s)) - get(v, y))  # what the addition lost (no reassociation: no -ffast-math)
+    put(v, k + 2, T.call_extern(VEC, "tp_two_sum_err", get(v, s), get(v, y), get(v, t)))  # s + y - t, exact
+    put(v, c, get(v, c) - get(v, k + 2))  # the compensation is subtracted: the lost parts go in negated
     put(v, c, T.call_extern(VEC, "tp_finite_comp", get(v, c), get(v, t)))  # 0 once the sum is inf/nan
     F32.store(v, t, buf, row, col, n)
     if n is None:
