@@ -190,8 +190,8 @@ def _compensated_add(buf, row, col, v, k, value, n=None) -> None:
         _call("tp_loadn_f32", _ref(buf, 1, col), _ref(v, c), n)
     put(v, y, value)
     put(v, t, get(v, s) + get(v, y))
-    put(v, k + 2, T.call_extern(VEC, "tp_two_sum_err", get(v, s), get(v, y), get(v, t)))  # s + y - t, exact
-    put(v, c, get(v, c) - get(v, k + 2))  # the compensation is subtracted: the lost parts go in negated
+    put(v, y, T.call_extern(VEC, "tp_two_sum_err", get(v, s), get(v, y), get(v, t)))  # y's slot: s + y - t, exact
+    put(v, c, get(v, c) - get(v, y))  # the compensation is subtracted: the lost parts go in negated
     put(v, c, T.call_extern(VEC, "tp_finite_comp", get(v, c), get(v, t)))  # 0 once the sum is inf/nan
     F32.store(v, t, buf, row, col, n)
     if n is None:

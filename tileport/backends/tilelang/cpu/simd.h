@@ -451,13 +451,14 @@ extern "C" inline void tp_store_fence() {
 }
 
 // The exact rounding error of t = a + b (Knuth's TwoSum, no branch, no ordering of |a| and |b|): a + b - t.
+static inline tp_nf tp_two_sum_err_n(tp_nf a, tp_nf b, tp_nf t) {
+  tp_nf bb = t - a;
+  return (a - (t - bb)) + (b - bb);
+}
 extern "C" inline tp_v16 tp_two_sum_err(tp_v16 a, tp_v16 b, tp_v16 t) {
   tp_v16 e;
 #pragma GCC unroll 4
-  for (int i = 0; i < TP_PARTS; ++i) {
-    tp_nf bb = t.v[i] - a.v[i];
-    e.v[i] = (a.v[i] - (t.v[i] - bb)) + (b.v[i] - bb);
-  }
+  for (int i = 0; i < TP_PARTS; ++i) e.v[i] = tp_two_sum_err_n(a.v[i], b.v[i], t.v[i]);
   return e;
 }
 
@@ -497,8 +498,7 @@ extern "C" inline tp_v16 tp_centered(tp_v16 x, tp_v16 m, tp_v16 ml, tp_v16 r) {
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) {
     tp_nf d = x.v[i] - m.v[i];
-    tp_nf mm = d - x.v[i];  // -m as d holds it
-    tp_nf e = (x.v[i] - (d - mm)) + (-m.v[i] - mm);
+    tp_nf e = tp_two_sum_err_n(x.v[i], -m.v[i], d);
     e = (tp_nf)((tp_ni)e & ((d - d) == 0));
     out.v[i] = tp_fma_nf(d, r.v[i], (e - ml.v[i]) * r.v[i]);
   }
