@@ -60,7 +60,7 @@ def ops() -> None:
     for col in ("operator", "math", "inputs", "outputs (grads)", "backends"):
         table.add_column(col)
     for s in specs().values():
-        ins = ", ".join([f"{t.name}{'?' if t.optional else ''}" for t in s.inputs] + [f"{a.name}={a.default}" for a in s.attrs])
+        ins = ", ".join([f"{t.name}{'?' if t.optional else ''}" for t in s.inputs] + [f"{a.name}={a.default}" for a in s.attrs + s.case_attrs])
         outs = ", ".join(t.name for t in s.outputs) + " (" + ", ".join(t.name for t in s.grads) + ")"
         table.add_row(s.name, escape(s.math), escape(ins), outs, ", ".join(n for n, b in served.items() if s.name in b.ops))
     console.print(table)

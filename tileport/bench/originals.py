@@ -56,7 +56,7 @@ def run(spec: OpSpec, fn: Callable, inputs: dict, backward: bool) -> dict[str, t
     with ``backward`` and a single output, the gradients of the inputs (``dy`` as the output's gradient)."""
     params = inspect.signature(fn).parameters
     kwargs = {t.name: inputs[t.name] for t in spec.inputs if inputs.get(t.name) is not None}
-    for a in spec.attrs:
+    for a in spec.attrs + spec.case_attrs:
         if a.name in inputs and a.name not in params:
             if inputs[a.name] != a.default:
                 raise Unsupported(f"no parameter {a.name} (the case sets {a.name}={inputs[a.name]!r})")

@@ -143,7 +143,7 @@ def load_atk(path: Path, data: Any) -> Suite:
         raise CaseFileError(path, "dtype_numbers", "a positive number of cases per dtype", per_dtype)
 
     declared = {t.name for t in spec.inputs}
-    attr_names = {a.name for a in spec.attrs}
+    attr_names = {a.name for a in spec.attrs + spec.case_attrs}
     tensors: list[TensorInput] = []
     attrs: list[AttrInput] = []
     items = top.get("inputs", list, "a list of inputs")

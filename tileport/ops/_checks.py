@@ -20,23 +20,36 @@ def floating_tensor(t: object, name: str) -> torch.Tensor:
     return t
 
 
-def eps_value(eps: object) -> float:
-    """eps must be a finite, non-negative real number."""
+def eps_value(eps: object, name: str = "eps") -> float:
+    """A finite, non-negative real number (an eps)."""
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
-        raise TypeError(f"eps must be a real number, got {type(eps).__name__}")
+        raise TypeError(f"{name} must be a real number, got {type(eps).__name__}")
     value = float(eps)
     if not 0.0 <= value < math.inf:  # False for nan too; plain comparisons also trace under torch.compile
-        raise ValueError(f"eps must be finite and >= 0, got {eps!r}")
+        raise ValueError(f"{name} must be finite and >= 0, got {eps!r}")
     return value
 
 
-def output_dtype(dtype: object, default: torch.dtype | None) -> torch.dtype | None:
+def output_dtype(dtype: object, default: torch.dtype | None, name: str = "output_dtype") -> torch.dtype | None:
     """None means ``default``; otherwise a floating torch.dtype."""
     if dtype is None:
         return default
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"output_dtype must be None or a floating torch.dtype, got {dtype!r}")
+        raise TypeError(f"{name} must be None or a floating torch.dtype, got {dtype!r}")
     return dtype
+
+
+def flag(value: object, name: str) -> bool:
+    """A bool (not 0/1: a swapped positional argument shows)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
+def integer(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    return value
 
 
 def output_tensor(t: object, name: str, shape: tuple, dtype: torch.dtype, device: torch.device) -> None:
@@ -85,7 +98,7 @@ def vector_tensor(t: object, name: str, x: torch.Tensor) -> torch.Tensor | None:
     if tuple(t.shape) != tuple(x.shape[-1:]):
         raise ValueError(f"{name} must have shape x.shape[-1:] = {tuple(x.shape[-1:])}, got {tuple(t.shape)}")
     if t.device != x.device:
-        raise ValueError(f"{name} must be on x's device {x.device}, got {t.device}")
+        raise ValueError(f"{name} must be on x's device {x.device}, got {t.device} (tensors must be on one device)")
     return t
 
 
@@ -99,9 +112,14 @@ def finite_real(value: object, name: str) -> float:
     return v
 
 
-def choice(value: object, name: str, options: tuple[str, ...]) -> str:
+def choice(value: object, name: str, options: tuple[str, ...], aliases: tuple[tuple[str, str], ...] = ()) -> str:
+    """One of ``options``, or an alias of one (returned as the option it stands for)."""
+    for alias, meant in aliases:
+        if value == alias:
+            return meant
     if value not in options:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, options))}, got {value!r}")
+        names = ", ".join(map(repr, options + tuple(a for a, _ in aliases)))
+        raise ValueError(f"{name} must be one of {names}, got {value!r}")
     return value  # type: ignore[return-value]
 
 
@@ -111,7 +129,7 @@ def like_rows(t: object, name: str, x: torch.Tensor, ref: str = "x") -> torch.Te
     if tuple(t.shape) != tuple(x.shape):
         raise ValueError(f"{name} must have {ref}'s shape {tuple(x.shape)}, got {tuple(t.shape)}")
     if t.device != x.device:
-        raise ValueError(f"{name} must be on {ref}'s device {x.device}, got {t.device}")
+        raise ValueError(f"{name} must be on {ref}'s device {x.device}, got {t.device} (tensors must be on one device)")
     return t
 
 
@@ -122,7 +140,7 @@ def per_row_tensor(t: object, name: str, x: torch.Tensor, ref: str = "x") -> tor
     if tuple(t.shape) != tuple(x.shape[:-1]):
         raise ValueError(f"{name} must have shape {ref}.shape[:-1] = {tuple(x.shape[:-1])}, got {tuple(t.shape)}")
     if t.device != x.device:
-        raise ValueError(f"{name} must be on {ref}'s device {x.device}, got {t.device}")
+        raise ValueError(f"{name} must be on {ref}'s device {x.device}, got {t.device} (tensors must be on one device)")
     return t
 
 

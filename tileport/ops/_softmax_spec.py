@@ -1,5 +1,5 @@
-"""What the softmax operators' specs share: the run, bytes moved, example inputs and the spec itself, from
-each operator's public functions and its composite."""
+"""What the softmax operators' specs share: the declaration (x and a dim in, y out, the backward from y),
+bytes moved, example inputs and the spec itself, from each operator's composite."""
 
 from __future__ import annotations
 
@@ -8,16 +8,7 @@ import torch
 from . import spec as s
 
 
-def make_spec(name: str, summary: str, math: str, function, forward, backward, composite, fused, aliases, usage) -> s.OpSpec:
-    def run(inputs: dict, backend: str | None, backward_too: bool) -> dict[str, torch.Tensor]:
-        """y from the forward; dx from the backward given that y (the cascade: what the forward saved)."""
-        dim = inputs.get("dim", -1)
-        y = forward(inputs["x"], dim, backend=backend)
-        out = {"y": y}
-        if backward_too:
-            out["dx"] = backward(y, inputs["dy"], dim, backend=backend)
-        return out
-
+def make_spec(name: str, summary: str, math: str, composite, fused, aliases, usage) -> s.OpSpec:
     def example(shape, dtype, device, generator) -> dict:
         return {"x": (2.0 * torch.randn(shape, generator=generator)).to(dtype).to(device), "dim": -1}
 
@@ -33,12 +24,10 @@ def make_spec(name: str, summary: str, math: str, function, forward, backward, c
         summary=summary,
         math=math,
         inputs=(s.Tensor("x", s.ROWS),),
-        attrs=(s.Attr("dim", -1, "an int in [-x.dim(), x.dim())"),),
+        attrs=(s.Attr("dim", -1, "an int in [-x.dim(), x.dim())", s.DIM, kw_only=False),),
         outputs=(s.Tensor("y", s.ROWS),),
+        backward=s.Backward(("y", "dy"), ("dim",)),  # from the forward's output (what it saves)
         grads=(s.Tensor("dx", s.ROWS),),
-        function=function,
-        forward=lambda x, dim=-1, backend=None, out=None: (forward(x, dim, backend=backend),),
-        run=run,
         composite=composite,
         example=example,
         bytes_moved=bytes_moved,

@@ -1,9 +1,10 @@
-"""What an operator states about itself once, for the generic layers (cli, verify, bench, cases, report, docs,
-lower) to read: they find operators through ``specs()`` and never name one.
+"""What an operator states about itself once: the declaration its interface is derived from
+(``tileport.ops.interface``) and what the generic layers (cli, verify, bench, cases, report, docs, lower) read.
+They find operators through ``specs()`` and never name one.
 
-An operator is a package ``tileport/ops/<name>/``: its interface (``__init__.py``: checks, dispatch, custom
-ops, autograd, module) and ``spec.py`` exposing ``SPEC``, an :class:`OpSpec`. Discovery is by that
-convention; nothing else lists the operators.
+An operator is a package ``tileport/ops/<name>/``: ``spec.py`` exposing ``SPEC``, an :class:`OpSpec`, and
+``__init__.py`` with its contract docstring and the public names of ``SPEC.api`` (the derived functions,
+custom ops, autograd and module). Discovery is by that convention; nothing else lists the operators.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import importlib
 import math
 import pkgutil
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -24,21 +26,58 @@ FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 class Tensor:
     """A tensor input or output and its role: ``rows`` (x[..., D], rows independent), ``vector`` (a weight
     [D] broadcast to every row), ``per_row`` (x.shape[:-1], such as rstd), ``reduced`` (a [D] summed across
-    rows, such as dweight)."""
+    rows, such as dweight).
+
+    ``dtype`` (outputs): None for the first input's dtype, ``"stat"`` for fp32 (fp64 for fp64 inputs), or
+    the name of a dtype option (``output_dtype``); (a backward's rows results) the name of the backward
+    tensor whose dtype it has (``dgate`` in ``gate``'s; default the backward's first rows tensor's). ``empty``: a per-row output's value where rows are empty
+    (D = 0), a number or a function of the attributes. ``init``: a vector input's initial value as a module
+    parameter (1 for a weight, 0 for a bias)."""
 
     name: str
     role: str
     optional: bool = False
     doc: str = ""
+    dtype: str | None = None
+    empty: float | Callable[..., float] = math.nan
+    init: float = 1.0
+
+
+# Attribute kinds: what the interface checks (and the custom op's schema type).
+EPS, REAL, CHOICE, DIM, BOOL, INT, DTYPE = "eps", "real", "choice", "dim", "bool", "int", "dtype"
 
 
 @dataclass(frozen=True)
 class Attr:
-    """A scalar attribute, its default and the range the interface accepts (said in words, checked there)."""
+    """A scalar attribute, its default and the range the interface accepts (said in words in ``valid``,
+    checked by ``kind``): ``eps`` (finite, >= 0), ``real`` (finite), ``choice`` (one of ``choices``, or an
+    alias of one in ``aliases``), ``dim`` (the reduced dimension: any, default the last), ``bool``, ``int``,
+    ``dtype`` (None or a floating dtype; an option, the default the first input's dtype). ``kw_only``: after
+    the ``*`` of the public signatures."""
 
     name: str
     default: Any
     valid: str = ""
+    kind: str = ""
+    choices: tuple = ()
+    aliases: tuple[tuple[str, str], ...] = ()  # (alias, the choice it stands for)
+    kw_only: bool = True
+
+
+@dataclass(frozen=True)
+class Backward:
+    """What the backward kernel takes and gives, in its call order: ``tensors`` are saved inputs and
+    outputs and the output gradients (``d<output>``: the first output's is required, the others' optional);
+    ``attrs`` the forward attributes it takes next; ``given`` the forward attributes it may be given (None:
+    not given; autograd gives the forward's), last. ``returns``: its results (default: the spec's grads).
+    ``to_grads``: (returns by name, input dtypes by name) -> the inputs' gradients by ``d<input>``, where a
+    result is not one input's gradient as it is (one gradient for two inputs)."""
+
+    tensors: tuple[str, ...]
+    attrs: tuple[str, ...] = ()
+    given: tuple[str, ...] = ()
+    returns: tuple[Tensor, ...] = ()
+    to_grads: Callable[[dict, dict], dict] | None = None
 
 
 @dataclass(frozen=True)
@@ -107,13 +146,19 @@ class StudyResult:
 
 @dataclass(frozen=True)
 class OpSpec:
-    """Everything the generic layers need of an operator.
+    """Everything the interface and the generic layers need of an operator.
 
-    The call conventions (all keyword inputs named as in ``inputs`` and ``attrs``):
-    - ``function(**inputs, backend=)``: the differentiable public API, returning the main output;
+    The declaration the interface is derived from (``api``): ``inputs`` (the first is a ``rows`` tensor: the
+    primary, whose rows the others follow), ``attrs`` (scalars cases vary), ``options`` (interface-only
+    scalars such as ``output_dtype``), ``outputs``, ``backward`` and ``grads``; ``signatures`` orders the
+    public forms' parameters where the default order (tensors, positional attributes, ``*``, the rest,
+    ``backend``, ``out``) is not the operator's; ``docs`` are their docstrings.
+
+    The call conventions the generic layers use (all keyword inputs named as in ``inputs`` and ``attrs``):
+    - ``function(**inputs, backend=)``: the differentiable public API, returning the main outputs;
     - ``forward(**inputs, backend=, out=None)``: the forward outputs as a tuple (``outputs`` order);
     - ``run(inputs, backend, backward)``: {output name: tensor} of the forward and, when asked, the backward
-      through the public API (verify's executor; the inputs dict may hold ``dy``);
+      through the public API (verify's executor; the inputs dict may hold ``dy``); derived unless given;
     - ``composite(**inputs)``: the torch code users write today (bench's eager and torch.compile baseline);
     - ``example(shape, dtype, device, generator)``: inputs for a benchmark of that shape.
     """
@@ -125,12 +170,15 @@ class OpSpec:
     attrs: tuple[Attr, ...]
     outputs: tuple[Tensor, ...]
     grads: tuple[Tensor, ...]
-    function: Callable
-    forward: Callable
-    run: Callable[[dict, str | None, bool], dict]
     composite: Callable
     example: Callable
     bytes_moved: Callable[[tuple, torch.dtype, str], int]
+    backward: Backward | None = None
+    options: tuple[Attr, ...] = ()
+    case_attrs: tuple[Attr, ...] = ()  # attributes cases set that the op's own ``run`` maps onto the interface
+    signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)  # "function"/"forward"/"backward"
+    docs: dict[str, str] = field(default_factory=dict)  # the same keys: the public forms' docstrings
+    run: Callable[[dict, str | None, bool], dict] | None = None
     dtypes: tuple[torch.dtype, ...] = FLOATS
     modes: tuple[str, ...] = ("fwd", "bwd", "fwdbwd")
     workloads: dict[str, tuple[int, ...]] = field(default_factory=dict)
@@ -148,6 +196,26 @@ class OpSpec:
     # The float64 golden's ``run(inputs, backward)`` where the torch reference in float64 is not the op's exact
     # math (a rounding residue the math does not have); None: the torch reference run in float64.
     golden: Callable[[dict, bool], dict] | None = None
+
+    def __post_init__(self) -> None:
+        if self.run is None:  # the derived executor: forward, then backward from what it saved
+            object.__setattr__(self, "run", lambda inputs, backend, backward: self.api.run(inputs, backend, backward))
+
+    @property
+    def api(self):
+        """The interface derived from this declaration (built once per operator, on first use)."""
+        from .interface import derive
+
+        return derive(self)
+
+    @property
+    def function(self) -> Callable:
+        return self.api.function
+
+    @property
+    def forward(self) -> Callable:
+        """The forward outputs as a tuple, whatever their number."""
+        return self.api.forward_tuple
 
     def precision_dtype(self, output: str, dtype: torch.dtype) -> torch.dtype:
         """The dtype whose small-value rule applies to ``output`` (fp32 for fp32 statistics of 16-bit inputs)."""
@@ -180,12 +248,13 @@ _SPECS: dict[str, OpSpec] = {}
 
 
 def specs() -> dict[str, OpSpec]:
-    """Every operator's spec, found by convention: a package under ``tileport.ops`` with a ``spec`` module."""
+    """Every operator's spec, found by convention: a package under ``tileport.ops`` with a ``spec`` module
+    (``interface`` is the derivation, not an operator)."""
     if not _SPECS:
         from .. import ops
 
         for m in sorted(pkgutil.iter_modules(ops.__path__), key=lambda m: m.name):
-            if m.ispkg and not m.name.startswith("_"):
+            if m.ispkg and not m.name.startswith("_") and (Path(m.module_finder.path) / m.name / "spec.py").exists():
                 spec = importlib.import_module(f"{ops.__name__}.{m.name}.spec").SPEC
                 _SPECS[spec.name] = spec
     return _SPECS

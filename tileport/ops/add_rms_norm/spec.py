@@ -7,7 +7,8 @@ import math
 import torch
 
 from .. import spec as s
-from . import DEFAULT_EPS, add_rms_norm, add_rms_norm_bwd, add_rms_norm_fwd
+
+DEFAULT_EPS = 1e-6
 
 
 def run(inputs: dict, backend: str | None, backward: bool) -> dict[str, torch.Tensor]:
@@ -17,16 +18,22 @@ def run(inputs: dict, backend: str | None, backward: bool) -> dict[str, torch.Te
     x, r, w, eps = inputs["x"], inputs["residual"], inputs.get("weight"), inputs.get("eps", DEFAULT_EPS)
     offset = inputs.get("offset", 0.0)
     rdt = torch.float32 if inputs.get("residual_in_fp32") and x.dtype != torch.float64 else None
-    y, res, rstd = add_rms_norm_fwd(x, r, w, eps, offset=offset, residual_dtype=rdt, backend=backend)
+    y, res, rstd = SPEC.api.forward(x, r, w, eps, offset=offset, residual_dtype=rdt, backend=backend)
     out = {"y": y, "residual_out": res, "rstd": rstd}
     if backward:
-        dsum, dw = add_rms_norm_bwd(res, rstd, inputs["dy"], w, dresidual_out=inputs.get("dresidual_out"), offset=offset,
+        dsum, dw = SPEC.api.backward(res, rstd, inputs["dy"], w, dresidual_out=inputs.get("dresidual_out"), offset=offset,
                                     eps=eps, backend=backend)  # fmt: skip
         out["dx"] = dsum.to(x.dtype)
         out["dresidual"] = dsum.to(r.dtype)
         if dw is not None:
             out["dweight"] = dw
     return out
+
+
+def _to_grads(results: dict, dtypes: dict) -> dict:
+    """The sum's gradient is x's and residual's, each in its own dtype."""
+    dsum = results["dsum"]
+    return {"dx": dsum.to(dtypes["x"]), "dresidual": dsum.to(dtypes["residual"]), "dweight": results["dweight"]}
 
 
 def composite(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None = None, eps: float = DEFAULT_EPS):
@@ -67,12 +74,26 @@ SPEC = s.OpSpec(
     summary="residual add fused with RMS normalization: (rms_norm(x + residual), x + residual)",
     math="residual_out = x + residual; y = residual_out * rsqrt(mean(residual_out^2, -1) + eps) * (weight + offset)",
     inputs=(s.Tensor("x", s.ROWS), s.Tensor("residual", s.ROWS), s.Tensor("weight", s.VECTOR, optional=True)),
-    attrs=(s.Attr("eps", DEFAULT_EPS, "finite, >= 0"), s.Attr("offset", 0.0, "finite"),
-           s.Attr("residual_in_fp32", False, "residual_out in fp32")),  # fmt: skip
-    outputs=(s.Tensor("y", s.ROWS), s.Tensor("residual_out", s.ROWS), s.Tensor("rstd", s.PER_ROW)),
+    attrs=(s.Attr("eps", DEFAULT_EPS, "finite, >= 0", s.EPS, kw_only=False), s.Attr("offset", 0.0, "finite", s.REAL)),
+    case_attrs=(s.Attr("residual_in_fp32", False, "residual_out in fp32", s.BOOL),),  # run's: residual_dtype fp32
+    options=(s.Attr("residual_dtype", None, "a floating dtype (default x's)", s.DTYPE),
+             s.Attr("output_dtype", None, "a floating dtype (default x's)", s.DTYPE)),  # fmt: skip
+    outputs=(s.Tensor("y", s.ROWS, dtype="output_dtype"), s.Tensor("residual_out", s.ROWS, dtype="residual_dtype"),
+             s.Tensor("rstd", s.PER_ROW, dtype="stat")),  # fmt: skip
+    backward=s.Backward(
+        ("residual_out", "rstd", "dy", "dresidual_out", "weight"), ("offset", "eps"),
+        returns=(s.Tensor("dsum", s.ROWS), s.Tensor("dweight", s.REDUCED, optional=True)), to_grads=_to_grads,
+    ),
     grads=(s.Tensor("dx", s.ROWS), s.Tensor("dresidual", s.ROWS), s.Tensor("dweight", s.REDUCED, optional=True)),
-    function=add_rms_norm,
-    forward=add_rms_norm_fwd,
+    signatures={"backward": ("residual_out", "rstd", "dy", "weight", "*", "dresidual_out", "offset", "eps", "backend")},
+    docs={
+        "function": "Differentiable ``(y, residual_out)``: ``residual_out = x + residual``, ``y = rms_norm(residual_out)``.",
+        "forward": "``(y, residual_out, rstd)`` of the fused add + rms_norm, without autograd (see the module docstring).",
+        "backward": """``(dsum, dweight)`` from the forward's ``residual_out`` and ``rstd``, ``dy`` and the gradient reaching
+    residual_out directly (None: zero). ``dsum`` (residual_out's dtype) is the gradient of x and of residual:
+    ``dx = dsum.to(x.dtype)``, ``dresidual = dsum.to(residual.dtype)``. dweight is None without a weight.
+    ``eps``: the forward's (the TileLang CPU kernel uses it to avoid dx's cancellation).""",
+    },
     run=run,
     composite=composite,
     example=example,

@@ -7,18 +7,14 @@ import math
 import torch
 
 from .. import spec as s
-from . import DEFAULT_EPS, l2norm, l2norm_bwd, l2norm_fwd
 from .study import refinement_study
 
+DEFAULT_EPS = 1e-6
 
-def run(inputs: dict, backend: str | None, backward: bool) -> dict[str, torch.Tensor]:
-    """y and rstd from ``l2norm_fwd``; dx from ``l2norm_bwd`` with the forward's rstd and eps (the cascade)."""
-    x, eps = inputs["x"], inputs.get("eps", DEFAULT_EPS)
-    y, rstd = l2norm_fwd(x, eps, backend=backend)
-    out = {"y": y, "rstd": rstd}
-    if backward:
-        out["dx"] = l2norm_bwd(x, rstd, inputs["dy"], backend=backend, eps=eps)
-    return out
+
+def _empty_rstd(eps: float, **_) -> float:
+    """rstd of a row of nothing (sum 0): 1 / sqrt(eps), inf for eps = 0."""
+    return eps**-0.5 if eps > 0 else math.inf
 
 
 def composite(x: torch.Tensor, eps: float = DEFAULT_EPS) -> torch.Tensor:
@@ -49,12 +45,27 @@ SPEC = s.OpSpec(
     summary="L2 normalization over the last dimension (flash-linear-attention's l2norm)",
     math="y = x * rsqrt(sum(x^2, -1) + eps); rstd saved for backward",
     inputs=(s.Tensor("x", s.ROWS),),
-    attrs=(s.Attr("eps", DEFAULT_EPS, "finite, >= 0"),),
-    outputs=(s.Tensor("y", s.ROWS), s.Tensor("rstd", s.PER_ROW)),
+    attrs=(s.Attr("eps", DEFAULT_EPS, "finite, >= 0", s.EPS, kw_only=False),),
+    options=(s.Attr("output_dtype", None, "a floating dtype (default x's)", s.DTYPE, kw_only=False),),
+    outputs=(s.Tensor("y", s.ROWS, dtype="output_dtype"), s.Tensor("rstd", s.PER_ROW, dtype="stat", empty=_empty_rstd)),
+    backward=s.Backward(("x", "rstd", "dy"), given=("eps",)),
     grads=(s.Tensor("dx", s.ROWS),),
-    function=l2norm,
-    forward=l2norm_fwd,
-    run=run,
+    signatures={
+        "function": ("x", "eps", "output_dtype", "backend"),
+        "forward": ("x", "eps", "output_dtype", "backend", "out"),
+        "backward": ("x", "rstd", "dy", "backend", "*", "eps"),
+    },
+    docs={
+        "function": "Differentiable ``y = x / sqrt(sum(x^2, -1) + eps)`` over the last dimension.",
+        "forward": """``(y, rstd)`` of l2norm over the last dimension, without autograd (see the module docstring).
+
+    ``out=(y, rstd)``: contiguous tensors to write into (no allocation; eager mode only), returned as given.
+    """,
+        "backward": """``dx`` from the forward's input ``x``, its ``rstd`` and the output gradient ``dy``, in x's dtype.
+
+    ``eps``: the forward's; with it, backends that can avoid the cancellation near ``sum(x^2) >> eps`` do.
+    """,
+    },
     composite=composite,
     example=example,
     bytes_moved=bytes_moved,

@@ -7,20 +7,8 @@ import math
 import torch
 
 from .. import spec as s
-from . import DEFAULT_EPS, layer_norm, layer_norm_bwd, layer_norm_fwd
 
-
-def run(inputs: dict, backend: str | None, backward: bool) -> dict[str, torch.Tensor]:
-    """y, mean and rstd from ``layer_norm_fwd``; dx, dweight and dbias from ``layer_norm_bwd`` given the
-    forward's statistics (the cascade: the backward uses what the forward saved)."""
-    x, w, b, eps = inputs["x"], inputs.get("weight"), inputs.get("bias"), inputs.get("eps", DEFAULT_EPS)
-    y, mean, rstd = layer_norm_fwd(x, w, b, eps, backend=backend)
-    out = {"y": y, "mean": mean, "rstd": rstd}
-    if backward:
-        dx, dw, db = layer_norm_bwd(x, mean, rstd, inputs["dy"], w, bias=b, backend=backend)
-        out["dx"] = dx
-        out |= {k: v for k, v in (("dweight", dw), ("dbias", db)) if v is not None}
-    return out
+DEFAULT_EPS = 1e-5
 
 
 def golden(inputs: dict, backward: bool) -> dict[str, torch.Tensor]:
@@ -30,8 +18,8 @@ def golden(inputs: dict, backward: bool) -> dict[str, torch.Tensor]:
     gives dweight = +-inf with the residue's sign, where the math gives inf * 0 = nan."""
     x = inputs["x"]
     if not backward or x.numel() == 0:
-        return run(inputs, "torch", backward)
-    out = run(inputs, "torch", False)
+        return SPEC.run(inputs, "torch", backward)
+    out = SPEC.run(inputs, "torch", False)
     D, w = x.shape[-1], inputs.get("weight")
     dy = inputs["dy"].reshape(-1, D)
     rstd = out["rstd"].reshape(-1, 1)
@@ -90,12 +78,23 @@ SPEC = s.OpSpec(
     summary="layer normalization over the last dimension with an optional weight and bias (torch.nn.LayerNorm)",
     math="y = (x - mean) * rsqrt(var + eps) * weight + bias; mean and rstd saved for backward",
     inputs=(s.Tensor("x", s.ROWS), s.Tensor("weight", s.VECTOR, optional=True), s.Tensor("bias", s.VECTOR, optional=True)),
-    attrs=(s.Attr("eps", DEFAULT_EPS, "finite, >= 0"),),
-    outputs=(s.Tensor("y", s.ROWS), s.Tensor("mean", s.PER_ROW), s.Tensor("rstd", s.PER_ROW)),
+    attrs=(s.Attr("eps", DEFAULT_EPS, "finite, >= 0", s.EPS, kw_only=False),),
+    options=(s.Attr("output_dtype", None, "a floating dtype (default x's)", s.DTYPE),),
+    outputs=(s.Tensor("y", s.ROWS, dtype="output_dtype"), s.Tensor("mean", s.PER_ROW, dtype="stat"),
+             s.Tensor("rstd", s.PER_ROW, dtype="stat")),  # fmt: skip
+    backward=s.Backward(("x", "mean", "rstd", "dy", "weight", "bias")),
     grads=(s.Tensor("dx", s.ROWS), s.Tensor("dweight", s.REDUCED, optional=True), s.Tensor("dbias", s.REDUCED, optional=True)),
-    function=layer_norm,
-    forward=layer_norm_fwd,
-    run=run,
+    signatures={"backward": ("x", "mean", "rstd", "dy", "weight", "*", "bias", "backend")},
+    docs={
+        "function": "Differentiable ``y = (x - mean) * rsqrt(var + eps) * weight + bias`` over the last dimension.",
+        "forward": """``(y, mean, rstd)`` of layer_norm over the last dimension, without autograd (see the module docstring).
+
+    ``out=(y, mean, rstd)``: contiguous tensors to write into (eager mode only), returned as given.
+    """,
+        "backward": """``(dx, dweight, dbias)`` from the forward's input, the ``mean`` and ``rstd`` it gave, and ``dy``.
+    dweight is None without a weight; dbias is None unless the forward's ``bias`` is passed (only its
+    presence and dtype are used, as the output mask of torch's ``native_layer_norm_backward``).""",
+    },
     composite=composite,
     example=example,
     bytes_moved=bytes_moved,

@@ -1,4 +1,4 @@
-"""log_softmax: the interface layer (the softmax family's shared interface, ``ops/_softmax.py``).
+"""log_softmax: the interface layer, derived from its spec (the softmax family shares its declaration, ``ops/_softmax_spec.py``).
 
 Contract (``torch.log_softmax``, stated once here):
 - Forward over ``dim`` (any, default the last) of ``x``: ``y = (x - max) - log(sum(exp(x - max)))``, the max
@@ -11,8 +11,9 @@ Contract (``torch.log_softmax``, stated once here):
 
 from __future__ import annotations
 
-from .._softmax import family
+from .spec import SPEC
 
 OP = "log_softmax"
-_F = family(OP, "LogSoftmax")
-log_softmax_fwd, log_softmax_bwd, log_softmax, LogSoftmax = _F.forward, _F.backward, _F.function, _F.module
+_API = SPEC.api
+log_softmax, log_softmax_fwd, log_softmax_bwd = _API.function, _API.forward, _API.backward
+LogSoftmax = _API.module("LogSoftmax", "``log_softmax`` over ``dim`` (default the last) as a module: ``torch.nn.LogSoftmax`` with a dim.")

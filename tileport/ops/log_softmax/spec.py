@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 from .._softmax_spec import make_spec
-from . import log_softmax, log_softmax_bwd, log_softmax_fwd
 
 
 def composite(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -24,7 +23,7 @@ SPEC = make_spec(
     "log_softmax",
     summary="log_softmax over any dimension (torch.log_softmax), numerically stable",
     math="y = (x - max) - log(sum(exp(x - max))); y saved for backward",
-    function=log_softmax, forward=log_softmax_fwd, backward=log_softmax_bwd, composite=composite, fused=torch_fused,
+    composite=composite, fused=torch_fused,
     aliases=("torch.log_softmax", "torch.nn.functional.log_softmax", "torch.nn.LogSoftmax", "aclnnLogSoftmax"),
     usage="""```python
 import tileport

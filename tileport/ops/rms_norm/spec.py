@@ -7,22 +7,9 @@ import math
 import torch
 
 from .. import spec as s
-from . import DEFAULT_EPS, rms_norm, rms_norm_bwd, rms_norm_fwd
 
-
-def run(inputs: dict, backend: str | None, backward: bool) -> dict[str, torch.Tensor]:
-    """y and rstd from ``rms_norm_fwd``; dx and dweight from ``rms_norm_bwd`` with the forward's rstd and eps. Every
-    attribute a case sets is passed on (eps, offset, casting)."""
-    x, w, eps = inputs["x"], inputs.get("weight"), inputs.get("eps", DEFAULT_EPS)
-    kw = {k: inputs[k] for k in ("offset", "casting") if k in inputs}
-    y, rstd = rms_norm_fwd(x, w, eps, backend=backend, **kw)
-    out = {"y": y, "rstd": rstd}
-    if backward:
-        dx, dw = rms_norm_bwd(x, rstd, inputs["dy"], w, backend=backend, eps=eps, **kw)
-        out["dx"] = dx
-        if dw is not None:
-            out["dweight"] = dw
-    return out
+DEFAULT_EPS = 1e-6
+CASTINGS = ("fp32", "llama")
 
 
 def composite(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = DEFAULT_EPS) -> torch.Tensor:
@@ -65,13 +52,22 @@ SPEC = s.OpSpec(
     summary="RMS normalization over the last dimension with an optional weight (torch.nn.RMSNorm)",
     math="y = x * rsqrt(mean(x^2, -1) + eps) * (weight + offset); rstd saved for backward",
     inputs=(s.Tensor("x", s.ROWS), s.Tensor("weight", s.VECTOR, optional=True)),
-    attrs=(s.Attr("eps", DEFAULT_EPS, "finite, >= 0"), s.Attr("offset", 0.0, "finite"),
-           s.Attr("casting", "fp32", "fp32 or llama")),  # fmt: skip
-    outputs=(s.Tensor("y", s.ROWS), s.Tensor("rstd", s.PER_ROW)),
+    attrs=(s.Attr("eps", DEFAULT_EPS, "finite, >= 0", s.EPS, kw_only=False), s.Attr("offset", 0.0, "finite", s.REAL),
+           s.Attr("casting", "fp32", "fp32 or llama", s.CHOICE, CASTINGS)),  # fmt: skip
+    options=(s.Attr("output_dtype", None, "a floating dtype (default x's)", s.DTYPE),),
+    outputs=(s.Tensor("y", s.ROWS, dtype="output_dtype"), s.Tensor("rstd", s.PER_ROW, dtype="stat")),
+    backward=s.Backward(("x", "rstd", "dy", "weight"), ("offset", "casting"), given=("eps",)),
     grads=(s.Tensor("dx", s.ROWS), s.Tensor("dweight", s.REDUCED, optional=True)),
-    function=rms_norm,
-    forward=rms_norm_fwd,
-    run=run,
+    signatures={"backward": ("x", "rstd", "dy", "weight", "*", "offset", "casting", "backend", "eps")},
+    docs={
+        "function": "Differentiable ``y = x * rsqrt(mean(x^2, -1) + eps) * (weight + offset)`` over the last dimension.",
+        "forward": """``(y, rstd)`` of rms_norm over the last dimension, without autograd (see the module docstring).
+
+    ``out=(y, rstd)``: contiguous tensors to write into (eager mode only), returned as given.
+    """,
+        "backward": """``(dx, dweight)`` from the forward's input, its ``rstd`` and ``dy``; dweight is None without a weight.
+    ``eps``: the forward's; with it, backends that can avoid dx's cancellation do (see the contract).""",
+    },
     composite=composite,
     example=example,
     bytes_moved=bytes_moved,

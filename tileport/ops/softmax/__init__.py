@@ -1,4 +1,4 @@
-"""softmax: the interface layer (the softmax family's shared interface, ``ops/_softmax.py``).
+"""softmax: the interface layer, derived from its spec (the softmax family shares its declaration, ``ops/_softmax_spec.py``).
 
 Contract (``torch.softmax``, stated once here):
 - Forward over ``dim`` (any, default the last) of ``x``: ``y = exp(x - max) / sum(exp(x - max))``, the max
@@ -12,8 +12,9 @@ Contract (``torch.softmax``, stated once here):
 
 from __future__ import annotations
 
-from .._softmax import family
+from .spec import SPEC
 
 OP = "softmax"
-_F = family(OP, "Softmax")
-softmax_fwd, softmax_bwd, softmax, Softmax = _F.forward, _F.backward, _F.function, _F.module
+_API = SPEC.api
+softmax, softmax_fwd, softmax_bwd = _API.function, _API.forward, _API.backward
+Softmax = _API.module("Softmax", "``softmax`` over ``dim`` (default the last) as a module: ``torch.nn.Softmax`` with a dim.")

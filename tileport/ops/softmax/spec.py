@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 from .._softmax_spec import make_spec
-from . import softmax, softmax_bwd, softmax_fwd
 
 
 def composite(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -24,7 +23,7 @@ SPEC = make_spec(
     "softmax",
     summary="softmax over any dimension (torch.softmax), numerically stable",
     math="y = exp(x - max) / sum(exp(x - max)); y saved for backward",
-    function=softmax, forward=softmax_fwd, backward=softmax_bwd, composite=composite, fused=torch_fused,
+    composite=composite, fused=torch_fused,
     aliases=("torch.softmax", "torch.nn.functional.softmax", "torch.nn.Softmax", "aclnnSoftmax", "npu_softmax"),
     usage="""```python
 import tileport

@@ -190,8 +190,9 @@ def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None, nr
     return out
 
 
-def backward(x, mean, rstd, dy, weight, with_dbias: bool):
+def backward(x, mean, rstd, dy, weight, bias):
     """(dx, dweight or None, dbias or None)."""
+    with_dbias = bias is not None  # only its presence is used (torch's output mask)
     x, dy = x.contiguous(), dy.contiguous()
     mean, rstd = mean.to(torch.float32).contiguous(), rstd.to(torch.float32).contiguous()
     w, _ = vectors_or_defaults(weight, None, x)

@@ -176,9 +176,10 @@ def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
     return y, mean, rstd
 
 
-def backward(x, mean, rstd, dy, weight, with_dbias: bool):
+def backward(x, mean, rstd, dy, weight, bias):
     """(dx in x's dtype, dweight fp32 (D,) or None, dbias fp32 (D,) or None) for non-empty 2-D ``x`` and ``dy``
     with the forward's ``mean`` and ``rstd`` (M,)."""
+    with_dbias = bias is not None  # only its presence is used (torch's output mask)
     M_, D_ = x.shape
     check_shape(M_, D_)
     dx = outputs.empty((M_, D_), x.dtype, x.device)

@@ -117,12 +117,14 @@ def build_backward(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"):
     return rms_norm_bwd
 
 
-def eps_stats(c, eps, rstd, rows, row, g_of):
-    """c = [ss, d, D * eps, rstd / (ss + D * eps), rstd] of ``row`` (c: 5 fp64): ss = sum(x^2) and d = sum(g * x)
-    in one fp64 pass, g = g_of(the loaded values after x) in fp32. rstd is 1 / sqrt(ss / D + eps) in fp64 where
-    ``rstd`` is None or the given fp32 rstd is that value rounded (what the forward saves: its rounding, up to
-    6e-8, would scale all of dx and dweight; see ``cpu/add_rms_norm.py``); any other given rstd is used as given."""
-    ss, d = row_sums64([lambda xv, *rest: (xv, xv), lambda xv, *rest: (g_of(*rest), xv)], rows, row)
+def eps_stats(c, eps, rstd, rows, row, g_of, u_of=None):
+    """c = [ss, d, D * eps, rstd / (ss + D * eps), rstd] of ``row`` (c: 5 fp64): ss = sum(u^2) and d = sum(g * u)
+    in one fp64 pass, g = g_of(the loaded values after x) and u = u_of(all of them) (default x) in fp32. rstd is
+    1 / sqrt(ss / D + eps) in fp64 where ``rstd`` is None or the given fp32 rstd is that value rounded (what the
+    forward saves: its rounding, up to 6e-8, would scale all of dx and dweight; see ``cpu/add_rms_norm.py``);
+    any other given rstd is used as given."""
+    u = u_of or (lambda xv, *rest: xv)
+    ss, d = row_sums64([lambda *v: (u(*v), u(*v)), lambda *v: (g_of(*v[1:]), u(*v))], rows, row)
     T.buffer_store(c, ss, [0])
     T.buffer_store(c, d, [1])
     T.buffer_store(c, T.cast(D, "float64") * T.cast(eps, "float64"), [2])
