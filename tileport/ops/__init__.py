@@ -7,3 +7,4 @@ from .layer_norm import LayerNorm, layer_norm, layer_norm_bwd, layer_norm_fwd  #
 from .softmax import Softmax, softmax, softmax_bwd, softmax_fwd  # noqa: F401
 from .log_softmax import LogSoftmax, log_softmax, log_softmax_bwd, log_softmax_fwd  # noqa: F401
 from .add_rms_norm import AddRMSNorm, add_rms_norm, add_rms_norm_bwd, add_rms_norm_fwd  # noqa: F401
+from .gated_rms_norm import GatedRMSNorm, gated_rms_norm, gated_rms_norm_bwd, gated_rms_norm_fwd  # noqa: F401

@@ -76,6 +76,9 @@ def derive(spec: s.OpSpec, module: str | None = None) -> Api:
     """The interface of ``spec``'s operator, built on the first call and the same object after (custom ops
     are registered once per process). ``module``: the ``__module__`` its functions report (default
     ``tileport.ops.<name>``). DeclarationError when the declaration is inconsistent."""
+    found = _DERIVED.get(spec.name)  # no lock once built: torch.compile traces this lookup
+    if found is not None:
+        return found
     with _LOCK:
         found = _DERIVED.get(spec.name)
         if found is None:
@@ -110,8 +113,13 @@ def _build(spec: s.OpSpec, module: str) -> Api:
     for n in lay.bwd_given:
         ns[f"_BWD_DEFAULT_{n}"] = None  # the backward's given attributes: not given unless passed
     exec(compile(src, filename, "exec"), ns)
+    defaults = {
+        "function": f"Differentiable {spec.name}: {spec.math} (the contract: ``{module}``).",
+        "forward": f"The outputs of {spec.name} ({', '.join(t.name for t in spec.outputs)}), without autograd.",
+        "backward": f"The gradients of {spec.name} ({', '.join(lay.returns)}) from what the forward saved.",
+    }
     for form, name in names.items():
         fn = ns[name]
         fn.__module__, fn.__qualname__ = module, name
-        fn.__doc__ = spec.docs.get(form, fn.__doc__)
+        fn.__doc__ = spec.docs.get(form, defaults[form])
     return Api(spec.name, ns[names["function"]], ns[names["forward"]], ns[names["backward"]], src, ns)

@@ -100,9 +100,9 @@ def layout(spec: s.OpSpec) -> Layout:
 
 
 def signature(spec: s.OpSpec, form: str) -> tuple[str, ...]:
-    """The public parameter order of ``form`` ("function", "forward", "backward"): the spec's, else tensors,
-    positional attributes, ``*``, the other attributes and options, ``backend`` (and ``out`` for a forward
-    that takes it)."""
+    """The public parameter order of ``form`` ("function", "forward", "backward"): the spec's, else tensors
+    (required first), positional attributes, ``*``, the other attributes and options, ``backend`` (and ``out``
+    for a forward that takes it); a backward's attributes are keywords but for the reduced dimension."""
     if form in spec.signatures:
         return spec.signatures[form]
     lay = layout(spec)
@@ -113,8 +113,8 @@ def signature(spec: s.OpSpec, form: str) -> tuple[str, ...]:
     else:
         tensors = [t.name for t in spec.inputs if not t.optional] + [t.name for t in spec.inputs if t.optional]
         attrs = list(spec.attrs) + list(spec.options)
-    pos = [a.name for a in attrs if not a.kw_only]
-    kw = [a.name for a in attrs if a.kw_only] + ["backend"] + (["out"] if form == "forward" and spec.kernel_out else [])
+    pos = [a.name for a in attrs if not a.kw_only and (form != "backward" or a.kind == s.DIM)]
+    kw = [a.name for a in attrs if a.name not in pos] + ["backend"] + (["out"] if form == "forward" and spec.kernel_out else [])
     return (*tensors, *pos, "*", *kw)
 
 

@@ -1,0 +1,239 @@
+"""gated_rms_norm forward and backward for Ascend arch35 (Ascend 950) in TileLang's ascend dialect, one kernel per
+(dtypes, activation, norm_before_gate, tile-width bucket); M and D are runtime values. rms_norm's Ascend layout
+(``ascend/rms_norm.py``): a persistent grid of ``CORES`` vector cores walking blocks of rows, GM -> UB copies of
+runtime length, SIMT vector sub-kernels, double-buffered chunks, the hardware rsqrt refined by ``nr_steps``
+Newton-Raphson steps.
+
+Forward: u = x (or x * act(gate)), rstd = rsqrt(sum(u^2) / D + eps), y = u * rstd * w (* act(gate)).
+Backward: dx and dgate per row from du = (g - n * mean(g * n)) * rstd (g the gradient reaching n = u * rstd);
+dweight as one fp32 partial row per core in GM, summed by the launcher in core order (deterministic). The
+backward holds six row tiles (x, gate, dy, a product, dx, dgate): its tiles are at most ``BWD_WIDTH`` wide so
+both stages fit the unified buffer. Without a weight the launcher passes ones.
+"""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+import tilelang.ascend.language as T
+import torch
+
+from ..targets import RUNNERS, TL_DTYPE
+from ._common import CORES, MAX_WIDTH, NR_STEPS, THREADS, bucket, refined_rsqrt, rows_per_block
+from ... import outputs
+
+RUNNER = RUNNERS["ascend"]
+BWD_WIDTH = 2048  # six row tiles and three column vectors, double-buffered, at 4 bytes: within the UB
+
+
+def _sigmoid(v):
+    return 1.0 / (1.0 + T.exp(-v))
+
+
+def act(activation: str, v):
+    """silu as v / (1 + exp(-v)): one rounding fewer than v * sigmoid(v) (torch's order)."""
+    return v / (1.0 + T.exp(-v)) if activation == "silu" else _sigmoid(v)
+
+
+def act_grad(activation: str, v):
+    s = _sigmoid(v)
+    return s * (1.0 + v * (1.0 - s)) if activation == "silu" else s * (1.0 - s)
+
+
+def build_forward(width: int, x_dtype, g_dtype, w_dtype, y_dtype, activation: str = "silu", norm_before_gate: bool = True,
+                  nr_steps: int = NR_STEPS):  # fmt: skip
+    xt, zt, wt, yt = TL_DTYPE[x_dtype], TL_DTYPE[g_dtype], TL_DTYPE[w_dtype], TL_DTYPE[y_dtype]
+    block_M = rows_per_block(width, x_dtype.itemsize + g_dtype.itemsize + 4 + y_dtype.itemsize)
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    def u_of(x, z):
+        return x if norm_before_gate else x * act(activation, z)
+
+    @T.prim_func
+    def gated_rms_norm_fwd(X: T.Tensor((M, D), xt), Z: T.Tensor((M, D), zt), W: T.Tensor((D,), wt), Y: T.Tensor((M, D), yt),
+                           RSTD: T.Tensor((M,), "float32"), eps: T.float32):  # fmt: skip
+        with T.Kernel(CORES) as core:
+            xu = T.alloc_shared((block_M, width), xt)
+            zu = T.alloc_shared((block_M, width), zt)
+            sq = T.alloc_shared((block_M, width), "float32")
+            yu = T.alloc_shared((block_M, width), yt)
+            wu = T.alloc_shared((width,), wt)
+            part = T.alloc_shared((block_M,), "float32")
+            ru = T.alloc_shared((block_M,), "float32")
+            blocks = T.ceildiv(M, block_M)
+            chunks = T.ceildiv(D, width)
+            for t in T.serial(T.ceildiv(blocks, CORES)):
+                b = core + t * CORES
+                if b < blocks:
+                    r0 = b * block_M
+                    rows = T.min(block_M, M - r0)
+                    with T.SimtVF(threads=THREADS):
+                        for i in T.Parallel(block_M):
+                            ru[i] = 0.0
+                    for k in T.Pipelined(chunks, num_stages=2):
+                        n = T.min(width, D - k * width)
+                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
+                        T.copy(Z[r0 : r0 + rows, k * width : k * width + n], zu[0:rows, 0:n])
+                        with T.SimtVF(threads=THREADS):
+                            for i, j in T.Parallel(block_M, width):
+                                u = u_of(xu[i, j].astype("float32"), zu[i, j].astype("float32"))
+                                sq[i, j] = T.if_then_else(j < n, u * u, 0.0)
+                        T.reduce_sum(sq, part, dim=1)
+                        with T.SimtVF(threads=THREADS):
+                            for i in T.Parallel(block_M):
+                                ru[i] += part[i]
+                    with T.SimtVF(threads=THREADS):
+                        for i in T.Parallel(block_M):
+                            ru[i] = refined_rsqrt(ru[i] / T.cast(D, "float32") + eps, nr_steps)
+                    for k in T.Pipelined(chunks, num_stages=2):
+                        n = T.min(width, D - k * width)
+                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
+                        T.copy(Z[r0 : r0 + rows, k * width : k * width + n], zu[0:rows, 0:n])
+                        T.copy(W[k * width : k * width + n], wu[0:n])
+                        with T.SimtVF(threads=THREADS):
+                            for i, j in T.Parallel(block_M, width):
+                                z = zu[i, j].astype("float32")
+                                y = u_of(xu[i, j].astype("float32"), z) * ru[i] * wu[j].astype("float32")
+                                yu[i, j] = (y * act(activation, z) if norm_before_gate else y).astype(yt)
+                        T.copy(yu[0:rows, 0:n], Y[r0 : r0 + rows, k * width : k * width + n])
+                    T.copy(ru[0:rows], RSTD[r0 : r0 + rows])
+
+    return gated_rms_norm_fwd
+
+
+def build_backward(width: int, x_dtype, g_dtype, dy_dtype, w_dtype, activation: str = "silu", norm_before_gate: bool = True):
+    """dx and dgate per row; each core's dweight partial row += its blocks' column sums of dweight's terms."""
+    xt, zt, gt, wt = TL_DTYPE[x_dtype], TL_DTYPE[g_dtype], TL_DTYPE[dy_dtype], TL_DTYPE[w_dtype]
+    # per column: x, gate and dy double-buffered, the fp32 product, dx and dgate
+    block_M = rows_per_block(width, 2 * (x_dtype.itemsize + g_dtype.itemsize + dy_dtype.itemsize) + 4 + x_dtype.itemsize + g_dtype.itemsize)
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    def u_of(x, z):
+        return x if norm_before_gate else x * act(activation, z)
+
+    def g_of(gy, w, z):
+        return gy * w * act(activation, z) if norm_before_gate else gy * w
+
+    @T.prim_func
+    def gated_rms_norm_bwd(X: T.Tensor((M, D), xt), Z: T.Tensor((M, D), zt), DY: T.Tensor((M, D), gt),
+                           W: T.Tensor((D,), wt), RSTD: T.Tensor((M,), "float32"), DX: T.Tensor((M, D), xt),
+                           DZ: T.Tensor((M, D), zt), DWP: T.Tensor((CORES, D), "float32")):  # fmt: skip
+        with T.Kernel(CORES) as core:
+            xu = T.alloc_shared((block_M, width), xt)
+            zu = T.alloc_shared((block_M, width), zt)
+            gu = T.alloc_shared((block_M, width), gt)
+            pu = T.alloc_shared((block_M, width), "float32")
+            du = T.alloc_shared((block_M, width), xt)
+            dzu = T.alloc_shared((block_M, width), zt)
+            wu = T.alloc_shared((width,), wt)
+            cu = T.alloc_shared((width,), "float32")
+            dwu = T.alloc_shared((width,), "float32")
+            part = T.alloc_shared((block_M,), "float32")
+            su = T.alloc_shared((block_M,), "float32")
+            ru = T.alloc_shared((block_M,), "float32")
+            blocks = T.ceildiv(M, block_M)
+            chunks = T.ceildiv(D, width)
+            for k in T.serial(chunks):  # this core's partial row starts at zero
+                n = T.min(width, D - k * width)
+                with T.SimtVF(threads=THREADS):
+                    for j in T.Parallel(width):
+                        dwu[j] = 0.0
+                T.copy(dwu[0:n], DWP[core, k * width : k * width + n])
+            for t in T.serial(T.ceildiv(blocks, CORES)):
+                b = core + t * CORES
+                if b < blocks:
+                    r0 = b * block_M
+                    rows = T.min(block_M, M - r0)
+                    T.copy(RSTD[r0 : r0 + rows], ru[0:rows])
+                    with T.SimtVF(threads=THREADS):
+                        for i in T.Parallel(block_M):
+                            su[i] = 0.0
+                    for k in T.Pipelined(chunks, num_stages=2):
+                        n = T.min(width, D - k * width)
+                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
+                        T.copy(Z[r0 : r0 + rows, k * width : k * width + n], zu[0:rows, 0:n])
+                        T.copy(DY[r0 : r0 + rows, k * width : k * width + n], gu[0:rows, 0:n])
+                        T.copy(W[k * width : k * width + n], wu[0:n])
+                        with T.SimtVF(threads=THREADS):
+                            for i, j in T.Parallel(block_M, width):
+                                z = zu[i, j].astype("float32")
+                                g = g_of(gu[i, j].astype("float32"), wu[j].astype("float32"), z)
+                                pu[i, j] = T.if_then_else(j < n, g * (u_of(xu[i, j].astype("float32"), z) * ru[i]), 0.0)
+                        T.reduce_sum(pu, part, dim=1)
+                        with T.SimtVF(threads=THREADS):
+                            for i in T.Parallel(block_M):
+                                su[i] += part[i]
+                    with T.SimtVF(threads=THREADS):
+                        for i in T.Parallel(block_M):
+                            su[i] = su[i] / T.cast(D, "float32")  # the mean: a division, as torch's
+                    for k in T.Pipelined(chunks, num_stages=2):
+                        n = T.min(width, D - k * width)
+                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
+                        T.copy(Z[r0 : r0 + rows, k * width : k * width + n], zu[0:rows, 0:n])
+                        T.copy(DY[r0 : r0 + rows, k * width : k * width + n], gu[0:rows, 0:n])
+                        T.copy(W[k * width : k * width + n], wu[0:n])
+                        T.copy(DWP[core, k * width : k * width + n], dwu[0:n])
+                        with T.SimtVF(threads=THREADS):
+                            for i, j in T.Parallel(block_M, width):
+                                x, z = xu[i, j].astype("float32"), zu[i, j].astype("float32")
+                                gy, w = gu[i, j].astype("float32"), wu[j].astype("float32")
+                                nv = u_of(x, z) * ru[i]
+                                dn = (g_of(gy, w, z) - nv * su[i]) * ru[i]
+                                if norm_before_gate:
+                                    du[i, j] = dn.astype(xt)
+                                    dzu[i, j] = (gy * w * nv * act_grad(activation, z)).astype(zt)
+                                    pu[i, j] = T.if_then_else(i < rows, gy * nv * act(activation, z), 0.0)
+                                else:
+                                    du[i, j] = (dn * act(activation, z)).astype(xt)
+                                    dzu[i, j] = (dn * x * act_grad(activation, z)).astype(zt)
+                                    pu[i, j] = T.if_then_else(i < rows, gy * nv, 0.0)
+                        with T.SimtVF(threads=THREADS):
+                            for j in T.Parallel(width):
+                                cu[j] = 0.0
+                                for i in T.serial(block_M):
+                                    cu[j] += pu[i, j]
+                                dwu[j] += cu[j]
+                        T.copy(du[0:rows, 0:n], DX[r0 : r0 + rows, k * width : k * width + n])
+                        T.copy(dzu[0:rows, 0:n], DZ[r0 : r0 + rows, k * width : k * width + n])
+                        T.copy(dwu[0:n], DWP[core, k * width : k * width + n])
+
+    return gated_rms_norm_bwd
+
+
+def widths(D: int) -> tuple[int, int]:
+    """(forward, backward) tile widths for rows of D columns."""
+    b = bucket(D)
+    return b, min(b, BWD_WIDTH)
+
+
+def lowered(dtype: torch.dtype, dim: int, nr_steps: int = NR_STEPS, activation: str = "silu", norm_before_gate: bool = True) -> dict:
+    """{kernel name: prim_func} serving rows of ``dim`` columns, for ``tileport lower``."""
+    fw, bw = widths(dim)
+    return {
+        "gated_rms_norm_fwd": build_forward(fw, dtype, dtype, dtype, dtype, activation, norm_before_gate, nr_steps),
+        "gated_rms_norm_bwd": build_backward(bw, dtype, dtype, dtype, dtype, activation, norm_before_gate),
+    }
+
+
+def _weight(weight, x):
+    return torch.ones(x.shape[1], dtype=x.dtype, device=x.device) if weight is None else weight.contiguous()
+
+
+def forward(x, gate, weight, eps: float, activation: str, norm_before_gate: bool, output_dtype: torch.dtype, out=None,
+            nr_steps: int = NR_STEPS):  # fmt: skip
+    """(y, rstd) on an Ascend 950 NPU (torch_npu tensors) for non-empty 2-D rows."""
+    x, gate = x.contiguous(), gate.contiguous()
+    M, D = x.shape
+    y, rstd = out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
+    w = _weight(weight, x)
+    key = (widths(D)[0], x.dtype, gate.dtype, w.dtype, output_dtype, activation, norm_before_gate, nr_steps)
+    RUNNER.kernel("gated_rms_norm_fwd", build_forward, *key)(x, gate, w, y, rstd, eps)
+    return y, rstd
+
+
+def backward(x, gate, rstd, dy, weight, eps: float, activation: str, norm_before_gate: bool):
+    """(dx, dgate, dweight or None) in the fp32 form; ``eps`` is not used."""
+    x, gate, dy, rstd = x.contiguous(), gate.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
+    w = _weight(weight, x)
+    dx, dgate = outputs.empty_like(x), outputs.empty_like(gate)
+    partials = outputs.empty((CORES, x.shape[1]), torch.float32, x.device)
+    key = (widths(x.shape[1])[1], x.dtype, gate.dtype, dy.dtype, w.dtype, activation, norm_before_gate)
+    RUNNER.kernel("gated_rms_norm_bwd", build_backward, *key)(x, gate, dy, w, rstd, dx, dgate, partials)
+    return dx, dgate, (None if weight is None else partials.sum(0))

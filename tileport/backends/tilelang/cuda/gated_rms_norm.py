@@ -1,0 +1,189 @@
+"""gated_rms_norm forward and backward as TileLang CUDA kernels, one per (dtypes, activation, norm_before_gate,
+chunk bucket); M and D are dynamic. rms_norm's CUDA layout (``cuda/rms_norm.py``): one row per CTA, walked in
+column chunks of D's bucket, masked by column only.
+
+Forward: u = x (or x * act(gate)), rstd = rsqrt(sum(u^2) / D + eps) (``__frsqrt_rn``), y = u * rstd * w
+(* act(gate)). Backward: one kernel writes dx and dgate per row (du = (g - n * mean(g * n)) * rstd, g the
+gradient reaching n = u * rstd); a second sums dweight over rows, one CTA per column chunk walking every row in
+order (deterministic). Without a weight the launcher passes ones.
+"""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+import tilelang.language as T
+import torch
+
+from ..targets import RUNNERS, TL_DTYPE
+from ._common import bucket, rsqrt as _rsqrt, threads as _threads
+from ... import outputs
+
+RUNNER = RUNNERS["cuda"]
+
+
+def _sigmoid(v):
+    return 1.0 / (1.0 + T.exp(-v))
+
+
+def act(activation: str, v):
+    """silu as v / (1 + exp(-v)): one rounding fewer than v * sigmoid(v) (torch's order)."""
+    return v / (1.0 + T.exp(-v)) if activation == "silu" else _sigmoid(v)
+
+
+def act_grad(activation: str, v):
+    s = _sigmoid(v)
+    return s * (1.0 + v * (1.0 - s)) if activation == "silu" else s * (1.0 - s)
+
+
+def build_forward(chunk: int, x_dtype, g_dtype, w_dtype, y_dtype, activation: str = "silu", norm_before_gate: bool = True,
+                  rsqrt: str = "exact"):  # fmt: skip
+    xt, zt, wt, yt = TL_DTYPE[x_dtype], TL_DTYPE[g_dtype], TL_DTYPE[w_dtype], TL_DTYPE[y_dtype]
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    def u_of(x, z):
+        return x if norm_before_gate else x * act(activation, z)
+
+    @T.prim_func
+    def gated_rms_norm_fwd(X: T.Tensor((M, D), xt), Z: T.Tensor((M, D), zt), W: T.Tensor((D,), wt), Y: T.Tensor((M, D), yt),
+                           RSTD: T.Tensor((M,), "float32"), eps: T.float32):  # fmt: skip
+        with T.Kernel(M, threads=_threads(chunk)) as bx:
+            acc = T.alloc_fragment((1, chunk), "float32")
+            r = T.alloc_fragment((1,), "float32")
+            T.clear(acc)
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    x = T.if_then_else(col < D, X[bx, col], T.cast(0, xt)).astype("float32")
+                    z = T.if_then_else(col < D, Z[bx, col], T.cast(0, zt)).astype("float32")
+                    u = u_of(x, z)
+                    acc[i, j] += u * u
+            T.reduce_sum(acc, r, dim=1)
+            for i in T.Parallel(1):
+                r[i] = _rsqrt(r[i] / T.cast(D, "float32") + eps, rsqrt)
+            for i in T.Parallel(1):
+                RSTD[bx] = r[i]
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    if col < D:
+                        z = Z[bx, col].astype("float32")
+                        y = u_of(X[bx, col].astype("float32"), z) * r[i] * W[col].astype("float32")
+                        Y[bx, col] = (y * act(activation, z) if norm_before_gate else y).astype(yt)
+
+    return gated_rms_norm_fwd
+
+
+def build_backward(chunk: int, x_dtype, g_dtype, dy_dtype, w_dtype, activation: str = "silu", norm_before_gate: bool = True):
+    """dx and dgate per row, one row per CTA."""
+    xt, zt, gt, wt = TL_DTYPE[x_dtype], TL_DTYPE[g_dtype], TL_DTYPE[dy_dtype], TL_DTYPE[w_dtype]
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    def u_of(x, z):
+        return x if norm_before_gate else x * act(activation, z)
+
+    def g_of(gy, w, z):  # the gradient reaching n
+        return gy * w * act(activation, z) if norm_before_gate else gy * w
+
+    @T.prim_func
+    def gated_rms_norm_bwd(X: T.Tensor((M, D), xt), Z: T.Tensor((M, D), zt), DY: T.Tensor((M, D), gt),
+                           W: T.Tensor((D,), wt), RSTD: T.Tensor((M,), "float32"), DX: T.Tensor((M, D), xt),
+                           DZ: T.Tensor((M, D), zt)):  # fmt: skip
+        with T.Kernel(M, threads=_threads(chunk)) as bx:
+            acc = T.alloc_fragment((1, chunk), "float32")
+            s = T.alloc_fragment((1,), "float32")
+            r = T.alloc_fragment((1,), "float32")
+            for i in T.Parallel(1):
+                r[i] = RSTD[bx]
+            T.clear(acc)
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    x = T.if_then_else(col < D, X[bx, col], T.cast(0, xt)).astype("float32")
+                    z = T.if_then_else(col < D, Z[bx, col], T.cast(0, zt)).astype("float32")
+                    gy = T.if_then_else(col < D, DY[bx, col], T.cast(0, gt)).astype("float32")
+                    w = T.if_then_else(col < D, W[col], T.cast(0, wt)).astype("float32")
+                    acc[i, j] += g_of(gy, w, z) * (u_of(x, z) * r[i])
+            T.reduce_sum(acc, s, dim=1)
+            for i in T.Parallel(1):
+                s[i] = s[i] / T.cast(D, "float32")
+            for k in T.serial(T.ceildiv(D, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    if col < D:
+                        x, z = X[bx, col].astype("float32"), Z[bx, col].astype("float32")
+                        gw = DY[bx, col].astype("float32") * W[col].astype("float32")
+                        n = u_of(x, z) * r[i]
+                        du = (g_of(DY[bx, col].astype("float32"), W[col].astype("float32"), z) - n * s[i]) * r[i]
+                        if norm_before_gate:
+                            DX[bx, col] = du.astype(xt)
+                            DZ[bx, col] = (gw * n * act_grad(activation, z)).astype(zt)
+                        else:
+                            DX[bx, col] = (du * act(activation, z)).astype(xt)
+                            DZ[bx, col] = (du * x * act_grad(activation, z)).astype(zt)
+
+    return gated_rms_norm_bwd
+
+
+def build_dweight(chunk: int, x_dtype, g_dtype, dy_dtype, activation: str = "silu", norm_before_gate: bool = True):
+    """dweight[col] = sum over rows of dy * n * act(gate) (or dy * n), in fp32, rows in order."""
+    xt, zt, gt = TL_DTYPE[x_dtype], TL_DTYPE[g_dtype], TL_DTYPE[dy_dtype]
+    M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.prim_func
+    def gated_rms_norm_dweight(X: T.Tensor((M, D), xt), Z: T.Tensor((M, D), zt), DY: T.Tensor((M, D), gt),
+                               RSTD: T.Tensor((M,), "float32"), DW: T.Tensor((D,), "float32")):  # fmt: skip
+        with T.Kernel(T.ceildiv(D, chunk), threads=_threads(chunk)) as bx:
+            acc = T.alloc_fragment((chunk,), "float32")
+            T.clear(acc)
+            for row in T.serial(M):
+                for j in T.Parallel(chunk):
+                    col = bx * chunk + j
+                    x = T.if_then_else(col < D, X[row, col], T.cast(0, xt)).astype("float32")
+                    a = act(activation, T.if_then_else(col < D, Z[row, col], T.cast(0, zt)).astype("float32"))
+                    n = (x if norm_before_gate else x * a) * RSTD[row]
+                    term = n * a if norm_before_gate else n
+                    acc[j] += T.if_then_else(col < D, DY[row, col], T.cast(0, gt)).astype("float32") * term
+            for j in T.Parallel(chunk):
+                if bx * chunk + j < D:
+                    DW[bx * chunk + j] = acc[j]
+
+    return gated_rms_norm_dweight
+
+
+def lowered(dtype: torch.dtype, dim: int, rsqrt: str = "exact", activation: str = "silu", norm_before_gate: bool = True) -> dict:
+    """{kernel name: prim_func} serving rows of ``dim`` columns, for ``tileport lower``."""
+    b = bucket(dim)
+    return {
+        "gated_rms_norm_fwd": build_forward(b, dtype, dtype, dtype, dtype, activation, norm_before_gate, rsqrt),
+        "gated_rms_norm_bwd": build_backward(b, dtype, dtype, dtype, dtype, activation, norm_before_gate),
+        "gated_rms_norm_dweight": build_dweight(b, dtype, dtype, dtype, activation, norm_before_gate),
+    }
+
+
+def _weight(weight, x):
+    return torch.ones(x.shape[1], dtype=x.dtype, device=x.device) if weight is None else weight.contiguous()
+
+
+def forward(x, gate, weight, eps: float, activation: str, norm_before_gate: bool, output_dtype: torch.dtype, out=None):
+    """(y, rstd) on the GPU for non-empty 2-D rows (made contiguous: the kernels index with stride D)."""
+    x, gate = x.contiguous(), gate.contiguous()
+    M, D = x.shape
+    y, rstd = out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
+    w = _weight(weight, x)
+    key = (bucket(D), x.dtype, gate.dtype, w.dtype, output_dtype, activation, norm_before_gate)
+    RUNNER.kernel("gated_rms_norm_fwd", build_forward, *key)(x, gate, w, y, rstd, eps)
+    return y, rstd
+
+
+def backward(x, gate, rstd, dy, weight, eps: float, activation: str, norm_before_gate: bool):
+    """(dx, dgate, dweight or None) in the fp32 form; ``eps`` is not used."""
+    x, gate, dy, rstd = x.contiguous(), gate.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
+    w = _weight(weight, x)
+    dx, dgate = outputs.empty_like(x), outputs.empty_like(gate)
+    b = bucket(x.shape[1])
+    RUNNER.kernel("gated_rms_norm_bwd", build_backward, b, x.dtype, gate.dtype, dy.dtype, w.dtype, activation,
+                  norm_before_gate)(x, gate, dy, w, rstd, dx, dgate)  # fmt: skip
+    if weight is None:
+        return dx, dgate, None
+    dw = outputs.empty(x.shape[1], torch.float32, x.device)
+    RUNNER.kernel("gated_rms_norm_dweight", build_dweight, b, x.dtype, gate.dtype, dy.dtype, activation,
+                  norm_before_gate)(x, gate, dy, rstd, dw)  # fmt: skip
+    return dx, dgate, dw
