@@ -55,3 +55,16 @@ def test_bench_rms_norm_times_torch_fused_op_and_judges_its_bar(tmp_path):
     assert {r["dtype"] for r in rows} == {"bfloat16"}
     text = (out / "rms_norm.md").read_text()
     assert "## The speed bar" in text and "fwd in-cache vs eager" in text and "fwdbwd vs eager autograd" in text
+
+
+def test_bench_out_writes_only_there(tmp_path, monkeypatch):
+    """``--out DIR`` without ``--csv``: the rows go to DIR/bench.csv, never to the tracked benchmarks/results
+    (relative to the working folder, here an empty one)."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "run"
+    args = ["bench", "l2norm", "--shape", "33x100", "--dtype", "fp32", "--threads", "1", "--mode", "fwd", "--no-compile",
+            "--budget", "0.05", "--out", str(out)]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert csvfile.read(out / "bench.csv") and (out / "l2norm.md").exists()
+    assert not (tmp_path / "benchmarks").exists()

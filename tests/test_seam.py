@@ -16,7 +16,7 @@ GENERIC = [
     "backends/triton/__init__.py", "backends/triton/common.py", "backends/tilelang/__init__.py",
     "backends/tilelang/targets.py", "backends/tilelang/cache.py", "backends/tilelang/cpu/runtime.py",
     "backends/tilelang/cpu/interface.py", "backends/tilelang/cpu/rowwise.py", "../scripts/make_docs.py",
-    "../scripts/gpu_check.sh", "scaffold",
+    "../scripts/gpu_check.sh", "scaffold", "ops/interface", "backends/tilelang/cpu/norm_stats.py",
 ]  # fmt: skip
 
 

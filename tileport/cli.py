@@ -16,6 +16,7 @@ from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Port tile-level operators and prove each port.")
 console = Console(width=None if Console().is_terminal else 160)
+err_console = Console(stderr=True, width=None if Console(stderr=True).is_terminal else 160)
 
 BENCH_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -239,9 +240,9 @@ def bench(
     quick: bool = typer.Option(False, help="small shapes only, short budgets"),
     budget: float = typer.Option(0.4, help="seconds of interleaved rounds per group (large shapes: 3x)"),
     compile_baseline: bool = typer.Option(True, "--compile/--no-compile", help="include torch.compile"),
-    csv: Path = typer.Option(Path("benchmarks/results/bench.csv"), help="CSV to append the rows to"),
+    csv: Optional[Path] = typer.Option(None, help="CSV to append the rows to (default: bench.csv in --out)"),
     plot: bool = typer.Option(False, help="only draw the PNGs of the CSV's latest run, do not time"),
-    out: Path = typer.Option(Path("benchmarks/results"), help="folder for the PNGs and the markdown table"),
+    out: Path = typer.Option(Path("benchmarks/results"), help="folder for the CSV, the PNGs and the markdown table"),
     device: str = typer.Option("cpu", help="cpu, or cuda on a machine with an NVIDIA GPU"),
 ) -> None:
     """Time OP's providers side by side (tileport backends, torch eager, torch.compile, a copy of the same
@@ -254,6 +255,7 @@ def bench(
     from .report.markdown import table_md
 
     s = _spec(op)
+    csv = csv or out / "bench.csv"  # a run writes only where it is told
     if not plot:
         modes = mode or list(s.modes)
         bad = [m for m in modes if m not in s.modes]
@@ -341,38 +343,53 @@ def lower(
     if nr_steps < 0:
         raise typer.BadParameter(f"nr-steps must be >= 0, got {nr_steps}", param_hint="--nr-steps")
     (dt,) = _dtypes([dtype])
-    options = {"rsqrt": rsqrt} if target == "cuda" else {"nr_steps": nr_steps}
+    given = {"rsqrt": rsqrt} if target == "cuda" else {"nr_steps": nr_steps}
+    options = {k: v for k, v in given.items() if v != {"rsqrt": "exact", "nr_steps": 1}[k]}  # the kernels' defaults
+    from .lower import KernelTodo, OverBudget
+
     try:
         result = run_lower(op, target, dt, dim, out, arch=arch, **options)
+    except (KernelTodo, OverBudget) as exc:  # one line: what is missing or too big
+        err_console.print(f"tileport lower {op}: {exc}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     for path in result.sources + result.binaries:
-        console.print(f"wrote {path}")
+        console.print(f"wrote {path}", markup=False)
+    for name, used in result.on_chip.items():
+        console.print(f"{name}: {used / 1024:.1f} KB of on-chip memory", markup=False)
     for note in result.notes:
-        console.print(note)
+        console.print(note, markup=False)
 
 
 @app.command()
 def scaffold(
     name: str = typer.Argument(..., help="the new operator's name, a lower-case identifier (group_norm)"),
-    like: Optional[str] = typer.Option(None, help="the operator whose signature (with or without a weight) and case suite it starts from; one that does not fit is refused with those that do (default: the first that fits)"),
+    like: Optional[str] = typer.Option(None, help="the operator whose signature, spec fields and case suite it starts from (default, without a signature: the simplest operator)"),
+    inputs: Optional[str] = typer.Option(None, help="tensor inputs NAME:ROLE, comma-separated, ROLE rows or vector, ? for optional: x:rows,gate:rows,weight:vector?"),
+    attrs: Optional[str] = typer.Option(None, help="attributes NAME=DEFAULT, comma-separated; a choice A|B|C: eps=1e-6,activation=silu|sigmoid"),
+    outputs: Optional[str] = typer.Option(None, help="outputs NAME:ROLE, ROLE rows or per_row: y:rows,rstd:per_row"),
     root: Optional[Path] = typer.Option(None, help="the source checkout to write into (default: the one tileport runs from)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="list the files it would write, write nothing"),
 ) -> None:
-    """Write a new operator's file set (interface and spec, torch reference, TileLang CPU/CUDA/Ascend and Triton
-    kernel modules, suite, tests, docs page) with TODOs where the math goes, and its export line."""
+    """Write a new operator's file set (spec and interface, torch reference, TileLang CPU/CUDA/Ascend and Triton
+    kernel modules, suite, tests, docs page) with TODOs where the math goes, and its export line; print what
+    remains to write.
+
+    Example: tileport scaffold gated_norm --inputs x:rows,gate:rows,weight:vector? --attrs eps=1e-6 --outputs y:rows,rstd:per_row
+    """
     from .scaffold import EXPORTS, ScaffoldError, plan, scaffold as write
 
+    sig = {"inputs": inputs, "attrs": attrs, "outputs": outputs}
     try:
-        p = plan(name, like, root)
-        paths = [*p.files, p.root / EXPORTS] if dry_run else write(name, like, root)
+        p = plan(name, like, root, **sig) if dry_run else write(name, like, root, **sig)
     except ScaffoldError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    for path in paths:
-        console.print(f"{'would write' if dry_run else 'wrote'} {path.relative_to(p.root)}")
-    if dry_run:
-        return
-    console.print(f"next: fill the TODOs, then `pytest tests/ops/test_{name}_*.py` and `tileport verify {name}`")
+    for path in [*p.files, p.root / EXPORTS]:
+        console.print(f"{'would write' if dry_run else 'wrote'} {path.relative_to(p.root)}", markup=False)
+    console.print("\nWhat remains to write (also on the docs page):", markup=False)
+    for i, item in enumerate(p.remains, 1):
+        console.print(f"{i}. {item}", markup=False, highlight=False)
 
 
 def _ray_flag(args: list[str]) -> list[str]:

@@ -24,6 +24,24 @@ class Lowered:
     sources: list[str] = field(default_factory=list)
     binaries: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    on_chip: dict[str, int] = field(default_factory=dict)  # kernel -> bytes of UB / shared memory it addresses
+
+
+class KernelTodo(ValueError):
+    """The operator's kernels for the target are still a TODO (a scaffolded operator): the message is the TODO."""
+
+
+class OverBudget(ValueError):
+    """A lowered kernel addresses more on-chip memory than its target has."""
+
+
+def _check_budget(target: str, name: str, used: int) -> None:
+    from .backends.tilelang.targets import ON_CHIP_BUDGET, ON_CHIP_NAME
+
+    budget = ON_CHIP_BUDGET[target]
+    if used > budget:
+        raise OverBudget(f"{name} addresses {used / 1024:.1f} KB of {target}'s {budget // 1024} KB {ON_CHIP_NAME[target]}: "
+                         "narrow its tiles or its rows per block")  # fmt: skip
 
 
 def _nvcc(src: Path, arch: str) -> tuple[Path | None, str]:
@@ -58,7 +76,13 @@ def lower(
     out.mkdir(parents=True, exist_ok=True)
     result = Lowered(target)
     tag = str(dtype).removeprefix("torch.")
-    for name, source in backend.device_sources(op, target, dtype, dim, arch=arch, **options).items():
+    try:
+        kernels = backend.device_kernels(op, target, dtype, dim, arch=arch, **options)
+    except NotImplementedError as exc:
+        raise KernelTodo(str(exc)) from None
+    for name, (source, used) in kernels.items():
+        _check_budget(target, name, used)
+        result.on_chip[name] = used
         path = out / f"{name}_{tag}_D{dim}{EXT[target]}"
         path.write_text(source)
         result.sources.append(str(path))

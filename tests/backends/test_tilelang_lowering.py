@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from tileport.backends.registry import REGISTRY
 from tileport.cli import app
+from tileport.ops.spec import specs
 
 @pytest.fixture(scope="module")
 def backend():
@@ -183,3 +184,26 @@ def test_add_rms_norm_ascend_lowering(backend, capfd):
     out, err = capfd.readouterr()
     assert "ThreadSync" not in out + err, "lowering reports a data race: " + (out + err)[-400:]
     assert "__float22half2_rn" in src and src.count("asc_copy_ub2gm_align") >= 1  # fp32 add, rounded once, to GM
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", sorted(specs()))
+def test_every_ascend_kernel_fits_the_unified_buffer(backend, op):
+    """The widest tiles (D's largest bucket) in fp32, the most bytes per column: each kernel's planned UB bytes
+    (the lowered kernel's dynamic shared memory) within the target's budget, stated once in targets.py."""
+    from tileport.backends.tilelang.targets import ON_CHIP_BUDGET
+
+    kernels = backend.device_kernels(op, "ascend", torch.float32, 65536)
+    assert kernels
+    for name, (_, used) in kernels.items():
+        assert 0 < used <= ON_CHIP_BUDGET["ascend"], f"{name}: {used} B"
+
+
+def test_lower_refuses_a_kernel_past_the_on_chip_budget(tmp_path, monkeypatch):
+    from tileport.backends.tilelang import targets
+
+    monkeypatch.setitem(targets.ON_CHIP_BUDGET, "cuda", 64)  # a budget every kernel here exceeds: the check runs
+    result = CliRunner().invoke(app, ["lower", "softmax", "--target", "cuda", "--dim", "100", "--out", str(tmp_path)])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "softmax_fwd addresses" in text and "of cuda's 0 KB shared memory" in text, result.output
+    assert "Traceback" not in result.output

@@ -28,10 +28,25 @@ def test_the_skill_ships_its_quickstart_and_readme():
     "must",
     [
         *(f"## Phase {n}" for n in range(9)),  # the phase 0-8 workflow
-        "tileport doctor", "tileport scaffold", "tileport verify", "tileport bench", "tileport lower",
+        "tileport doctor", "tileport scaffold", "tileport verify", "tileport bench", "tileport lower", "scripts/make_docs.py",
+        "--inputs x:rows,gate:rows,weight:vector?",
         "is_npu=True", "1-D grid", "threads 1 or 2", "T.alloc_ub", "T.tile.", "warp", "mask",  # the API map
         "Newton-Raphson", "glibc >= 2.38", "Python.h", "bisheng", "CANN",  # the pitfalls
     ],
 )  # fmt: skip
 def test_skill_covers(must):
     assert must in (SKILL / "SKILL.md").read_text()
+
+
+# What each phase is about, one word both texts use in its heading.
+PHASES = ["environment", "semantics", "scaffold", "torch reference", "per target", "approximate", "precision", "against eager", "evidence"]
+
+
+def test_the_skill_and_the_migration_guide_number_the_same_phases():
+    import re
+
+    guide = Path(__file__).resolve().parents[2] / "docs" / "migration.md"
+    heads = [dict(re.findall(r"^## Phase (\d): (.*)$", p.read_text(), flags=re.M)) for p in (SKILL / "SKILL.md", guide)]
+    assert list(heads[0]) == list(heads[1]) == [str(n) for n in range(9)]
+    for n, word in enumerate(PHASES):
+        assert all(word in h[str(n)] for h in heads), (n, word, heads[0][str(n)], heads[1][str(n)])

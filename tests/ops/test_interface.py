@@ -22,9 +22,20 @@ def _inputs(spec, rows=3, D=16):
     return {k: v for k, v in ins.items() if k in {t.name for t in spec.inputs} | {a.name for a in spec.attrs}}
 
 
+def _math_written_or_xfail(spec):
+    """A scaffolded operator whose kernels are still TODOs is reported as such (xfail), not as passing."""
+    try:
+        spec.forward(**_inputs(spec))
+    except NotImplementedError as exc:
+        if "TODO(" in str(exc):
+            pytest.xfail(f"{spec.name}'s math is not written yet: {exc}")
+        raise
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_custom_ops_pass_opcheck(op):
     spec = s.get(op)
+    _math_written_or_xfail(spec)
     lay = layout(spec)
     ins = _inputs(spec)
     values = {a.name: ins.get(a.name, a.default) for a in spec.attrs} | {o.name: None for o in spec.options}
@@ -46,6 +57,7 @@ def test_fullgraph_compile_without_a_recompile_per_row_count(op):
     from torch._dynamo.testing import CompileCounter
 
     spec = s.get(op)
+    _math_written_or_xfail(spec)
     counter = CompileCounter()
     tensors = [t.name for t in spec.inputs]
 

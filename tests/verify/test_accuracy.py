@@ -100,3 +100,23 @@ def test_the_golden_is_the_specs_own_where_it_states_one(monkeypatch):
     bm, gold = j.references(make_inputs(suite, case), False)
     assert seen and all(d == torch.float64 for d in seen[0].values())
     torch.testing.assert_close(gold["y"], bm["y"].double() * 2, rtol=1e-6, atol=1e-6)
+
+
+def test_a_backend_that_raises_fails_alone(monkeypatch):
+    """One backend's exception is that backend's failed check: the others are judged on their merits (a case
+    ran every backend inside one try, so a Triton stub's TypeError was reported as 'did not run' for TileLang)."""
+    suite = load_suite("l2norm")
+    real = accuracy.op_spec("l2norm")
+
+    def stub_run(inputs, backend, backward):
+        if backend == "triton":
+            raise TypeError("forward() takes 2 positional arguments but 3 were given")
+        return real.run(inputs, backend, backward)
+
+    monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(real, run=stub_run))
+    cases = [c for c in generate(suite, "quick", [torch.float32]) if c.counted][:2]
+    results, _, _ = merge(run_task(accuracy.Task(suite, ("tilelang", "triton"), "L0", 1, 5, min_seeds=0), cases))
+    triton = [r for r in results if r.backend == "triton"]
+    tilelang = [r for r in results if r.backend == "tilelang"]
+    assert len(triton) == 2 and all(not r.passed and "TypeError: forward() takes 2" in " ".join(r.verdict.failures) for r in triton)
+    assert tilelang and all(r.passed for r in tilelang) and {r.output for r in tilelang} == {"y", "rstd", "dx"}

@@ -198,6 +198,7 @@ class OpSpec:
     golden: Callable[[dict, bool], dict] | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "own_run", self.run is not None)  # False: the derived executor below
         if self.run is None:  # the derived executor: forward, then backward from what it saved
             object.__setattr__(self, "run", lambda inputs, backend, backward: self.api.run(inputs, backend, backward))
 

@@ -1,64 +1,61 @@
-"""``tileport scaffold NAME``: the file set of a new operator, wired through the seam, with TODOs for the math.
+"""``tileport scaffold NAME``: a new operator's file set, its interface derived from the declaration it writes,
+with TODOs where the math goes.
 
-It writes the interface module and its spec, the torch reference, the TileLang CPU, CUDA and Ascend kernel
-modules, the Triton module, the suite YAML, tests and a docs page, from the templates beside this file, and
-adds the one export line to ``tileport/ops/__init__.py``. Every function that needs the math raises
-NotImplementedError naming its file, so the new tests run at once and fail for that reason; the input checks
-are the interface's own and pass from the start. The written operator has the signature of the operator it
-is made like, one of the templates' two: ``x -> (y, rstd)``, ``dx`` or ``(x, weight) -> (y, rstd)``,
-``(dx, dweight)``; and that operator's case suite. One template serves both: a line
-ending in ``#[w]`` is written only for the weighted signature, one ending in ``#[-w]`` only for the other.
+The signature comes from ``--like OP`` (that operator's inputs, attributes, outputs and backward, and the spec
+fields it keeps: value scales, workloads, speed bar, model sites), from ``--inputs/--attrs/--outputs``, or
+the first with the second's parts replacing its own. It writes the spec (the declaration), the operator
+package, the torch reference, the TileLang CPU, CUDA and Ascend and the Triton kernel modules, the suite YAML,
+tests and a docs page listing what remains to write, and adds the one export line to
+``tileport/ops/__init__.py``. Every function that needs the math raises NotImplementedError naming its file,
+so the new tests run at once: the input checks (the interface's) pass, the math tests fail naming the TODO.
 """
 
 from __future__ import annotations
 
 import keyword
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from string import Template
 
 import tileport
 
-from ..ops.spec import PER_ROW, REDUCED, ROWS, VECTOR, specs
+from ..ops.spec import specs
+from . import render
+from .signature import Signature, SignatureError, build
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
 NAME = re.compile(r"[a-z][a-z0-9_]*")
 
-# template -> path in the checkout, for operator ``name``
+# what -> path in the checkout, for operator ``name``
 FILES = {
-    "ops_init.py": "tileport/ops/{name}/__init__.py",
-    "ops_spec.py": "tileport/ops/{name}/spec.py",
-    "backend_torch.py": "tileport/backends/torch/{name}.py",
-    "backend_tilelang_cpu.py": "tileport/backends/tilelang/cpu/{name}.py",
-    "backend_tilelang_cuda.py": "tileport/backends/tilelang/cuda/{name}.py",
-    "backend_tilelang_ascend.py": "tileport/backends/tilelang/ascend/{name}.py",
-    "backend_triton.py": "tileport/backends/triton/{name}.py",
-    "suite.yaml": "tileport/cases/suites/{name}.yaml",
-    "test_numerics.py": "tests/ops/test_{name}_numerics.py",
-    "test_errors.py": "tests/ops/test_{name}_errors.py",
-    "docs.md": "docs/ops/{name}.md",
+    "ops_init": "tileport/ops/{name}/__init__.py",
+    "ops_spec": "tileport/ops/{name}/spec.py",
+    "torch": "tileport/backends/torch/{name}.py",
+    "tilelang/cpu": "tileport/backends/tilelang/cpu/{name}.py",
+    "tilelang/cuda": "tileport/backends/tilelang/cuda/{name}.py",
+    "tilelang/ascend": "tileport/backends/tilelang/ascend/{name}.py",
+    "triton": "tileport/backends/triton/{name}.py",
+    "suite": "tileport/cases/suites/{name}.yaml",
+    "test_numerics": "tests/ops/test_{name}_numerics.py",
+    "test_errors": "tests/ops/test_{name}_errors.py",
+    "docs": "docs/ops/{name}.md",
 }
 EXPORTS = "tileport/ops/__init__.py"
-# the templates' signatures, (name, role) of the inputs, outputs and gradients -> written with a weight
-SIGNATURES = {
-    ((("x", ROWS),), (("y", ROWS), ("rstd", PER_ROW)), (("dx", ROWS),)): False,
-    ((("x", ROWS), ("weight", VECTOR)), (("y", ROWS), ("rstd", PER_ROW)), (("dx", ROWS), ("dweight", REDUCED))): True,
-}
-MARKER = re.compile(r"\s*#\[(-?)w\]$")
 
 
 class ScaffoldError(ValueError):
-    """The request cannot be written: a bad name, an operator that exists, or no checkout to write into."""
+    """The request cannot be written: a bad name or signature, an operator that exists, or no checkout."""
 
 
 @dataclass(frozen=True)
 class Plan:
     name: str
-    like: str
+    like: str | None
     root: Path
+    signature: Signature
     files: dict[Path, str]  # path -> content
     export: str  # the line added to tileport/ops/__init__.py
+    remains: list[str] = field(default_factory=list)  # what is left to write, in order
+    left_out: list[str] = field(default_factory=list)  # the --like operator's spec fields not kept
 
 
 def class_name(name: str) -> str:
@@ -71,93 +68,83 @@ def default_root() -> Path:
     return Path(tileport.__file__).resolve().parent.parent
 
 
-def signature(op: str) -> tuple:
-    """Operator ``op``'s inputs, outputs and gradients as (name, role) pairs."""
-    spec = specs()[op]
-    return tuple(tuple((t.name, t.role) for t in group) for group in (spec.inputs, spec.outputs, spec.grads))
-
-
-def fits(op: str) -> bool:
-    """Whether operator ``op`` has one of the templates' signatures (its suite can serve the new operator)."""
-    return signature(op) in SIGNATURES
-
-
-def select(text: str, weighted: bool) -> str:
-    """The template's lines for one signature: ``#[w]`` lines only with a weight, ``#[-w]`` only without,
-    the marker dropped."""
-    kept = []
-    for line in text.splitlines(keepends=True):
-        m = MARKER.search(line.rstrip("\n"))
-        if m is None:
-            kept.append(line)
-        elif (m.group(1) == "") == weighted:
-            kept.append(line[: m.start()] + "\n")
-    return "".join(kept)
-
-
 def default_like() -> str:
-    """The first operator with the templates' signature."""
-    return next(n for n in sorted(specs()) if fits(n))
+    """The operator with the fewest inputs and attributes (the simplest signature to start from)."""
+    return min(specs().values(), key=lambda spec: len(spec.inputs) + len(spec.attrs)).name
 
 
-def _check(name: str, like: str, root: Path) -> None:
+def _check(name: str, like: str | None, root: Path) -> None:
     if not (NAME.fullmatch(name) and name.isidentifier() and not keyword.iskeyword(name)):
         raise ScaffoldError(f"operator name {name!r} is not a valid lower-case Python identifier (like group_norm)")
     taken = set(specs()) | {n for n in dir(tileport) if not n.startswith("_")}
     if name in taken or any(f"{name}{s}" in taken for s in ("_fwd", "_bwd")) or class_name(name) in taken:
         raise ScaffoldError(f"operator {name!r} exists already (or its names clash with tileport's API); scaffold never overwrites")
-    if like not in specs():
+    if like is not None and like not in specs():
         raise ScaffoldError(f"--like {like!r} is not an operator; operators: {', '.join(specs())}")
-    if not fits(like):
-        spec = specs()[like]
-        raise ScaffoldError(
-            f"--like {like}: the templates write x -> (y, rstd), dx or (x, weight) -> (y, rstd), (dx, dweight); "
-            f"{like}'s inputs and outputs ({', '.join(t.name for t in spec.inputs + spec.outputs + spec.grads)}) "
-            f"have no template yet. Operators to start from: {', '.join(n for n in specs() if fits(n))}"
-        )
     if not (root / "pyproject.toml").exists() or not (root / "tileport" / "ops").is_dir():
         raise ScaffoldError(f"{root} is not a tileport source checkout (no pyproject.toml and tileport/ops): pass --root")
 
 
-def _suite(like: str, name: str, root: Path) -> str:
-    """The case suite of ``like``, renamed: the same shapes, ranges, levels and special scenarios."""
-    text = (root / "tileport" / "cases" / "suites" / f"{like}.yaml").read_text()
-    if text.startswith("#"):  # its title line
-        text = text.split("\n", 1)[1]
-    text = re.sub(r"^name: .*$", f"name: {name}", text, count=1, flags=re.M)
-    text = re.sub(rf"tileport\.{like}_(fwd|bwd)", rf"tileport.{name}_\1", text)
-    return f"# {name} case suite, written by `tileport scaffold` from {like}'s (TODO: its ranges and attributes).\n{text}"
+def remains(name: str, paths: dict[str, Path], root: Path, left_out: list[str], like: str | None) -> list[str]:
+    """What is left to write after the scaffold, in the order to write it."""
+    rel = {k: str(p.relative_to(root)) for k, p in paths.items()}
+    items = [
+        f"`{rel['ops_init']}`: the contract docstring (the math, dtypes, what is saved, empty and nan/inf rows)",
+        f"`{rel['ops_spec']}`: summary, math, the torch composite (bench's baseline), bytes moved if the math reads more",
+        f"`{rel['torch']}`: the reference forward and backward (the float64 golden and the benchmark)",
+        f"`{rel['tilelang/cpu']}`: the TileLang CPU kernels (the default backend)",
+        f"`{rel['triton']}`: the Triton kernels",
+        f"`{rel['tilelang/cuda']}`, `{rel['tilelang/ascend']}`: the device kernels and `lowered` (`tileport lower {name}`)",
+        f"`{rel['suite']}`: value ranges and attribute values of the cases",
+        f"then `pytest {rel['test_numerics']} {rel['test_errors']}`, `tileport verify {name} --level quick`, "
+        f"`tileport verify {name}` (L0) and `python scripts/make_docs.py {name}`",
+    ]
+    if left_out:
+        items.append(f"not kept from {like} (its own): {', '.join(left_out)}; add the new operator's where it has them")
+    return items
 
 
-def plan(name: str, like: str | None = None, root: Path | None = None) -> Plan:
+def plan(name: str, like: str | None = None, root: Path | None = None, inputs: str | None = None, attrs: str | None = None,
+         outputs: str | None = None) -> Plan:  # fmt: skip
     """What ``scaffold`` would write; ScaffoldError when it may not (checked before anything is written).
-    ``like``: the operator whose suite it starts from (default: ``default_like()``)."""
+    ``like``: the operator it starts from (default, when no signature is given: ``default_like()``)."""
     root = (root or default_root()).resolve()
-    like = like or default_like()
+    if like is None and inputs is None and outputs is None:
+        like = default_like()
     _check(name, like, root)
-    paths = {t: root / p.format(name=name) for t, p in FILES.items()}
+    like_spec = specs()[like] if like else None
+    try:
+        sig = build(like_spec, inputs, attrs, outputs)
+    except SignatureError as exc:
+        raise ScaffoldError(str(exc)) from exc
+    paths = {k: root / p.format(name=name) for k, p in FILES.items()}
     existing = [str(p.relative_to(root)) for p in paths.values() if p.exists()]
     if existing:
         raise ScaffoldError(f"scaffold never overwrites: {', '.join(existing)} exist already")
-    listing = "\n".join(f"- `{p.relative_to(root)}`" for p in paths.values())
-    values = {"name": name, "Name": class_name(name), "like": like, "files": listing}
-    weighted = SIGNATURES[signature(like)]
-    files = {}
-    for template, path in paths.items():
-        if template == "suite.yaml":
-            files[path] = _suite(like, name, root)
-        else:
-            files[path] = Template(select((TEMPLATES / f"{template}.tmpl").read_text(), weighted)).substitute(values)
+    rel = {k: str(p.relative_to(root)) for k, p in paths.items()}
+    spec_text, left_out = render.spec_text(name, sig, like_spec, rel["ops_spec"])
+    todo = remains(name, paths, root, left_out, like)
+    how = f"--like {like}" if like and inputs is None and outputs is None else " ".join(
+        f"--{k} {v}" for k, v in (("like", like), ("inputs", inputs), ("attrs", attrs), ("outputs", outputs)) if v)
+    files = {
+        paths["ops_init"]: render._fill("ops_init.py.tmpl", name=name, Name=class_name(name), contract=render.contract(sig)),
+        paths["ops_spec"]: spec_text,
+        **{paths[t]: render.backend_text(name, sig, t, rel[t]) for t in render.BACKENDS},
+        paths["suite"]: render.suite_text(name, sig, root / "tileport" / "cases" / "suites" / f"{like or default_like()}.yaml"),
+        paths["test_numerics"]: render.numerics_text(name, sig),
+        paths["test_errors"]: render.errors_text(name, sig),
+        paths["docs"]: render.docs_text(name, how, sig, "\n".join(f"{i}. {t}" for i, t in enumerate(todo, 1))),
+    }
     export = f"from .{name} import {class_name(name)}, {name}, {name}_bwd, {name}_fwd  # noqa: F401\n"
-    return Plan(name, like, root, files, export)
+    return Plan(name, like, root, sig, files, export, todo, left_out)
 
 
-def scaffold(name: str, like: str | None = None, root: Path | None = None) -> list[Path]:
-    """Write the new operator's files and its export line; the paths written (the export file last)."""
-    p = plan(name, like, root)
+def scaffold(name: str, like: str | None = None, root: Path | None = None, **signature) -> Plan:
+    """Write the new operator's files and its export line; the plan written."""
+    p = plan(name, like, root, **signature)
     for path, content in p.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
     exports = p.root / EXPORTS
     exports.write_text(exports.read_text() + p.export)
-    return [*p.files, exports]
+    return p

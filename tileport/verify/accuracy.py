@@ -255,6 +255,30 @@ class CaseOutcome:
     skipped: dict = field(default_factory=dict)
 
 
+def _judged(task: Task, j: Judge, case: Case, backend: str, cut, inputs: dict, under: dict, bm: dict, gold: dict, progress) -> list[CaseResult]:
+    """One backend's results of a case: each output judged against the golden and the benchmark, retested where
+    it fails, and its repeated runs compared bit for bit."""
+    suite = task.suite
+    backend_runs = cut.runs if cut is not None else task.runs
+    repeats = [j.execute(inputs, backend, suite.backward) for _ in range(backend_runs - 1)]
+    results = []
+    for name in under:
+        v = j.verdict(name, case, under, bm, gold)
+        redo = None
+        if not v.passed and j.acc == "double_bm":  # the retest is the dual benchmark's rule
+            if progress:
+                progress(f"{case.describe()}: retest {name} on {backend} over {task.seeds(backend)} new seeds", advance=0)
+            redo = retest_verdicts(j.new_seed_verdicts(case, name, backend, task.seeds(backend)), min_seeds=task.min_seeds)
+        results.append(
+            CaseResult(
+                suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range,
+                case_attrs(case), name, v, redo,
+                deterministic=all(same_bits(r[name], under[name]) for r in repeats), runs=backend_runs,
+            )
+        )  # fmt: skip
+    return results
+
+
 def run_case(task: Task, j: Judge, case: Case, progress: Callable[..., None] | None = None, free: int | None = None) -> CaseOutcome:
     """One case on every backend of the task: judged, retested where it fails, rerun for determinism and
     compared across backends. ``free``: memory this worker may use (a case needing more is skipped)."""
@@ -280,28 +304,19 @@ def run_case(task: Task, j: Judge, case: Case, progress: Callable[..., None] | N
     bm, gold = j.references(inputs, suite.backward)
     per_backend = {j.benchmark: bm}  # the benchmark is one side of the cross-backend comparison
     for backend, cut in running:
-        backend_runs = cut.runs if cut is not None else task.runs
         try:
             under = j.execute(inputs, backend, suite.backward)
         except BackendUnavailableError as exc:
             out.skipped.setdefault(backend, [0, str(exc)])[0] += 1
             continue
+        except Exception as exc:  # noqa: BLE001 - this backend's failure, and only this backend's
+            out.results.append(_finding(suite, case, backend, "run", [f"did not run: raised {type(exc).__name__}: {exc}"], task.limits, j.acc))
+            continue
         per_backend[backend] = under
-        repeats = [j.execute(inputs, backend, suite.backward) for _ in range(backend_runs - 1)]
-        for name in under:
-            v = j.verdict(name, case, under, bm, gold)
-            redo = None
-            if not v.passed and j.acc == "double_bm":  # the retest is the dual benchmark's rule
-                if progress:
-                    progress(f"{case.describe()}: retest {name} on {backend} over {task.seeds(backend)} new seeds", advance=0)
-                redo = retest_verdicts(j.new_seed_verdicts(case, name, backend, task.seeds(backend)), min_seeds=task.min_seeds)
-            out.results.append(
-                CaseResult(
-                    suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range,
-                    case_attrs(case), name, v, redo,
-                    deterministic=all(same_bits(r[name], under[name]) for r in repeats), runs=backend_runs,
-                )
-            )  # fmt: skip
+        try:
+            out.results.extend(_judged(task, j, case, backend, cut, inputs, under, bm, gold, progress))
+        except Exception as exc:  # noqa: BLE001 - a repeated run or a retest that raises fails this backend alone
+            out.results.append(_finding(suite, case, backend, "run", [f"raised {type(exc).__name__} on a repeated run or a retest: {exc}"], task.limits, j.acc))
     for name in task.originals:  # the upstream kernels: one more side of the comparison, not judged
         key, cut = f"{name} (original)", task.originals_cut
         if cut is not None and cut.skips(case):

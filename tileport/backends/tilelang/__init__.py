@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import os
 import shutil
 
@@ -33,7 +34,7 @@ def _probe() -> Availability:
     return Availability(True, f"tilelang {tilelang.__version__}, C target via {cxx} for {settings.isa().summary()}")
 
 
-_CPU_SUPPORT = ("disasm", "interface", "rowwise", "runtime", "settings")  # cpu/ modules that are not ops
+_CPU_SUPPORT = ("disasm", "interface", "norm_stats", "rowwise", "runtime", "settings")  # cpu/ modules that are not ops
 _TARGET_PACKAGE = {platform.CUDA: "cuda", platform.NPU_ARCH35: "ascend", platform.CPU: "cpu"}
 
 
@@ -62,17 +63,28 @@ class TileLangBackend:
         return importlib.import_module(f"{__name__}.{_TARGET_PACKAGE[device_kind]}.{op}")
 
     def device_sources(self, op: str, target: str, dtype: torch.dtype, dim: int, arch: str = "sm_90", only=None, **options):
-        """{kernel name: generated source} of op's kernels for a device target, lowered without the device.
+        """{kernel name: generated source} of op's kernels for a device target, lowered without the device
+        (``device_kernels`` with their on-chip bytes)."""
+        return {name: k[0] for name, k in self.device_kernels(op, target, dtype, dim, arch, only, **options).items()}
+
+    def device_kernels(self, op: str, target: str, dtype: torch.dtype, dim: int, arch: str = "sm_90", only=None, **options):
+        """{kernel name: (generated source, on-chip bytes)} of op's kernels for a device target, lowered without
+        the device.
 
         Each target's kernel module gives ``lowered(dtype, dim, **options)``: its prim_funcs for rows of ``dim``
         columns. Options: CUDA ``rsqrt="exact"|"approx"``; Ascend ``nr_steps`` (Newton-Raphson steps after the
-        hardware rsqrt, default 1). ``only``: the kernel names to lower (all by default). A source is lowered once
+        hardware rsqrt, default 1). ``only``: the kernel names to lower (all by default). A kernel is lowered once
         per process for its op, target, dtype, width bucket and options (an Ascend lowering takes 10-60 s here).
         """
         kind = {"cuda": platform.CUDA, "ascend": platform.NPU_ARCH35}[target]
         if kind not in self.targets(op):
             raise ValueError(f"no {target} kernels for {op!r}")
         module = self.kernels(op, kind)
+        takes = inspect.signature(module.lowered).parameters
+        unknown = [k for k in options if k not in takes and not any(p.kind == p.VAR_KEYWORD for p in takes.values())]
+        if unknown:
+            named = ", ".join(n for n in takes if n not in ("dtype", "dim")) or "none"
+            raise ValueError(f"{op}'s {target} kernels take no option {unknown[0]!r} (their options: {named})")
         funcs = module.lowered(dtype, dim, **options)
         if only is not None:
             unknown = set(only) - set(funcs)
@@ -80,7 +92,7 @@ class TileLangBackend:
                 raise ValueError(f"no {target} kernel named {', '.join(sorted(unknown))} for {op!r}; it has {', '.join(funcs)}")
         width = importlib.import_module(f"{__name__}.{target}._common").bucket(dim)  # one kernel per width bucket
         key = (op, target, dtype, width, arch if target == "cuda" else None, tuple(sorted(options.items())))
-        return {name: _lowered_source(key, name, f) for name, f in funcs.items() if only is None or name in only}
+        return {name: _lowered_kernel(key, name, f) for name, f in funcs.items() if only is None or name in only}
 
     def cache_info(self):
         if not _probe().ok:
@@ -91,17 +103,17 @@ class TileLangBackend:
         return CACHE.info() + [row for runner in RUNNERS.values() for row in runner.cache.info()]
 
 
-_LOWERED: dict[tuple, str] = {}  # (op, target, dtype, width bucket, arch, options, kernel) -> source
+_LOWERED: dict[tuple, tuple[str, int]] = {}  # (op, target, dtype, width bucket, arch, options, kernel) -> source, bytes
 
 
-def _lowered_source(key: tuple, name: str, func) -> str:
-    """The device source of ``func``, lowered once per process for its key (the same prim_func)."""
-    from .targets import cuda_target, lower_source
+def _lowered_kernel(key: tuple, name: str, func) -> tuple[str, int]:
+    """The device source of ``func`` and its on-chip bytes, lowered once per process for its key."""
+    from .targets import cuda_target, lower_kernel
 
     found = _LOWERED.get(key + (name,))
     if found is None:
         tgt = cuda_target(key[4]) if key[1] == "cuda" else "ascend"
-        found = _LOWERED[key + (name,)] = lower_source(func, tgt)
+        found = _LOWERED[key + (name,)] = lower_kernel(func, tgt)
     return found
 
 

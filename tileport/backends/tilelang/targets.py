@@ -12,14 +12,30 @@ def cuda_target(arch: str = "sm_90") -> dict:
     return {"kind": "cuda", "arch": arch}
 
 
-def lower_source(func, target) -> str:
-    """The generated device source of ``func`` for ``target`` ("ascend" or a CUDA target dict)."""
+# On-chip memory one kernel instance may address, per target: Ascend's unified buffer per vector core (192 KB on
+# A2/A3, the size the arch35 kernels are written for: two pipeline stages of 96 KB), a CUDA block's dynamic shared
+# memory on sm_90 (227 KB). `tileport lower` fails a kernel past it.
+ON_CHIP_BUDGET = {"ascend": 192 * 1024, "cuda": 227 * 1024}
+ON_CHIP_NAME = {"ascend": "unified buffer (UB)", "cuda": "shared memory"}
+
+
+def lower_kernel(func, target) -> tuple[str, int]:
+    """The generated device source of ``func`` for ``target`` ("ascend" or a CUDA target dict), and the bytes of
+    on-chip memory it addresses (its planned dynamic shared memory: the UB on Ascend)."""
     import tilelang
     from tilelang import tvm
 
     tgt = tvm.target.Target(target)
     with tgt:  # layout inference asks for the current target
-        return tilelang.lower(func, target=tgt).kernel_source
+        art = tilelang.lower(func, target=tgt)
+    planned = [int(f.attrs["dyn_shared_memory_buf"]) for f in art.device_mod.functions.values()
+               if f.attrs is not None and "dyn_shared_memory_buf" in f.attrs]  # fmt: skip
+    return art.kernel_source, max(planned, default=0)
+
+
+def lower_source(func, target) -> str:
+    """The generated device source of ``func`` for ``target``."""
+    return lower_kernel(func, target)[0]
 
 
 def vectors_or_defaults(weight, bias, x):

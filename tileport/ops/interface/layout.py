@@ -25,7 +25,7 @@ class Layout:
     inputs: tuple[str, ...]
     attrs: tuple[str, ...]
     options: tuple[str, ...]
-    dim: str | None  # the attribute naming the reduced dimension (softmax's dim), or None: the last
+    dim: str | None  # the attribute naming the reduced dimension (a ``dim`` attribute), or None: the last
     outputs: tuple[str, ...]
     returned: tuple[int, ...]  # indices of the outputs the differentiable function returns
     bwd_tensors: tuple[str, ...]

@@ -21,11 +21,12 @@ from ._common import CORES, MAX_WIDTH, NR_STEPS, THREADS, bucket, refined_rsqrt,
 from ... import outputs
 
 RUNNER = RUNNERS["ascend"]
+BWD_WIDTH = 2048  # the backward's tiles and three column vectors, double-buffered at 4 bytes: at 4096 they passed the UB
 
 
 def build_forward(width: int, x_dtype: torch.dtype, p_dtype: torch.dtype, y_dtype: torch.dtype, nr_steps: int = NR_STEPS):
     xt, pt, yt = TL_DTYPE[x_dtype], TL_DTYPE[p_dtype], TL_DTYPE[y_dtype]
-    block_M = rows_per_block(width, x_dtype.itemsize + 4 + y_dtype.itemsize)
+    block_M = rows_per_block(width, 2 * x_dtype.itemsize + 4 + y_dtype.itemsize)  # x double-buffered
     one_chunk = width < MAX_WIDTH
     M, D = T.dynamic("M"), T.dynamic("D")
     total = row_sum(width, block_M, lambda v, aux, i: v)
@@ -176,7 +177,7 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, p_dt
 def lowered(dtype: torch.dtype, dim: int, nr_steps: int = NR_STEPS) -> dict:
     """{kernel name: prim_func} serving rows of ``dim`` columns, for ``tileport lower``."""
     b = bucket(dim)
-    return {"layer_norm_fwd": build_forward(b, dtype, dtype, dtype, nr_steps), "layer_norm_bwd": build_backward(b, dtype, dtype, dtype)}
+    return {"layer_norm_fwd": build_forward(b, dtype, dtype, dtype, nr_steps), "layer_norm_bwd": build_backward(min(b, BWD_WIDTH), dtype, dtype, dtype)}
 
 
 def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None, nr_steps: int = NR_STEPS):
@@ -198,5 +199,5 @@ def backward(x, mean, rstd, dy, weight, bias):
     w, _ = vectors_or_defaults(weight, None, x)
     dx = outputs.empty_like(x)
     dwp, dbp = (outputs.empty((CORES, x.shape[1]), torch.float32, x.device) for _ in range(2))
-    RUNNER.kernel("layer_norm_bwd", build_backward, bucket(x.shape[1]), x.dtype, dy.dtype, w.dtype)(x, dy, w, mean, rstd, dx, dwp, dbp)
+    RUNNER.kernel("layer_norm_bwd", build_backward, min(bucket(x.shape[1]), BWD_WIDTH), x.dtype, dy.dtype, w.dtype)(x, dy, w, mean, rstd, dx, dwp, dbp)
     return dx, (dwp.sum(0) if weight is not None else None), (dbp.sum(0) if with_dbias else None)

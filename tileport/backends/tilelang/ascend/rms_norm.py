@@ -26,7 +26,7 @@ def build_forward(width: int, x_dtype: torch.dtype, w_dtype: torch.dtype, y_dtyp
                   nr_steps: int = NR_STEPS):  # fmt: skip
     xt, wt, yt = TL_DTYPE[x_dtype], TL_DTYPE[w_dtype], TL_DTYPE[y_dtype]
     llama = casting == "llama"
-    block_M = rows_per_block(width, x_dtype.itemsize + 4 + y_dtype.itemsize)
+    block_M = rows_per_block(width, 2 * x_dtype.itemsize + 4 + y_dtype.itemsize)  # x double-buffered
     one_chunk = width < MAX_WIDTH
     M, D = T.dynamic("M"), T.dynamic("D")
     squares = sum_squares(width, block_M)

@@ -4,7 +4,7 @@ weighted, serving every M and D; the rms_norm math is rms_norm's (``cpu/rms_norm
 Forward, per row: residual_out = x + residual (fp32 add, rounded once on store; x and residual are read
 once), then rms_norm's rstd over residual_out as stored (fp64, rounded once) and y = residual_out * rstd *
 (w + offset). Backward, per row: rms_norm's cancellation-free fp64 dx over residual_out (with the fp64 rstd
-the saved fp32 one stands for, ``rms_norm.eps_stats``: the fp32 rstd scales all of dx by its rounding, which
+the saved fp32 one stands for, ``norm_stats.eps_stats``: the fp32 rstd scales all of dx by its rounding, which
 showed where dx and dresidual_out cancel: MERE 9.6e-7 against the benchmark's 1.7e-7 at 48x4097 fp32),
 rounded to residual_out's dtype, plus dresidual_out, rounded again: the order of torch's autograd for the
 unfused add and norm (see the contract in ``tileport/ops/add_rms_norm``). dweight as rms_norm's (the term
@@ -17,7 +17,7 @@ gradient the backward is rms_norm's own kernel.
 import tilelang.cpu.language as T
 import torch
 
-from . import rms_norm
+from . import norm_stats, rms_norm
 from .rowwise import VEC, F32, M, Io, partial, per_row, rounded, row_map, splat
 from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
@@ -33,7 +33,7 @@ def build_forward(x: torch.dtype, r: torch.dtype, s: torch.dtype, w, y: torch.dt
             with T.Kernel(M) as row:
                 c = T.alloc_local((1,), T.float32)
                 row_map(lambda xv, rv: xv + rv, [(X, x), (R, residual)], [(S, residual_out)], row)
-                rms_norm.inv_rms(c, eps, S, residual_out, row)
+                norm_stats.inv_rms(c, eps, S, residual_out, row)
                 rstd[row] = c[0]
                 row_map(lambda v: v * splat(c[0]), [(S, residual_out)], [(Y, y)], row)
 
@@ -48,7 +48,7 @@ def build_forward(x: torch.dtype, r: torch.dtype, s: torch.dtype, w, y: torch.dt
         with T.Kernel(M) as row:
             c = T.alloc_local((1,), T.float32)
             row_map(lambda xv, rv: xv + rv, [(X, x), (R, residual)], [(S, residual_out)], row)
-            rms_norm.inv_rms(c, eps, S, residual_out, row)
+            norm_stats.inv_rms(c, eps, S, residual_out, row)
             rstd[row] = c[0]
             row_map(lambda v, wv: (v * splat(c[0])) * (wv + splat(offset)), [(S, residual_out), (W, weight)], [(Y, y)], row)
 
@@ -65,7 +65,7 @@ def build_backward(s: torch.dtype, dy: torch.dtype, dres: torch.dtype, w):
         def add_rms_norm_bwd(residual_out: S.rows, dy: G.rows, dres: H.rows, rstd: per_row(), dsum: S.rows, eps: T.float32):
             with T.Kernel(M) as row:
                 c = T.alloc_local((5,), "float64")
-                rms_norm.eps_stats(c, eps, rstd[row], [(S, residual_out), (G, dy)], row, lambda g: g)
+                norm_stats.eps_stats(c, eps, rstd[row], [(S, residual_out), (G, dy)], row, lambda g: g)
                 row_map(
                     lambda sv, g, h: rounded(S, T.call_extern(VEC, "tp_resid64", g, sv, c[0], c[1], c[2], c[3])) + h,
                     [(S, residual_out), (G, dy), (H, dres)],
@@ -85,12 +85,12 @@ def build_backward(s: torch.dtype, dy: torch.dtype, dres: torch.dtype, w):
         with T.Kernel(M) as row:
             c = T.alloc_local((5,), "float64")
             r = T.alloc_local((2,), T.float32)  # the fp64 rstd as an fp32 pair
-            rms_norm.eps_stats(c, eps, rstd[row], [(S, residual_out), (G, dy), (W, weight)], row, lambda g, wv: g * (wv + splat(offset)))
-            rms_norm.rstd_pair(r, c)
+            norm_stats.eps_stats(c, eps, rstd[row], [(S, residual_out), (G, dy), (W, weight)], row, lambda g, wv: g * (wv + splat(offset)))
+            norm_stats.rstd_pair(r, c)
             row_map(
                 lambda sv, g, h, wv: [
                     rounded(S, T.call_extern(VEC, "tp_resid64", g * (wv + splat(offset)), sv, c[0], c[1], c[2], c[3])) + h,
-                    rms_norm.dweight_term(g, sv, r[0], r[1]),
+                    norm_stats.dweight_term(g, sv, r[0], r[1]),
                 ],
                 [(S, residual_out), (G, dy), (H, dres), (W, weight)],
                 [(S, dsum), (F32, dweight)],
@@ -99,6 +99,12 @@ def build_backward(s: torch.dtype, dy: torch.dtype, dres: torch.dtype, w):
 
     return add_rms_norm_bwd
 
+
+# The kernels tests/backends/test_cpu_simd.py checks for packed SIMD in the disassembly: (kernel, builder of a dtype).
+PACKED_CHECKS = (
+    ("add_rms_norm_fwd", lambda dt: build_forward(dt, dt, dt, dt, dt)),  # the add, then rms_norm's passes
+    ("add_rms_norm_bwd", lambda dt: build_backward(dt, dt, dt, dt)),  # fp64 dx plus the direct gradient
+)
 
 def forward(x, residual, weight, eps: float, offset: float, residual_dtype: torch.dtype, output_dtype: torch.dtype):
     """(y, residual_out, rstd) for non-empty 2-D ``x`` and ``residual`` (M, D) with unit-stride rows."""

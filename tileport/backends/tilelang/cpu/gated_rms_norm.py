@@ -15,7 +15,7 @@ act: silu(v) = v / (1 + exp(-v)), sigmoid(v) = 1 / (1 + exp(-v)), exp packed (``
 import tilelang.cpu.language as T
 import torch
 
-from .rms_norm import dweight_term, eps_stats, rstd_pair
+from .norm_stats import dweight_term, eps_stats, rstd_pair
 from .rowwise import VEC, D, F32, M, Io, partial, per_row, row_map, row_sums64, splat
 from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
@@ -131,6 +131,14 @@ def build_backward(x: torch.dtype, g: torch.dtype, dy: torch.dtype, w, activatio
 
     return gated_rms_norm_bwd
 
+
+# The kernels tests/backends/test_cpu_simd.py checks for packed SIMD in the disassembly: (kernel, builder of a dtype).
+PACKED_CHECKS = (
+    ("gated_rms_norm_fwd", lambda dt: build_forward(dt, dt, dt, dt, "silu", True)),  # packed exp in the gate
+    ("gated_rms_norm_fwd", lambda dt: build_forward(dt, dt, dt, dt, "sigmoid", False)),  # u = x * act(gate) squared
+    ("gated_rms_norm_bwd", lambda dt: build_backward(dt, dt, dt, dt, "silu", True)),  # fp64 du, dgate, the partial
+    ("gated_rms_norm_bwd", lambda dt: build_backward(dt, dt, dt, dt, "silu", False)),
+)
 
 def forward(x, gate, weight, eps: float, activation: str, norm_before_gate: bool, output_dtype: torch.dtype, out=None):
     """(y, rstd) for non-empty 2-D ``x`` and ``gate`` (M, D) with unit-stride rows; ``weight`` (D,) or None."""

@@ -96,6 +96,14 @@ def build_backward_eps(x: torch.dtype, dy: torch.dtype):
     return l2norm_bwd_eps
 
 
+# The kernels tests/backends/test_cpu_simd.py checks for packed SIMD in the disassembly: (kernel, builder of a dtype).
+PACKED_CHECKS = (
+    ("l2norm_fwd", lambda dt: build_forward(dt, dt)),
+    ("l2norm_fwd", lambda dt: build_forward(dt, dt, streaming=True)),
+    ("l2norm_bwd", lambda dt: build_backward(dt, dt)),
+    ("l2norm_bwd_eps", lambda dt: build_backward_eps(dt, dt)),  # fp64 sums and fp64 per-element math
+)
+
 def forward(
     x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, rsqrt_steps=None
 ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -157,6 +157,9 @@ def build_backward(x: torch.dtype, dy: torch.dtype, p):
     return layer_norm_bwd
 
 
+# The kernels tests/backends/test_cpu_simd.py checks for packed SIMD in the disassembly: (kernel, builder of a dtype).
+PACKED_CHECKS = (("layer_norm_bwd", lambda dt: build_backward(dt, dt, dt)),)  # two compensated partials
+
 def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
     """(y, mean, rstd) for a non-empty 2-D ``x`` (M, D) with unit-stride rows; weight and bias (D,) or None.
     A weight and a bias of different dtypes are both converted to their promoted dtype (exact; [D] vectors)."""

@@ -42,6 +42,9 @@ def build_backward(y: torch.dtype, dy: torch.dtype):
     return log_softmax_bwd
 
 
+# The kernels tests/backends/test_cpu_simd.py checks for packed SIMD in the disassembly: (kernel, builder of a dtype).
+PACKED_CHECKS = (("log_softmax_bwd", lambda dt: build_backward(dt, dt)),)
+
 def forward(x: torch.Tensor) -> torch.Tensor:
     """y (x's dtype, contiguous) for a non-empty 2-D ``x`` (M, D) with unit-stride rows."""
     M_, D_ = x.shape

@@ -21,7 +21,8 @@ EPYC Zen 4, 1 thread): 1.0-1.35x in cache, 1.03-1.05x at 4096x4096.
 import tilelang.cpu.language as T
 import torch
 
-from .rowwise import VEC, D, F32, M, Io, partial, per_row, rounded, row_map, row_sum, row_sum_squares64, row_sums64, splat
+from .norm_stats import dweight_term, eps_stats, inv_rms, rstd_pair
+from .rowwise import VEC, D, F32, M, Io, partial, per_row, rounded, row_map, row_sum, splat
 from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
 
@@ -32,16 +33,6 @@ def _mean(total):
     """An fp32 row sum over D divided by D in fp32, as torch's CPU mean does (``sum(...).div_(D)``): a
     multiply by 1/D rounds twice and, measured, loses the standard's retest by a few percent at D = 7."""
     return total / T.cast(D, "float32")
-
-
-def inv_rms(r, eps, x_io, x, row):
-    """r[0] = rsqrt(mean(x^2) + eps) of ``row``, all in fp64 and rounded once to fp32 (a per-row scalar: the
-    fp64 sum costs two widening FMAs per 16 columns of a memory-bound pass). torch rounds each square, add,
-    the mean, the sum with eps, the sqrt and the reciprocal in fp32; with ties these roundings decide the
-    dual benchmark's ratios, so the golden-nearest rstd is the one that wins them for every D (at D = 1 the
-    exact x^2 makes sqrt give |x| back, as torch's fp32 sqrt of round(x^2) does)."""
-    s = row_sum_squares64(x_io, x, row) / T.cast(D, "float64") + T.cast(eps, "float64")
-    T.buffer_store(r, T.cast(T.float64(1.0) / T.sqrt(s), "float32"), [0])
 
 
 def build_forward(x: torch.dtype, w, y: torch.dtype, casting: str = "fp32"):
@@ -117,41 +108,12 @@ def build_backward(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"):
     return rms_norm_bwd
 
 
-def eps_stats(c, eps, rstd, rows, row, g_of, u_of=None):
-    """c = [ss, d, D * eps, rstd / (ss + D * eps), rstd] of ``row`` (c: 5 fp64): ss = sum(u^2) and d = sum(g * u)
-    in one fp64 pass, g = g_of(the loaded values after x) and u = u_of(all of them) (default x) in fp32. rstd is
-    1 / sqrt(ss / D + eps) in fp64 where ``rstd`` is None or the given fp32 rstd is that value rounded (what the
-    forward saves: its rounding, up to 6e-8, would scale all of dx and dweight; see ``cpu/add_rms_norm.py``);
-    any other given rstd is used as given."""
-    u = u_of or (lambda xv, *rest: xv)
-    ss, d = row_sums64([lambda *v: (u(*v), u(*v)), lambda *v: (g_of(*v[1:]), u(*v))], rows, row)
-    T.buffer_store(c, ss, [0])
-    T.buffer_store(c, d, [1])
-    T.buffer_store(c, T.cast(D, "float64") * T.cast(eps, "float64"), [2])
-    exact = T.float64(1.0) / T.sqrt(T.BufferLoad(c, [0]) / T.cast(D, "float64") + T.cast(eps, "float64"))
-    if rstd is not None:
-        exact = T.if_then_else(T.cast(exact, "float32") == rstd, exact, T.cast(rstd, "float64"))
-    T.buffer_store(c, exact, [4])
-    T.buffer_store(c, T.BufferLoad(c, [4]) / (T.BufferLoad(c, [0]) + T.BufferLoad(c, [2])), [3])
-
-
-def dweight_term(g, xv, rstd_hi, rstd_lo):
-    """dy * x * rstd of 16 lanes, rounded once (``tp_scaled_product`` in simd.h), rstd as an fp32 pair."""
-    return T.call_extern(VEC, "tp_scaled_product", g, xv, splat(rstd_hi), splat(rstd_lo))
-
-
 def dweight_term_of(casting: str, x_io: Io):
     """dweight's term for a casting: ``dweight_term``, or for "llama" dy * round(x * rstd) (the normalized value
     as the llama forward rounded it to x's dtype)."""
     if casting == "llama":
         return lambda g, xv, hi, lo: g * rounded(x_io, xv * splat(hi))
     return dweight_term
-
-
-def rstd_pair(r, c) -> None:
-    """r[0], r[1] = the rstd ``eps_stats`` chose (c[4], fp64) as an fp32 pair (high part, remainder)."""
-    T.buffer_store(r, T.cast(c[4], "float32"), [0])
-    T.buffer_store(r, T.cast(c[4] - T.cast(r[0], "float64"), "float32"), [1])
 
 
 def build_backward_eps(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"):
@@ -196,6 +158,14 @@ def build_backward_eps(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"
 
     return rms_norm_bwd_eps
 
+
+# The kernels tests/backends/test_cpu_simd.py checks for packed SIMD in the disassembly: (kernel, builder of a dtype).
+PACKED_CHECKS = (
+    ("rms_norm_fwd", lambda dt: build_forward(dt, dt, dt)),
+    ("rms_norm_fwd", lambda dt: build_forward(dt, dt, dt, "llama")),
+    ("rms_norm_bwd", lambda dt: build_backward(dt, dt, dt)),  # with the compensated dweight partial
+    ("rms_norm_bwd_eps", lambda dt: build_backward_eps(dt, dt, dt)),  # fp64 dx and the partial
+)
 
 def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: torch.dtype, out=None):
     """(y, rstd) for a non-empty 2-D ``x`` (M, D) with unit-stride rows; ``weight`` (D,) or None."""

@@ -54,6 +54,9 @@ def build_backward(y: torch.dtype, dy: torch.dtype):
     return softmax_bwd
 
 
+# The kernels tests/backends/test_cpu_simd.py checks for packed SIMD in the disassembly: (kernel, builder of a dtype).
+PACKED_CHECKS = (("softmax_fwd", lambda dt: build_forward(dt)),)  # row max, packed exp
+
 def forward(x: torch.Tensor) -> torch.Tensor:
     """y (x's dtype, contiguous) for a non-empty 2-D ``x`` (M, D) with unit-stride rows."""
     M_, D_ = x.shape

@@ -1,0 +1,48 @@
+"""Row statistics the RMS-type norms share on the CPU (the operators here, and any new norm): the
+inverse RMS of a row in fp64 rounded once, the cancellation-free backward's fp64 statistics, and a weight
+gradient's once-rounded term. Emitted into a kernel's body from its prim_func, as rowwise.py's helpers."""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+
+import tilelang.cpu.language as T
+
+from .rowwise import VEC, D, row_sum_squares64, row_sums64, splat
+
+
+def inv_rms(r, eps, x_io, x, row):
+    """r[0] = rsqrt(mean(x^2) + eps) of ``row``, all in fp64 and rounded once to fp32 (a per-row scalar: the
+    fp64 sum costs two widening FMAs per 16 columns of a memory-bound pass). torch rounds each square, add,
+    the mean, the sum with eps, the sqrt and the reciprocal in fp32; with ties these roundings decide the
+    dual benchmark's ratios, so the golden-nearest rstd is the one that wins them for every D (at D = 1 the
+    exact x^2 makes sqrt give |x| back, as torch's fp32 sqrt of round(x^2) does)."""
+    s = row_sum_squares64(x_io, x, row) / T.cast(D, "float64") + T.cast(eps, "float64")
+    T.buffer_store(r, T.cast(T.float64(1.0) / T.sqrt(s), "float32"), [0])
+
+
+def eps_stats(c, eps, rstd, rows, row, g_of, u_of=None):
+    """c = [ss, d, D * eps, rstd / (ss + D * eps), rstd] of ``row`` (c: 5 fp64): ss = sum(u^2) and d = sum(g * u)
+    in one fp64 pass, g = g_of(the loaded values after x) and u = u_of(all of them) (default x) in fp32. rstd is
+    1 / sqrt(ss / D + eps) in fp64 where ``rstd`` is None or the given fp32 rstd is that value rounded (what the
+    forward saves: its rounding, up to 6e-8, would scale all of dx and dweight);
+    any other given rstd is used as given."""
+    u = u_of or (lambda xv, *rest: xv)
+    ss, d = row_sums64([lambda *v: (u(*v), u(*v)), lambda *v: (g_of(*v[1:]), u(*v))], rows, row)
+    T.buffer_store(c, ss, [0])
+    T.buffer_store(c, d, [1])
+    T.buffer_store(c, T.cast(D, "float64") * T.cast(eps, "float64"), [2])
+    exact = T.float64(1.0) / T.sqrt(T.BufferLoad(c, [0]) / T.cast(D, "float64") + T.cast(eps, "float64"))
+    if rstd is not None:
+        exact = T.if_then_else(T.cast(exact, "float32") == rstd, exact, T.cast(rstd, "float64"))
+    T.buffer_store(c, exact, [4])
+    T.buffer_store(c, T.BufferLoad(c, [4]) / (T.BufferLoad(c, [0]) + T.BufferLoad(c, [2])), [3])
+
+
+def dweight_term(g, xv, rstd_hi, rstd_lo):
+    """dy * x * rstd of 16 lanes, rounded once (``tp_scaled_product`` in simd.h), rstd as an fp32 pair."""
+    return T.call_extern(VEC, "tp_scaled_product", g, xv, splat(rstd_hi), splat(rstd_lo))
+
+
+def rstd_pair(r, c) -> None:
+    """r[0], r[1] = the rstd ``eps_stats`` chose (c[4], fp64) as an fp32 pair (high part, remainder)."""
+    T.buffer_store(r, T.cast(c[4], "float32"), [0])
+    T.buffer_store(r, T.cast(c[4] - T.cast(r[0], "float64"), "float32"), [1])
