@@ -70,6 +70,21 @@ def _params(spec: s.OpSpec, sig: tuple[str, ...], prefix: str = "_DEFAULT_") -> 
     return _join(out)
 
 
+def _dtypes(roles: dict, names) -> str:
+    """The dispatch dtypes as an inline tuple expression (a generic helper cost half a microsecond a call):
+    each tensor's dtype (an optional one's only when given) and each resolved dtype option."""
+    fixed, parts = [], []
+    for n in names:
+        t = roles.get(n)
+        if t is not None and t.optional:
+            parts.append(f"(() if {n} is None else ({n}.dtype,))")
+        else:
+            fixed.append(f"{n}.dtype" if t is not None else n)
+            continue
+    head = f"({', '.join(fixed)},)"
+    return " + ".join([head, *parts]) if parts else head
+
+
 def _values(names) -> str:
     return "{" + _join(f"{n!r}: {n}" for n in names) + "}"
 
@@ -77,13 +92,25 @@ def _values(names) -> str:
 def _rows_arg(t: s.Tensor, lay: Layout) -> str:
     n = t.name
     if t.role == s.ROWS:
-        inner = f"_rt.moved({n}, {lay.dim})" if lay.dim else n
+        inner = f"{n}m" if lay.dim else n  # the reduced dimension moved last, once (``_moved_lines``)
         arg = f"_rt.rows_2d({inner})"
     elif t.role == s.PER_ROW:
         arg = f"{n}.reshape(-1)"
     else:
         return n
     return f"(None if {n} is None else {arg})" if t.optional else arg
+
+
+def _moved_lines(tensors, lay: Layout) -> str:
+    """``xm = _rt.moved(x, dim)`` for each rows tensor, where the reduced dimension is an attribute."""
+    if not lay.dim:
+        return ""
+    out = ""
+    for t in tensors:
+        if t.role == s.ROWS:
+            moved = f"_rt.moved({t.name}, {lay.dim})"
+            out += f"    {t.name}m = {'None if ' + t.name + ' is None else ' if t.optional else ''}{moved}\n"
+    return out
 
 
 def forward_impl(spec: s.OpSpec, lay: Layout) -> str:
@@ -94,11 +121,11 @@ def forward_impl(spec: s.OpSpec, lay: Layout) -> str:
     outs = list(lay.outputs)
     roles = {t.name: t.role for t in spec.outputs}
     src = f"def _forward_impl({_join(params)}, out=None):\n"
-    src += f"    impl = REGISTRY.kernels(OP, {x}.device, _rt.dtypes({_join([*lay.inputs, *lay.options])}), backend)\n"
+    src += f"    impl = REGISTRY.kernels(OP, {x}.device, {_dtypes(tensor_roles(spec), [*lay.inputs, *lay.options])}, backend)\n"
     src += f"    if {x}.numel() == 0:\n"
     src += f"        return _rt.empty_forward(SPEC, {x}, {_values(lay.attrs + lay.options)}, out{', ' + dim if dim else ''})\n"
     if dim:
-        src += f"    {x}m = _rt.moved({x}, {dim})\n"
+        src += _moved_lines(spec.inputs, lay)
         src += f"    {_assign(outs, f'impl.forward({_join(args)})')}\n"
         back = [f"_rt.back({o}.view({x}m.shape), {dim})" if roles[o] == s.ROWS else f"{o}.view({x}m.shape[:-1])" for o in outs]
         src += f"    return {_tuple(back)}\n"
@@ -122,9 +149,10 @@ def backward_impl(spec: s.OpSpec, lay: Layout) -> str:
     args = [_rows_arg(roles[n], lay) for n in lay.bwd_tensors] + [a for a in lay.bwd_attrs if a != dim] + list(lay.bwd_given)
     rets = list(lay.returns)
     src = f"def _backward_impl({_join(params)}):\n"
-    src += f"    impl = REGISTRY.kernels(OP, {p}.device, _rt.dtypes({_join(dispatch)}), backend)\n"
+    src += f"    impl = REGISTRY.kernels(OP, {p}.device, {_dtypes(roles, dispatch)}, backend)\n"
     src += f"    if {p}.numel() == 0:\n"
     src += f"        return _rt.backward_results(SPEC, {p}, {_values(lay.bwd_tensors)}, True{', ' + dim if dim else ''})\n"
+    src += _moved_lines([roles[n] for n in lay.bwd_tensors], lay)
     src += f"    {_assign(rets, f'impl.backward({_join(args)})')}\n"
     final = []
     for r in rets:
@@ -132,7 +160,7 @@ def backward_impl(spec: s.OpSpec, lay: Layout) -> str:
         if t.role == s.REDUCED:
             final.append(f"({p}.new_empty(0) if {r} is None else {r}.to({r[1:]}.dtype))")
         elif dim:
-            final.append(f"_rt.back({r}.view(_rt.moved({p}, {dim}).shape), {dim})")
+            final.append(f"_rt.back({r}.view({p}m.shape), {dim})")
         else:
             src += f"    if {p}.dim() != 2:\n        {r} = {r}.view({p}.shape)\n"
             final.append(r)
@@ -229,7 +257,7 @@ def public(spec: s.OpSpec, lay: Layout, names: dict[str, str]) -> str:
     pick = "" if len(lay.outputs) == 1 else (f"[{lay.returned[0]}]" if len(lay.returned) == 1 else
             (f"[:{len(lay.returned)}]" if lay.returned == tuple(range(len(lay.returned))) else ""))  # fmt: skip
     src = f"def {names['function']}({_params(spec, signature(spec, 'function'))}):\n{checks}"
-    src += f"    if not (torch.is_grad_enabled() and ({' or '.join(tracked)})):\n"
+    src += f"    if not (({' or '.join(tracked)}) and torch.is_grad_enabled()):\n"
     src += f"        return _fwd({_join(fwd)}){pick}  # no graph to record: skip Function.apply\n"
     src += f"    return _Function.apply({_join(fwd)}){pick}\n\n\n"
     fsig = signature(spec, "forward")
