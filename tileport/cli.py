@@ -112,6 +112,8 @@ def verify(
     cases: Optional[Path] = typer.Option(None, "--cases", help="a case file: a tileport suite or the test kit's design YAML"),
     jobs: Optional[int] = typer.Option(None, min=1, help="worker processes for the accuracy cases (default: this process's CPUs)"),
     resume: Optional[Path] = typer.Option(None, "--resume", help="an interrupted run's --out folder: finish its run there"),
+    impl: Optional[list[str]] = typer.Option(None, "--impl", help="an implementation of OP's contract to verify beside the backends: MODULE:FUNCTION or path/to/file.py:FUNCTION (repeatable)"),
+    arg: Optional[list[str]] = typer.Option(None, "--arg", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"),
     ray: Optional[str] = typer.Option(
         None, "--ray", metavar="[ADDRESS]",
         help="run the accuracy cases as Ray tasks: on the cluster at ADDRESS (auto, HOST:PORT, ray://HOST:PORT), "
@@ -140,6 +142,7 @@ def verify(
         op, level, backend, dtype, seed = req["op"], req["level"], req["backend"], req["dtype"], req["seed"]
         device, retest_seeds, perf, out = req["device"], req["retest_seeds"], req["perf"], resume
         cases = Path(req["cases"]) if req["cases"] else None
+        impl, arg = req.get("impl"), req.get("arg")
     if op is None and cases is None:
         raise typer.BadParameter("name an operator or give --cases FILE.yaml", param_hint="OP")
     if cases is not None and not cases.exists():
@@ -159,13 +162,15 @@ def verify(
             bar.update(task, description=what, total=total, advance=advance)
 
         try:
-            plan = prepare(op, level, backend, _dtypes(dtype), seed, device, str(cases) if cases else None)
+            plan = prepare(op, level, backend, _dtypes(dtype), seed, device, str(cases) if cases else None, impl, arg)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
         if resume is None:  # a fresh run: a journal left in --out by another run is not this one's
             (out / journal.RECORDS).unlink(missing_ok=True)
             request = dict(op=plan.op, level=level, backend=backend, dtype=dtype, seed=seed, device=device,
-                           retest_seeds=retest_seeds, perf=perf, cases=str(cases.resolve()) if cases else None)  # fmt: skip
+                           retest_seeds=retest_seeds, perf=perf, cases=str(cases.resolve()) if cases else None,
+                           impl=[str(Path(t.rpartition(":")[0]).resolve()) + ":" + t.rpartition(":")[2] if t.rpartition(":")[0].endswith(".py") else t for t in impl or ()],
+                           arg=arg)  # fmt: skip
             journal.write_request(out, request)
         try:
             rep = run_verify(plan, retest_seeds, perf, progress=step, jobs=jobs or cpus(), journal_dir=out, ray_address=ray)
@@ -244,6 +249,8 @@ def bench(
     plot: bool = typer.Option(False, help="only draw the PNGs of the CSV's latest run, do not time"),
     out: Path = typer.Option(Path("benchmarks/results"), help="folder for the CSV, the PNGs and the markdown table"),
     device: str = typer.Option("cpu", help="cpu, or cuda on a machine with an NVIDIA GPU"),
+    impl: Optional[list[str]] = typer.Option(None, "--impl", help="an implementation of OP's contract to time beside the backends: MODULE:FUNCTION or path/to/file.py:FUNCTION (repeatable)"),
+    arg: Optional[list[str]] = typer.Option(None, "--arg", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"),
 ) -> None:
     """Time OP's providers side by side (tileport backends, torch eager, torch.compile, a copy of the same
     bytes), append to the CSV, write the markdown table and PNGs."""
@@ -268,6 +275,12 @@ def bench(
         shapes = [_shape(t) for t in shape] if shape else ([] if names else s.sweep[:4] if quick else s.sweep)
         if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
             raise typer.BadParameter(f"device {device!r} is not usable here (cpu, or cuda with a GPU)", param_hint="--device")
+        from .external import ImplError, resolve
+
+        try:
+            impls = tuple(resolve(s, t, arg) for t in impl or ())
+        except ImplError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--impl") from exc
         groups = plan(op, modes, _dtypes(dtype) or list(BENCH_DTYPES), shapes, threads or [1, 2], names)
         with _progress() as bar:
             task = bar.add_task("bench", total=len(groups))
@@ -276,7 +289,7 @@ def bench(
                 bar.update(task, description=what)
                 bar.advance(task)
 
-            rows = run(op, groups, backend, budget / 3 if quick else budget, compile_baseline, progress=step, device=device)
+            rows = run(op, groups, backend, budget / 3 if quick else budget, compile_baseline, progress=step, device=device, impls=impls)
         csvfile.append(csv, rows)
         console.print(f"appended {len(rows)} rows to {csv}")
     rows = latest([r for r in csvfile.read(csv) if r["operator"] == op]) if csv.exists() else []

@@ -46,8 +46,9 @@ def original(spec: OpSpec) -> dict[str, Callable]:
     return {name: fn for name, (fn, _) in originals.load(spec).items() if fn is not None}
 
 
-def providers(spec: OpSpec, shape, dtype, mode: str, backends: list[str], compile_baseline: bool = True, device="cpu") -> dict:
-    """{provider: zero-argument callable} for one group; inputs drawn once from a fixed seed."""
+def providers(spec: OpSpec, shape, dtype, mode: str, backends: list[str], compile_baseline: bool = True, device="cpu", impls=()) -> dict:
+    """{provider: zero-argument callable} for one group; inputs drawn once from a fixed seed. ``impls``:
+    external implementations (``tileport.external.Impl``), called with their parameters mapped."""
     g = torch.Generator().manual_seed(0)
     inputs = spec.example(shape, dtype, device, g)
     dy = torch.randn(shape, generator=g).to(dtype).to(device)
@@ -63,6 +64,8 @@ def providers(spec: OpSpec, shape, dtype, mode: str, backends: list[str], compil
             out[b] = _autograd(lambda b=b, **kw: spec.function(**kw, backend=b), inputs, dy, mode, grads)
     for name, fn in spec.competitors.items():
         out[name] = _autograd(fn, inputs, dy, mode, grads)
+    for impl in impls:
+        out[impl.provider] = _autograd(impl.call, inputs, dy, mode, grads)
     out["torch-eager"] = _autograd(spec.composite, inputs, dy, mode, grads)
     if compile_baseline:
         torch._dynamo.reset()  # a fresh static-shape compile per shape, never the recompile limit

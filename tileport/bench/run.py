@@ -52,9 +52,11 @@ def run(
     compile_baseline: bool = True,
     progress: Callable[[str], None] | None = None,
     device: str = "cpu",
+    impls: tuple = (),
 ) -> list[dict]:
     """Long-format rows (the CSV schema) for every group. On a GPU every call is followed by a
-    synchronize, so times are wall times of finished work."""
+    synchronize, so times are wall times of finished work. ``impls``: external implementations
+    (``external.Impl``), timed beside the backends under their provider names."""
     s = op_spec(op)
     kind = torch.device(device).type
     backends = tileport_backends(op, kind) if backends is None else backends
@@ -67,7 +69,7 @@ def run(
             if progress:
                 progress(f"{op} {g.mode} {dtype_name(g.dtype)} {'x'.join(map(str, g.shape))} t{g.threads}")
             torch.set_num_threads(g.threads)
-            provs = providers(s, g.shape, g.dtype, g.mode, backends, compile_baseline, device)
+            provs = providers(s, g.shape, g.dtype, g.mode, backends, compile_baseline, device, impls)
             nbytes = s.bytes_moved(g.shape, g.dtype, g.mode)
             provs["copy"] = copy_provider(nbytes // 2, device)
             if sync is not None:

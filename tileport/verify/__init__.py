@@ -24,6 +24,7 @@ from ..ops.spec import StudyResult, get as op_spec
 from ..precision import COUNTS, MIN_ELEMENTS, STANDARD_VERSION, Aggregate, CaseResult, aggregate
 from ..precision.standard import RETEST_MIN_SEEDS, RETEST_SEEDS
 from . import journal
+from .. import external
 from ..bench import originals
 from .accuracy import PairStat, Reduced, Task, dtype_name, merge
 from .pool import jobs_for, run_task
@@ -117,6 +118,8 @@ class Plan:
     cases: list
     device: str = "cpu"
     originals: list = field(default_factory=list)  # originals.Status of each of the op's upstream kernels
+    impls: dict = field(default_factory=dict)  # --impl target -> its --arg overrides
+    impl_info: list = field(default_factory=list)  # external.Impl.describe() of each, for the report
 
 
 def check_device(device: str) -> str:
@@ -132,11 +135,13 @@ def check_device(device: str) -> str:
 
 def prepare(
     op: str, level: str = "L0", backends: list[str] | None = None, dtypes=None, seed: int = 0, device: str = "cpu",
-    cases_file: str | None = None,
+    cases_file: str | None = None, impls: list[str] | None = None, impl_args: list[str] | None = None,
 ) -> Plan:  # fmt: skip
     """Check the request (operator, level, backends, dtypes, device) and expand the cases; bad input raises
     ValueError naming it, before any work starts. ``cases_file``: a suite YAML (tileport's or the test kit's
-    own design format) instead of the operator's shipped suite."""
+    own design format) instead of the operator's shipped suite. ``impls``: external implementations
+    (``MODULE:FUNCTION`` or ``path.py:FUNCTION``), verified beside the backends; ``impl_args``: their
+    ``NAME=INPUT`` parameter mappings."""
     device = check_device(device)
     suite = load_suite(cases_file if cases_file else op)
     if cases_file and op and suite.name != op:
@@ -146,8 +151,14 @@ def prepare(
     suite.level(level)
     benchmark = suite.standard.get("benchmark", "torch")
     names, status, interpreted = serving_backends(op, backends, benchmark, device)
+    bound = [external.resolve(op_spec(op), target, impl_args) for target in impls or ()]  # resolved once, here
+    names += [b.provider for b in bound]
+    status += [dict(name=b.provider, available=True, reason=f"external: {b.signature} from {b.file} ({b.version})", devices=[device])
+               for b in bound]  # fmt: skip
     cases = generate(suite, level, dtypes, seed)
-    return Plan(op, level, seed, suite, benchmark, names, status, interpreted, cases, device, originals.probe(op_spec(op), device))
+    overrides = external._parse_args(impl_args)
+    return Plan(op, level, seed, suite, benchmark, names, status, interpreted, cases, device, originals.probe(op_spec(op), device),
+                {t: overrides for t in impls or ()}, [b.describe() for b in bound])  # fmt: skip
 
 
 def verify(
@@ -199,7 +210,7 @@ def run(
     running = tuple(o.name for o in plan.originals if o.runs)
     originals_cut = cut if quick is not None and plan.device == "cpu" else None  # under the interpreter: the quick workload
     task = Task(suite, tuple(names), lv.limits, lv.runs, retest_seeds, reduced, plan.device, RETEST_MIN_SEEDS if lv.conforming else 0,
-                running, originals_cut)  # fmt: skip
+                running, originals_cut, tuple((t, tuple(sorted(a.items()))) for t, a in plan.impls.items()))  # fmt: skip
     done = journal.read(Path(journal_dir)) if journal_dir is not None else {}
     todo = [c for c in cases if c.index not in done]
     if step and done:
@@ -237,8 +248,11 @@ def run(
         "met": {"cases": len(scale) >= need.cases, "cases_per_dtype": min(per_dtype.values()) >= need.cases_per_dtype,
                 "runs_per_case": lv.runs >= need.runs_per_case, "elements": elements >= MIN_ELEMENTS},
     }  # fmt: skip
+    env = environment(plan.benchmark, jobs, executor)
+    for info in plan.impl_info:  # the implementation under test: what, where, which version
+        env[f"impl {info['target']}"] = f"{info['signature']}; {info['file']}; {info['version']}"
     return Report(
-        op, level, lv.limits, seed, environment(plan.benchmark, jobs, executor), plan.status, len(cases), elements, lv.runs, retest_seeds,
+        op, level, lv.limits, seed, env, plan.status, len(cases), elements, lv.runs, retest_seeds,
         results, aggs, pairs, studies, perf, time.perf_counter() - t0, counts, skipped, plan.device, placement,
         [dataclasses.asdict(o) for o in plan.originals],
     )  # fmt: skip

@@ -21,6 +21,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from .. import external
 from ..backends import outputs
 from ..bench import originals
 from ..backends.registry import BackendUnavailableError
@@ -125,6 +126,16 @@ class Judge:
     suite: Suite
     limits: str
     device: str = "cpu"
+    impls: dict = field(default_factory=dict)  # --impl target -> its --arg overrides
+
+    @classmethod
+    def for_task(cls, task: "Task") -> "Judge":
+        return cls(task.suite, task.limits, task.device, {t: dict(a) for t, a in task.impls})
+
+    def impl(self, provider: str) -> external.Impl:
+        """The external implementation a provider ``impl:<target>`` names, resolved once in this process."""
+        target = external.parse_provider(provider)
+        return external.resolve(self.spec, target, self.impls.get(target, {}))
 
     def __post_init__(self):
         self.spec = op_spec(self.suite.name)
@@ -143,6 +154,9 @@ class Judge:
         """Outputs on the CPU; inputs drawn on the CPU, moved to the device first. Outputs start as NaN
         (the standard's section 3): an element a kernel never writes fails instead of passing by luck.
         ``run`` replaces the spec's run(inputs, backend, backward) (the golden's own)."""
+        if run is None and external.is_impl(backend):
+            impl = self.impl(backend)
+            run = lambda i, b: impl.run(self.spec, i, b)  # noqa: E731
         run = run or (lambda i, b: self.spec.run(i, backend, b))
         with outputs.poisoned():
             if self.device == "cpu":
@@ -239,6 +253,7 @@ class Task:
     min_seeds: int = RETEST_MIN_SEEDS
     originals: tuple[str, ...] = ()  # the upstream originals that run here (``originals.probe``)
     originals_cut: Reduced | None = None  # their workload where they are interpreted (the CPU)
+    impls: tuple = ()  # (--impl target, its --arg overrides as (param, input) pairs): resolved again in each worker
 
     def seeds(self, backend: str) -> int:
         return self.reduced[backend].retest_seeds if backend in self.reduced else self.retest_seeds
@@ -313,6 +328,9 @@ def run_case(task: Task, j: Judge, case: Case, progress: Callable[..., None] | N
             out.results.append(_finding(suite, case, backend, "run", [f"did not run: raised {type(exc).__name__}: {exc}"], task.limits, j.acc))
             continue
         per_backend[backend] = under
+        if external.is_impl(backend):  # what the implementation did not give is listed, never passed
+            for name, why in j.impl(backend).not_judged.items():
+                out.skipped.setdefault(f"{backend} {name}", [0, why])[0] += 1
         try:
             out.results.extend(_judged(task, j, case, backend, cut, inputs, under, bm, gold, progress))
         except Exception as exc:  # noqa: BLE001 - a repeated run or a retest that raises fails this backend alone

@@ -110,7 +110,7 @@ def run_batch(task: Task, cases: list[Case]) -> tuple[list[CaseOutcome], dict]:
     keep_freed_memory()  # a Ray worker is a process of its own, as a pool worker
     free = available_bytes()
     share = None if free is None else free // (2 * cpus())  # as the local pool: a worker per CPU of the node
-    j = Judge(task.suite, task.limits, task.device)
+    j = Judge.for_task(task)
     return [run_case_safely(task, j, c, None, share) for c in cases], _where(ray)
 
 

@@ -70,7 +70,7 @@ def keep_freed_memory() -> bool:
 def _start(task: Task, free: int | None) -> None:
     torch.set_num_threads(1)
     keep_freed_memory()
-    _WORKER.update(task=task, judge=Judge(task.suite, task.limits, task.device), free=free)
+    _WORKER.update(task=task, judge=Judge.for_task(task), free=free)
 
 
 def _run(cases: list[Case]) -> list[CaseOutcome]:
@@ -90,7 +90,7 @@ def run_task(
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     if jobs == 1 or task.device != "cpu":
-        j = Judge(task.suite, task.limits, task.device)
+        j = Judge.for_task(task)
         outcomes = []
         with one_thread():
             for case in cases:
