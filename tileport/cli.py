@@ -54,17 +54,20 @@ def backends() -> None:
 def ops() -> None:
     """List the operators: what each computes, its inputs and outputs, the backends that serve it."""
     from . import available_backends
-    from .ops.spec import specs
+    from .ops.spec import broken_plugins, origin, specs
 
+    all_specs = specs()
     served = {b.name: b for b in available_backends()}
     table = Table(title="tileport operators")
-    for col in ("operator", "math", "inputs", "outputs (grads)", "backends"):
+    for col in ("operator", "from", "math", "inputs", "outputs (grads)", "backends"):
         table.add_column(col)
-    for s in specs().values():
+    for s in all_specs.values():
         ins = ", ".join([f"{t.name}{'?' if t.optional else ''}" for t in s.inputs] + [f"{a.name}={a.default}" for a in s.attrs + s.case_attrs])
         outs = ", ".join(t.name for t in s.outputs) + " (" + ", ".join(t.name for t in s.grads) + ")"
-        table.add_row(s.name, escape(s.math), escape(ins), outs, ", ".join(n for n, b in served.items() if s.name in b.ops))
+        table.add_row(s.name, escape(origin(s.name)), escape(s.math), escape(ins), outs, ", ".join(n for n, b in served.items() if s.name in b.ops))
     console.print(table)
+    for entry, why in broken_plugins().items():
+        console.print(f"plugin not loaded: {entry}: {why}", markup=False, highlight=False)
 
 
 def _dtypes(names: Optional[list[str]]) -> list[torch.dtype] | None:
@@ -383,6 +386,7 @@ def scaffold(
     attrs: Optional[str] = typer.Option(None, help="attributes NAME=DEFAULT, comma-separated; a choice A|B|C: eps=1e-6,activation=silu|sigmoid"),
     outputs: Optional[str] = typer.Option(None, help="outputs NAME:ROLE, ROLE rows or per_row: y:rows,rstd:per_row"),
     root: Optional[Path] = typer.Option(None, help="the source checkout to write into (default: the one tileport runs from)"),
+    package: Optional[Path] = typer.Option(None, help="write an operator package outside tileport into this (new or empty) folder: its pyproject declares the tileport.ops entry point"),
     dry_run: bool = typer.Option(False, "--dry-run", help="list the files it would write, write nothing"),
 ) -> None:
     """Write a new operator's file set (spec and interface, torch reference, TileLang CPU/CUDA/Ascend and Triton
@@ -393,12 +397,12 @@ def scaffold(
     """
     from .scaffold import EXPORTS, ScaffoldError, plan, scaffold as write
 
-    sig = {"inputs": inputs, "attrs": attrs, "outputs": outputs}
+    sig = {"inputs": inputs, "attrs": attrs, "outputs": outputs, "package": package}
     try:
         p = plan(name, like, root, **sig) if dry_run else write(name, like, root, **sig)
     except ScaffoldError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    for path in [*p.files, p.root / EXPORTS]:
+    for path in [*p.files, *([p.root / EXPORTS] if p.export else [])]:
         console.print(f"{'would write' if dry_run else 'wrote'} {path.relative_to(p.root)}", markup=False)
     console.print("\nWhat remains to write (also on the docs page):", markup=False)
     for i, item in enumerate(p.remains, 1):

@@ -115,6 +115,21 @@ class Registry:
     lock: threading.Lock = field(default_factory=threading.Lock)
     # resolve() answers per (op, device, dtypes, forced name): availability does not change within a process
     memo: dict[tuple, Backend] = field(default_factory=dict)
+    # operators from outside tileport: op -> ({"backend" or "backend:kind": module}, dtypes)
+    plugin: dict[str, tuple[dict[str, str], tuple]] = field(default_factory=dict)
+
+    def register_kernels(self, op: str, modules: dict[str, str], dtypes) -> None:
+        """Serve ``op`` (an operator outside tileport) with these kernel modules: ``{"torch": "pkg.ref",
+        "tilelang": "pkg.cpu", "tilelang:cuda": "pkg.cuda"}``. A bare backend name serves every device kind the
+        backend runs on, but for tilelang, whose device kinds are separate dialects: the CPU only."""
+        self.plugin[op] = (dict(modules), tuple(dtypes))
+        self.memo.clear()
+
+    def plugin_module(self, name: str, op: str, device_kind: str) -> str | None:
+        """The module serving plugin operator ``op`` on backend ``name`` for a device kind, or None."""
+        modules = self.plugin[op][0]
+        bare = modules.get(name) if name != "tilelang" or device_kind == platform.CPU else None
+        return modules.get(f"{name}:{device_kind}", bare)
 
     def register(self, name: str, backend: str | Backend) -> None:
         """Register ``name``: a module path exposing ``BACKEND`` (imported lazily) or a backend object."""
@@ -161,7 +176,13 @@ class Registry:
         avail = self.availability(name)
         if not avail.ok:
             return f"backend {name!r} is unavailable: {avail.reason}"
-        return self.load(name).supports(op, device_kind, dtypes)  # type: ignore[union-attr]
+        backend = self.load(name)
+        if op in self.plugin:  # an operator outside tileport: the modules and dtypes its spec names
+            if self.plugin_module(name, op, device_kind) is None or device_kind not in backend.device_kinds:
+                return f"backend {name!r} has no {op!r} kernel for {device_kind!r} (its package names: {', '.join(self.plugin[op][0])})"
+            bad = [d for d in dtypes if d not in self.plugin[op][1] and not (name == "torch" and d == torch.float64)]
+            return f"backend {name!r} does not support {_dtype_name(bad[0])} for {op!r}" if bad else None
+        return backend.supports(op, device_kind, dtypes)  # type: ignore[union-attr]
 
     def resolve(
         self,
@@ -186,7 +207,12 @@ class Registry:
         key = ("kernels", op, device, tuple(dtypes), backend, env_backend())
         found = self.memo.get(key)
         if found is None:
-            found = self.memo[key] = self.resolve(op, device, dtypes, backend).kernels(op, platform.device_kind(device))
+            chosen, kind = self.resolve(op, device, dtypes, backend), platform.device_kind(device)
+            if op in self.plugin:
+                found = importlib.import_module(self.plugin_module(chosen.name, op, kind))
+            else:
+                found = chosen.kernels(op, kind)
+            self.memo[key] = found
         return found
 
     def _resolve(self, op, device, dtypes, backend, npu_name) -> Backend:
@@ -247,7 +273,7 @@ def available_backends(registry: Registry = REGISTRY) -> list[BackendInfo]:
                 available=avail.ok,
                 reason=avail.reason,
                 device_kinds=tuple(sorted(b.device_kinds)) if b else (),
-                ops=tuple(sorted(b.dtypes)) if b else (),
+                ops=tuple(sorted(set(b.dtypes) | {op for op, (mods, _) in registry.plugin.items() if any(k.split(":")[0] == name for k in mods)})) if b else (),
                 interpreted=bool(avail.ok and getattr(b, "interpreted", False)),
             )
         )

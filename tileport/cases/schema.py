@@ -284,11 +284,22 @@ def _standard(top: _Reader) -> dict[str, str]:
     return out
 
 
+def _plugin_suite(op: str) -> Path | None:
+    """The suite an operator outside tileport names in its spec (``OpSpec.suite``, made absolute when the
+    plugin was loaded)."""
+    from ..ops.spec import specs
+
+    spec = specs().get(op)
+    return Path(spec.suite) if spec is not None and spec.suite else None
+
+
 def load_suite(source: str | Path) -> Suite:
     """Load a suite by operator name (``tileport/cases/suites/<op>.yaml``) or by path."""
     path = Path(source)
     if path.suffix not in (".yaml", ".yml"):
         path = SUITES / f"{source}.yaml"
+        if not path.exists():
+            path = _plugin_suite(str(source)) or path
         if not path.exists():
             known = ", ".join(sorted(p.stem for p in SUITES.glob("*.yaml")))
             raise ValueError(f"no case suite for operator {source!r}; suites: {known}")

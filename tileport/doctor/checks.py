@@ -266,7 +266,19 @@ def kernel_cache(p: Probe) -> Finding:
     return Finding("kernel cache", "ok", f"{path} (one folder per TileLang version, CPU model and target ISA)")
 
 
+def plugins(p: Probe) -> Finding:
+    """Operators from other packages (the ``tileport.ops`` entry points): which load, which do not and why."""
+    found, broken = p.plugins()
+    if broken:
+        listing = "; ".join(f"{entry}: {why}" for entry, why in broken.items())
+        return Finding("plugins", "warn", f"{len(broken)} plugin entr{'y' if len(broken) == 1 else 'ies'} did not load: {listing}",
+                       "fix or uninstall the package named; tileport's own operators are not affected")  # fmt: skip
+    if not found:
+        return Finding("plugins", "info", "no operators from other packages (entry point group tileport.ops)")
+    return Finding("plugins", "ok", ", ".join(f"{op} ({pkg})" for op, pkg in found.items()))
+
+
 CHECKS = (
     python, python_headers, torch_build, tilelang, compiler, openmp, kernel_cache, cpu_kernel, cpu_simd,
-    glibc, glibcxx, nvcc, cuda_devices, npu, cann, autoload,
+    glibc, glibcxx, nvcc, cuda_devices, npu, cann, autoload, plugins,
 )  # fmt: skip

@@ -54,6 +54,12 @@ def _glibcxx_versions(path: Path | None) -> set[str]:
     return {m.decode() for m in re.findall(rb"GLIBCXX_3\.4\.\d+", data)}
 
 
+def _plugins() -> tuple[dict, dict]:
+    from ..ops.spec import broken_plugins, origin, specs
+
+    return {n: origin(n) for n in specs() if origin(n) != "tileport"}, broken_plugins()
+
+
 def _can_import(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
@@ -72,4 +78,5 @@ class Probe:
     can_import: Callable[[str], bool] = _can_import
     import_module: Callable[[str], object] = importlib.import_module
     environ: dict = field(default_factory=lambda: dict(os.environ))
+    plugins: Callable[[], tuple[dict, dict]] = lambda: _plugins()  # noqa: E731  ({operator: package}, {entry: why})
     machine: str = _platform.machine()

@@ -196,6 +196,11 @@ class OpSpec:
     # The float64 golden's ``run(inputs, backward)`` where the torch reference in float64 is not the op's exact
     # math (a rounding residue the math does not have); None: the torch reference run in float64.
     golden: Callable[[dict, bool], dict] | None = None
+    # An operator outside tileport (``ops/plugins.py``): its backend modules by backend name (``"tilelang:cuda"``
+    # for a device kind) and its case suite's YAML (relative to the spec's module); tileport's own are found
+    # by their files.
+    kernels: dict[str, str] = field(default_factory=dict)
+    suite: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "own_run", self.run is not None)  # False: the derived executor below
@@ -246,19 +251,40 @@ def rows_bytes(shape: tuple[int, ...], dtype: torch.dtype, reads: int, writes: i
 
 
 _SPECS: dict[str, OpSpec] = {}
+_ORIGIN: dict[str, str] = {}  # operator -> the package it came from
+_BROKEN: dict[str, str] = {}  # a plugin entry that did not load -> why
 
 
 def specs() -> dict[str, OpSpec]:
     """Every operator's spec, found by convention: a package under ``tileport.ops`` with a ``spec`` module
-    (``interface`` is the derivation, not an operator)."""
+    (``interface`` is the derivation, not an operator), then the plugins' (``ops/plugins.py``)."""
     if not _SPECS:
         from .. import ops
+        from . import plugins
 
+        own: dict[str, OpSpec] = {}
         for m in sorted(pkgutil.iter_modules(ops.__path__), key=lambda m: m.name):
             if m.ispkg and not m.name.startswith("_") and (Path(m.module_finder.path) / m.name / "spec.py").exists():
                 spec = importlib.import_module(f"{ops.__name__}.{m.name}.spec").SPEC
-                _SPECS[spec.name] = spec
+                own[spec.name] = spec
+        found = plugins.discover(set(own))
+        _ORIGIN.update({n: "tileport" for n in own} | {n: pkg for n, (_, pkg) in found.specs.items()})
+        _BROKEN.update(found.broken)
+        own.update({n: spec for n, (spec, _) in found.specs.items()})
+        _SPECS.update(own)
     return _SPECS
+
+
+def origin(name: str) -> str:
+    """The package operator ``name`` came from (``tileport`` for its own)."""
+    specs()
+    return _ORIGIN.get(name, "tileport")
+
+
+def broken_plugins() -> dict[str, str]:
+    """Plugin entries that did not load, with why (``tileport ops`` and ``tileport doctor`` report them)."""
+    specs()
+    return dict(_BROKEN)
 
 
 def get(name: str) -> OpSpec:

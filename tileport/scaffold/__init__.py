@@ -42,6 +42,22 @@ FILES = {
 EXPORTS = "tileport/ops/__init__.py"
 
 
+# an out-of-tree package (--package DIR): what -> path under DIR, {pkg} its import name
+PACKAGE_FILES = {
+    "pyproject": "pyproject.toml",
+    "ops_init": "{pkg}/__init__.py",
+    "ops_spec": "{pkg}/spec.py",
+    "kernels_init": "{pkg}/kernels/__init__.py",
+    **{target: "{pkg}/kernels/" + module + ".py" for target, module in (
+        ("torch", "torch_ref"), ("tilelang/cpu", "cpu"), ("triton", "triton"), ("tilelang/cuda", "cuda"), ("tilelang/ascend", "ascend"))},
+    "suite": "{pkg}/suite.yaml",
+    "test_numerics": "tests/test_{name}_numerics.py",
+    "test_errors": "tests/test_{name}_errors.py",
+    "conftest": "tests/conftest.py",
+    "docs": "docs/{name}.md",
+}  # fmt: skip
+
+
 class ScaffoldError(ValueError):
     """The request cannot be written: a bad name or signature, an operator that exists, or no checkout."""
 
@@ -104,10 +120,20 @@ def remains(name: str, paths: dict[str, Path], root: Path, left_out: list[str], 
     return items
 
 
+def package_name(folder: Path) -> str:
+    """The import name of an out-of-tree package written into ``folder`` (its name as an identifier)."""
+    pkg = re.sub(r"\W", "_", folder.name.lower()).strip("_") or "tileport_op"
+    return pkg if pkg[0].isalpha() else f"op_{pkg}"
+
+
 def plan(name: str, like: str | None = None, root: Path | None = None, inputs: str | None = None, attrs: str | None = None,
-         outputs: str | None = None) -> Plan:  # fmt: skip
+         outputs: str | None = None, package: Path | None = None) -> Plan:  # fmt: skip
     """What ``scaffold`` would write; ScaffoldError when it may not (checked before anything is written).
-    ``like``: the operator it starts from (default, when no signature is given: ``default_like()``)."""
+    ``like``: the operator it starts from (default, when no signature is given: ``default_like()``).
+    ``package``: write an out-of-tree operator package into this folder (its pyproject declares the
+    ``tileport.ops`` entry point) instead of into tileport's checkout."""
+    if package is not None:
+        return _package_plan(name, like, Path(package), inputs, attrs, outputs)
     root = (root or default_root()).resolve()
     if like is None and inputs is None and outputs is None:
         like = default_like()
@@ -139,12 +165,63 @@ def plan(name: str, like: str | None = None, root: Path | None = None, inputs: s
     return Plan(name, like, root, sig, files, export, todo, left_out)
 
 
+def _package_plan(name: str, like: str | None, folder: Path, inputs, attrs, outputs) -> Plan:
+    root = folder.expanduser().resolve()
+    if like is None and inputs is None and outputs is None:
+        like = default_like()
+    if root.exists() and any(root.iterdir()):
+        raise ScaffoldError(f"--package {folder}: the folder is not empty; scaffold never overwrites")
+    if not (NAME.fullmatch(name) and name.isidentifier() and not keyword.iskeyword(name)):
+        raise ScaffoldError(f"operator name {name!r} is not a valid lower-case Python identifier (like group_norm)")
+    if name in specs():
+        raise ScaffoldError(f"operator {name!r} exists already ({name} is one of tileport's operators or an installed plugin's)")
+    if like is not None and like not in specs():
+        raise ScaffoldError(f"--like {like!r} is not an operator; operators: {', '.join(specs())}")
+    like_spec = specs()[like] if like else None
+    try:
+        sig = build(like_spec, inputs, attrs, outputs)
+    except SignatureError as exc:
+        raise ScaffoldError(str(exc)) from exc
+    pkg = package_name(root)
+    paths = {k: root / p.format(name=name, pkg=pkg) for k, p in PACKAGE_FILES.items()}
+    rel = {k: str(p.relative_to(root)) for k, p in paths.items()}
+    spec_text, left_out = render.spec_text(name, sig, like_spec, rel["ops_spec"], package=pkg)
+    items = [
+        f"`{rel['ops_init']}`: the contract docstring",
+        f"`{rel['ops_spec']}`: summary, math, the torch composite, bytes moved",
+        f"`{rel['torch']}`: the reference forward and backward (the float64 golden and the benchmark)",
+        f"`{rel['tilelang/cpu']}`, `{rel['triton']}`: the CPU and Triton kernels",
+        f"`{rel['tilelang/cuda']}`, `{rel['tilelang/ascend']}`: the device kernels and `lowered`",
+        f"`{rel['suite']}`: value ranges and attribute values",
+        f"then `pip install -e {folder}`, `tileport ops` (it lists {name}), `pytest {folder}/tests`, `tileport verify {name} --level quick`",
+    ] + ([f"not kept from {like} (its own): {', '.join(left_out)}"] if left_out else [])
+    how = f"--package {folder} " + (f"--like {like}" if like and inputs is None and outputs is None else " ".join(
+        f"--{k} {v}" for k, v in (("like", like), ("inputs", inputs), ("attrs", attrs), ("outputs", outputs)) if v))
+    ops_import = f"import {pkg} as OPS"
+    files = {
+        paths["pyproject"]: render.pyproject_text(name, root.name, pkg),
+        paths["ops_init"]: render._fill("ops_init.py.tmpl", name=name, Name=class_name(name), contract=render.contract(sig)),
+        paths["ops_spec"]: spec_text,
+        paths["kernels_init"]: f'"""{name}\'s kernel modules, one per backend (named in spec.py\'s ``kernels``)."""\n',
+        **{paths[t]: render.backend_text(name, sig, t, rel[t]) for t in render.BACKENDS},
+        paths["suite"]: render.suite_text(name, sig, Path(tileport.__file__).resolve().parent / "cases" / "suites" / f"{like or default_like()}.yaml"),
+        paths["test_numerics"]: render.numerics_text(name, sig, ops_import),
+        paths["test_errors"]: render.errors_text(name, sig, ops_import),
+        paths["conftest"]: '"""tileport\'s test fixtures: the float64 golden of an operator, seeded samples."""\n\n'
+                           "from tileport.testing import golden, randn  # noqa: F401\n",
+        paths["docs"]: render.docs_text(name, how, sig, "\n".join(f"{i}. {t}" for i, t in enumerate(items, 1))),
+    }
+    return Plan(name, like, root, sig, files, "", items, left_out)
+
+
 def scaffold(name: str, like: str | None = None, root: Path | None = None, **signature) -> Plan:
-    """Write the new operator's files and its export line; the plan written."""
+    """Write the new operator's files and its export line (in-tree; an out-of-tree package has none); the plan
+    written."""
     p = plan(name, like, root, **signature)
     for path, content in p.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
-    exports = p.root / EXPORTS
-    exports.write_text(exports.read_text() + p.export)
+    if p.export:
+        exports = p.root / EXPORTS
+        exports.write_text(exports.read_text() + p.export)
     return p

@@ -146,20 +146,30 @@ def _call(sig: Signature, name: str) -> str:
     return f"{name}({ins})"
 
 
-def spec_text(name: str, sig: Signature, like: s.OpSpec | None, spec_path: str) -> tuple[str, list[str]]:
+# an out-of-tree package's kernel modules: backend (and device kind) -> module under <package>.kernels
+PACKAGE_KERNELS = {"torch": "torch_ref", "tilelang": "cpu", "triton": "triton", "tilelang:cuda": "cuda", "tilelang:npu-arch35": "ascend"}
+PACKAGE_TARGET = {"torch": "torch", "tilelang": "tilelang/cpu", "triton": "triton", "tilelang:cuda": "tilelang/cuda",
+                  "tilelang:npu-arch35": "tilelang/ascend"}  # fmt: skip
+
+
+def spec_text(name: str, sig: Signature, like: s.OpSpec | None, spec_path: str, package: str | None = None) -> tuple[str, list[str]]:
     kept, left = kept_fields(sig, like)
+    if package:  # an operator outside tileport names its kernels and its suite
+        mods = ", ".join(f"{k!r}: '{package}.kernels.{v}'" for k, v in PACKAGE_KERNELS.items())
+        kept += f"\n    kernels={{{mods}}},\n    suite=\"suite.yaml\","
     imports = "from tileport.ops import spec as s\n"
     if like is not None:
         imports += f"from tileport.ops.{like.name}.spec import SPEC as LIKE  # the fields kept from it\n"
     params = [t.name if not t.optional else f"{t.name}=None" for t in sig.inputs] + [f"{a.name}={a.default!r}" for a in sig.attrs]
     fwd, bwd = byte_counts(sig)
-    usage = [f"y = tileport.{_call(sig, name)}", f"outputs = tileport.{_call(sig, name + '_fwd')}",
-             f"grads = tileport.{name}_bwd({', '.join(sig.backward.tensors)})"]  # fmt: skip
+    api = package or "tileport"
+    usage = [f"y = {api}.{_call(sig, name)}", f"outputs = {api}.{_call(sig, name + '_fwd')}",
+             f"grads = {api}.{name}_bwd({', '.join(sig.backward.tensors)})"]  # fmt: skip
     text = _fill(
         "ops_spec.py.tmpl", name=name, like_note=f" like {like.name}" if like else "", imports=imports,
         composite_params=", ".join(params), spec_path=spec_path, example=example(sig), fwd_bytes=fwd, bwd_bytes=bwd,
         declaration=declaration(sig, like.name if like else None), kept=kept, usage="\n".join(usage),
-    )  # fmt: skip
+    ).replace("import tileport\n\n", f"import {api}\n\n")  # fmt: skip
     return text, left
 
 
@@ -211,7 +221,7 @@ def _inputs_literal(sig: Signature, numerics: bool) -> str:
     return "{" + ", ".join(items) + "}"
 
 
-def errors_text(name: str, sig: Signature) -> str:
+def errors_text(name: str, sig: Signature, ops_import: str = "OPS = tileport") -> str:
     p = sig.inputs[0].name
     tests = []
     for t in sig.inputs[1:]:
@@ -222,7 +232,7 @@ def test_{t.name}_of_another_shape():
     ins = _inputs()
     ins["{t.name}"] = torch.randn(4, 7)
     with pytest.raises(ValueError, match=r"{t.name} must have {p}'s shape \\(4, 8\\), got \\(4, 7\\)"):
-        tileport.{name}(**ins)''')
+        OPS.{name}(**ins)''')
         else:
             tests.append(f'''
 
@@ -230,7 +240,7 @@ def test_{t.name}_of_another_length():
     ins = _inputs()
     ins["{t.name}"] = torch.ones(5)
     with pytest.raises(ValueError, match=r"{t.name} must have shape x.shape\\[-1:\\] = \\(8,\\), got \\(5,\\)"):
-        tileport.{name}(**ins)''')
+        OPS.{name}(**ins)''')
     for a in sig.attrs:
         bad, exc, match = {s.EPS: ("-1.0", "ValueError", f"{a.name} must be finite and >= 0"),
                            s.REAL: ("math.inf", "ValueError", f"{a.name} must be finite"),
@@ -243,14 +253,14 @@ def test_{t.name}_of_another_length():
 
 def test_bad_{a.name}():
     with pytest.raises({exc}, match="{match}"):
-        tileport.{name}(**_inputs(), {a.name}={bad})''')
+        OPS.{name}(**_inputs(), {a.name}={bad})''')
     stats = [i for i, t in enumerate(sig.outputs) if t.role == s.PER_ROW and isinstance(t.empty, float) and math.isnan(t.empty)]
     empty = "".join(f"    assert torch.isnan(first[{i}]).all()\n" for i in stats)
     return _fill("test_errors.py.tmpl", name=name, primary=p, inputs=_inputs_literal(sig, False), per_input="".join(tests) + "\n",
-                 empty_stats=empty)  # fmt: skip
+                 empty_stats=empty, ops_import=ops_import)  # fmt: skip
 
 
-def numerics_text(name: str, sig: Signature) -> str:
+def numerics_text(name: str, sig: Signature, ops_import: str = "OPS = tileport") -> str:
     douts = [f"d{t.name}" for t in sig.outputs if t.role == s.ROWS]
     grads = "{" + ", ".join(f"{d!r}: randn(M, D, dtype=dtype, seed={20 + i})" for i, d in enumerate(douts)) + "}"
     ins = {t.name for t in sig.inputs}
@@ -260,7 +270,7 @@ def numerics_text(name: str, sig: Signature) -> str:
     return _fill(
         "test_numerics.py.tmpl", name=name, primary=sig.inputs[0].name, inputs=_inputs_literal(sig, True), grads_in=grads,
         outputs=repr(tuple(t.name for t in sig.outputs)), bwd_args=f"**({saved_expr})",
-        returns=repr(tuple(t.name for t in (sig.backward.returns or sig.grads))),
+        returns=repr(tuple(t.name for t in (sig.backward.returns or sig.grads))), ops_import=ops_import,
     )  # fmt: skip
 
 
@@ -303,3 +313,27 @@ def docs_text(name: str, how: str, sig: Signature, remains: str) -> str:
                  f"{', '.join(f'{a.name}={a.default!r}' for a in sig.attrs)}) -> ({', '.join(t.name for t in sig.outputs)}), "
                  f"({', '.join(t.name for t in sig.grads)})")  # fmt: skip
     return _fill("docs.md.tmpl", name=name, how=how, signature=signature, remains=remains, helpers=HELPERS)
+
+
+def pyproject_text(name: str, dist: str, package: str) -> str:
+    return f"""[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "{dist}"
+version = "0.1.0"
+description = "{name}: an operator for tileport (TODO({name}): what it computes)"
+requires-python = ">=3.10"
+dependencies = ["tileport"]
+
+# tileport finds the operator through this entry point (`tileport ops` lists it once the package is installed)
+[project.entry-points."tileport.ops"]
+{name} = "{package}.spec:SPEC"
+
+[tool.setuptools.packages.find]
+include = ["{package}*"]
+
+[tool.setuptools.package-data]
+"{package}" = ["suite.yaml"]
+"""

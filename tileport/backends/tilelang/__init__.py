@@ -76,10 +76,18 @@ class TileLangBackend:
         hardware rsqrt, default 1). ``only``: the kernel names to lower (all by default). A kernel is lowered once
         per process for its op, target, dtype, width bucket and options (an Ascend lowering takes 10-60 s here).
         """
+        from ..registry import REGISTRY
+
         kind = {"cuda": platform.CUDA, "ascend": platform.NPU_ARCH35}[target]
-        if kind not in self.targets(op):
+        if op in REGISTRY.plugin:  # an operator outside tileport: the module its package names
+            name = REGISTRY.plugin_module(self.name, op, kind)
+            if name is None:
+                raise ValueError(f"no {target} kernels for {op!r} (its package names: {', '.join(REGISTRY.plugin[op][0])})")
+            module = importlib.import_module(name)
+        elif kind not in self.targets(op):
             raise ValueError(f"no {target} kernels for {op!r}")
-        module = self.kernels(op, kind)
+        else:
+            module = self.kernels(op, kind)
         takes = inspect.signature(module.lowered).parameters
         unknown = [k for k in options if k not in takes and not any(p.kind == p.VAR_KEYWORD for p in takes.values())]
         if unknown:

@@ -82,11 +82,22 @@ def derive(spec: s.OpSpec, module: str | None = None) -> Api:
     with _LOCK:
         found = _DERIVED.get(spec.name)
         if found is None:
-            found = _DERIVED[spec.name] = _build(spec, module or f"tileport.ops.{spec.name}")
+            found = _DERIVED[spec.name] = _build(spec, module or _home(spec))
         return found
 
 
+def _home(spec: s.OpSpec) -> str:
+    """The package the operator's public names live in: ``tileport.ops.<name>``, or a plugin's package (the
+    one holding the module that declares its spec)."""
+    declared = getattr(spec.composite, "__module__", "") or ""
+    if declared.startswith("tileport.ops.") or not declared:
+        return f"tileport.ops.{spec.name}"
+    return declared.rsplit(".", 1)[0] if "." in declared else declared
+
+
 def _build(spec: s.OpSpec, module: str) -> Api:
+    if spec.kernels:  # an operator outside tileport: its backend modules, by backend (and device kind)
+        REGISTRY.register_kernels(spec.name, spec.kernels, spec.dtypes)
     names = public_names(spec.name)
     src = codegen.source(spec, names)
     filename = f"<tileport interface of {spec.name}>"

@@ -231,7 +231,8 @@ def autograd(spec: s.OpSpec, lay: Layout) -> str:
         src += f"        ctx.mark_non_differentiable({_join(stats)})\n"
     src += f"        return {_tuple(outs)}\n\n    @staticmethod\n"
     src += f"    def backward(ctx, {_join(incoming)}):\n"
-    src += f"        {_join(lay.saved)}{',' if len(lay.saved) == 1 else ''} = ctx.saved_tensors\n"
+    if lay.saved:
+        src += f"        {_join(lay.saved)}{',' if len(lay.saved) == 1 else ''} = ctx.saved_tensors\n"
     src += f"        {_join(options)}{',' if len(options) == 1 else ''} = ctx.options\n"
     src += f"        {_assign(rets, f'_bwd({_join(bwd)})')}\n"
     src += "        need = ctx.needs_input_grad\n"

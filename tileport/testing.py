@@ -1,0 +1,40 @@
+"""pytest fixtures for an operator's tests, tileport's own and a plugin package's (import them into a
+conftest.py: ``from tileport.testing import golden, randn``):
+
+- ``golden(op, **inputs)``: {output name: tensor} of the operator's float64 golden on the inputs upcast to
+  float64 (its forward, and its backward when ``dy`` is given): the spec's own golden, else the torch
+  reference, as ``tileport verify``'s;
+- ``randn(*shape, dtype=, seed=, scale=)``: seeded normal samples drawn in fp32, then cast (the same values for
+  every dtype of a test).
+
+Importing this module sets ``TRITON_INTERPRET=1`` where no GPU is present (Triton runs on a CPU only under its
+interpreter, chosen before triton is imported).
+"""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture
+def golden():
+    from tileport.ops.spec import get
+
+    def run(op: str, **inputs):
+        up = {k: v.double() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+        return get(op).run_golden(up, "dy" in inputs)
+
+    return run
+
+
+@pytest.fixture
+def randn():
+    def make(*shape, dtype=torch.float32, seed=0, scale=1.0):
+        g = torch.Generator().manual_seed(seed)
+        return (torch.randn(*shape, generator=g, dtype=torch.float32) * scale).to(dtype)
+
+    return make
