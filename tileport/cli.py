@@ -117,6 +117,7 @@ def verify(
     resume: Optional[Path] = typer.Option(None, "--resume", help="an interrupted run's --out folder: finish its run there"),
     impl: Optional[list[str]] = typer.Option(None, "--impl", help="an implementation of OP's contract to verify beside the backends: MODULE:FUNCTION or path/to/file.py:FUNCTION (repeatable)"),
     arg: Optional[list[str]] = typer.Option(None, "--arg", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"),
+    problem: Optional[Path] = typer.Option(None, "--problem", help="a KernelBench-style problem file (Model, get_inputs, get_init_inputs): judge --impl's ModelNew against its Model"),
     ray: Optional[str] = typer.Option(
         None, "--ray", metavar="[ADDRESS]",
         help="run the accuracy cases as Ray tasks: on the cluster at ADDRESS (auto, HOST:PORT, ray://HOST:PORT), "
@@ -135,6 +136,8 @@ def verify(
 
     from .cases import CaseFileError
 
+    if problem is not None:
+        return _verify_problem(problem, impl, level, dtype, out, seed, retest_seeds)
     if resume is not None:  # the request comes from the run being resumed
         try:
             req = journal.read_request(resume)
@@ -184,6 +187,47 @@ def verify(
             print_table(t)
     paths = write_report(rep, out)
     console.print(f"report: {paths['md']} and {paths['html']} (results.json, results.csv, plots) in {out}")
+    if not rep.passed:
+        console.print(f"[red]{len(rep.failures)} of {len(rep.results)} checks failed at {level}[/]")
+        raise typer.Exit(1)
+    console.print(f"[green]all {len(rep.results)} checks passed at {level}[/] ({rep.limits} ratio limits)")
+
+
+def _verify_problem(problem: Path, impl: Optional[list[str]], level: str, dtype, out: Path, seed: int, retest_seeds) -> None:
+    """``verify --problem ref.py --impl new.py``: the candidate's ModelNew against the problem's Model."""
+    import time
+
+    from . import problems
+    from .report import tables, write_report
+    from .verify import Report, environment
+
+    if not impl or len(impl) != 1:
+        raise typer.BadParameter("--problem needs exactly one --impl: the candidate file (new.py, or new.py:NAME for a class other than ModelNew)", param_hint="--impl")
+    try:
+        p = problems.load(str(problem), impl[0])
+        limits, count, runs, seeds, conforming = problems.level(level)
+    except problems.ProblemError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    t0 = time.perf_counter()
+    with _progress() as bar:
+        task = bar.add_task("verify", total=count)
+        result = problems.run_problem(p, level, limits, count, runs, retest_seeds or seeds, _dtypes(dtype), seed,
+                                      progress=lambda what: bar.update(task, description=what, advance=1),
+                                      min_seeds=problems.RETEST_MIN_SEEDS if conforming else 0)  # fmt: skip
+    env = environment("the problem's Model") | problems.describe(p)
+    need = problems.COUNTS[limits]
+    counts = {"conforming": conforming, "beyond_scale": 0,
+              "required": {"cases": need.cases, "cases_per_dtype": need.cases_per_dtype, "runs_per_case": need.runs_per_case, "elements": 1_000_000},
+              "actual": {"cases": result["cases"], "cases_per_dtype": {}, "runs_per_case": runs, "elements": result["elements"]},
+              "met": {"cases": result["cases"] >= need.cases, "cases_per_dtype": True, "runs_per_case": runs >= need.runs_per_case,
+                      "elements": result["elements"] >= 1_000_000}}  # fmt: skip
+    rep = Report(p.name, level, limits, seed, env, [], result["cases"], result["elements"], runs, retest_seeds or seeds, result["results"],
+                 result["aggregates"], [], [], [], time.perf_counter() - t0, counts, result["skipped"])  # fmt: skip
+    for t in tables.all_tables(rep):
+        if t.rows:
+            print_table(t)
+    paths = write_report(rep, out)
+    console.print(f"report: {paths['md']} and {paths['html']} in {out}", markup=False)
     if not rep.passed:
         console.print(f"[red]{len(rep.failures)} of {len(rep.results)} checks failed at {level}[/]")
         raise typer.Exit(1)
