@@ -175,11 +175,12 @@ class Impl:
     def _param(self, name: str) -> str | None:
         return next((p for p, n in self.mapping.items() if n == name), None)
 
-    def _poisoned(self, spec: s.OpSpec, x: torch.Tensor):
-        """NaN-filled outputs of the contract's shapes and dtypes (the standard's section 3)."""
-        outs = [torch.full(tuple(x.shape[:-1]) if t.role == s.PER_ROW else tuple(x.shape), math.nan,
-                           dtype=torch.float32 if t.dtype == "stat" and x.dtype != torch.float64 else x.dtype) for t in spec.outputs]  # fmt: skip
-        return outs[0] if len(outs) == 1 else tuple(outs)
+    def _poisoned(self, spec: s.OpSpec, x: torch.Tensor) -> torch.Tensor:
+        """The first output NaN-filled, its shape and dtype (the standard's section 3): ``out=`` as torch's
+        functions take it, one tensor for the main result."""
+        t = spec.outputs[0]
+        return torch.full(tuple(x.shape[:-1]) if t.role == s.PER_ROW else tuple(x.shape), math.nan,
+                          dtype=torch.float32 if t.dtype == "stat" and x.dtype != torch.float64 else x.dtype)
 
     def _outputs(self, spec: s.OpSpec, returned, x: torch.Tensor) -> dict[str, torch.Tensor]:
         values = tuple(returned) if isinstance(returned, (tuple, list)) else (returned,)

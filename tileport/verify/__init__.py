@@ -233,7 +233,8 @@ def run(
     results, pairs, skipped = merge([*done.values(), *fresh])
     studies = [study(dtypes, seed) for study in spec.studies] if plan.device == "cpu" else []
     tested = [n for n in names if n not in interpreted]
-    perf = performance(op, perf_groups, tested, progress=step, device=plan.device) if with_perf else []
+    impls = tuple(external.resolve(spec, t, a) for t, a in plan.impls.items())
+    perf = performance(op, perf_groups, tested, progress=step, device=plan.device, impls=impls) if with_perf else []
     aggs = aggregate(results)
     scale = [c for c in cases if c.counted]  # special scenarios and extras are beyond the standard's case scale
     elements = sum(c.elements for c in scale)

@@ -23,6 +23,9 @@ def performance(
     budget_s: float = 0.2,
     progress: Callable[[str], None] | None = None,
     device: str = "cpu",
+    impls: tuple = (),
 ) -> list[dict]:
-    tested = [b for b in backends if b != "torch"]
-    return run(op, groups, backends=tested, budget_s=budget_s, progress=progress, device=device)
+    """The timings of verify's report: tileport's backends (an ``impl:`` provider is passed in ``impls``, as
+    ``external.Impl``, and timed under its name)."""
+    tested = [b for b in backends if b != "torch" and not b.startswith("impl:")]
+    return run(op, groups, backends=tested, budget_s=budget_s, progress=progress, device=device, impls=impls)
