@@ -43,6 +43,17 @@ ALIASES = {
 DERIVED = {"normalized_shape": lambda x: tuple(x.shape[-1:]), "hidden_size": lambda x: x.shape[-1]}
 
 
+def canonical(spec: s.OpSpec, name: str) -> str:
+    """The operator's input or attribute a user's name stands for (``input`` -> the first input, ``epsilon`` ->
+    eps), or the name itself."""
+    names = [t.name for t in spec.inputs] + [a.name for a in spec.attrs]
+    if name in names or name in DERIVED:
+        return name
+    if name in FIRST:
+        return spec.inputs[0].name
+    return next((n for n in names if name in ALIASES.get(n, ())), name)
+
+
 class ImplError(ValueError):
     """An implementation that cannot be put through the contract: its target does not resolve, or its signature
     cannot be mapped; the message names the thing and what was expected."""

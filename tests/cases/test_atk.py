@@ -52,7 +52,7 @@ EXAMPLE = (EXAMPLES / "l2norm.yaml").read_text()
         ("dtype_numbers: 200", "dtype_numbers: 200\nshape_distribution: x", "shape_distribution", "one of the keys api"),
         ("      max_length: 131072", "      max_length: 131072\n      min_length: 1", "inputs[0].shapes.min_length", "one of the keys"),
         ("type: attr", "type: scalar", "inputs[1].type", "tensor or attr"),
-        ("  - name: eps", "  - name: epsilon", "inputs[1].name", "an attribute of l2norm"),
+        ("  - name: eps", "  - name: smoothing", "inputs[1].name", "an attribute of l2norm"),  # (epsilon: an alias of eps)
         ("valid: {values: [[-5, 5]]}", "valid: {values: [[5, -5]]}", "inputs[0].ranges.valid.values", "low <= high"),
         ("valid: {values: [[-5, 5]]}", "valid: {values: [[-5, 5]], weights: [1, 2]}", "inputs[0].ranges.valid.weights", "1 positive numbers"),
         ("dtypes: {values: [float32, float16, bfloat16]}", "dtypes: {values: [float32, int8]}", "inputs[0].dtypes.values", "fp32, fp16, bf16"),
@@ -77,3 +77,53 @@ def test_a_second_tensor_may_not_declare_shapes(tmp_path):
     path.write_text(text)
     with pytest.raises(CaseFileError, match=r"inputs\[1\].shapes.*only the first tensor declares them"):
         load_suite(path)
+
+
+def test_a_file_written_with_the_apis_own_parameter_names():
+    """torch.nn.functional.rms_norm(input, normalized_shape, weight=None, eps=None): input is x, normalized_shape
+    is derived from it (read, not drawn), eps a list of discrete values with weights, declared float."""
+    s = load_suite(EXAMPLES / "rms_norm_api_names.yaml")
+    assert s.name == "rms_norm" and [t.name for t in s.tensors] == ["x", "weight", "dy"]
+    (eps,) = s.attrs
+    assert eps.values == (1e-6, 1e-5, 1e-12) and eps.weights == (2.0, 1.0, 1.0)
+    drawn = [c.attrs["eps"] for c in generate(s, "L0", dtypes=[torch.float32]) if c.counted]
+    share = drawn.count(1e-6) / len(drawn)
+    assert 0.35 < share < 0.65 and set(drawn) == {1e-6, 1e-5, 1e-12}  # drawn by the weights: half of them 1e-6
+
+
+def _atk(tmp_path, text):
+    path = tmp_path / "design.yaml"
+    path.write_text(text)
+    return path
+
+
+BASE = """
+api: pytorch
+api_type: function
+name: torch.nn.functional.rms_norm
+standard: {acc: double_bm}
+inputs:
+  - name: input
+    type: tensor
+    dtypes: {values: [fp32]}
+    shapes: {dim_numbers: {values: [2]}}
+"""
+
+
+@pytest.mark.parametrize(
+    "extra,key,message",
+    [
+        ("outputs: [y]\n", "outputs", "not supported yet"),
+        ("shape_distributions: {}\n", "shape_distributions", "not supported yet"),
+        ("  - {name: epsilon, type: attr, ranges: {valid: {values: [1.0e-6, 1.0e-5]}}, dtypes: {values: [int]}}\n",
+         "inputs[1].ranges.valid.values", "values of dtype int for 'eps'"),
+        ("  - {name: epsilon, type: attr, ranges: {valid: {values: [1.0e-6, 1.0e-5], weights: [1]}}}\n",
+         "inputs[1].ranges.valid.weights", "2 positive numbers, one per interval"),
+        ("  - {name: gamma2, type: tensor}\n", "inputs[1].name", "by the API's names: input, weight"),
+    ],
+)  # fmt: skip
+def test_kit_keys_and_attribute_values_are_checked_by_name(tmp_path, extra, key, message):
+    text = BASE + extra if extra.startswith("  -") else extra + BASE
+    with pytest.raises(CaseFileError, match=message) as info:
+        load_suite(_atk(tmp_path, text))
+    assert key in str(info.value)

@@ -93,8 +93,15 @@ def _pick_range(rng: np.random.Generator, ranges) -> str:
 
 
 def _draw_attrs(suite: Suite, rng) -> dict:
-    """One value of each attribute, uniformly among its equivalence classes."""
-    return {a.name: a.values[int(rng.integers(len(a.values)))] for a in suite.attrs}
+    """One value of each attribute among its equivalence classes: uniformly, or by the file's weights."""
+    out = {}
+    for a in suite.attrs:
+        if a.weights:
+            w = np.asarray(a.weights, dtype=np.float64)
+            out[a.name] = a.values[int(rng.choice(len(a.values), p=w / w.sum()))]
+        else:
+            out[a.name] = a.values[int(rng.integers(len(a.values)))]
+    return out
 
 
 def _model_cases(suite: Suite, n: int, rng) -> list[Case]:

@@ -70,6 +70,7 @@ class AttrInput:
     required: bool
     values: tuple[Any, ...]
     invalid: tuple[Any, ...] = ()  # values the operator must reject with a clear error
+    weights: tuple[float, ...] = ()  # how often each value is drawn (empty: uniformly)
 
 
 @dataclass(frozen=True)
