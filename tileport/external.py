@@ -13,6 +13,7 @@ the backward is listed as not tested.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -67,6 +68,22 @@ def is_impl(provider: str) -> bool:
     return provider.startswith(PREFIX)
 
 
+def import_file(path: Path):
+    """The module in the Python file at ``path``, imported once per process under a name of its own (a stable
+    digest of the path); the file's own exception propagates, with the module forgotten."""
+    name = "tileport_file_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    if name not in sys.modules:
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
+
+
 def load_callable(target: str) -> tuple[Callable, str, str]:
     """(the callable, its module name, its file) of ``MODULE:FUNCTION`` or ``path/to/file.py:FUNCTION``
     (a dotted FUNCTION reaches into a class or an object)."""
@@ -77,17 +94,10 @@ def load_callable(target: str) -> tuple[Callable, str, str]:
         path = Path(where).expanduser().resolve()
         if not path.is_file():
             raise ImplError(f"--impl {target!r}: no file {path}")
-        modname = f"tileport_impl_{abs(hash(str(path))):x}"
-        if modname not in sys.modules:
-            module_spec = importlib.util.spec_from_file_location(modname, path)
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules[modname] = module
-            try:
-                module_spec.loader.exec_module(module)
-            except Exception as exc:
-                del sys.modules[modname]
-                raise ImplError(f"--impl {target!r}: {path} does not import: {type(exc).__name__}: {exc}") from None
-        module = sys.modules[modname]
+        try:
+            module = import_file(path)
+        except Exception as exc:
+            raise ImplError(f"--impl {target!r}: {path} does not import: {type(exc).__name__}: {exc}") from None
     else:
         try:
             module = importlib.import_module(where)

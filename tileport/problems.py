@@ -13,9 +13,7 @@ shapes ran and why.
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -25,6 +23,7 @@ import torch
 
 from .cases.values import draw_mu_sigma, standard_values
 from .dtypes import name as dtype_name
+from .external import import_file
 from .precision import COUNTS, CaseResult, Metrics, Verdict, aggregate, compare, retest_verdicts
 from .precision.standard import DISTRIBUTIONS, RETEST_MIN_SEEDS
 
@@ -40,17 +39,10 @@ def _load_module(path: str, what: str):
     p = Path(path).expanduser().resolve()
     if not p.is_file():
         raise ProblemError(f"{what} {path}: no such file")
-    name = f"tileport_problem_{abs(hash(str(p))):x}"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, p)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
-            del sys.modules[name]
-            raise ProblemError(f"{what} {path} does not import: {type(exc).__name__}: {exc}") from None
-    return sys.modules[name], p
+    try:
+        return import_file(p), p
+    except Exception as exc:
+        raise ProblemError(f"{what} {path} does not import: {type(exc).__name__}: {exc}") from None
 
 
 @dataclass

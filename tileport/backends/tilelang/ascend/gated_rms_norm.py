@@ -15,6 +15,7 @@ both stages fit the unified buffer. Without a weight the launcher passes ones.
 import tilelang.ascend.language as T
 import torch
 
+from .. import activations
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import CORES, MAX_WIDTH, NR_STEPS, THREADS, bucket, refined_rsqrt, rows_per_block
 from ... import outputs
@@ -23,19 +24,13 @@ RUNNER = RUNNERS["ascend"]
 BWD_WIDTH = 2048  # six row tiles and three column vectors, double-buffered, at 4 bytes: within the UB
 
 
-def _sigmoid(v):
-    return 1.0 / (1.0 + T.exp(-v))
-
 
 def act(activation: str, v):
-    """silu as v / (1 + exp(-v)): one rounding fewer than v * sigmoid(v) (torch's order)."""
-    return v / (1.0 + T.exp(-v)) if activation == "silu" else _sigmoid(v)
+    return activations.act(T, activation, v)
 
 
 def act_grad(activation: str, v):
-    s = _sigmoid(v)
-    return s * (1.0 + v * (1.0 - s)) if activation == "silu" else s * (1.0 - s)
-
+    return activations.act_grad(T, activation, v)
 
 def build_forward(width: int, x_dtype, g_dtype, w_dtype, y_dtype, activation: str = "silu", norm_before_gate: bool = True,
                   nr_steps: int = NR_STEPS):  # fmt: skip

@@ -12,6 +12,7 @@ order (deterministic). Without a weight the launcher passes ones.
 import tilelang.language as T
 import torch
 
+from .. import activations
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import bucket, rsqrt as _rsqrt, threads as _threads
 from ... import outputs
@@ -19,19 +20,13 @@ from ... import outputs
 RUNNER = RUNNERS["cuda"]
 
 
-def _sigmoid(v):
-    return 1.0 / (1.0 + T.exp(-v))
-
 
 def act(activation: str, v):
-    """silu as v / (1 + exp(-v)): one rounding fewer than v * sigmoid(v) (torch's order)."""
-    return v / (1.0 + T.exp(-v)) if activation == "silu" else _sigmoid(v)
+    return activations.act(T, activation, v)
 
 
 def act_grad(activation: str, v):
-    s = _sigmoid(v)
-    return s * (1.0 + v * (1.0 - s)) if activation == "silu" else s * (1.0 - s)
-
+    return activations.act_grad(T, activation, v)
 
 def build_forward(chunk: int, x_dtype, g_dtype, w_dtype, y_dtype, activation: str = "silu", norm_before_gate: bool = True,
                   rsqrt: str = "exact"):  # fmt: skip
