@@ -9,6 +9,7 @@ custom ops, autograd and module). Discovery is by that convention; nothing else 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import pkgutil
@@ -207,18 +208,19 @@ class OpSpec:
         if self.run is None:  # the derived executor: forward, then backward from what it saved
             object.__setattr__(self, "run", lambda inputs, backend, backward: self.api.run(inputs, backend, backward))
 
-    @property
+    # cached on the instance: bench times calls made through them, so they cost a dict lookup, not a derivation
+    @functools.cached_property
     def api(self):
         """The interface derived from this declaration (built once per operator, on first use)."""
         from .interface import derive
 
         return derive(self)
 
-    @property
+    @functools.cached_property
     def function(self) -> Callable:
         return self.api.function
 
-    @property
+    @functools.cached_property
     def forward(self) -> Callable:
         """The forward outputs as a tuple, whatever their number."""
         return self.api.forward_tuple

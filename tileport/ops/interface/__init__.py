@@ -47,10 +47,10 @@ class Api:
     source: str  # the generated code, for reading (tracebacks show its lines)
     namespace: dict
 
-    def forward_tuple(self, *args, **kwargs) -> tuple:
-        """``forward`` with its result always a tuple."""
-        r = self.forward(*args, **kwargs)
-        return r if isinstance(r, tuple) else (r,)
+    @property
+    def forward_tuple(self) -> Callable:
+        """``forward`` with its result always a tuple (``forward`` itself where it returns several)."""
+        return self.namespace["_forward_tuple"]
 
     def run(self, inputs: dict, backend: str | None, backward: bool) -> dict:
         """verify's executor (the spec's ``run`` unless it gives its own)."""
@@ -124,6 +124,8 @@ def _build(spec: s.OpSpec, module: str) -> Api:
     for n in lay.bwd_given:
         ns[f"_BWD_DEFAULT_{n}"] = None  # the backward's given attributes: not given unless passed
     exec(compile(src, filename, "exec"), ns)
+    fwd = ns[names["forward"]]
+    ns["_forward_tuple"] = fwd if len(spec.outputs) > 1 else (lambda *a, **k: (fwd(*a, **k),))
     defaults = {
         "function": f"Differentiable {spec.name}: {spec.math} (the contract: ``{module}``).",
         "forward": f"The outputs of {spec.name} ({', '.join(t.name for t in spec.outputs)}), without autograd.",
