@@ -9,7 +9,6 @@ custom ops, autograd and module). Discovery is by that convention; nothing else 
 
 from __future__ import annotations
 
-import functools
 import importlib
 import math
 import pkgutil
@@ -208,22 +207,30 @@ class OpSpec:
         if self.run is None:  # the derived executor: forward, then backward from what it saved
             object.__setattr__(self, "run", lambda inputs, backend, backward: self.api.run(inputs, backend, backward))
 
-    # cached on the instance: bench times calls made through them, so they cost a dict lookup, not a derivation
-    @functools.cached_property
+    # Cached on the instance (bench times calls made through them: a dict lookup, not a derivation), without
+    # functools.cached_property, whose lock (Python 3.11) torch.compile cannot trace.
+    def _cached(self, key: str, make: Callable):
+        found = self.__dict__.get(key)
+        if found is None:
+            found = make()
+            object.__setattr__(self, key, found)
+        return found
+
+    @property
     def api(self):
         """The interface derived from this declaration (built once per operator, on first use)."""
         from .interface import derive
 
-        return derive(self)
+        return self._cached("_api", lambda: derive(self))
 
-    @functools.cached_property
+    @property
     def function(self) -> Callable:
-        return self.api.function
+        return self._cached("_function", lambda: self.api.function)
 
-    @functools.cached_property
+    @property
     def forward(self) -> Callable:
         """The forward outputs as a tuple, whatever their number."""
-        return self.api.forward_tuple
+        return self._cached("_forward", lambda: self.api.forward_tuple)
 
     def precision_dtype(self, output: str, dtype: torch.dtype) -> torch.dtype:
         """The dtype whose small-value rule applies to ``output`` (fp32 for fp32 statistics of 16-bit inputs)."""

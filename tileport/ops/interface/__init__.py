@@ -124,8 +124,8 @@ def _build(spec: s.OpSpec, module: str) -> Api:
     for n in lay.bwd_given:
         ns[f"_BWD_DEFAULT_{n}"] = None  # the backward's given attributes: not given unless passed
     exec(compile(src, filename, "exec"), ns)
-    fwd = ns[names["forward"]]
-    ns["_forward_tuple"] = fwd if len(spec.outputs) > 1 else (lambda *a, **k: (fwd(*a, **k),))
+    if len(spec.outputs) > 1:  # the forward returns a tuple itself
+        ns["_forward_tuple"] = ns[names["forward"]]
     defaults = {
         "function": f"Differentiable {spec.name}: {spec.math} (the contract: ``{module}``).",
         "forward": f"The outputs of {spec.name} ({', '.join(t.name for t in spec.outputs)}), without autograd.",

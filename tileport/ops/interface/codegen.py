@@ -268,6 +268,10 @@ def public(spec: s.OpSpec, lay: Layout, names: dict[str, str]) -> str:
         src += f"        out = _rt.check_out(SPEC, {names['forward']!r}, out, {x}, {_values(lay.options)})\n"
         src += f"        return _forward_impl({_join(fwd)}, out)\n"
     src += f"    return _fwd({_join(fwd)})\n\n\n"
+    if len(lay.outputs) == 1:  # the generic layers' convention, a tuple, with the same parameters (no repacking)
+        star = fsig.index("*") if "*" in fsig else len(fsig)
+        call = [*fsig[:star], *(f"{n}={n}" for n in fsig[star + 1 :])]
+        src += f"def _forward_tuple({_params(spec, fsig)}):\n    return ({names['forward']}({_join(call)}),)\n\n\n"
     roles = tensor_roles(spec)
     p = lay.bwd_primary
     bchecks = "".join(_check_tensor(roles[n], p, n == p) for n in lay.bwd_tensors)
