@@ -1,5 +1,6 @@
 import json
 
+import pytest
 import torch
 
 from typer.testing import CliRunner
@@ -137,3 +138,14 @@ def test_verify_names_a_malformed_case_file(tmp_path):
     bad.write_text("name: l2norm\napi: pytorch\nstandard: {acc: double_bm}\ninputs: []\nsurprise: 1\n")
     result = runner.invoke(app, ["verify", "--cases", str(bad), "--level", "quick"])
     assert result.exit_code != 0 and "surprise" in result.output
+
+
+@pytest.mark.parametrize("command", ["ops", "backends", "doctor", "verify", "cases", "bench", "lower", "scaffold"])
+def test_help_shows_brackets_literally_and_one_example(command):
+    """Help text is plain (rich markup swallowed ``[ray]`` in ``tileport[ray]``), wrapped by the terminal's
+    formatter, and gives one example line."""
+    result = CliRunner().invoke(app, [command, "--help"])
+    assert result.exit_code == 0
+    assert f"Example: tileport {command}" in result.output
+    if command == "verify":
+        assert "tileport[ray]" in " ".join(result.output.split())

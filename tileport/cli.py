@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Port tile-level operators and prove each port.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, help="Port tile-level operators and prove each port.")
 console = Console(width=None if Console().is_terminal else 160)
 err_console = Console(stderr=True, width=None if Console(stderr=True).is_terminal else 160)
 
@@ -37,7 +37,11 @@ def _ops_help(verb: str) -> str:
 
 @app.command()
 def backends() -> None:
-    """List the backends, whether each can run here, and why not."""
+    """List the backends, whether each can run here, and why not.
+
+    \b
+    Example: tileport backends
+    """
     from . import available_backends
 
     table = Table(title="tileport backends")
@@ -52,7 +56,11 @@ def backends() -> None:
 
 @app.command()
 def ops() -> None:
-    """List the operators: what each computes, its inputs and outputs, the backends that serve it."""
+    """List the operators: what each computes, its inputs and outputs, the backends that serve it.
+
+    \b
+    Example: tileport ops
+    """
     from . import available_backends
     from .ops.spec import broken_plugins, origin, specs
 
@@ -126,7 +134,11 @@ def verify(
 ) -> None:
     """Run OP's case suite on every available backend: accuracy (dual benchmark), performance, memory; write
     a report. Exit code 1 when a check fails. Each finished case is journaled in the --out folder, so
-    ``--resume FOLDER`` finishes an interrupted run with the report an uninterrupted one gives."""
+    ``--resume FOLDER`` finishes an interrupted run with the report an uninterrupted one gives.
+
+    \b
+    Example: tileport verify l2norm --level quick
+    """
     from .cases import load_suite
     from .report import tables, write_report
     from .verify import journal, prepare
@@ -243,7 +255,11 @@ def cases(
     seed: int = typer.Option(0, help="seed of the generated cases"),
 ) -> None:
     """Write OP's generated cases without running them (as the test kit's case command does): per case its
-    id, inputs' shapes and dtypes, attributes, distribution (mu, sigma), outliers and scenario."""
+    id, inputs' shapes and dtypes, attributes, distribution (mu, sigma), outliers and scenario.
+
+    \b
+    Example: tileport cases l2norm --level L1 --out cases.json
+    """
     import json
 
     from .cases import generate, load_suite
@@ -300,7 +316,11 @@ def bench(
     arg: Optional[list[str]] = typer.Option(None, "--arg", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"),
 ) -> None:
     """Time OP's providers side by side (tileport backends, torch eager, torch.compile, a copy of the same
-    bytes), append to the CSV, write the markdown table and PNGs."""
+    bytes), append to the CSV, write the markdown table and PNGs.
+
+    \b
+    Example: tileport bench rms_norm --quick --mode fwd
+    """
     from .bench import csvfile
     from .bench.bar import judge_bar
     from .bench.plots import bench_plots, latest
@@ -360,7 +380,11 @@ def bench(
 def doctor(as_json: bool = typer.Option(False, "--json", help="print the findings as JSON")) -> None:
     """Check Python, torch, TileLang, the compiler, OpenMP, the kernel cache, glibc/libstdc++, CUDA, Ascend
     (torch_npu, CANN, bisheng) and say how to fix each problem. Exit code 1 when the default CPU backend
-    cannot run."""
+    cannot run.
+
+    \b
+    Example: tileport doctor --json
+    """
     import dataclasses
     import json
 
@@ -394,7 +418,11 @@ def lower(
     rsqrt: str = typer.Option("exact", help="CUDA: exact (__frsqrt_rn) or approx (rsqrt.approx.f32)"),
     nr_steps: int = typer.Option(1, help="Ascend: Newton-Raphson steps after the hardware rsqrt"),
 ) -> None:
-    """Write OP's forward and backward device source for TARGET; build a cubin when nvcc is present."""
+    """Write OP's forward and backward device source for TARGET; build a cubin when nvcc is present.
+
+    \b
+    Example: tileport lower rms_norm --target ascend --dim 4096
+    """
     from .lower import lower as run_lower
 
     _spec(op)
@@ -437,6 +465,7 @@ def scaffold(
     kernel modules, suite, tests, docs page) with TODOs where the math goes, and its export line; print what
     remains to write.
 
+    \b
     Example: tileport scaffold gated_norm --inputs x:rows,gate:rows,weight:vector? --attrs eps=1e-6 --outputs y:rows,rstd:per_row
     """
     from .scaffold import EXPORTS, ScaffoldError, plan, scaffold as write
