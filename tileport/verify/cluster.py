@@ -67,6 +67,8 @@ def connect(address: str | None = None):
     ray = _ray()
     if ray.is_initialized():
         return ray
+    if address not in (None, LOCAL, "auto"):
+        _reachable(address)  # Ray itself retries a dead address for minutes, its bar at 0/?
     try:
         if address in (None, LOCAL):
             ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
@@ -75,6 +77,20 @@ def connect(address: str | None = None):
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise RayUnavailable(f"cannot reach the Ray cluster at {address!r}: {exc}") from exc
     return ray
+
+
+def _reachable(address: str, timeout: float = 10.0) -> None:
+    """RayUnavailable unless something accepts a TCP connection at the address's host and port."""
+    hostport = address.removeprefix("ray://")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise RayUnavailable(f"--ray {address!r}: expected auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise RayUnavailable(f"cannot reach the Ray cluster at {address!r}: nothing answers at {host}:{port} ({why}, "
+                             f"within {timeout:.0f} s); start one (ray start --head) or drop --ray") from None
 
 
 @contextlib.contextmanager
