@@ -1,3 +1,4 @@
+import io
 import json
 
 import pytest
@@ -149,3 +150,20 @@ def test_help_shows_brackets_literally_and_one_example(command):
     assert f"Example: tileport {command}" in result.output
     if command == "verify":
         assert "tileport[ray]" in " ".join(result.output.split())
+
+
+def test_off_a_terminal_progress_is_a_line_every_few_seconds():
+    """CI logs printed nothing until the end (a rich bar off a terminal); now a line says what is being done."""
+    from rich.console import Console
+
+    from tileport.progress import Lines, progress
+
+    console = Console(file=io.StringIO(), force_terminal=False, width=120)
+    assert isinstance(progress(console), Lines)
+    with Lines(console, every=0) as bar:
+        task = bar.add_task("verify", total=3)
+        bar.update(task, description="case 1 of 3: float32", advance=1)
+        bar.update(task, description="retest y on tilelang over 30 new seeds", advance=0)
+    lines = console.file.getvalue().splitlines()
+    assert "at 1 of 3: case 1 of 3: float32" in lines[0] and "retest y on tilelang" in lines[1]
+    assert "done 1 of 3" in lines[-1]

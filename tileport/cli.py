@@ -11,7 +11,6 @@ import torch
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, help="Port tile-level operators and prove each port.")
@@ -91,9 +90,9 @@ def _dtypes(names: Optional[list[str]]) -> list[torch.dtype] | None:
 
 
 def _progress():
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
-    )
+    from .progress import progress
+
+    return progress(console)
 
 
 def print_table(t) -> None:
