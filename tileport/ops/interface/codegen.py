@@ -171,7 +171,6 @@ def backward_impl(spec: s.OpSpec, lay: Layout) -> str:
 def custom_ops(spec: s.OpSpec, lay: Layout) -> str:
     fwd = [*lay.inputs, *lay.attrs, *lay.options, "backend"]
     bwd = [*lay.bwd_tensors, *lay.bwd_attrs, "backend", *lay.bwd_given]
-    roles = tensor_roles(spec)
     resolved = [f"({o} if {o} is not None else {lay.primary}.dtype)" for o in lay.options]
     dim = f", {lay.dim}" if lay.dim else ""
     return f"""def _fwd_op({_join(fwd)}):
