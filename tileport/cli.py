@@ -136,7 +136,7 @@ def verify(
     ``--resume FOLDER`` finishes an interrupted run with the report an uninterrupted one gives.
 
     \b
-    Example: tileport verify l2norm --level quick
+    Example: tileport verify OP --level quick   (OP: one of `tileport ops`)
     """
     from .cases import load_suite
     from .report import tables, write_report
@@ -257,7 +257,7 @@ def cases(
     id, inputs' shapes and dtypes, attributes, distribution (mu, sigma), outliers and scenario.
 
     \b
-    Example: tileport cases l2norm --level L1 --out cases.json
+    Example: tileport cases OP --level L1 --out cases.json
     """
     import json
 
@@ -318,7 +318,7 @@ def bench(
     bytes), append to the CSV, write the markdown table and PNGs.
 
     \b
-    Example: tileport bench rms_norm --quick --mode fwd
+    Example: tileport bench OP --quick --mode fwd
     """
     from .bench import csvfile
     from .bench.bar import judge_bar
@@ -420,7 +420,7 @@ def lower(
     """Write OP's forward and backward device source for TARGET; build a cubin when nvcc is present.
 
     \b
-    Example: tileport lower rms_norm --target ascend --dim 4096
+    Example: tileport lower OP --target ascend --dim 4096
     """
     from .lower import lower as run_lower
 

@@ -65,10 +65,11 @@ def connect(address: str | None = None):
     local instance for None / ``local``; an instance already started in this process (``ray.init`` in a
     script or a test) is used as it is."""
     ray = _ray()
+    if address not in (None, LOCAL, "auto"):
+        _reachable(address)  # Ray itself retries a dead address for minutes, its bar at 0/?; checked even when
+        # this process holds an instance already: an address given must answer
     if ray.is_initialized():
         return ray
-    if address not in (None, LOCAL, "auto"):
-        _reachable(address)  # Ray itself retries a dead address for minutes, its bar at 0/?
     try:
         if address in (None, LOCAL):
             ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
