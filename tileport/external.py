@@ -122,7 +122,7 @@ def _version(module: str) -> str:
         return "not an installed package"
 
 
-def _parse_args(args: list[str] | None) -> dict[str, str]:
+def parse_args(args: list[str] | None) -> dict[str, str]:
     out = {}
     for a in args or ():
         name, eq, target = a.partition("=")
@@ -276,7 +276,7 @@ _CACHE: dict[tuple, Impl] = {}
 
 def resolve(spec: s.OpSpec, target: str, args: list[str] | dict[str, str] | None = None) -> Impl:
     """The implementation at ``target`` bound to ``spec`` (once per process and request)."""
-    overrides = args if isinstance(args, dict) else _parse_args(args)
+    overrides = args if isinstance(args, dict) else parse_args(args)
     key = (spec.name, target, tuple(sorted(overrides.items())))
     found = _CACHE.get(key)
     if found is None:

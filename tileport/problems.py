@@ -26,6 +26,7 @@ from .dtypes import name as dtype_name
 from .external import import_file
 from .precision import COUNTS, CaseResult, Metrics, Verdict, aggregate, compare, retest_verdicts
 from .precision.standard import DISTRIBUTIONS, RETEST_MIN_SEEDS
+from .verify.accuracy import same_bits
 
 MAX_ELEMENTS = 1 << 24  # per input: what a worker of a 2-core, 24 GiB machine holds in fp64 beside its copies
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -201,7 +202,7 @@ def run_problem(problem: Problem, level: str, limits: str, count: int, runs: int
             if not v.passed:
                 redo = retest_verdicts([verdicts(case, inputs(problem, case, case.seed + s))[0][k] for s in range(1, retest_seeds + 1)],
                                        min_seeds=min_seeds)  # fmt: skip
-            same = all(_same_bits(r[k], under[k]) for r in repeats)
+            same = all(same_bits(r[k], under[k]) for r in repeats)
             name = f"out{k}" if len(vs) > 1 else "y"
             results.append(CaseResult(problem.name, provider, case.index, dtype_name(case.dtype), first, case.value_range, {}, name, v, redo,
                                       deterministic=same, runs=runs))  # fmt: skip
@@ -209,14 +210,6 @@ def run_problem(problem: Problem, level: str, limits: str, count: int, runs: int
     for note in problem.notes:
         skipped[f"shapes generalized ({note.split(':')[0]})"] = [len(todo), note.split(": ", 1)[1]]
     return {"results": results, "aggregates": aggregate(results), "skipped": skipped, "cases": len(todo), "elements": elements}
-
-
-def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.is_floating_point():
-        return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))  # nan == nan, -0 != 0
-    return torch.equal(a, b)
 
 
 def describe(problem: Problem) -> dict[str, Any]:

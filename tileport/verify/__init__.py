@@ -156,7 +156,7 @@ def prepare(
     status += [dict(name=b.provider, available=True, reason=f"external: {b.signature} from {b.file} ({b.version})", devices=[device])
                for b in bound]  # fmt: skip
     cases = generate(suite, level, dtypes, seed)
-    overrides = external._parse_args(impl_args)
+    overrides = external.parse_args(impl_args)
     return Plan(op, level, seed, suite, benchmark, names, status, interpreted, cases, device, originals.probe(op_spec(op), device),
                 {t: overrides for t in impls or ()}, [b.describe() for b in bound])  # fmt: skip
 

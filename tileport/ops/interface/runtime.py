@@ -1,7 +1,7 @@
-"""Helpers the derived interface's code calls: dtypes for dispatch, the reduced dimension moved last and back,
-output allocation from the declared roles (empty inputs, fake implementations, ``out=`` checks) and the
-derived verify executor. None of them is on an eager call's hot path except ``dtypes``, ``moved`` and
-``back``."""
+"""Helpers the derived interface's code calls: the reduced dimension moved last and back, output allocation
+from the declared roles (empty inputs, fake implementations, ``out=`` checks) and the derived verify executor.
+None of them is on an eager call's hot path except ``moved`` and ``back`` (dispatch dtypes are written inline
+by the code generator)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,6 @@ from ...dtypes import stat_dtype
 from .. import _checks
 from .. import spec as s
 from .._checks import rows_2d  # noqa: F401  (the generated code's name for it)
-
-
-def dtypes(*items) -> tuple[torch.dtype, ...]:
-    """The dtypes a call dispatches on: each given tensor's, and each dtype option's."""
-    return tuple(t.dtype if isinstance(t, torch.Tensor) else t for t in items if t is not None)
 
 
 def moved(t: torch.Tensor, d: int) -> torch.Tensor:
