@@ -7,6 +7,7 @@ import torch
 from typer.testing import CliRunner
 
 from tileport.cli import app
+from tileport.ops.spec import get as op_spec
 
 runner = CliRunner()
 
@@ -80,13 +81,13 @@ def test_verify_exits_non_zero_on_failure(monkeypatch, tmp_path):
 
     import tileport.verify.accuracy as accuracy
 
-    real = accuracy.op_spec("l2norm")
+    real = op_spec("l2norm")
 
     def wrong_run(inputs, backend, backward):
         out = real.run(inputs, backend, backward)
         return out | {"y": out["y"] * 1.01} if backend == "tilelang" else out
 
-    monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(real, run=wrong_run))  # here, not in workers
+    monkeypatch.setattr(accuracy, "spec_of", lambda suite: dataclasses.replace(real, run=wrong_run))  # here, not in workers
     args = ["verify", "l2norm", "--level", "quick", "--dtype", "fp16", "--backend", "tilelang", "--no-perf", "--retest-seeds", "3", "--jobs", "1"]
     result = runner.invoke(app, args + ["--out", str(tmp_path)])
     assert result.exit_code == 1 and "checks failed at quick" in result.output

@@ -63,9 +63,9 @@ def test_a_candidate_passes_or_fails_on_its_merits(tmp_path):
     ok = _verify(ref, new, tmp_path / "ok")
     assert ok.exit_code == 0, ok.output[-3000:]
     md = (tmp_path / "ok" / "report.md").read_text()
-    assert "# tileport verify problem:ref (quick): PASS" in md and "impl:new.py:ModelNew" in md
+    assert "# tileport verify problem:ref (quick): PASS" in md and "new.py:ModelNew" in md
     bad = _verify(ref, f"{new}:ModelHalfStats", tmp_path / "bad")
-    assert bad.exit_code == 1 and "impl:new.py:ModelHalfStats" in (tmp_path / "bad" / "report.md").read_text()
+    assert bad.exit_code == 1 and "new.py:ModelHalfStats" in (tmp_path / "bad" / "report.md").read_text()
 
 
 def test_the_non_floating_input_is_passed_as_the_problem_gives_it(tmp_path):

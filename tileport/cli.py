@@ -125,6 +125,7 @@ def verify(
     impl: Optional[list[str]] = typer.Option(None, "--impl", help="an implementation of OP's contract to verify beside the backends: MODULE:FUNCTION or path/to/file.py:FUNCTION (repeatable)"),
     arg: Optional[list[str]] = typer.Option(None, "--arg", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"),
     problem: Optional[Path] = typer.Option(None, "--problem", help="a KernelBench-style problem file (Model, get_inputs, get_init_inputs): judge --impl's ModelNew against its Model"),
+    api: Optional[str] = typer.Option(None, "--api", help="a function that is no tileport operator (MODULE.FUNCTION): judge --impl, or it on --device, against it in float64"),
     ray: Optional[str] = typer.Option(
         None, "--ray", metavar="[ADDRESS]",
         help="run the accuracy cases as Ray tasks: on the cluster at ADDRESS (auto, HOST:PORT, ray://HOST:PORT), "
@@ -138,17 +139,12 @@ def verify(
     \b
     Example: tileport verify OP --level quick   (OP: one of `tileport ops`)
     """
-    from .cases import load_suite
     from .report import tables, write_report
     from .verify import journal, prepare
     from .verify import run as run_verify
     from .verify.cluster import RayUnavailable
     from .verify.pool import cpus
 
-    from .cases import CaseFileError
-
-    if problem is not None:
-        return _verify_problem(problem, impl, level, dtype, out, seed, retest_seeds)
     if resume is not None:  # the request comes from the run being resumed
         try:
             req = journal.read_request(resume)
@@ -157,19 +153,15 @@ def verify(
         if op is not None and op != req["op"]:
             raise typer.BadParameter(f"{resume} holds a run of {req['op']}, not {op}", param_hint="--resume")
         op, level, backend, dtype, seed = req["op"], req["level"], req["backend"], req["dtype"], req["seed"]
+        op = None if req.get("problem") or req.get("api") else op  # those name their own suite
         device, retest_seeds, perf, out = req["device"], req["retest_seeds"], req["perf"], resume
         cases = Path(req["cases"]) if req["cases"] else None
         impl, arg = req.get("impl"), req.get("arg")
-    if op is None and cases is None:
-        raise typer.BadParameter("name an operator or give --cases FILE.yaml", param_hint="OP")
-    if cases is not None and not cases.exists():
-        raise typer.BadParameter(f"no such case file: {cases}", param_hint="--cases")
-    if op is not None:
-        _spec(op)
-    try:
-        levels = load_suite(cases if cases is not None else op).levels
-    except CaseFileError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--cases") from exc
+        problem, api = (Path(req["problem"]) if req.get("problem") else None), req.get("api")
+    suite, env_extra = _verify_suite(op, cases, problem, api, impl)
+    if problem is not None:
+        impl = [env_extra["candidate"]]
+    levels = suite.levels
     if level not in levels:
         raise typer.BadParameter(f"unknown level {level!r}; choose from {', '.join(levels)}", param_hint="--level")
     with _progress() as bar:
@@ -179,13 +171,14 @@ def verify(
             bar.update(task, description=what, total=total, advance=advance)
 
         try:
-            plan = prepare(op, level, backend, _dtypes(dtype), seed, device, str(cases) if cases else None, impl, arg)
+            plan = prepare(op, level, backend, _dtypes(dtype), seed, device, None, impl, arg, suite=suite)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
         if resume is None:  # a fresh run: a journal left in --out by another run is not this one's
             (out / journal.RECORDS).unlink(missing_ok=True)
             request = dict(op=plan.op, level=level, backend=backend, dtype=dtype, seed=seed, device=device,
                            retest_seeds=retest_seeds, perf=perf, cases=str(cases.resolve()) if cases else None,
+                           problem=str(problem.resolve()) if problem else None, api=api,
                            impl=[str(Path(t.rpartition(":")[0]).resolve()) + ":" + t.rpartition(":")[2] if t.rpartition(":")[0].endswith(".py") else t for t in impl or ()],
                            arg=arg)  # fmt: skip
             journal.write_request(out, request)
@@ -193,6 +186,7 @@ def verify(
             rep = run_verify(plan, retest_seeds, perf, progress=step, jobs=jobs or cpus(), journal_dir=out, ray_address=ray)
         except RayUnavailable as exc:
             raise typer.BadParameter(str(exc), param_hint="--ray") from exc
+    rep.environment.update(env_extra)
     for t in tables.all_tables(rep):
         if t.rows:
             print_table(t)
@@ -204,45 +198,37 @@ def verify(
     console.print(f"[green]all {len(rep.results)} checks passed at {level}[/] ({rep.limits} ratio limits)")
 
 
-def _verify_problem(problem: Path, impl: Optional[list[str]], level: str, dtype, out: Path, seed: int, retest_seeds) -> None:
-    """``verify --problem ref.py --impl new.py``: the candidate's ModelNew against the problem's Model."""
-    import time
-
+def _verify_suite(op: Optional[str], cases: Optional[Path], problem: Optional[Path], api: Optional[str], impl) -> tuple:
+    """(the suite to verify, what the report adds to its environment) of the one source given: OP's suite,
+    a case file, a problem file (with its --impl candidate), or a function (--api)."""
     from . import problems
-    from .report import tables, write_report
-    from .verify import Report, environment
+    from .cases import CaseFileError, atk, load_suite
+    from .reference import ReferenceError
 
-    if not impl or len(impl) != 1:
-        raise typer.BadParameter("--problem needs exactly one --impl: the candidate file (new.py, or new.py:NAME for a class other than ModelNew)", param_hint="--impl")
+    given = [n for n, v in (("OP", op if cases is None else None), ("--problem", problem), ("--api", api)) if v is not None]
+    if len(given) > 1:
+        raise typer.BadParameter(f"give one of OP, --cases, --problem, --api (got {' and '.join(given)})")
     try:
-        p = problems.load(str(problem), impl[0])
-        limits, count, runs, seeds, conforming = problems.level(level)
-    except problems.ProblemError as exc:
+        if problem is not None:
+            if not impl or len(impl) != 1:
+                raise typer.BadParameter("--problem needs exactly one --impl: the candidate file (new.py, or new.py:NAME for a class other than ModelNew)",
+                                         param_hint="--impl")  # fmt: skip
+            p = problems.load(str(problem), impl[0])
+            return problems.suite(p), problems.describe(p)
+        if api is not None:
+            return atk.api_suite(api), {}
+        if op is None and cases is None:
+            raise typer.BadParameter("name an operator, or give --cases FILE.yaml, --api MODULE.FUNCTION or --problem ref.py", param_hint="OP")
+        if cases is not None and not cases.exists():
+            raise typer.BadParameter(f"no such case file: {cases}", param_hint="--cases")
+        if op is not None and cases is None:
+            _spec(op)
+        suite = load_suite(cases if cases is not None else op)
+        if cases is not None and op is not None and suite.name != op:
+            raise typer.BadParameter(f"{cases} describes {suite.name}, not {op}", param_hint="--cases")
+        return suite, {}
+    except (problems.ProblemError, CaseFileError, ReferenceError) as exc:
         raise typer.BadParameter(str(exc)) from exc
-    t0 = time.perf_counter()
-    with _progress() as bar:
-        task = bar.add_task("verify", total=count)
-        result = problems.run_problem(p, level, limits, count, runs, retest_seeds or seeds, _dtypes(dtype), seed,
-                                      progress=lambda what: bar.update(task, description=what, advance=1),
-                                      min_seeds=problems.RETEST_MIN_SEEDS if conforming else 0)  # fmt: skip
-    env = environment("the problem's Model") | problems.describe(p)
-    need = problems.COUNTS[limits]
-    counts = {"conforming": conforming, "beyond_scale": 0,
-              "required": {"cases": need.cases, "cases_per_dtype": need.cases_per_dtype, "runs_per_case": need.runs_per_case, "elements": 1_000_000},
-              "actual": {"cases": result["cases"], "cases_per_dtype": {}, "runs_per_case": runs, "elements": result["elements"]},
-              "met": {"cases": result["cases"] >= need.cases, "cases_per_dtype": True, "runs_per_case": runs >= need.runs_per_case,
-                      "elements": result["elements"] >= 1_000_000}}  # fmt: skip
-    rep = Report(p.name, level, limits, seed, env, [], result["cases"], result["elements"], runs, retest_seeds or seeds, result["results"],
-                 result["aggregates"], [], [], [], time.perf_counter() - t0, counts, result["skipped"])  # fmt: skip
-    for t in tables.all_tables(rep):
-        if t.rows:
-            print_table(t)
-    paths = write_report(rep, out)
-    console.print(f"report: {paths['md']} and {paths['html']} in {out}", markup=False)
-    if not rep.passed:
-        console.print(f"[red]{len(rep.failures)} of {len(rep.results)} checks failed at {level}[/]")
-        raise typer.Exit(1)
-    console.print(f"[green]all {len(rep.results)} checks passed at {level}[/] ({rep.limits} ratio limits)")
 
 
 @app.command()

@@ -47,7 +47,7 @@ EXAMPLE = (EXAMPLES / "l2norm.yaml").read_text()
         ("generate: reduce", "generate: my_generator", "generate", "generator modules are not supported"),
         ("api_type: function", "api_type: class", "api_type", "function"),
         ("acc: double_bm", "acc: equal", "standard.acc", "one of double_bm"),
-        ("name: l2norm\n", "name: torch.max\n", "name", "a tileport operator or a name it answers to"),
+        ("name: l2norm\n", "name: torch.no_such_function\n", "name", "a function that imports"),
         ("name: l2norm\n", "", "name", "the key is missing"),
         ("dtype_numbers: 200", "dtype_numbers: 200\nshape_distribution: x", "shape_distribution", "one of the keys api"),
         ("      max_length: 131072", "      max_length: 131072\n      min_length: 1", "inputs[0].shapes.min_length", "one of the keys"),

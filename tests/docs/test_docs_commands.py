@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tileport.cases import load_suite
 from tileport.cli import _ray_flag, app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +48,9 @@ def shortened(args: list[str], tmp: Path) -> list[str]:
         if "--level" in args:
             i = args.index("--level")
             del args[i : i + 2]
-        return args + ["--level", "quick", "--dtype", "fp32", "--backend", "tilelang", "--no-perf", "--out", str(tmp / "v")]
+        own = "--problem" in args or "--api" in args or ("--cases" in args and load_suite(ROOT / args[args.index("--cases") + 1]).reference)
+        backend = [] if own else ["--backend", "tilelang"]  # a reference function is run by itself or by --impl
+        return args + ["--level", "quick", "--dtype", "fp32", *backend, "--no-perf", "--out", str(tmp / "v")]
     if name == "bench":
         op = args[1]
         keep = [a for a in args if a in ("bench", op, "--plot")]

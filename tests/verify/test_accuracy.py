@@ -11,6 +11,7 @@ from tileport.verify import accuracy
 from tileport.verify.accuracy import merge
 from tileport.verify.pool import run_task
 from tileport.verify.accuracy import Judge
+from tileport.ops.spec import get as op_spec
 
 FIELDS = ("mare", "mere", "rmse", "small_errors")
 
@@ -44,13 +45,13 @@ def test_cases_with_a_shared_weight_are_not_stacked():
 
 def test_a_wrong_backend_fails_its_first_seed_and_its_retest(monkeypatch):
     suite = load_suite("l2norm")
-    real = accuracy.op_spec("l2norm")
+    real = op_spec("l2norm")
 
     def wrong_run(inputs, backend, backward):  # the backend under test is off by 1% on y; references exact
         out = real.run(inputs, backend, backward)
         return out | {"y": out["y"] * 1.01} if backend == "tilelang" else out
 
-    monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(real, run=wrong_run))
+    monkeypatch.setattr(accuracy, "spec_of", lambda suite: dataclasses.replace(real, run=wrong_run))
     cases = generate(suite, "quick", [torch.float16])[:3]
     results, _, _ = merge(run_task(accuracy.Task(suite, ("tilelang",), "L0", 1, 5, min_seeds=0), cases))  # fails on its merits
     y = [r for r in results if r.output == "y"]
@@ -62,7 +63,7 @@ def test_repeated_runs_must_give_the_same_bits(monkeypatch):
     """Section 3: each case runs several times; a backend whose outputs differ between runs fails, however
     accurate each run is."""
     suite = load_suite("l2norm")
-    real = accuracy.op_spec("l2norm")
+    real = op_spec("l2norm")
     calls = []
 
     def flaky_run(inputs, backend, backward):  # the second run's y differs in the last bit of one element
@@ -75,7 +76,7 @@ def test_repeated_runs_must_give_the_same_bits(monkeypatch):
                 out = out | {"y": y}
         return out
 
-    monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(real, run=flaky_run))
+    monkeypatch.setattr(accuracy, "spec_of", lambda suite: dataclasses.replace(real, run=flaky_run))
     case = next(c for c in generate(suite, "quick", [torch.float32]) if c.counted and c.elements > 100)
     results, _, _ = merge(run_task(accuracy.Task(suite, ("tilelang",), "L0", 2, 5, min_seeds=0), [case]))
     y = next(r for r in results if r.output == "y")
@@ -86,7 +87,7 @@ def test_repeated_runs_must_give_the_same_bits(monkeypatch):
 def test_the_golden_is_the_specs_own_where_it_states_one(monkeypatch):
     """Judge's golden comes from the spec's run_golden (upcast inputs), never from the backend under test."""
     suite = load_suite("l2norm")
-    real = accuracy.op_spec("l2norm")
+    real = op_spec("l2norm")
     seen = []
 
     def own(inputs, backward):
@@ -94,7 +95,7 @@ def test_the_golden_is_the_specs_own_where_it_states_one(monkeypatch):
         out = real.run(inputs, "torch", backward)
         return out | {"y": out["y"] * 2}  # a golden that disagrees with every backend
 
-    monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(real, golden=own))
+    monkeypatch.setattr(accuracy, "spec_of", lambda suite: dataclasses.replace(real, golden=own))
     case = next(c for c in generate(suite, "quick", [torch.float32]) if c.counted and c.elements > 100)
     j = Judge(suite, "L0")
     bm, gold = j.references(make_inputs(suite, case), False)
@@ -106,14 +107,14 @@ def test_a_backend_that_raises_fails_alone(monkeypatch):
     """One backend's exception is that backend's failed check: the others are judged on their merits (a case
     ran every backend inside one try, so a Triton stub's TypeError was reported as 'did not run' for TileLang)."""
     suite = load_suite("l2norm")
-    real = accuracy.op_spec("l2norm")
+    real = op_spec("l2norm")
 
     def stub_run(inputs, backend, backward):
         if backend == "triton":
             raise TypeError("forward() takes 2 positional arguments but 3 were given")
         return real.run(inputs, backend, backward)
 
-    monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(real, run=stub_run))
+    monkeypatch.setattr(accuracy, "spec_of", lambda suite: dataclasses.replace(real, run=stub_run))
     cases = [c for c in generate(suite, "quick", [torch.float32]) if c.counted][:2]
     results, _, _ = merge(run_task(accuracy.Task(suite, ("tilelang", "triton"), "L0", 1, 5, min_seeds=0), cases))
     triton = [r for r in results if r.backend == "triton"]

@@ -46,7 +46,7 @@ def test_probe_says_which_originals_were_found_and_why_not(rms_norm_with):
 
 def test_an_original_that_runs_joins_the_cross_backend_comparison(rms_norm_with, monkeypatch):
     spec = rms_norm_with(TORCH_ORIGINAL)
-    monkeypatch.setattr(accuracy, "op_spec", lambda name: spec)
+    monkeypatch.setattr(accuracy, "spec_of", lambda suite: spec)
     suite = load_suite("rms_norm")
     every = [c for c in generate(suite, "quick", [torch.float32]) if c.counted]
     cases = [c for c in every if 1 < c.elements <= 4096][:3] + [next(c for c in every if c.elements > 1 << 16)]

@@ -51,7 +51,7 @@ def test_an_unwritten_element_fails_verify(monkeypatch):
             out[name] = fresh
         return out
 
-    monkeypatch.setattr(accuracy, "op_spec", lambda name: dataclasses.replace(spec, run=lazy_run))
+    monkeypatch.setattr(accuracy, "spec_of", lambda suite: dataclasses.replace(spec, run=lazy_run))
     results, _, _ = merge(run_task(accuracy.Task(suite, ("tilelang",), "L0", 1, 30, min_seeds=0), [case]))
     failed = {r.output for r in results if not r.passed}
     assert failed == {"y", "dx"}

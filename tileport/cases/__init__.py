@@ -1,5 +1,5 @@
 """Case suites: the YAML format and loader, and the seeded generator. The operator each suite names is run
 through its spec (``tileport.ops.spec``): its public API, its inputs' roles."""
 
-from .generate import Case, generate, golden_inputs, make_inputs  # noqa: F401
+from .generate import Case, generate, golden_inputs, make_inputs, spec_of  # noqa: F401
 from .schema import CaseFileError, Suite, load_suite  # noqa: F401

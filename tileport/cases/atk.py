@@ -6,8 +6,10 @@ The format users already have: top-level ``api``, ``api_type``, ``version``, ``n
 ``weights``), ``ranges.invalid.values``, ``shapes.dim_numbers.values``, ``shapes.dim_values``,
 ``shapes.max_length`` and ``boundary.has_*`` flags. How it maps onto tileport:
 
-- ``name`` is a tileport operator or a name it answers to (``torch.nn.functional.rms_norm``, ...); the
-  benchmark is the operator's same-dtype torch composite (the standard's reference choice for fused ops);
+- ``name`` is a tileport operator or a name it answers to (``torch.nn.functional.rms_norm``, ...): the
+  benchmark is the operator's same-dtype torch composite (the standard's reference choice for fused ops); or any
+  other function that imports (``torch.max``): it is its own reference (``tileport.reference``), its inputs
+  named by its parameters, every tensor of the first tensor's shape;
 - inputs are named as the API names its parameters: where ``name`` imports (a torch function, a Python
   function), its signature maps them onto the operator's, with the names users' code has (``input`` is the
   first tensor, ``epsilon`` is eps, ...: ``tileport.external``); ``normalized_shape`` and the like are derived
@@ -70,13 +72,21 @@ def api_names(api: str, op: str) -> dict[str, str]:
         return {}
 
 
-def resolve(name: str, file: Path) -> str:
-    """The tileport operator an ATK ``name`` means: its own name or one of its aliases."""
+def resolve(name: str, file: Path) -> str | None:
+    """The tileport operator an ATK ``name`` means (its own name or one of its aliases), or None where the name
+    is a function that imports (``torch.max``: a reference operator, ``tileport.reference``)."""
+    from .. import reference
+
     for op, spec in specs().items():
         if name == op or name in spec.aliases:
             return op
-    known = ", ".join(f"{op} ({', '.join(spec.aliases)})" if spec.aliases else op for op, spec in specs().items())
-    raise CaseFileError(file, "name", f"a tileport operator or a name it answers to: {known}", name)
+    try:
+        reference.function(name)
+        return None
+    except reference.ReferenceError as exc:
+        known = ", ".join(f"{op} ({', '.join(spec.aliases)})" if spec.aliases else op for op, spec in specs().items())
+        raise CaseFileError(file, "name", f"a function that imports (a torch function, module.function) or a tileport operator: {known}; "
+                            f"{exc}") from None  # fmt: skip
 
 
 def _intervals(r: _Reader, key: str) -> list[tuple[float, float]]:
@@ -176,6 +186,104 @@ def _attr_values(r: _Reader, name: str) -> tuple[tuple, tuple]:
     return tuple(dict.fromkeys(values)), tuple(dict.fromkeys(bad))
 
 
+def _attr(r: _Reader, name: str, required: bool) -> AttrInput:
+    """An attribute's entry: its classes (discrete values or intervals), weights, dtype check, invalid values."""
+    discrete = _discrete(r, name)
+    if discrete is not None:
+        values, weights, invalid = discrete
+    else:
+        (values, invalid), weights = _attr_values(r, name), ()
+    _attr_dtype(r, name, values)
+    return AttrInput(name, required, values, invalid, weights)
+
+
+def _first_tensor(r: _Reader, name: str, required: bool) -> TensorInput:
+    """The first tensor's entry: it carries the dtypes, shapes and boundary flags."""
+    valid, invalid = _ranges(r)
+    flags = r.child("boundary", {}).only(*BOUNDARY_FLAGS)
+    boundary = {f: flags.get(f, bool, "true or false") for f in flags.data}
+    return TensorInput(name, required, (), _dtypes(r), _shapes(r), boundary, None, tuple(valid), tuple(invalid))
+
+
+def _levels(per_dtype: int | None, n_dtypes: int) -> dict[str, Level]:
+    levels = {}
+    for name, need in COUNTS.items():
+        cases = per_dtype * n_dtypes if per_dtype else need.cases
+        levels[name] = Level(name, cases, need.runs_per_case, name)
+    return {"quick": Level("quick", min(QUICK_CASES, levels["L0"].cases), 2, "L0"), **levels}
+
+
+def _reference_suite(path: Path, top: _Reader, target: str, acc: str, per_dtype: int | None) -> Suite:
+    """A suite for a function that is no tileport operator: its inputs by its own parameter names, the first
+    tensor's shapes for every tensor, normalized_shape and the like derived; checked by one call of it."""
+    from .. import reference
+    from .generate import spec_of
+
+    tensors: list[TensorInput] = []
+    attrs: list[AttrInput] = []
+    derived: list[str] = []
+    for i, item in enumerate(top.get("inputs", list, "a list of inputs")):
+        r = _Reader(path, item, f"inputs[{i}]")
+        for key in [k for k in r.data if k not in INPUT]:
+            if key in NOT_YET:
+                raise CaseFileError(path, r.key(key), f"not supported yet: {NOT_YET[key]}")
+        r = r.only(*INPUT)
+        name = r.get("name", str, "the input's name")
+        if name in reference.DERIVED:  # derived from the first tensor, not drawn
+            derived.append(name)
+            continue
+        kind = r.get("type", str, "tensor or attr")
+        required = r.get("required", bool, "true or false", True)
+        if kind == "tensor" and not tensors:
+            tensors.append(_first_tensor(r, name, required))
+        elif kind == "tensor":
+            if "shapes" in r.data or "boundary" in r.data:
+                raise CaseFileError(path, r.key("shapes" if "shapes" in r.data else "boundary"),
+                                    "not supported yet: a reference function's other tensors take the first tensor's shape")  # fmt: skip
+            if "dtypes" in r.data and set(_dtypes(r)) != set(tensors[0].dtypes):
+                raise CaseFileError(path, r.key("dtypes.values"), f"the first tensor's dtypes ({', '.join(map(str, tensors[0].dtypes))})")
+            valid, invalid = _ranges(r)
+            tensors.append(TensorInput(name, required, (), like=tensors[0].name, valid=tuple(valid), invalid=tuple(invalid)))
+        elif kind in ("attr", "attrs"):
+            if "shapes" in r.data or "boundary" in r.data:
+                raise CaseFileError(path, r.key("shapes" if "shapes" in r.data else "boundary"), "no such key for an attribute")
+            attrs.append(_attr(r, name, required))
+        else:
+            raise CaseFileError(path, r.key("type"), "tensor or attr", kind)
+    if not tensors:
+        raise CaseFileError(path, "inputs", "at least one tensor input (the first carries dtypes and shapes)")
+    suite = Suite(
+        file=path, name=target, api=top.get("api", str, "the API under test (pytorch, or a dotted name)", "pytorch"),
+        backward=top.get("backward", bool, "true or false", True), outputs=(), grad_outputs=(),
+        standard={"acc": acc, "golden": "float64", "benchmark": "torch", "perf": str(top.data.get("standard", {}).get("perf", ""))},
+        levels=_levels(per_dtype, len(tensors[0].dtypes)), tensors=tuple(tensors), attrs=tuple(attrs),
+        extra_share=_extra_share(top, per_dtype), reference=target, derived=tuple(derived),
+    )  # fmt: skip
+    try:
+        spec_of(suite)  # one call of the function: its parameters, its outputs
+    except reference.ReferenceError as exc:
+        raise CaseFileError(path, "inputs", f"inputs {target} takes ({exc})") from None
+    return suite
+
+
+def api_suite(target: str) -> Suite:
+    """The default design for ``verify --api MODULE.FUNCTION``: its first parameter (``input`` for a builtin) a
+    tensor of fp32/fp16/bf16, 1 to 4 dimensions, the standard's value mix and boundary cases; no attributes
+    (the function's defaults)."""
+    from .. import reference
+
+    fn = reference.function(target)
+    names, required = reference.parameters(fn)
+    if names is not None and len(required) > 1:
+        raise ValueError(f"--api {target}: it needs {', '.join(required)}; give a design file (--cases FILE.yaml) naming them")
+    first = (names or ["input"])[0]
+    data = {"api": "pytorch", "name": target, "standard": {"acc": "double_bm"}, "extra_numbers": "none",
+            "inputs": [{"name": first, "type": "tensor", "dtypes": {"values": ["fp32", "fp16", "bf16"]},
+                        "shapes": {"dim_numbers": {"values": [1, 2, 3, 4]}, "max_length": 65536},
+                        "boundary": {"has_empty": True, "has_infnan": True, "has_lower_border": True}}]}  # fmt: skip
+    return load_atk(Path(f"--api {target}"), data)
+
+
 def _extra_share(top: _Reader, per_dtype: int | None) -> float:
     extra = top.data.get("extra_numbers", "all")
     if extra in ("all",):
@@ -193,8 +301,9 @@ def load_atk(path: Path, data: Any) -> Suite:
         if isinstance(data, dict) and key in data:
             raise CaseFileError(path, key, f"not supported yet: {why}")
     top = _Reader(path, data).only(*TOP)
-    op = resolve(top.get("name", str, "the operator's name"), path)
-    spec = specs()[op]
+    api_name = top.get("name", str, "the operator's name")
+    op = resolve(api_name, path)
+    spec = specs()[op] if op is not None else None  # None: a reference function, its inputs by its own names
     api_type = top.get("api_type", str, "function", "function")
     if api_type != "function":
         raise CaseFileError(path, "api_type", "function (tileport's operators are functions)", api_type)
@@ -211,6 +320,8 @@ def load_atk(path: Path, data: Any) -> Suite:
 
     from ..external import DERIVED, canonical
 
+    if spec is None:
+        return _reference_suite(path, top, api_name, acc, per_dtype)
     declared = {t.name for t in spec.inputs}
     attr_names = {a.name for a in spec.attrs + spec.case_attrs}
     names = api_names(top.data.get("name", ""), op)  # the API's parameter names -> the operator's
@@ -234,12 +345,10 @@ def load_atk(path: Path, data: Any) -> Suite:
                 api = [p for p, n in names.items() if n in declared]
                 known = ", ".join(sorted(declared)) + (f"; by the API's names: {', '.join(api)}" if api else "")
                 raise CaseFileError(path, r.key("name"), f"a tensor input of {op}: {known} (or dy)", given)
-            valid, invalid = _ranges(r)
             if not tensors:
-                flags = r.child("boundary", {}).only(*BOUNDARY_FLAGS)
-                boundary = {f: flags.get(f, bool, "true or false") for f in flags.data}
-                tensors.append(TensorInput(name, required, (), _dtypes(r), _shapes(r), boundary, None, tuple(valid), tuple(invalid)))
+                tensors.append(_first_tensor(r, name, required))
                 continue
+            valid, invalid = _ranges(r)
             for key in ("shapes", "boundary"):
                 if key in r.data:
                     raise CaseFileError(path, r.key(key), f"no {key} here: only the first tensor declares them; the others follow {op}'s roles")
@@ -254,13 +363,7 @@ def load_atk(path: Path, data: Any) -> Suite:
             for key in ("shapes", "boundary"):
                 if key in r.data:
                     raise CaseFileError(path, r.key(key), "no such key for an attribute")
-            discrete = _discrete(r, name)
-            if discrete is not None:
-                values, weights, invalid = discrete
-            else:
-                (values, invalid), weights = _attr_values(r, name), ()
-            _attr_dtype(r, name, values)
-            attrs.append(AttrInput(name, required, values, invalid, weights))
+            attrs.append(_attr(r, name, required))
         else:
             raise CaseFileError(path, r.key("type"), "tensor or attr", kind)
     if not tensors:
@@ -269,12 +372,7 @@ def load_atk(path: Path, data: Any) -> Suite:
     backward = top.get("backward", bool, "true or false", bool(grads))
     if backward and "dy" not in {t.name for t in tensors}:  # the backward's incoming gradient, shaped like x
         tensors.append(TensorInput("dy", True, (), like=tensors[0].name))
-    n_dtypes = len(tensors[0].dtypes)
-    levels = {}
-    for name, need in COUNTS.items():
-        cases = per_dtype * n_dtypes if per_dtype else need.cases
-        levels[name] = Level(name, cases, need.runs_per_case, name)
-    levels = {"quick": Level("quick", min(QUICK_CASES, levels["L0"].cases), 2, "L0"), **levels}
+    levels = _levels(per_dtype, len(tensors[0].dtypes))
     return Suite(
         file=path,
         name=op,

@@ -73,6 +73,19 @@ class Case:
         return f"#{self.index} {str(self.dtype).removeprefix('torch.')} {'x'.join(map(str, self.shape))} {self.value_range}{b}"
 
 
+def spec_of(suite: Suite):
+    """The spec a suite's cases run through: its operator's, or the one made from its reference callable."""
+    if suite.reference is None:
+        return op_spec(suite.name)
+    from .. import reference
+
+    declared = reference.Declared(suite.reference, tuple(t.name for t in suite.tensors), tuple((a.name, a.values[0]) for a in suite.attrs),
+                                  suite.derived, suite.backward)  # fmt: skip
+    rule = suite.primary.shapes
+    first = rule.fixed[0] if rule.fixed else (2,) * max(rule.dim_numbers)
+    return reference.spec_for(declared, suite.name, tuple(t.shape or first for t in suite.tensors))
+
+
 def _mix(limits: str, n: int) -> list[str]:
     """n distribution names in the level's shares, spread evenly (a smooth weighted round robin)."""
     shares = DISTRIBUTIONS[limits]
@@ -109,7 +122,7 @@ def _model_cases(suite: Suite, n: int, rng) -> list[Case]:
     An optional input with no captured site (a bias: the captured decoders have none) is left out."""
     if n == 0:
         return []
-    sites = op_spec(suite.name).model_sites
+    sites = spec_of(suite).model_sites
     missing = [t.name for t in suite.tensors if t.name not in sites and t.required]
     if missing:
         raise ValueError(f"{suite.name}: no captured model site for {', '.join(missing)} (its spec's model_sites)")
@@ -128,12 +141,12 @@ def _scale(suite: Suite, limits: str, n: int, rng, attrs_default: dict) -> list[
     x, rule = suite.primary, suite.primary.shapes
     optional = [t.name for t in suite.tensors if not t.required and t.like is not None]
     generalized = limits == "L0"
-    n_model = round(n * MODEL_SHARE) if limits == "L2" and op_spec(suite.name).model_sites else 0
+    n_model = round(n * MODEL_SHARE) if limits == "L2" and spec_of(suite).model_sites else 0
     out: list[Case] = []
     for i, dist in enumerate(_mix(limits, n - n_model)):
         mu, sigma = draw_mu_sigma(rng) if dist == "normal" else (None, None)
-        if i < len(rule.fixed):
-            out.append(Case(0, x.dtypes[0], rule.fixed[i], dist, dict(attrs_default), mu=mu, sigma=sigma))
+        if i < len(rule.fixed) or not rule.free:
+            out.append(Case(0, x.dtypes[0], rule.fixed[i % len(rule.fixed)], dist, dict(attrs_default), mu=mu, sigma=sigma))
             continue
         attrs = _draw_attrs(suite, rng)
         rank = rule.dim_numbers[(i - len(rule.fixed)) % len(rule.dim_numbers)]
@@ -213,23 +226,26 @@ def generate(suite: Suite, level: str, dtypes: list[torch.dtype] | None = None, 
 
 def input_shapes(suite: Suite, case: Case) -> dict[str, tuple[int, ...]]:
     """Each tensor input's shape: a vector-role input (a weight) is (D,), the others the case's shape."""
-    spec = op_spec(suite.name)
+    spec = spec_of(suite)
     D = case.shape[-1] if case.shape else 1
     out = {}
     for t in suite.tensors:
         declared = spec.tensor(t.name)  # None for a suite tensor the spec does not declare (dy): like x
-        out[t.name] = (D,) if declared is not None and declared.role == VECTOR else case.shape
+        own = t.shape if t.shape is not None and case.scenario is None else None  # a problem's second input
+        out[t.name] = own or ((D,) if declared is not None and declared.role == VECTOR else case.shape)
     return out
 
 
 def make_inputs(suite: Suite, case: Case) -> dict[str, Any]:
     """The tensors and attributes of ``case``, from its seed (values drawn in fp32/fp64, then cast)."""
     gen = torch.Generator().manual_seed(case.seed)
-    spec = op_spec(suite.name)
+    spec = spec_of(suite)
     D = case.shape[-1] if case.shape else 1
     standard = case.value_range in {name for mix in DISTRIBUTIONS.values() for name, _ in mix}
     near_eps = spec.near_eps(case.attrs, D) if spec.near_eps and not standard else 1e-3  # a suite range's scale
     out: dict[str, Any] = dict(case.attrs)
+    if spec.reference:  # what a reference supplies itself (a problem's non-floating inputs), as it gives them
+        out |= {a.name: a.default for a in spec.attrs if a.name not in out}
     for t, (name, shape) in zip(suite.tensors, input_shapes(suite, case).items()):
         if case.source is not None and name in spec.model_sites:  # a model case: the captured site, the same rows
             config, index, start, rows = case.source
@@ -251,6 +267,13 @@ def make_inputs(suite: Suite, case: Case) -> dict[str, Any]:
         if t.like is None:
             v = plant(v, case.scenario, gen)
         out[name] = None if name in case.omitted else v.to(case.dtype)
+    if suite.backward and spec.grad_shapes is not None:  # a reference's output gradients, in its outputs' shapes
+        try:
+            shapes = spec.grad_shapes(out)
+        except Exception:  # noqa: BLE001 - the reference refuses these inputs: the case checks the refusal
+            shapes = {}
+        for name, shape in shapes.items():
+            out[name] = torch.randn(shape, generator=gen).to(case.dtype)
     return out
 
 

@@ -49,6 +49,7 @@ class ShapeRule:
     max_dim: int  # largest last (reduced) dimension
     max_length: int  # elements of one generalized case
     fixed: tuple[tuple[int, ...], ...] = ()
+    free: bool = True  # False: every case takes the fixed shapes in turn (a problem's own shapes)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class TensorInput:
     like: str | None = None
     valid: tuple[tuple[float, float, float], ...] = ()  # (low, high, weight): where the uniform cases draw from
     invalid: tuple[tuple[float, float], ...] = ()  # values the operator must reject with a clear error
+    shape: tuple[int, ...] | None = None  # a shape of its own (a problem's second input), not the first's
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,8 @@ class Suite:
     tensors: tuple[TensorInput, ...]
     attrs: tuple[AttrInput, ...]
     extra_share: float = 0.0  # tileport's stress cases (the tensors' own ranges, row scenarios), beyond the scale
+    reference: str | None = None  # a reference callable's target (``tileport.reference``) where name is no operator
+    derived: tuple[str, ...] = ()  # the reference's parameters derived from the first tensor (normalized_shape)
 
     @property
     def primary(self) -> TensorInput:

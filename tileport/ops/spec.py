@@ -19,6 +19,7 @@ from typing import Any, Callable
 import torch
 
 ROWS, VECTOR, PER_ROW, REDUCED = "rows", "vector", "per_row", "reduced"
+FREE = "free"  # a reference operator's tensor (``tileport.reference``): whatever shape the function gives or takes
 FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
 
@@ -201,6 +202,12 @@ class OpSpec:
     # by their files.
     kernels: dict[str, str] = field(default_factory=dict)
     suite: str | None = None
+    # A reference operator's (``tileport.reference``): an implementation given as a class becomes a callable for
+    # a dtype (a problem's ModelNew, built as its Model is); and the output gradients' shapes for some inputs.
+    build: Callable[[type, torch.dtype], Callable] | None = None
+    grad_shapes: Callable[[dict], dict] | None = None
+    reference: bool = False  # made from a reference callable: it has no interface of its own
+    exact: tuple[str, ...] = ()  # outputs that are not floating point: equal to the golden's, element for element
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "own_run", self.run is not None)  # False: the derived executor below

@@ -224,6 +224,22 @@ def compare(
     return judge(a, b, level, acc, dtype, max_atol)
 
 
+def compare_equal(actual: torch.Tensor, golden: torch.Tensor, level: str = "L0") -> Verdict:
+    """The kit's ``equal`` standard, for outputs that are not floating point (indices, masks): every element
+    equal to the golden's. Ratios are 1 (nothing to weigh); the failure counts the elements that differ."""
+    if actual.shape != golden.shape:
+        raise ValueError(f"shapes differ: actual {tuple(actual.shape)}, golden {tuple(golden.shape)}")
+    n = actual.numel()
+    if actual.dtype != golden.dtype:
+        differ = n
+        failures = [f"dtype {str(actual.dtype).removeprefix('torch.')}, the golden's is {str(golden.dtype).removeprefix('torch.')}"]
+    else:
+        differ = int((actual.cpu() != golden.cpu()).sum())
+        failures = [f"{differ} of {n} elements differ from the golden (exact equality: not a floating-point output)"] if differ else []
+    m = Metrics(0.0, 0.0, 0.0, 0, 0, n, counted=n - differ, within_tolerance=n - differ)
+    return Verdict(level, m, m, {"mare": 1.0, "mere": 1.0, "rmse": 1.0, "small": 0.0}, failures, "equal")
+
+
 def assert_dual_benchmark(
     actual: torch.Tensor, golden: torch.Tensor, benchmark: torch.Tensor, level: str = "L0", dtype: torch.dtype | None = None
 ) -> Verdict:

@@ -19,8 +19,8 @@ import torch
 
 from .. import available_backends
 from ..bench.environment import machine, versions
-from ..cases import generate, load_suite
-from ..ops.spec import StudyResult, get as op_spec
+from ..cases import generate, load_suite, spec_of
+from ..ops.spec import StudyResult
 from ..precision import COUNTS, MIN_ELEMENTS, STANDARD_VERSION, Aggregate, CaseResult, aggregate
 from ..precision.standard import RETEST_MIN_SEEDS, RETEST_SEEDS
 from . import journal
@@ -133,31 +133,47 @@ def check_device(device: str) -> str:
     raise ValueError(f"device must be cpu or cuda, got {device!r}")
 
 
+def _reference_backends(suite, backends: list[str] | None, impls, device: str) -> tuple[list[str], list[dict]]:
+    """A reference operator's sides under test: the --impl given, else the reference itself on the device."""
+    from ..reference import SELF
+
+    status = [dict(name=SELF, available=True, reason=f"the reference {suite.reference} on {device}", devices=[device])]
+    unknown = [b for b in backends or () if b != SELF]
+    if unknown:
+        raise ValueError(f"backend {unknown[0]!r} does not serve {suite.name} (a reference function): use --impl, or --backend {SELF}")
+    return ([SELF] if backends or not impls else []), status
+
+
 def prepare(
     op: str, level: str = "L0", backends: list[str] | None = None, dtypes=None, seed: int = 0, device: str = "cpu",
-    cases_file: str | None = None, impls: list[str] | None = None, impl_args: list[str] | None = None,
+    cases_file: str | None = None, impls: list[str] | None = None, impl_args: list[str] | None = None, suite=None,
 ) -> Plan:  # fmt: skip
     """Check the request (operator, level, backends, dtypes, device) and expand the cases; bad input raises
     ValueError naming it, before any work starts. ``cases_file``: a suite YAML (tileport's or the test kit's
     own design format) instead of the operator's shipped suite. ``impls``: external implementations
     (``MODULE:FUNCTION`` or ``path.py:FUNCTION``), verified beside the backends; ``impl_args``: their
-    ``NAME=INPUT`` parameter mappings."""
+    ``NAME=INPUT`` parameter mappings. ``suite``: a suite made in code (a problem's, ``--api``'s) instead."""
     device = check_device(device)
-    suite = load_suite(cases_file if cases_file else op)
-    if cases_file and op and suite.name != op:
-        raise ValueError(f"{cases_file} describes {suite.name}, not {op}")
+    if suite is None:
+        suite = load_suite(cases_file if cases_file else op)
+        if cases_file and op and suite.name != op:
+            raise ValueError(f"{cases_file} describes {suite.name}, not {op}")
     op = suite.name
-    op_spec(op)
+    spec = spec_of(suite)
     suite.level(level)
     benchmark = suite.standard.get("benchmark", "torch")
-    names, status, interpreted = serving_backends(op, backends, benchmark, device)
-    bound = [external.resolve(op_spec(op), target, impl_args) for target in impls or ()]  # resolved once, here
+    if spec.reference:
+        names, status = _reference_backends(suite, backends, impls, device)
+        interpreted = set()
+    else:
+        names, status, interpreted = serving_backends(op, backends, benchmark, device)
+    bound = [external.resolve(spec, target, impl_args) for target in impls or ()]  # resolved once, here
     names += [b.provider for b in bound]
     status += [dict(name=b.provider, available=True, reason=f"external: {b.signature} from {b.file} ({b.version})", devices=[device])
                for b in bound]  # fmt: skip
     cases = generate(suite, level, dtypes, seed)
     overrides = external.parse_args(impl_args)
-    return Plan(op, level, seed, suite, benchmark, names, status, interpreted, cases, device, originals.probe(op_spec(op), device),
+    return Plan(op, level, seed, suite, benchmark, names, status, interpreted, cases, device, originals.probe(spec, device),
                 {t: overrides for t in impls or ()}, [b.describe() for b in bound])  # fmt: skip
 
 
@@ -198,7 +214,9 @@ def run(
     dtypes = list(dict.fromkeys(c.dtype for c in cases))
     if retest_seeds is None:
         retest_seeds = RETEST_SEEDS if lv.conforming else QUICK_RETEST_SEEDS
-    spec = op_spec(op)
+    spec = spec_of(suite)
+    untimed = with_perf and spec.reference
+    with_perf = with_perf and not spec.reference
     perf_groups = performance_groups(op, dtypes) if with_perf else []
     total = len(cases) + len(perf_groups)
     step = (lambda what, advance=1: progress(what, total, advance)) if progress else None
@@ -231,6 +249,8 @@ def run(
         if writer:
             writer.close()
     results, pairs, skipped = merge([*done.values(), *fresh])
+    if untimed:
+        skipped["performance and memory"] = (0, "not measured for a reference function yet (verify times tileport's operators)")
     studies = [study(dtypes, seed) for study in spec.studies] if plan.device == "cpu" else []
     tested = [n for n in names if n not in interpreted]
     impls = tuple(external.resolve(spec, t, a) for t, a in plan.impls.items())
@@ -249,7 +269,7 @@ def run(
         "met": {"cases": len(scale) >= need.cases, "cases_per_dtype": min(per_dtype.values()) >= need.cases_per_dtype,
                 "runs_per_case": lv.runs >= need.runs_per_case, "elements": elements >= MIN_ELEMENTS},
     }  # fmt: skip
-    env = environment(plan.benchmark, jobs, executor)
+    env = environment(f"the reference {suite.reference} in the case's dtype on the CPU" if spec.reference else plan.benchmark, jobs, executor)
     for info in plan.impl_info:  # the implementation under test: what, where, which version
         env[f"impl {info['target']}"] = f"{info['signature']}; {info['file']}; {info['version']}"
     return Report(

@@ -25,11 +25,10 @@ from .. import external
 from ..backends import outputs
 from ..bench import originals
 from ..backends.registry import BackendUnavailableError
-from ..cases import Case, Suite, golden_inputs, make_inputs
+from ..cases import Case, Suite, golden_inputs, make_inputs, spec_of
 from ..dtypes import name as dtype_name
-from ..ops.spec import get as op_spec
 from ..precision.standard import RETEST_MIN_SEEDS
-from ..precision import CaseResult, Metrics, Verdict, compare, dual_measure_batch, judge, retest_verdicts
+from ..precision import CaseResult, Metrics, Verdict, compare, compare_equal, dual_measure_batch, judge, retest_verdicts
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 RETEST_CHUNK_ELEMENTS = 1 << 22  # elements of x per batched retest call (the float64 golden is 8 bytes each)
@@ -138,7 +137,7 @@ class Judge:
         return external.resolve(self.spec, target, self.impls.get(target, {}))
 
     def __post_init__(self):
-        self.spec = op_spec(self.suite.name)
+        self.spec = spec_of(self.suite)
         self.benchmark = self.suite.standard.get("benchmark", "torch")
         self.acc = self.suite.standard.get("acc", "double_bm")
         max_atol = self.suite.standard.get("max_atol")
@@ -175,6 +174,8 @@ class Judge:
         return (self.execute(inputs, backend, backward), *self.references(inputs, backward))
 
     def verdict(self, name: str, case: Case, under, bm, gold) -> Verdict:
+        if name in self.spec.exact:  # indices, masks: equal to the golden's, element for element
+            return compare_equal(under[name], gold[name], self.limits)
         dtype = self.spec.precision_dtype(name, case.dtype)
         return compare(under[name], gold[name], bm[name], self.limits, dtype, self.acc, self.max_atol)
 
@@ -182,7 +183,7 @@ class Judge:
         """Verdicts of ``name`` over seeds case.seed + 1 ... + seeds. ``batched`` (default: when the spec's
         cases stack) runs chunks of seeds as one call each, every seed judged over its own slice."""
         new = list(range(case.seed + 1, case.seed + 1 + seeds))
-        backward = name not in self.suite.outputs  # a forward output is retested without running the backward
+        backward = name not in {t.name for t in self.spec.outputs}  # a forward output is retested without the backward
         if not (self.spec.stackable if batched is None else batched):
             return [self.verdict(name, case, *self.run_all(make_inputs(self.suite, replace(case, seed=s)), backend, backward)) for s in new]
         if not self.spec.stackable:
@@ -234,6 +235,17 @@ def _rejection(j: Judge, suite: Suite, case: Case, inputs: dict, backend: str) -
     return _finding(suite, case, backend, "rejects", failures, j.limits, j.acc)
 
 
+def _refused_too(j: Judge, suite: Suite, case: Case, inputs: dict, backend: str, refusal: Exception) -> CaseResult:
+    """A case the reference refuses (it raised): the implementation under test must raise too, not return."""
+    why = f"{type(refusal).__name__}: {' '.join(str(refusal).split())[:160]}"
+    try:
+        j.execute(inputs, backend, suite.backward)
+        failures = [f"returned a result where the reference raised {why}"]
+    except Exception:  # noqa: BLE001 - refused, as the reference does
+        failures = []
+    return _finding(suite, case, backend, "refuses", failures, j.limits, j.acc)
+
+
 @dataclass(frozen=True)
 class Task:
     """The accuracy task of one verify run, everything a worker needs to run any of its cases (picklable:
@@ -280,7 +292,7 @@ def _judged(task: Task, j: Judge, case: Case, backend: str, cut, inputs: dict, u
     for name in under:
         v = j.verdict(name, case, under, bm, gold)
         redo = None
-        if not v.passed and j.acc == "double_bm":  # the retest is the dual benchmark's rule
+        if not v.passed and j.acc == "double_bm" and name not in j.spec.exact:  # the dual benchmark's rule; a wrong index is wrong
             if progress:
                 progress(f"{case.describe()}: retest {name} on {backend} over {task.seeds(backend)} new seeds", advance=0)
             redo = retest_verdicts(j.new_seed_verdicts(case, name, backend, task.seeds(backend)), min_seeds=task.min_seeds)
@@ -316,7 +328,13 @@ def run_case(task: Task, j: Judge, case: Case, progress: Callable[..., None] | N
             running.append((backend, cut))
     if not running:  # a reduced backend alone (``--backend triton``): no golden nor benchmark to compute
         return out
-    bm, gold = j.references(inputs, suite.backward)
+    try:
+        bm, gold = j.references(inputs, suite.backward)
+    except Exception as exc:  # noqa: BLE001 - a reference that refuses an input: the implementation must refuse it too
+        if not j.spec.reference:
+            raise
+        out.results = [_refused_too(j, suite, case, inputs, b, exc) for b, _ in running]
+        return out
     per_backend = {j.benchmark: bm}  # the benchmark is one side of the cross-backend comparison
     for backend, cut in running:
         try:
