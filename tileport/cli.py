@@ -126,6 +126,8 @@ def verify(
     arg: Optional[list[str]] = typer.Option(None, "--arg", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"),
     problem: Optional[Path] = typer.Option(None, "--problem", help="a KernelBench-style problem file (Model, get_inputs, get_init_inputs): judge --impl's ModelNew against its Model"),
     api: Optional[str] = typer.Option(None, "--api", help="a function that is no tileport operator (MODULE.FUNCTION): judge --impl, or it on --device, against it in float64"),
+    benchmark_run: Optional[list[str]] = typer.Option(None, "--benchmark-run", help="RUN[:PROVIDER]: another machine's verify run (its --out) as the benchmark, in place of the torch composite; repeat with its --retest-for runs"),
+    retest_for: Optional[Path] = typer.Option(None, "--retest-for", help="a run judged with --benchmark-run: run the benchmark's provider here on that run's retest seeds (write to --out)"),
     ray: Optional[str] = typer.Option(
         None, "--ray", metavar="[ADDRESS]",
         help="run the accuracy cases as Ray tasks: on the cluster at ADDRESS (auto, HOST:PORT, ray://HOST:PORT), "
@@ -142,23 +144,31 @@ def verify(
     from .report import tables, write_report
     from .verify import journal, prepare
     from .verify import run as run_verify
+    from .verify import competitor
     from .verify.cluster import RayUnavailable
     from .verify.pool import cpus
 
-    if resume is not None:  # the request comes from the run being resumed
+    from_run = resume if resume is not None else retest_for
+    if from_run is not None:  # the request comes from the run being resumed (or retested for)
+        hint = "--resume" if resume is not None else "--retest-for"
         try:
-            req = journal.read_request(resume)
+            req = journal.read_request(from_run)
         except journal.JournalError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--resume") from exc
+            raise typer.BadParameter(str(exc), param_hint=hint) from exc
         if op is not None and op != req["op"]:
-            raise typer.BadParameter(f"{resume} holds a run of {req['op']}, not {op}", param_hint="--resume")
-        op, level, backend, dtype, seed = req["op"], req["level"], req["backend"], req["dtype"], req["seed"]
+            raise typer.BadParameter(f"{from_run} holds a run of {req['op']}, not {op}", param_hint=hint)
+        op, level, dtype, seed = req["op"], req["level"], req["dtype"], req["seed"]
         op = None if req.get("problem") or req.get("api") else op  # those name their own suite
-        device, retest_seeds, perf, out = req["device"], req["retest_seeds"], req["perf"], resume
         cases = Path(req["cases"]) if req["cases"] else None
-        impl, arg = req.get("impl"), req.get("arg")
         problem, api = (Path(req["problem"]) if req.get("problem") else None), req.get("api")
+        if resume is not None:
+            backend, device, retest_seeds, perf, out = req["backend"], req["device"], req["retest_seeds"], req["perf"], resume
+            impl, arg, benchmark_run = req.get("impl"), req.get("arg"), req.get("benchmark_run")
+        elif problem is not None:
+            impl = req.get("impl")
     suite, env_extra = _verify_suite(op, cases, problem, api, impl)
+    if retest_for is not None:
+        return _retest_for(retest_for, out, suite, level, dtype, seed, device)
     if problem is not None:
         impl = [env_extra["candidate"]]
     levels = suite.levels
@@ -172,6 +182,7 @@ def verify(
 
         try:
             plan = prepare(op, level, backend, _dtypes(dtype), seed, device, None, impl, arg, suite=suite)
+            rival = competitor.load(benchmark_run, plan.op, level) if benchmark_run else None
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
         if resume is None:  # a fresh run: a journal left in --out by another run is not this one's
@@ -180,22 +191,52 @@ def verify(
                            retest_seeds=retest_seeds, perf=perf, cases=str(cases.resolve()) if cases else None,
                            problem=str(problem.resolve()) if problem else None, api=api,
                            impl=[str(Path(t.rpartition(":")[0]).resolve()) + ":" + t.rpartition(":")[2] if t.rpartition(":")[0].endswith(".py") else t for t in impl or ()],
-                           arg=arg)  # fmt: skip
+                           arg=arg, benchmark_run=[_absolute_run(b) for b in benchmark_run or ()],
+                           benchmark_provider=rival.provider if rival else None)  # fmt: skip
             journal.write_request(out, request)
         try:
-            rep = run_verify(plan, retest_seeds, perf, progress=step, jobs=jobs or cpus(), journal_dir=out, ray_address=ray)
+            rep = run_verify(plan, retest_seeds, perf, progress=step, jobs=jobs or cpus(), journal_dir=out, ray_address=ray,
+                             benchmark_run=benchmark_run)  # fmt: skip
         except RayUnavailable as exc:
             raise typer.BadParameter(str(exc), param_hint="--ray") from exc
+        except competitor.CompetitorError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--benchmark-run") from exc
     rep.environment.update(env_extra)
     for t in tables.all_tables(rep):
         if t.rows:
             print_table(t)
     paths = write_report(rep, out)
     console.print(f"report: {paths['md']} and {paths['html']} (results.json, results.csv, plots) in {out}")
+    waiting = [r for r in rep.results if r.retest is not None and r.retest.awaiting]
+    if waiting:
+        console.print(f"{len(waiting)} checks await the competitor's retest: on the benchmark's machine run "
+                      f"`tileport verify --retest-for {out} --out MORE`, then add `--benchmark-run MORE` here", markup=False)  # fmt: skip
     if not rep.passed:
         console.print(f"[red]{len(rep.failures)} of {len(rep.results)} checks failed at {level}[/]")
         raise typer.Exit(1)
     console.print(f"[green]all {len(rep.results)} checks passed at {level}[/] ({rep.limits} ratio limits)")
+
+
+def _absolute_run(spec: str) -> str:
+    """RUN[:PROVIDER] with RUN made absolute (a resumed run finds it from anywhere)."""
+    folder, colon, provider = spec.partition(":") if not Path(spec).exists() else (spec, "", "")
+    return str(Path(folder).resolve()) + colon + provider
+
+
+def _retest_for(run: Path, out: Path, suite, level: str, dtype, seed: int, device: str) -> None:
+    """``verify --retest-for RUN``: the benchmark's provider on RUN's retest seeds, kept in --out."""
+    from .cases import generate
+    from .verify import check_device, competitor
+
+    try:
+        device = check_device(device)
+        cases = generate(suite, level, _dtypes(dtype), seed)
+        with _progress() as bar:
+            task = bar.add_task("retest for", total=None)
+            seeds = competitor.retest_for(run, out, suite, cases, device, lambda what, total: bar.update(task, description=what, total=total, advance=1))
+    except competitor.CompetitorError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--retest-for") from exc
+    console.print(f"{seeds} retest seeds of {run}'s checks in {out}: pass it to that run's command as one more --benchmark-run", markup=False)
 
 
 def _verify_suite(op: Optional[str], cases: Optional[Path], problem: Optional[Path], api: Optional[str], impl) -> tuple:
@@ -229,6 +270,32 @@ def _verify_suite(op: Optional[str], cases: Optional[Path], problem: Optional[Pa
         return suite, {}
     except (problems.ProblemError, CaseFileError, ReferenceError) as exc:
         raise typer.BadParameter(str(exc)) from exc
+
+
+@app.command()
+def compare(
+    run_a: str = typer.Argument(..., help="a verify run's --out folder (RUN, or RUN:PROVIDER for one of its providers)"),
+    run_b: str = typer.Argument(..., help="the run to compare it with (RUN or RUN:PROVIDER)"),
+    out: Path = typer.Option(Path("tileport-compare"), help="folder for compare.md, compare.html and compare.png"),
+) -> None:
+    """Two verify runs side by side (the original kernel on its chip against the port): per provider, dtype and
+    output each side's errors against the golden and verdicts, and the cases where the verdicts disagree.
+
+    \b
+    Example: tileport compare gpu-run npu-run --out compare
+    """
+    from .report import compare as cmp
+    from .verify.competitor import CompetitorError
+
+    try:
+        tbls, points = cmp.compare(run_a, run_b)
+    except CompetitorError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    for t in tbls:
+        if t.rows:
+            print_table(t)
+    paths = cmp.write(tbls, points, out, f"tileport compare {run_a} {run_b}")
+    console.print(f"comparison: {paths['md']} and {paths['html']} in {out}", markup=False)
 
 
 @app.command()

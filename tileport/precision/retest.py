@@ -25,10 +25,16 @@ class RetestResult:
     medians: dict[str, float]
     lower_bounds: dict[str, float]  # 95% bootstrap CI lower bound of each median ratio
     failures: list[str]
+    awaiting: bool = False  # the benchmark is another machine's run, which has not run these seeds yet
 
     @property
     def passed(self) -> bool:
         return not self.failures
+
+    @classmethod
+    def pending(cls, seeds: int) -> "RetestResult":
+        """A retest that needs the competitor's benchmark on its new seeds: not passed until they come."""
+        return cls(seeds, {}, {}, [f"awaiting the competitor's retest over {seeds} seeds (verify --retest-for this run, on the benchmark's machine)"], True)
 
 
 def bootstrap_median_lower_bound(values: Sequence[float], resamples: int = RETEST_RESAMPLES, seed: int = 0) -> float:

@@ -30,7 +30,7 @@ def ratio_distributions(rep, path: Path) -> Path | None:
         ax.set_xscale("log")
         ax.axvline(LEVELS[rep.limits][0], color="red", linestyle="--", label=f"{rep.limits} limit")
         ax.set_title(f"{rep.op} {dtype}: MARE ratio")
-        ax.set_xlabel("MARE(under test) / MARE(torch benchmark)")
+        ax.set_xlabel("MARE(under test) / MARE(benchmark)")
         ax.set_ylabel("checks")
         ax.legend(fontsize=7)
     fig.tight_layout()

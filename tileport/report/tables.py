@@ -70,12 +70,14 @@ def aggregates(rep) -> Table:
          _g(a.worst.get("mare", 0)), _g(a.worst.get("mere", 0)), _g(a.worst.get("rmse", 0)), "pass" if a.passed else "FAIL")
         for a in rep.aggregates
     )  # fmt: skip
+    bench = rep.environment.get("benchmark", "torch")
+    named = "the torch benchmark" if bench == "torch" else "the benchmark"
     return Table(
-        f"Dual benchmark per backend and dtype ({rep.limits}: worst ratio against the torch benchmark)",
+        f"Dual benchmark per backend and dtype ({rep.limits}: worst ratio against {named})",
         ("backend", "dtype", "cases", "checks", "failed", "retested", "elements", "worst MARE", "worst MERE", "worst RMSE", "result"),
         rows,
         "The benchmark (the same-dtype torch composite) is not judged against itself; its errors against the golden "
-        "are in the next table.",
+        "are in the next table." if bench == "torch" else f"The benchmark: {bench}.",
     )
 
 

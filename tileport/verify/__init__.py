@@ -23,7 +23,7 @@ from ..cases import generate, load_suite, spec_of
 from ..ops.spec import StudyResult
 from ..precision import COUNTS, MIN_ELEMENTS, STANDARD_VERSION, Aggregate, CaseResult, aggregate
 from ..precision.standard import RETEST_MIN_SEEDS, RETEST_SEEDS
-from . import journal
+from . import competitor, journal
 from .. import external
 from ..bench import originals
 from .accuracy import PairStat, Reduced, Task, dtype_name, merge
@@ -198,13 +198,15 @@ def verify(
 def run(
     plan: Plan, retest_seeds: int | None = None, with_perf: bool = True, progress: Callable[..., None] | None = None,
     jobs: int = 1, journal_dir: str | os.PathLike | None = None, ray_address: str | None = None,
+    benchmark_run: list[str] | None = None,
 ) -> Report:  # fmt: skip
     """Run the acceptance tasks; ``progress(description, total, advance)`` is told of each step (advance 1)
     and of long work inside one (advance 0), with the count of steps. ``jobs``: worker processes for the
     accuracy task's cases (``pool.run_task``; 1 runs them here); the timings always run here, alone.
     ``journal_dir``: journal each finished case there, and skip the cases a journal there already holds
     (``--resume``: the report is the one an uninterrupted run gives). ``ray_address``: run the accuracy cases
-    as Ray tasks instead (``cluster.run_task``; ``"local"`` for an instance on this machine)."""
+    as Ray tasks instead (``cluster.run_task``; ``"local"`` for an instance on this machine). ``benchmark_run``:
+    ``RUN[:PROVIDER]`` and its ``--retest-for`` runs, another machine's run as the benchmark (``competitor``)."""
     t0 = time.perf_counter()
     op, level, seed, suite, cases, names, interpreted = plan.op, plan.level, plan.seed, plan.suite, plan.cases, plan.names, plan.interpreted
     lv = suite.level(level)
@@ -228,7 +230,9 @@ def run(
     running = tuple(o.name for o in plan.originals if o.runs)
     originals_cut = cut if quick is not None and plan.device == "cpu" else None  # under the interpreter: the quick workload
     task = Task(suite, tuple(names), lv.limits, lv.runs, retest_seeds, reduced, plan.device, RETEST_MIN_SEEDS if lv.conforming else 0,
-                running, originals_cut, tuple((t, tuple(sorted(a.items()))) for t, a in plan.impls.items()))  # fmt: skip
+                running, originals_cut, tuple((t, tuple(sorted(a.items()))) for t, a in plan.impls.items()),
+                (level, *benchmark_run) if benchmark_run else ())  # fmt: skip
+    rival = competitor.load(list(benchmark_run), op, level) if benchmark_run else None  # checked here, before any case
     done = journal.read(Path(journal_dir)) if journal_dir is not None else {}
     todo = [c for c in cases if c.index not in done]
     if step and done:
@@ -269,7 +273,13 @@ def run(
         "met": {"cases": len(scale) >= need.cases, "cases_per_dtype": min(per_dtype.values()) >= need.cases_per_dtype,
                 "runs_per_case": lv.runs >= need.runs_per_case, "elements": elements >= MIN_ELEMENTS},
     }  # fmt: skip
-    env = environment(f"the reference {suite.reference} in the case's dtype on the CPU" if spec.reference else plan.benchmark, jobs, executor)
+    if rival is not None:
+        bench_label = rival.label
+    elif spec.reference:
+        bench_label = f"the reference {suite.reference} in the case's dtype on the CPU"
+    else:
+        bench_label = plan.benchmark
+    env = environment(bench_label, jobs, executor)
     for info in plan.impl_info:  # the implementation under test: what, where, which version
         env[f"impl {info['target']}"] = f"{info['signature']}; {info['file']}; {info['version']}"
     return Report(

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from .. import external
+from . import competitor
 from ..backends import outputs
 from ..bench import originals
 from ..backends.registry import BackendUnavailableError
@@ -29,6 +30,7 @@ from ..cases import Case, Suite, golden_inputs, make_inputs, spec_of
 from ..dtypes import name as dtype_name
 from ..precision.standard import RETEST_MIN_SEEDS
 from ..precision import CaseResult, Metrics, Verdict, compare, compare_equal, dual_measure_batch, judge, retest_verdicts
+from ..precision.retest import RetestResult
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 RETEST_CHUNK_ELEMENTS = 1 << 22  # elements of x per batched retest call (the float64 golden is 8 bytes each)
@@ -127,9 +129,12 @@ class Judge:
     device: str = "cpu"
     impls: dict = field(default_factory=dict)  # --impl target -> its --arg overrides
 
+    rival: competitor.BenchmarkRun | None = None  # another machine's run, the benchmark in place of the composite
+
     @classmethod
     def for_task(cls, task: "Task") -> "Judge":
-        return cls(task.suite, task.limits, task.device, {t: dict(a) for t, a in task.impls})
+        rival = competitor.load(list(task.competitor[1:]), task.suite.name, task.competitor[0]) if task.competitor else None
+        return cls(task.suite, task.limits, task.device, {t: dict(a) for t, a in task.impls}, rival)
 
     def impl(self, provider: str) -> external.Impl:
         """The external implementation a provider ``impl:<target>`` names, resolved once in this process."""
@@ -173,11 +178,35 @@ class Judge:
     def run_all(self, inputs: dict, backend: str, backward: bool):
         return (self.execute(inputs, backend, backward), *self.references(inputs, backward))
 
-    def verdict(self, name: str, case: Case, under, bm, gold) -> Verdict:
+    def verdict(self, name: str, case: Case, under, bm, gold, seed: int | None = None) -> Verdict:
+        """The standard's verdict of output ``name``: against the same-dtype benchmark ``bm``, or against the
+        rival run's side of this case (``seed``: a retest seed's)."""
         if name in self.spec.exact:  # indices, masks: equal to the golden's, element for element
             return compare_equal(under[name], gold[name], self.limits)
         dtype = self.spec.precision_dtype(name, case.dtype)
+        if self.rival is not None:
+            p = self.rival.provider
+            side = self.rival.sides.get((case.index, p, name)) if seed is None else self.rival.retests.get((case.index, p, name, seed))
+            if side is None:
+                none = Metrics(0.0, 0.0, 0.0, 0, 0, 0)
+                return Verdict(self.limits, none, none, {"mare": 0.0, "mere": 0.0, "rmse": 0.0, "small": 0.0},
+                               [f"not in the benchmark run {self.rival.folders[0]} ({p} has no {name} for this case): not judged"], self.acc)  # fmt: skip
+            return competitor.verdict(under[name], gold[name], side, self.limits, self.acc, dtype, self.max_atol)
         return compare(under[name], gold[name], bm[name], self.limits, dtype, self.acc, self.max_atol)
+
+    def rival_retest(self, case: Case, name: str, backend: str, seeds: int, min_seeds: int) -> RetestResult:
+        """The retest against the rival run: its sides on the new seeds where a --retest-for run brought them,
+        else pending (not passed)."""
+        new = list(range(case.seed + 1, case.seed + 1 + seeds))
+        if any((case.index, self.rival.provider, name, s) not in self.rival.retests for s in new):
+            return RetestResult.pending(seeds)
+        backward = name not in {t.name for t in self.spec.outputs}
+        verdicts = []
+        for s in new:
+            seeded = replace(case, seed=s)
+            under, _, gold = self.run_all(make_inputs(self.suite, seeded), backend, backward)
+            verdicts.append(self.verdict(name, case, under, None, gold, seed=s))
+        return retest_verdicts(verdicts, min_seeds=min_seeds)
 
     def new_seed_verdicts(self, case: Case, name: str, backend: str, seeds: int, batched: bool | None = None) -> list[Verdict]:
         """Verdicts of ``name`` over seeds case.seed + 1 ... + seeds. ``batched`` (default: when the spec's
@@ -266,6 +295,7 @@ class Task:
     originals: tuple[str, ...] = ()  # the upstream originals that run here (``originals.probe``)
     originals_cut: Reduced | None = None  # their workload where they are interpreted (the CPU)
     impls: tuple = ()  # (--impl target, its --arg overrides as (param, input) pairs): resolved again in each worker
+    competitor: tuple = ()  # (level, RUN[:PROVIDER], more RUNs...): another machine's run as the benchmark
 
     def seeds(self, backend: str) -> int:
         return self.reduced[backend].retest_seeds if backend in self.reduced else self.retest_seeds
@@ -280,9 +310,13 @@ class CaseOutcome:
     results: list[CaseResult] = field(default_factory=list)
     pairs: dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)
+    digest: str = ""  # of the case's inputs (competitor.digest): another machine must draw the same
+    sides: dict = field(default_factory=dict)  # (provider, output) -> competitor.Side: what a benchmark needs
+    retests: dict = field(default_factory=dict)  # (provider, output, seed) -> competitor.Side (--retest-for)
 
 
-def _judged(task: Task, j: Judge, case: Case, backend: str, cut, inputs: dict, under: dict, bm: dict, gold: dict, progress) -> list[CaseResult]:
+def _judged(task: Task, j: Judge, case: Case, backend: str, cut, inputs: dict, under: dict, bm: dict, gold: dict, progress,
+            out: CaseOutcome) -> list[CaseResult]:  # fmt: skip
     """One backend's results of a case: each output judged against the golden and the benchmark, retested where
     it fails, and its repeated runs compared bit for bit."""
     suite = task.suite
@@ -290,12 +324,21 @@ def _judged(task: Task, j: Judge, case: Case, backend: str, cut, inputs: dict, u
     repeats = [j.execute(inputs, backend, suite.backward) for _ in range(backend_runs - 1)]
     results = []
     for name in under:
+        if name not in j.spec.exact:  # what a run on another machine needs of this output as its benchmark
+            out.sides[(backend, name)] = competitor.Side.of(under[name], gold[name], j.spec.precision_dtype(name, case.dtype))
+        if j.rival is not None and name not in j.spec.exact and name not in j.rival.outputs:  # the competitor never gives it
+            out.skipped.setdefault(f"{backend} {name}", [0, f"no benchmark: {j.rival.provider} gives no {name} in run {j.rival.folders[0]}"])[0] += 1
+            continue
         v = j.verdict(name, case, under, bm, gold)
+        missing = j.rival is not None and (case.index, j.rival.provider, name) not in j.rival.sides and name not in j.spec.exact
         redo = None
-        if not v.passed and j.acc == "double_bm" and name not in j.spec.exact:  # the dual benchmark's rule; a wrong index is wrong
+        if not v.passed and j.acc == "double_bm" and name not in j.spec.exact and not missing:  # the dual benchmark's rule; a wrong index is wrong
             if progress:
                 progress(f"{case.describe()}: retest {name} on {backend} over {task.seeds(backend)} new seeds", advance=0)
-            redo = retest_verdicts(j.new_seed_verdicts(case, name, backend, task.seeds(backend)), min_seeds=task.min_seeds)
+            if j.rival is not None:
+                redo = j.rival_retest(case, name, backend, task.seeds(backend), task.min_seeds)
+            else:
+                redo = retest_verdicts(j.new_seed_verdicts(case, name, backend, task.seeds(backend)), min_seeds=task.min_seeds)
         results.append(
             CaseResult(
                 suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range,
@@ -316,6 +359,10 @@ def run_case(task: Task, j: Judge, case: Case, progress: Callable[..., None] | N
         out.skipped[f"case {case.describe()} (every side)"] = [1, why]
         return out
     inputs = make_inputs(suite, case)
+    out.digest = competitor.digest(inputs)
+    if j.rival is not None and j.rival.digests.get(case.index, out.digest) != out.digest:
+        raise competitor.CompetitorError(f"case {case.describe()}: its inputs here differ from those of benchmark run {j.rival.folders[0]} "
+                                         "(another digest): the two machines draw different values (torch or numpy versions?)")  # fmt: skip
     if case.expects_rejection:
         out.results = [_rejection(j, suite, case, inputs, b) for b in task.backends]
         return out
@@ -350,7 +397,7 @@ def run_case(task: Task, j: Judge, case: Case, progress: Callable[..., None] | N
             for name, why in j.impl(backend).not_judged.items():
                 out.skipped.setdefault(f"{backend} {name}", [0, why])[0] += 1
         try:
-            out.results.extend(_judged(task, j, case, backend, cut, inputs, under, bm, gold, progress))
+            out.results.extend(_judged(task, j, case, backend, cut, inputs, under, bm, gold, progress, out))
         except Exception as exc:  # noqa: BLE001 - a repeated run or a retest that raises fails this backend alone
             out.results.append(_finding(suite, case, backend, "run", [f"raised {type(exc).__name__} on a repeated run or a retest: {exc}"], task.limits, j.acc))
     for name in task.originals:  # the upstream kernels: one more side of the comparison, not judged
@@ -376,6 +423,8 @@ def run_case_safely(task: Task, j: Judge, case: Case, progress: Callable[..., No
     thousands of cases one case's crash is a finding to report, not a reason to lose the others."""
     try:
         return run_case(task, j, case, progress, free)
+    except competitor.CompetitorError:  # the benchmark run does not fit this one: the run stops, naming the case
+        raise
     except Exception as exc:  # noqa: BLE001 - whatever a case raises is reported as that case's failure
         return not_run(task, case, f"raised {type(exc).__name__}: {exc}")
 

@@ -1,0 +1,146 @@
+"""``tileport compare RUN_A RUN_B``: two verify runs side by side (the original GPU kernel against the port),
+per provider, dtype and output: each side's errors against the golden (worst MARE, median MERE, worst RMSE),
+the median of the per-case MERE ratio A / B, each side's verdicts, and the cases where the verdicts disagree.
+Runs are matched case by case; a case whose inputs differ between the runs (another digest) stops the compare.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..verify import journal
+from ..verify.competitor import CompetitorError, providers
+from . import html, markdown
+from .tables import Table, _g
+
+
+@dataclass
+class Run:
+    folder: str
+    request: dict
+    outcomes: dict
+    providers: list[str]
+
+
+def _run(spec: str) -> Run:
+    """RUN or RUN:PROVIDER (the providers to compare; default every one the run holds)."""
+    folder, _, want = spec.partition(":") if not Path(spec).exists() else (spec, "", "")
+    try:
+        request = journal.read_request(Path(folder))
+    except journal.JournalError as exc:
+        raise CompetitorError(f"compare {spec}: {exc}") from None
+    outcomes = journal.read(Path(folder))
+    found = providers(outcomes.values())
+    if want and want not in found:
+        raise CompetitorError(f"compare {spec}: run {folder} has no provider {want!r}; it holds {', '.join(found) or 'none'}")
+    return Run(folder, request, outcomes, [want] if want else found)
+
+
+def _verdicts(run: Run) -> dict:
+    return {(r.case, r.backend, r.output): r for o in run.outcomes.values() for r in o.results}
+
+
+def compare(a_spec: str, b_spec: str) -> tuple[list[Table], list[dict]]:
+    """The comparison's tables and its per-case points (for the plot); CompetitorError naming the run where the
+    two cannot be compared."""
+    a, b = _run(a_spec), _run(b_spec)
+    if a.request.get("op") != b.request.get("op"):
+        raise CompetitorError(f"compare: {a.folder} is a run of {a.request.get('op')}, {b.folder} of {b.request.get('op')}: no cases in common")
+    common = sorted(set(a.outcomes) & set(b.outcomes))
+    if not common:
+        raise CompetitorError(f"compare: {a.folder} and {b.folder} have no cases in common (levels {a.request.get('level')} and {b.request.get('level')})")
+    for i in common:
+        da, db = getattr(a.outcomes[i], "digest", ""), getattr(b.outcomes[i], "digest", "")
+        if da and db and da != db:
+            raise CompetitorError(f"compare: case {i} drew other inputs in {a.folder} than in {b.folder} (another digest): not the same case")
+    va, vb = _verdicts(a), _verdicts(b)
+    rows, disagree, points = [], [], []
+    for pa in a.providers:
+        for pb in b.providers:
+            groups: dict[tuple, list] = {}
+            for i in common:
+                for (p, name), sa in a.outcomes[i].sides.items():
+                    sb = b.outcomes[i].sides.get((pb, name))
+                    if p != pa or sb is None:
+                        continue
+                    ra, rb = va.get((i, pa, name)), vb.get((i, pb, name))
+                    dtype = ra.dtype if ra else rb.dtype if rb else "?"
+                    groups.setdefault((dtype, name), []).append((i, sa, sb, ra, rb))
+            for (dtype, name), items in groups.items():
+                ratios = [sa.metrics.mere / sb.metrics.mere for _, sa, sb, _, _ in items if sb.metrics.mere > 0 and math.isfinite(sa.metrics.mere)]
+                passed_a = sum(1 for *_, ra, _ in items if ra is not None and ra.passed)
+                passed_b = sum(1 for *_, rb in items if rb is not None and rb.passed)
+                rows.append((pa, pb, dtype, name, str(len(items)),
+                             _g(max(sa.metrics.mare for _, sa, *_ in items)), _g(statistics.median(sa.metrics.mere for _, sa, *_ in items)),
+                             _g(max(sa.metrics.rmse for _, sa, *_ in items)),
+                             _g(max(sb.metrics.mare for _, _, sb, *_ in items)), _g(statistics.median(sb.metrics.mere for _, _, sb, *_ in items)),
+                             _g(max(sb.metrics.rmse for _, _, sb, *_ in items)),
+                             _g(statistics.median(ratios)) if ratios else "-", f"{passed_a}/{len(items)}", f"{passed_b}/{len(items)}"))  # fmt: skip
+                for i, sa, sb, ra, rb in items:
+                    points.append({"a": pa, "b": pb, "dtype": dtype, "output": name, "mere_a": sa.metrics.mere, "mere_b": sb.metrics.mere})
+                    if ra is not None and rb is not None and ra.passed != rb.passed:
+                        disagree.append((str(i), dtype, "x".join(map(str, ra.shape)), ra.value_range, name, pa, "pass" if ra.passed else "FAIL",
+                                         pb, "pass" if rb.passed else "FAIL", _g(sa.metrics.mere), _g(sb.metrics.mere)))  # fmt: skip
+    if not rows:
+        raise CompetitorError(f"compare: {a.folder} ({', '.join(a.providers)}) and {b.folder} ({', '.join(b.providers)}) share no output to compare")
+    side = Table(
+        f"{a.folder} (A) against {b.folder} (B): errors against the float64 golden, {len(common)} cases in common",
+        ("A", "B", "dtype", "output", "cases", "A worst MARE", "A median MERE", "A worst RMSE", "B worst MARE", "B median MERE",
+         "B worst RMSE", "median MERE A/B", "A passed", "B passed"),
+        tuple(rows),
+        "Each side as its own run judged it (its benchmark, its retests). A median MERE ratio above 1: A's errors are larger.",
+    )  # fmt: skip
+    diff = Table("Cases where the verdicts disagree", ("case", "dtype", "shape", "range", "output", "A", "A verdict", "B", "B verdict",
+                                                        "A MERE", "B MERE"), tuple(disagree[:200]),
+                 f"{len(disagree)} cases" + (" (the first 200 shown)" if len(disagree) > 200 else ""))  # fmt: skip
+    runs = Table("Runs", ("run", "operator", "level", "device", "providers"),
+                 tuple((r.folder, str(r.request.get("op")), str(r.request.get("level")), str(r.request.get("device", "cpu")), ", ".join(r.providers))
+                       for r in (a, b)))  # fmt: skip
+    return [runs, side, diff], points
+
+
+def plot(points: list[dict], path: Path) -> Path | None:
+    """Per-case MERE of A against B, one panel per output, log-log, with the diagonal (equal errors)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    outputs = sorted({p["output"] for p in points})
+    pts = [p for p in points if p["mere_a"] > 0 and p["mere_b"] > 0 and math.isfinite(p["mere_a"]) and math.isfinite(p["mere_b"])]
+    if not pts:
+        return None
+    fig, axes = plt.subplots(1, len(outputs), figsize=(5 * len(outputs), 4.5), squeeze=False)
+    for ax, name in zip(axes[0], outputs):
+        mine = [p for p in pts if p["output"] == name]
+        for dtype in sorted({p["dtype"] for p in mine}):
+            sel = [p for p in mine if p["dtype"] == dtype]
+            ax.scatter([p["mere_b"] for p in sel], [p["mere_a"] for p in sel], s=12, alpha=0.7, label=dtype)
+        if mine:
+            lo = min(min(p["mere_a"], p["mere_b"]) for p in mine)
+            hi = max(max(p["mere_a"], p["mere_b"]) for p in mine)
+            ax.plot([lo, hi], [lo, hi], "k--", linewidth=1, label="equal errors")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"{name}: MERE per case", fontsize=12)
+        ax.set_xlabel("B (MERE against the golden)", fontsize=11)
+        ax.set_ylabel("A (MERE against the golden)", fontsize=11)
+        ax.legend(fontsize=9)
+    fig.suptitle("Points above the diagonal: A's errors are larger than B's on that case", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write(tables: list[Table], points: list[dict], out: Path, title: str) -> dict[str, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    image = plot(points, out / "compare.png")
+    images = [image] if image else []
+    paths = {"md": out / "compare.md", "html": out / "compare.html"}
+    paths["md"].write_text(markdown.document(title, tables, [p.name for p in images]))
+    paths["html"].write_text(html.document(title, tables, images))
+    return paths
