@@ -43,6 +43,16 @@ def shortened(args: list[str], tmp: Path) -> list[str]:
             i = args.index(opt)
             del args[i : i + 2]
     name = args[0]
+    if name == "compare":  # two runs to compare: quick runs of the same cases, made here
+        runs = []
+        for run in args[1:3]:
+            runs.append(str(tmp / run))
+            assert CliRunner().invoke(app, ["verify", "--api", "torch.nn.functional.silu", "--level", "quick", "--dtype", "fp32",
+                                            "--out", runs[-1]]).exit_code == 0  # fmt: skip
+        return ["compare", *runs, "--out", str(tmp / "c")]
+    if "--benchmark-run" in args:  # the benchmark run comes from another machine: tests/verify/test_competitor.py
+        i = args.index("--benchmark-run")
+        del args[i : i + 2]
     if name == "verify":
         args = [a for a in args]
         if "--level" in args:

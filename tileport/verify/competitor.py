@@ -39,7 +39,7 @@ def digest(inputs: dict) -> str:
         if isinstance(v, torch.Tensor):
             t = v.detach().cpu().contiguous()
             h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-            h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
         else:
             h.update(repr(v).encode())
     return h.hexdigest()
@@ -49,7 +49,7 @@ def digest(inputs: dict) -> str:
 class Side:
     """What one provider's output of one case (or one retest seed) leaves for a judge on another machine: its
     metrics against the golden alone, its shape, and where it holds inf/nan (flat positions, their classes).
-    About 100 bytes per output plus 5 bytes per inf/nan element (pickled, in the run's journal)."""
+    About half a kilobyte per output pickled in the run's journal, plus 5 bytes per inf/nan element."""
 
     metrics: Metrics
     shape: tuple[int, ...]
