@@ -462,7 +462,7 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="print the finding
 @app.command()
 def lower(
     op: str = typer.Argument(..., help=_ops_help("lower")),
-    target: str = typer.Option(..., help="cuda or ascend (Ascend 950, arch35)"),
+    target: str = typer.Option(..., help="cuda, ascend (Ascend 950, arch35: TileLang), or ascend-a2 / ascend-a3 (arch32: the Triton kernels through triton-ascend)"),
     dtype: str = typer.Option("fp16", help="fp32/float32, fp16/float16, bf16/bfloat16"),
     dim: int = typer.Option(4096, help="row length D the kernels are built for"),
     out: Path = typer.Option(Path("tileport-lower"), help="folder for the sources and binaries"),
@@ -487,9 +487,11 @@ def lower(
     options = {k: v for k, v in given.items() if v != {"rsqrt": "exact", "nr_steps": 1}[k]}  # the kernels' defaults
     from .lower import KernelTodo, OverBudget
 
+    if target.startswith("ascend-"):
+        options = {}
     try:
         result = run_lower(op, target, dt, dim, out, arch=arch, **options)
-    except (KernelTodo, OverBudget) as exc:  # one line: what is missing or too big
+    except (KernelTodo, OverBudget, RuntimeError) as exc:  # one line: what is missing, too big, or not lowered
         err_console.print(f"tileport lower {op}: {exc}", markup=False, highlight=False)
         raise typer.Exit(2) from None
     except ValueError as exc:

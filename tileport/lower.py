@@ -1,5 +1,7 @@
-"""``tileport lower OP --target cuda|ascend``: write the device source of OP's kernels without the device,
-and build what this machine's toolchain can (a cubin with nvcc; Ascend binaries need CANN's bisheng)."""
+"""``tileport lower OP --target cuda|ascend|ascend-a2|ascend-a3``: write the device source of OP's kernels
+without the device, and build what this machine's toolchain can (a cubin with nvcc; Ascend binaries need CANN).
+``cuda`` and ``ascend`` (Ascend 950, arch35) lower the TileLang kernels; ``ascend-a2`` and ``ascend-a3`` (arch32)
+lower the Triton kernels through triton-ascend (TTIR and Linalg IR; the NPU binary with CANN)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ import torch
 
 from .backends.registry import REGISTRY
 
-TARGETS = ("cuda", "ascend")
+TARGETS = ("cuda", "ascend", "ascend-a2", "ascend-a3")
+TRITON_TARGETS = ("ascend-a2", "ascend-a3")
 EXT = {"cuda": ".cu", "ascend": ".cpp"}
 
 
@@ -69,6 +72,8 @@ def lower(
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
     if dim < 1:
         raise ValueError(f"--dim must be a positive row length, got {dim}")
+    if target in TRITON_TARGETS:
+        return _lower_triton(op, target, dtype, dim, out)
     backend = REGISTRY.load("tilelang")
     avail = REGISTRY.availability("tilelang")
     if backend is None or not avail.ok:
@@ -97,4 +102,35 @@ def lower(
         else:
             result.notes.append("bisheng (CANN) not found: stopped at Ascend C source")
     (out / "lower.json").write_text(json.dumps(asdict(result) | {"op": op, "dtype": tag, "dim": dim, "options": options}, indent=1))
+    return result
+
+
+def _lower_triton(op: str, target: str, dtype: torch.dtype, dim: int, out: Path) -> Lowered:
+    """The Triton kernels of op through triton-ascend for an A2/A3 chip: each kernel's TTIR and Linalg IR, and a
+    manifest naming the source kernel, the chip, the block sizes, the grid and the triton-ascend version."""
+    from .backends.triton import ascend, lowering
+
+    result = Lowered(target)
+    tag = str(dtype).removeprefix("torch.")
+    try:
+        done = lowering.lower(op, target, dtype, dim)
+    except lowering.LoweringError as exc:
+        raise RuntimeError(str(exc)) from None
+    out.mkdir(parents=True, exist_ok=True)
+    kernels = []
+    for k in done:
+        blocks = "_".join(f"{n}{v}" for n, v in k.launch.constants.items() if n.startswith("BLOCK"))
+        stem = f"{k.launch.name.strip('_')}_{tag}_D{dim}_{blocks}"
+        for stage, text in k.files.items():
+            path = out / f"{stem}.{stage}"
+            path.write_text(text)
+            result.sources.append(str(path))
+        kernels.append({"kernel": f"{k.launch.module}.{k.launch.name}", "files": [f"{stem}.{s}" for s in k.files], "constants": k.launch.constants,
+                        "signature": k.launch.signature, "grid": list(k.launch.grid), "binary": k.binary})  # fmt: skip
+        result.notes.append(f"{k.launch.module}.{k.launch.name} ({blocks}, grid {k.launch.grid[0]}): {k.binary}")
+    chip = ascend.CHIPS[target]
+    manifest = {"op": op, "target": target, "chip": chip.name, "arch": chip.arch, "vector_cores": chip.vector_cores, "ub_bytes": chip.ub_bytes,
+                "dtype": tag, "dim": dim, "triton_ascend": ascend.triton_ascend_version(), "kernels": kernels}  # fmt: skip
+    (out / "lower.json").write_text(json.dumps(manifest, indent=1, default=str))
+    result.notes.append(f"triton-ascend {ascend.triton_ascend_version()}, {chip.name}: {len(done)} kernels lowered to TTIR and Linalg IR")
     return result

@@ -52,8 +52,7 @@ ALL = [platform.CPU, platform.CUDA, platform.NPU_ARCH35, platform.NPU_ARCH32]
 def full_registry(**unavailable):
     return make_registry(
         Fake("tilelang", [platform.CPU, platform.CUDA, platform.NPU_ARCH35], ok="tilelang" not in unavailable, reason="no g++"),
-        Fake("triton", [platform.CUDA], ok="triton" not in unavailable, reason="triton not installed"),
-        Fake("tilelang-ascend", [platform.NPU_ARCH32], ok="tilelang-ascend" not in unavailable, reason="glibc too old"),
+        Fake("triton", [platform.CUDA, platform.NPU_ARCH32], ok="triton" not in unavailable, reason="triton not installed"),
         Fake("torch", ALL, dtypes=(F32, F64)),
     )
 
@@ -68,7 +67,7 @@ def npu(name):
         (torch.device("cpu"), None, "tilelang"),
         (torch.device("cuda", 0), None, "tilelang"),
         (NpuDevice(0), npu("Ascend950PR"), "tilelang"),
-        (NpuDevice(0), npu("Ascend910B3"), "tilelang-ascend"),
+        (NpuDevice(0), npu("Ascend910B3"), "triton"),  # triton-ascend on A2/A3
     ],
 )
 def test_first_choice_per_device(device, npu_name, expected, monkeypatch):
@@ -83,7 +82,7 @@ def test_fallbacks_in_priority_order(monkeypatch):
     assert reg.resolve("l2norm", torch.device("cpu"), (F32,)).name == "torch"
     reg = full_registry(tilelang=True, triton=True)
     assert reg.resolve("l2norm", torch.device("cuda"), (F32,)).name == "torch"
-    reg = full_registry(**{"tilelang-ascend": True})
+    reg = full_registry(triton=True)
     assert reg.resolve("l2norm", NpuDevice(0), (F32,), npu_name=npu("Ascend910_9382")).name == "torch"
 
 
@@ -127,8 +126,9 @@ def test_broken_backend_import_is_a_reason_not_a_crash():
 
 
 def test_real_registry_sends_device_tensors_to_the_device_kernels(monkeypatch):
-    """CUDA and Ascend 950 tensors go to the TileLang kernels of their target; A2/A3 fall back to torch
-    while tilelang-ascend is not registered. Decided from device descriptions: no device is here."""
+    """CUDA and Ascend 950 tensors go to the TileLang kernels of their target; A2/A3 to Triton where triton-ascend
+    is the installed Triton, else to torch (here: upstream Triton). Decided from device descriptions: no device
+    is here."""
     monkeypatch.delenv("TILEPORT_BACKEND", raising=False)
     cuda = REGISTRY.resolve("l2norm", torch.device("cuda"), (F32,))
     assert cuda.name == "tilelang"

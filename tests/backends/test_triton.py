@@ -66,5 +66,33 @@ def test_few_programs_under_the_interpreter():
     from tileport.backends.triton.common import INTERPRET_PROGRAMS, blocks
 
     for M, D in [(1, 1), (37449, 7), (1024, 1024)]:
-        block_m, block_d, grid = blocks(M, D)
-        assert grid[0] <= INTERPRET_PROGRAMS and block_m * grid[0] >= M and block_d >= min(D, 4096)
+        block_m, block_d, grid, n = blocks(M, D)
+        assert grid[0] == n <= INTERPRET_PROGRAMS and block_m * grid[0] >= M and block_d >= min(D, 4096)
+
+
+@pytest.mark.parametrize("target", ["ascend-a2", "ascend-a3"])
+def test_ascend_tiling_fits_the_unified_buffer_and_the_cores(target):
+    """For an A2/A3 chip every kernel's block holds its live fp32 tensors in half the unified buffer, the grid is
+    at most the vector-core count, and the programs' row blocks cover every row, for D from 1 to 65536."""
+    import importlib
+
+    from tileport.backends.triton import BACKEND, ascend
+    from tileport.backends.triton.common import blocks
+
+    chip = ascend.CHIPS[target]
+    widths = set()
+    for op in BACKEND.dtypes:
+        live = getattr(importlib.import_module(f"tileport.backends.triton.{op}"), "LIVE", None)
+        if live is None:  # it launches another operator's kernels (add_rms_norm: rms_norm's)
+            continue
+        for M in (1, 7, 4096, 100_000):
+            for D in (1, 3, 64, 100, 4096, 5000, 65536):
+                for kind in ("fwd", "bwd"):
+                    with ascend.lowering_for(chip):
+                        block_m, block_d, grid, n = blocks(M, D, None, live[kind])
+                    assert block_m * block_d * 4 * live[kind] <= chip.ub_bytes // 2
+                    assert grid[0] == min(n, chip.vector_cores) and n * block_m >= M and block_d >= min(D, block_d)
+                    widths.add(block_d)
+    assert len(widths) <= 14  # a bounded set of block widths (powers of two)
+    _, _, grid, n = blocks(64, 4096)
+    assert grid == (n,)  # outside a lowering: the GPU grid, one program per block

@@ -39,8 +39,8 @@ def env_backend() -> str | None:
 DISPATCH_ORDER: dict[str, tuple[str, ...]] = {
     platform.CPU: ("tilelang", "torch"),
     platform.CUDA: ("tilelang", "triton", "torch"),
-    platform.NPU_ARCH35: ("tilelang", "torch"),
-    platform.NPU_ARCH32: ("tilelang-ascend", "torch"),
+    platform.NPU_ARCH35: ("tilelang", "triton", "torch"),
+    platform.NPU_ARCH32: ("triton", "torch"),  # triton-ascend: tilelang-ascend serves no wheel for these chips
 }
 
 

@@ -13,6 +13,7 @@ import triton.language as tl
 
 from ..registry import BackendUnavailableError
 from . import INTERPRET_MAX_ELEMENTS, interpreting
+from .ascend import chip_of
 
 MAX_BLOCK_D = 4096  # columns per chunk
 INTERPRET_PROGRAMS = 64  # the interpreter costs ~3 ms per program instance: few, large programs
@@ -70,18 +71,49 @@ def column_sum(v, TREE: tl.constexpr):
     return tl.sum(v, axis=0)
 
 
+@triton.jit
+def neumaier(acc, comp, v):
+    """One step of a compensated fp32 sum (Neumaier): ``acc + comp`` carries the sum nearly as an fp64 one would,
+    for a target without fp64 (Ascend's vector units: triton-ascend refuses fp64 math functions)."""
+    t = acc + v
+    comp += tl.where(tl.abs(acc) >= tl.abs(v), (acc - t) + v, (v - t) + acc)
+    return t, comp
+
+
+def wide(device: torch.device | None) -> bool:
+    """Whether kernels for this launch may compute in fp64 (their ``F64`` constexpr): GPUs and the interpreter
+    do; Ascend chips do not, and take the compensated fp32 forms instead (the one difference in the math)."""
+    return chip_of(device) is None
+
+
 def round_kind(dtype: torch.dtype) -> int:
     return {torch.float16: 1, torch.bfloat16: 2}.get(dtype, 0)
 
 
-def blocks(M: int, D: int) -> tuple[int, int, tuple[int]]:
-    """(rows per program, columns per chunk, grid)."""
+def _floor_pow2(n: int) -> int:
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
+def blocks(M: int, D: int, device: torch.device | None = None, live: int = 4) -> tuple[int, int, tuple[int], int]:
+    """(rows per block, columns per chunk, grid, row blocks). Every kernel walks row blocks
+    ``blk = pid, pid + programs, ...``: on a GPU (and the interpreter) the grid is one program per block; on an
+    Ascend chip (an NPU tensor, or a lowering for one: ``ascend.chip_of``) it is the vector-core count, each
+    program looping, and a block holds at most what half the unified buffer takes (the other half double-buffers
+    the loads) for ``live`` fp32 (BLOCK_M, BLOCK_D) tensors at once, the kernel's own count."""
+    chip = chip_of(device)
+    if chip is not None:
+        cap = _floor_pow2(chip.ub_bytes // 2 // (4 * live))  # fp32 elements of one block
+        block_d = min(triton.next_power_of_2(max(D, 1)), cap)
+        block_m = max(1, min(cap // block_d, triton.next_power_of_2(max(M, 1)), 64))
+        n = triton.cdiv(M, block_m)
+        return block_m, block_d, (min(n, chip.vector_cores),), n
     block_d = min(triton.next_power_of_2(max(D, 1)), MAX_BLOCK_D)
     if interpreting():  # few programs: each costs milliseconds, whatever its size
         block_m = triton.next_power_of_2(max(1, math.ceil(M / INTERPRET_PROGRAMS)))
     else:
         block_m = max(1, min(16, 4096 // block_d))
-    return block_m, block_d, (triton.cdiv(M, block_m),)
+    n = triton.cdiv(M, block_m)
+    return block_m, block_d, (n,), n
 
 
 def check_size(op: str, x: torch.Tensor) -> None:

@@ -18,8 +18,13 @@ import triton
 import triton.language as tl
 
 from . import interpreting
-from .common import blocks, check_size, column_sum, launch_context, row_stride, storage, store
+from .common import blocks, check_size, column_sum, launch_context, neumaier, row_stride, storage, store, wide
 from .. import outputs
+
+
+# fp32 (BLOCK_M, BLOCK_D) tensors live at once in the forward and backward kernels: an Ascend block's size
+# in the unified buffer (common.blocks), the one thing that differs from the GPU build
+LIVE = {"fwd": 5, "bwd": 7}
 
 
 @triton.jit
@@ -30,67 +35,79 @@ def _load(P, rows, cols, row_ok, D, stride):
 
 @triton.jit
 def _fwd_kernel(X, W, B, Y, MEAN, RSTD, M, D, stride_x, eps, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
-                HAS_W: tl.constexpr, HAS_B: tl.constexpr, Y_BF16: tl.constexpr):  # fmt: skip
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < M
-    acc64 = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float64)
-    for start in range(0, D, BLOCK_D):
-        x, _ = _load(X, rows, start + tl.arange(0, BLOCK_D), row_ok, D, stride_x)
-        acc64 += x.to(tl.float64)
-    mean = (tl.sum(acc64, axis=1) / D).to(tl.float32)  # fp64 sum, rounded once (as the TileLang CPU kernel)
-    mean = mean + (mean - mean)  # nan where the row holds inf, as torch's mean (its Welford update takes inf - inf)
-    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
-    for start in range(0, D, BLOCK_D):
-        x, mask = _load(X, rows, start + tl.arange(0, BLOCK_D), row_ok, D, stride_x)
-        xc = tl.where(mask, x - mean[:, None], 0.0)
-        acc += xc * xc
-    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=1) / D + eps)
-    tl.store(MEAN + rows, mean, mask=row_ok)
-    tl.store(RSTD + rows, rstd, mask=row_ok)
-    for start in range(0, D, BLOCK_D):
-        cols = start + tl.arange(0, BLOCK_D)
-        x, mask = _load(X, rows, cols, row_ok, D, stride_x)
-        y = (x - mean[:, None]) * rstd[:, None]
-        if HAS_W:
-            y = y * tl.load(W + cols, mask=cols < D, other=0.0).to(tl.float32)[None, :]
-        if HAS_B:
-            y = y + tl.load(B + cols, mask=cols < D, other=0.0).to(tl.float32)[None, :]
-        store(Y + rows[:, None] * D + cols[None, :], y, mask, Y_BF16)
+                HAS_W: tl.constexpr, HAS_B: tl.constexpr, Y_BF16: tl.constexpr, F64: tl.constexpr):  # fmt: skip
+    for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
+        rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_ok = rows < M
+        # the mean from an fp64 sum, rounded once (as the TileLang CPU kernel); Ascend: a compensated fp32 sum
+        if F64:
+            acc64 = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float64)
+        else:
+            acc32 = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+            comp = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+        for start in range(0, D, BLOCK_D):
+            x, _ = _load(X, rows, start + tl.arange(0, BLOCK_D), row_ok, D, stride_x)
+            if F64:
+                acc64 += x.to(tl.float64)
+            else:
+                acc32, comp = neumaier(acc32, comp, x)
+        if F64:
+            mean = (tl.sum(acc64, axis=1) / D).to(tl.float32)
+        else:
+            mean = (tl.sum(acc32, axis=1) + tl.sum(comp, axis=1)) / D
+        mean = mean + (mean - mean)  # nan where the row holds inf, as torch's mean (its Welford update takes inf - inf)
+        acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+        for start in range(0, D, BLOCK_D):
+            x, mask = _load(X, rows, start + tl.arange(0, BLOCK_D), row_ok, D, stride_x)
+            xc = tl.where(mask, x - mean[:, None], 0.0)
+            acc += xc * xc
+        rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=1) / D + eps)
+        tl.store(MEAN + rows, mean, mask=row_ok)
+        tl.store(RSTD + rows, rstd, mask=row_ok)
+        for start in range(0, D, BLOCK_D):
+            cols = start + tl.arange(0, BLOCK_D)
+            x, mask = _load(X, rows, cols, row_ok, D, stride_x)
+            y = (x - mean[:, None]) * rstd[:, None]
+            if HAS_W:
+                y = y * tl.load(W + cols, mask=cols < D, other=0.0).to(tl.float32)[None, :]
+            if HAS_B:
+                y = y + tl.load(B + cols, mask=cols < D, other=0.0).to(tl.float32)[None, :]
+            store(Y + rows[:, None] * D + cols[None, :], y, mask, Y_BF16)
 
 
 @triton.jit
 def _bwd_kernel(X, DY, W, MEAN, RSTD, DX, DWP, DBP, M, D, stride_x, stride_dy, BLOCK_M: tl.constexpr,
                 BLOCK_D: tl.constexpr, HAS_W: tl.constexpr, SUMS: tl.constexpr, DX_BF16: tl.constexpr,
                 TREE: tl.constexpr):  # fmt: skip
-    pid = tl.program_id(0)
-    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < M
-    mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)
-    r = tl.load(RSTD + rows, mask=row_ok, other=0.0)
-    acc_g = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
-    acc_gx = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
-    for start in range(0, D, BLOCK_D):
-        cols = start + tl.arange(0, BLOCK_D)
-        x, mask = _load(X, rows, cols, row_ok, D, stride_x)
-        g, _ = _load(DY, rows, cols, row_ok, D, stride_dy)
-        if HAS_W:
-            g = g * tl.load(W + cols, mask=cols < D, other=0.0).to(tl.float32)[None, :]
-        acc_g += g
-        acc_gx += g * tl.where(mask, (x - mean[:, None]) * r[:, None], 0.0)
-    c1 = tl.sum(acc_g, axis=1) / D  # divisions, as torch's means
-    c2 = tl.sum(acc_gx, axis=1) / D
-    for start in range(0, D, BLOCK_D):
-        cols = start + tl.arange(0, BLOCK_D)
-        x, mask = _load(X, rows, cols, row_ok, D, stride_x)
-        gy, _ = _load(DY, rows, cols, row_ok, D, stride_dy)
-        xhat = (x - mean[:, None]) * r[:, None]
-        g = gy
-        if HAS_W:
-            g = gy * tl.load(W + cols, mask=cols < D, other=0.0).to(tl.float32)[None, :]
-        if SUMS:
-            tl.store(DWP + pid * D + cols, column_sum(tl.where(mask, gy * xhat, 0.0), TREE), mask=cols < D)
-            tl.store(DBP + pid * D + cols, column_sum(tl.where(mask, gy, 0.0), TREE), mask=cols < D)
-        store(DX + rows[:, None] * D + cols[None, :], ((g - xhat * c2[:, None]) - c1[:, None]) * r[:, None], mask, DX_BF16)
+    for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
+        rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_ok = rows < M
+        mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)
+        r = tl.load(RSTD + rows, mask=row_ok, other=0.0)
+        acc_g = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+        acc_gx = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+        for start in range(0, D, BLOCK_D):
+            cols = start + tl.arange(0, BLOCK_D)
+            x, mask = _load(X, rows, cols, row_ok, D, stride_x)
+            g, _ = _load(DY, rows, cols, row_ok, D, stride_dy)
+            if HAS_W:
+                g = g * tl.load(W + cols, mask=cols < D, other=0.0).to(tl.float32)[None, :]
+            acc_g += g
+            acc_gx += g * tl.where(mask, (x - mean[:, None]) * r[:, None], 0.0)
+        c1 = tl.sum(acc_g, axis=1) / D  # divisions, as torch's means
+        c2 = tl.sum(acc_gx, axis=1) / D
+        for start in range(0, D, BLOCK_D):
+            cols = start + tl.arange(0, BLOCK_D)
+            x, mask = _load(X, rows, cols, row_ok, D, stride_x)
+            gy, _ = _load(DY, rows, cols, row_ok, D, stride_dy)
+            xhat = (x - mean[:, None]) * r[:, None]
+            g = gy
+            if HAS_W:
+                g = gy * tl.load(W + cols, mask=cols < D, other=0.0).to(tl.float32)[None, :]
+            if SUMS:
+                tl.store(DWP + blk * D + cols, column_sum(tl.where(mask, gy * xhat, 0.0), TREE), mask=cols < D)
+                tl.store(DBP + blk * D + cols, column_sum(tl.where(mask, gy, 0.0), TREE), mask=cols < D)
+            store(DX + rows[:, None] * D + cols[None, :], ((g - xhat * c2[:, None]) - c1[:, None]) * r[:, None], mask, DX_BF16)
 
 
 def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
@@ -103,10 +120,11 @@ def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
     y, mean, rstd = out
     w = x if weight is None else weight.contiguous()  # unread placeholders when absent
     b = x if bias is None else bias.contiguous()
-    block_m, block_d, grid = blocks(M, D)
+    block_m, block_d, grid, n_blocks = blocks(M, D, x.device, LIVE["fwd"])
     with launch_context():
         _fwd_kernel[grid](x, w, b, storage(y), mean, rstd, M, D, row_stride(x), eps, BLOCK_M=block_m, BLOCK_D=block_d,
-                          HAS_W=weight is not None, HAS_B=bias is not None, Y_BF16=output_dtype == torch.bfloat16)  # fmt: skip
+                          HAS_W=weight is not None, HAS_B=bias is not None, Y_BF16=output_dtype == torch.bfloat16,
+                          F64=wide(x.device))  # fmt: skip
     return y, mean, rstd
 
 
@@ -117,9 +135,9 @@ def backward(x, mean, rstd, dy, weight, bias):
     M, D = x.shape
     dx = outputs.empty((M, D), x.dtype, x.device)
     mean, rstd = mean.to(torch.float32).contiguous(), rstd.to(torch.float32).contiguous()
-    block_m, block_d, grid = blocks(M, D)
+    block_m, block_d, grid, n_blocks = blocks(M, D, x.device, LIVE["bwd"])
     sums = weight is not None or with_dbias
-    dwp, dbp = ((outputs.empty((grid[0], D), torch.float32, x.device) for _ in range(2)) if sums else (rstd, rstd))
+    dwp, dbp = ((outputs.empty((n_blocks, D), torch.float32, x.device) for _ in range(2)) if sums else (rstd, rstd))
     w = x if weight is None else weight.contiguous()
     with launch_context():
         _bwd_kernel[grid](x, dy, w, mean, rstd, storage(dx), dwp, dbp, M, D, row_stride(x), row_stride(dy),

@@ -17,75 +17,117 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import blocks, check_size, launch_context, row_stride, storage, store
+from .common import blocks, check_size, launch_context, neumaier, row_stride, storage, store, wide
 from .. import outputs
 
 
+# fp32 (BLOCK_M, BLOCK_D) tensors live at once in the forward and backward kernels: an Ascend block's size
+# in the unified buffer (common.blocks), the one thing that differs from the GPU build
+LIVE = {"fwd": 4, "bwd": 4}
+
+
 @triton.jit
-def _fwd_kernel(X, Y, M, D, stride_x, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, LOG: tl.constexpr, Y_BF16: tl.constexpr):
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < M
-    mx = tl.full((BLOCK_M, BLOCK_D), float("-inf"), dtype=tl.float32)
-    for start in range(0, D, BLOCK_D):
-        cols = start + tl.arange(0, BLOCK_D)
-        mask = row_ok[:, None] & (cols[None, :] < D)
-        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=float("-inf")).to(tl.float32)
-        mx = tl.maximum(mx, x)
-    m = tl.max(mx, axis=1)
-    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float64)  # fp64: an fp32 sum's rounding scales the whole row
-    for start in range(0, D, BLOCK_D):
-        cols = start + tl.arange(0, BLOCK_D)
-        mask = row_ok[:, None] & (cols[None, :] < D)
-        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        acc += tl.where(mask, tl.exp(x - m[:, None]), 0.0).to(tl.float64)
-    s = tl.sum(acc, axis=1)
-    lse = tl.log(s).to(tl.float32)
-    inv = 1.0 / s  # fp64, once per row
-    for start in range(0, D, BLOCK_D):
-        cols = start + tl.arange(0, BLOCK_D)
-        mask = row_ok[:, None] & (cols[None, :] < D)
-        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        if LOG:
-            y = (x - m[:, None]) - lse[:, None]
+def _fwd_kernel(X, Y, M, D, stride_x, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, LOG: tl.constexpr, Y_BF16: tl.constexpr,
+                F64: tl.constexpr):  # fmt: skip
+    for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
+        rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_ok = rows < M
+        mx = tl.full((BLOCK_M, BLOCK_D), float("-inf"), dtype=tl.float32)
+        for start in range(0, D, BLOCK_D):
+            cols = start + tl.arange(0, BLOCK_D)
+            mask = row_ok[:, None] & (cols[None, :] < D)
+            x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=float("-inf")).to(tl.float32)
+            mx = tl.maximum(mx, x)
+        m = tl.max(mx, axis=1)
+        # the sum in fp64 (Ascend: compensated fp32): an fp32 sum's rounding scales the whole row
+        if F64:
+            acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float64)
         else:
-            y = (tl.exp(x - m[:, None]).to(tl.float64) * inv[:, None]).to(tl.float32)
-        store(Y + rows[:, None] * D + cols[None, :], y, mask, Y_BF16)
+            acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+            comp = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+        for start in range(0, D, BLOCK_D):
+            cols = start + tl.arange(0, BLOCK_D)
+            mask = row_ok[:, None] & (cols[None, :] < D)
+            x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            e = tl.where(mask, tl.exp(x - m[:, None]), 0.0)
+            if F64:
+                acc += e.to(tl.float64)
+            else:
+                acc, comp = neumaier(acc, comp, e)
+        if F64:
+            s = tl.sum(acc, axis=1)
+            lse = tl.log(s).to(tl.float32)
+            inv = 1.0 / s  # fp64, once per row
+        else:
+            s = tl.sum(acc, axis=1) + tl.sum(comp, axis=1)
+            lse = tl.log(s)
+            inv = 1.0 / s
+        for start in range(0, D, BLOCK_D):
+            cols = start + tl.arange(0, BLOCK_D)
+            mask = row_ok[:, None] & (cols[None, :] < D)
+            x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            if LOG:
+                y = (x - m[:, None]) - lse[:, None]
+            else:
+                if F64:
+                    y = (tl.exp(x - m[:, None]).to(tl.float64) * inv[:, None]).to(tl.float32)
+                else:
+                    y = tl.exp(x - m[:, None]) * inv[:, None]
+            store(Y + rows[:, None] * D + cols[None, :], y, mask, Y_BF16)
 
 
 @triton.jit
 def _bwd_kernel(Y, DY, DX, M, D, stride_y, stride_dy, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, LOG: tl.constexpr,
-                DX_BF16: tl.constexpr):  # fmt: skip
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < M
-    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float64)  # fp64 (exact fp32 products), as the CPU kernels'
-    for start in range(0, D, BLOCK_D):
-        cols = start + tl.arange(0, BLOCK_D)
-        mask = row_ok[:, None] & (cols[None, :] < D)
-        g = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float64)
-        if LOG:
-            acc += g
+                DX_BF16: tl.constexpr, F64: tl.constexpr):  # fmt: skip
+    for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
+        rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_ok = rows < M
+        # fp64 (exact fp32 products), as the CPU kernels'; Ascend: fp32 products, compensated sum
+        if F64:
+            acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float64)
         else:
-            acc += g * tl.load(Y + rows[:, None] * stride_y + cols[None, :], mask=mask, other=0.0).to(tl.float64)
-    c = tl.sum(acc, axis=1).to(tl.float32)
-    for start in range(0, D, BLOCK_D):
-        cols = start + tl.arange(0, BLOCK_D)
-        mask = row_ok[:, None] & (cols[None, :] < D)
-        y = tl.load(Y + rows[:, None] * stride_y + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        g = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        if LOG:
-            dx = g - tl.exp(y) * c[:, None]
+            acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+            comp = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+        for start in range(0, D, BLOCK_D):
+            cols = start + tl.arange(0, BLOCK_D)
+            mask = row_ok[:, None] & (cols[None, :] < D)
+            g = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            if not LOG:
+                y = tl.load(Y + rows[:, None] * stride_y + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            if F64:
+                if LOG:
+                    acc += g.to(tl.float64)
+                else:
+                    acc += g.to(tl.float64) * y.to(tl.float64)
+            else:
+                if LOG:
+                    acc, comp = neumaier(acc, comp, g)
+                else:
+                    acc, comp = neumaier(acc, comp, g * y)
+        if F64:
+            c = tl.sum(acc, axis=1).to(tl.float32)
         else:
-            dx = y * (g - c[:, None])
-        store(DX + rows[:, None] * D + cols[None, :], dx, mask, DX_BF16)
+            c = tl.sum(acc, axis=1) + tl.sum(comp, axis=1)
+        for start in range(0, D, BLOCK_D):
+            cols = start + tl.arange(0, BLOCK_D)
+            mask = row_ok[:, None] & (cols[None, :] < D)
+            y = tl.load(Y + rows[:, None] * stride_y + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            g = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            if LOG:
+                dx = g - tl.exp(y) * c[:, None]
+            else:
+                dx = y * (g - c[:, None])
+            store(DX + rows[:, None] * D + cols[None, :], dx, mask, DX_BF16)
 
 
 def run_forward(op: str, x: torch.Tensor, log: bool) -> torch.Tensor:
     check_size(op, x)
     M, D = x.shape
     y = outputs.empty((M, D), x.dtype, x.device)
-    block_m, block_d, grid = blocks(M, D)
+    block_m, block_d, grid, n_blocks = blocks(M, D, x.device, LIVE["fwd"])
     with launch_context():
-        _fwd_kernel[grid](x, storage(y), M, D, row_stride(x), BLOCK_M=block_m, BLOCK_D=block_d, LOG=log, Y_BF16=x.dtype == torch.bfloat16)
+        _fwd_kernel[grid](x, storage(y), M, D, row_stride(x), BLOCK_M=block_m, BLOCK_D=block_d, LOG=log, Y_BF16=x.dtype == torch.bfloat16,
+                          F64=wide(x.device))  # fmt: skip
     return y
 
 
@@ -93,10 +135,10 @@ def run_backward(op: str, y: torch.Tensor, dy: torch.Tensor, log: bool) -> torch
     check_size(op, y)
     M, D = y.shape
     dx = outputs.empty((M, D), y.dtype, y.device)
-    block_m, block_d, grid = blocks(M, D)
+    block_m, block_d, grid, n_blocks = blocks(M, D, y.device, LIVE["bwd"])
     with launch_context():
         _bwd_kernel[grid](y, dy, storage(dx), M, D, row_stride(y), row_stride(dy), BLOCK_M=block_m, BLOCK_D=block_d,
-                          LOG=log, DX_BF16=y.dtype == torch.bfloat16)  # fmt: skip
+                          LOG=log, DX_BF16=y.dtype == torch.bfloat16, F64=wide(y.device))  # fmt: skip
     return dx
 
 

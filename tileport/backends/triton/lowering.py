@@ -1,0 +1,155 @@
+"""Lower an operator's Triton kernels for Ascend A2/A3 without the device (``tileport lower OP --target
+ascend-a2``): the launches its forward and backward make are captured on small CPU tensors (nothing runs), and
+each kernel is compiled by triton-ascend for the chip: TTIR, then Linalg IR (``ttadapter``), then the NPU binary
+where CANN's bishengir-compile is present.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import ascend
+
+_TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.uint16: "u16", torch.int16: "i16",
+          torch.int32: "i32", torch.int64: "i64", torch.uint8: "u8", torch.bool: "i1"}  # fmt: skip
+
+
+class LoweringError(RuntimeError):
+    """A kernel triton-ascend does not lower (the message names the kernel, the chip and the stage)."""
+
+
+@dataclass
+class Launch:
+    kernel: object  # the JITFunction
+    signature: dict[str, str]
+    constants: dict[str, object]
+    grid: tuple
+
+    @property
+    def name(self) -> str:
+        return self.kernel.fn.__name__ if hasattr(self.kernel, "fn") else str(self.kernel)
+
+    @property
+    def module(self) -> str:
+        return self.kernel.fn.__module__ if hasattr(self.kernel, "fn") else ""
+
+
+@dataclass
+class Lowered:
+    launch: Launch
+    chip: ascend.Chip
+    files: dict[str, str] = field(default_factory=dict)  # stage (ttir, ttadapter, npubin) -> text or a note
+    binary: str = ""  # why there is no NPU binary, or where it is
+
+
+def _type(v) -> str:
+    if isinstance(v, torch.Tensor):
+        return "*" + _TYPES[v.dtype]
+    if isinstance(v, bool):
+        return "i1"
+    if isinstance(v, int):
+        return "i32" if -(2**31) <= v < 2**31 else "i64"
+    if isinstance(v, float):
+        return "fp32"
+    raise LoweringError(f"an argument of type {type(v).__name__} has no Triton signature type")
+
+
+@contextlib.contextmanager
+def capturing(chip: ascend.Chip):
+    """Inside the block, Triton launches are recorded (as ``Launch``), not run, and tiled for ``chip``; the
+    registry hands out the Triton kernels whatever the tensors' device (they are CPU tensors here)."""
+    import triton.runtime.jit as jit
+
+    from ..registry import REGISTRY
+    from . import BACKEND
+
+    launches: list[Launch] = []
+
+    def record(self, *args, grid=None, warmup=False, **kwargs):
+        values = dict(zip(self.arg_names, args)) | kwargs
+        sig, consts = {}, {}
+        for p in self.params:
+            v = values[p.name]
+            if p.is_constexpr:
+                consts[p.name] = v
+            else:
+                sig[p.name] = _type(v)
+        launches.append(Launch(self, sig, consts, tuple(grid(consts) if callable(grid) else grid)))
+
+    run, kernels = jit.JITFunction.run, REGISTRY.kernels
+    jit.JITFunction.run = record
+    REGISTRY.kernels = lambda op, device, dtypes, backend=None: BACKEND.kernels(op)  # type: ignore[method-assign]
+    try:
+        with ascend.lowering_for(chip):
+            yield launches
+    finally:
+        jit.JITFunction.run = run
+        REGISTRY.kernels = kernels  # type: ignore[method-assign]
+
+
+def launches(op: str, chip: ascend.Chip, dtype: torch.dtype, dim: int, rows: int = 256) -> list[Launch]:
+    """The kernels op's forward and backward launch for rows of ``dim`` columns (one per kernel and constants)."""
+    from ...ops.spec import get
+
+    spec = get(op)
+    gen = torch.Generator().manual_seed(0)
+    inputs = spec.example((rows, dim), dtype, "cpu", gen)
+    inputs["dy"] = torch.randn((rows, dim), generator=gen).to(dtype)
+    with capturing(chip) as found:
+        spec.run(inputs, "triton", True)
+    unique: dict[tuple, Launch] = {}
+    for launch in found:
+        unique.setdefault((launch.name, tuple(sorted(launch.constants.items())), tuple(sorted(launch.signature.items()))), launch)
+    return list(unique.values())
+
+
+def compile_launch(launch: Launch, chip: ascend.Chip) -> Lowered:
+    """TTIR and Linalg IR of one captured launch for ``chip`` (and the NPU binary with CANN); LoweringError where
+    triton-ascend stops before the Linalg IR."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    out = Lowered(launch, chip)
+    with tempfile.TemporaryDirectory(prefix="tileport-ascend-") as cache:
+        before = os.environ.get("TRITON_CACHE_DIR")
+        os.environ["TRITON_CACHE_DIR"] = cache  # a fresh cache: its files are this compile's
+        error = None
+        try:
+            compiled = triton.compile(ASTSource(fn=launch.kernel, signature=launch.signature, constants=launch.constants),
+                                      target=GPUTarget("npu", chip.arch, 0))  # fmt: skip
+            out.binary = f"NPU binary built ({len(compiled.asm.get('npubin', b''))} bytes)"
+        except Exception as exc:  # noqa: BLE001 - judged below by the stages that were written
+            error = exc
+        finally:
+            if before is None:
+                os.environ.pop("TRITON_CACHE_DIR", None)
+            else:
+                os.environ["TRITON_CACHE_DIR"] = before
+        for path in Path(cache).rglob("*"):
+            if path.suffix in (".ttir", ".ttadapter") and path.is_file():
+                out.files[path.suffix[1:]] = path.read_text()
+    if "ttadapter" not in out.files:
+        text = " ".join(str(error).split())[:600] if error else "no Linalg IR written"
+        raise LoweringError(f"{launch.module}.{launch.name} does not lower for {chip.arch}: {type(error).__name__ if error else ''}: {text}")
+    if error is not None:
+        out.binary = ("no NPU binary: CANN's bishengir-compile is not set up (source <ascend-toolkit>/set_env.sh)"
+                      if ascend.bishengir() is None else f"no NPU binary: {type(error).__name__}: {' '.join(str(error).split())[:300]}")  # fmt: skip
+    return out
+
+
+def lower(op: str, target: str, dtype: torch.dtype, dim: int) -> list[Lowered]:
+    """Every Triton kernel of op lowered for ``target`` (ascend-a2, ascend-a3) at ``dim`` columns; ValueError
+    naming what is missing (triton-ascend, the target)."""
+    if target not in ascend.CHIPS:
+        raise ValueError(f"unknown Ascend target {target!r}; choose from {', '.join(ascend.CHIPS)}")
+    if ascend.triton_ascend_version() is None:
+        raise ValueError(f"--target {target} lowers through triton-ascend, which is not installed here: {ascend.INSTALL}")
+    chip = ascend.CHIPS[target]
+    return [compile_launch(launch, chip) for launch in launches(op, chip, dtype, dim)]
