@@ -63,7 +63,7 @@ def test_verify_rejects_unknown_operator_dtype_level_backend_device():
     result = runner.invoke(app, ["verify", "no_such_op"])
     assert result.exit_code == 2 and "unknown operator 'no_such_op'" in result.output
     result = runner.invoke(app, ["verify", "l2norm", "--level", "quick", "--device", "tpu"])
-    assert result.exit_code == 2 and "device must be cpu or cuda" in " ".join(result.output.replace("│", " ").split())
+    assert result.exit_code == 2 and "device must be one of cpu, cuda, npu" in " ".join(result.output.replace("│", " ").split())
     if not torch.cuda.is_available():
         result = runner.invoke(app, ["verify", "l2norm", "--level", "quick", "--device", "cuda"])
         assert result.exit_code == 2 and "torch sees no CUDA GPU" in " ".join(result.output.replace("│", " ").split())

@@ -51,6 +51,18 @@ def backends() -> None:
             b.name, "[green]yes[/]" if b.available else "[red]no[/]", ", ".join(b.device_kinds), ", ".join(b.ops), b.reason
         )
     console.print(table)
+    from .backends import ascend_paths
+
+    triton, bishengir, missing, rows = ascend_paths()
+    paths = Table(title="Ascend: the backend each operator gets (first available in dispatch order)")
+    for col in ("operator", "arch35 (Ascend 950)", "arch32 (A2/A3: 910B, 910_93)"):
+        paths.add_column(col)
+    for row in rows:
+        paths.add_row(*row)
+    console.print(paths)
+    console.print(f"Triton here: {triton}; CANN's bishengir-compile: {bishengir or 'not found'}", markup=False, highlight=False)
+    if missing:
+        console.print("an A2/A3 device run still needs: " + "; ".join(missing), markup=False, highlight=False)
 
 
 @app.command()
@@ -118,7 +130,7 @@ def verify(
     seed: int = typer.Option(0, help="seed of the generated cases"),
     retest_seeds: Optional[int] = typer.Option(None, help="new seeds for a failed check (default: 1000, quick: 30)"),
     perf: bool = typer.Option(True, help="also run the performance and memory tasks"),
-    device: str = typer.Option("cpu", help="cpu, or cuda: run the suite and the timings on a GPU"),
+    device: str = typer.Option("cpu", help="cpu, cuda (a GPU) or npu (an Ascend NPU, torch_npu; the golden stays on the CPU)"),
     cases: Optional[Path] = typer.Option(None, "--cases", help="a case file: a tileport suite or the test kit's design YAML"),
     jobs: Optional[int] = typer.Option(None, min=1, help="worker processes for the accuracy cases (default: this process's CPUs)"),
     resume: Optional[Path] = typer.Option(None, "--resume", help="an interrupted run's --out folder: finish its run there"),
@@ -363,7 +375,7 @@ def bench(
     csv: Optional[Path] = typer.Option(None, help="CSV to append the rows to (default: bench.csv in --out)"),
     plot: bool = typer.Option(False, help="only draw the PNGs of the CSV's latest run, do not time"),
     out: Path = typer.Option(Path("benchmarks/results"), help="folder for the CSV, the PNGs and the markdown table"),
-    device: str = typer.Option("cpu", help="cpu, or cuda on a machine with an NVIDIA GPU"),
+    device: str = typer.Option("cpu", help="cpu, cuda (an NVIDIA GPU) or npu (an Ascend NPU with torch_npu)"),
     impl: Optional[list[str]] = typer.Option(None, "--impl", help="an implementation of OP's contract to time beside the backends: MODULE:FUNCTION or path/to/file.py:FUNCTION (repeatable)"),
     arg: Optional[list[str]] = typer.Option(None, "--arg", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"),
 ) -> None:
@@ -392,8 +404,12 @@ def bench(
         if bad:
             raise typer.BadParameter(f"unknown workload {bad[0]!r}; choose from {', '.join(s.workloads)}", param_hint="--workload")
         shapes = [_shape(t) for t in shape] if shape else ([] if names else s.sweep[:4] if quick else s.sweep)
-        if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
-            raise typer.BadParameter(f"device {device!r} is not usable here (cpu, or cuda with a GPU)", param_hint="--device")
+        from . import devices
+
+        try:
+            devices.check(device)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--device") from exc
         from .external import ImplError, resolve
 
         try:

@@ -8,16 +8,21 @@ conftest.py: ``from tileport.testing import golden, randn``):
   every dtype of a test).
 
 Importing this module sets ``TRITON_INTERPRET=1`` where no GPU is present (Triton runs on a CPU only under its
-interpreter, chosen before triton is imported).
+interpreter, chosen before triton is imported), unless the installed Triton is triton-ascend (it lowers for
+Ascend here; its tests compile, they do not interpret).
 """
 
+import importlib.util
 import os
 
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+if not torch.cuda.is_available() and importlib.util.find_spec("triton") is not None:
+    from tileport.backends.triton.ascend import triton_ascend_version
+
+    if triton_ascend_version() is None:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture

@@ -46,14 +46,17 @@ class _Accounting(TorchDispatchMode):
 
 def peak_bytes(fn: Callable[[], object], device: str = "cpu") -> int:
     """The largest total of bytes held at once by tensors that ``fn`` allocates (its outputs included).
-    On a CUDA device, the caching allocator's own peak statistic is used instead."""
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
+    On a CUDA or NPU device, the caching allocator's own peak statistic is used instead."""
+    from .. import devices
+
+    accelerator = devices.module(device)
+    if accelerator is not None:
+        accelerator.synchronize()
+        base = accelerator.memory_allocated()
+        accelerator.reset_peak_memory_stats()
         result = fn()
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated() - base
+        accelerator.synchronize()
+        peak = accelerator.max_memory_allocated() - base
         del result
         return peak
     mode = _Accounting()

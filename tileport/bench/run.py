@@ -14,6 +14,7 @@ from typing import Callable
 
 import torch
 
+from .. import devices
 from ..dtypes import name as dtype_name
 from .environment import machine, versions
 from .memory import peak_bytes
@@ -58,9 +59,10 @@ def run(
     synchronize, so times are wall times of finished work. ``impls``: external implementations
     (``external.Impl``), timed beside the backends under their provider names."""
     s = op_spec(op)
-    kind = torch.device(device).type
+    kind = devices.kind(device)
     backends = tileport_backends(op, kind) if backends is None else backends
-    sync = torch.cuda.synchronize if kind == "cuda" else None
+    accelerator = devices.module(device)  # torch.cuda or torch.npu: every call is followed by its synchronize
+    sync = accelerator.synchronize if accelerator is not None else None
     stamp, mach, vers = time.strftime("%Y-%m-%dT%H:%M:%S"), machine(), versions()
     rows: list[dict] = []
     threads_before = torch.get_num_threads()
@@ -76,7 +78,7 @@ def run(
                 provs = {name: (lambda f=f: (f(), sync())) for name, f in provs.items()}
             times = interleave(provs, _budget(g.shape, budget_s))
             base = dict(operator=op, mode=g.mode, dtype=dtype_name(g.dtype), shape="x".join(map(str, g.shape)),
-                        threads=g.threads, machine=mach if kind == "cpu" else f"{mach}; {torch.cuda.get_device_name()}",
+                        threads=g.threads, machine=mach if kind == "cpu" else f"{mach}; {devices.name(device)}",
                         versions=vers, run=stamp, workload=g.workload)  # fmt: skip
             copy_gbps = gbps(nbytes, times["copy"])
             for name, t in times.items():

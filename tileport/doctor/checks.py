@@ -236,6 +236,30 @@ def cann(p: Probe) -> Finding:
     return Finding("CANN and bisheng", "info", "not found: `tileport lower --target ascend` stops at Ascend C source")
 
 
+def triton_ascend(p: Probe) -> Finding:
+    """Which Triton is installed (upstream or triton-ascend) and what an A2/A3 (arch32) device run still needs."""
+    asc, upstream = p.dist_version("triton-ascend"), p.dist_version("triton")
+    env = "python3 -m venv .venv-ascend && . .venv-ascend/bin/activate && pip install torch==2.13.0 'tileport[ascend]'"
+    if asc is None:
+        which = f"upstream triton {upstream}" if upstream else "no triton"
+        return Finding("Triton for Ascend A2/A3", "info", f"{which}: A2/A3 (arch32) NPUs get the torch backend here; their Triton path is "
+                       "triton-ascend, which replaces upstream triton (an environment of its own)", env)  # fmt: skip
+    home = p.environ.get("ASCEND_HOME_PATH")
+    bishengir = p.which("bishengir-compile") or (str(Path(home) / "bin" / "bishengir-compile") if home and (Path(home) / "bin" / "bishengir-compile").is_file() else None)
+    missing = []
+    if not p.can_import("pybind11"):
+        missing.append("pybind11 (triton-ascend's import needs it: pip install pybind11)")
+    if bishengir is None:
+        missing.append("CANN's bishengir-compile (source <ascend-toolkit>/set_env.sh): lowering stops at the Linalg IR")
+    if not p.can_import("torch_npu"):
+        missing.append("torch_npu matching this torch: no device runs")
+    detail = f"triton-ascend {asc}: A2/A3 (arch32) run tileport's Triton kernels" + (f"; bishengir-compile {bishengir}" if bishengir else "")
+    if missing:
+        return Finding("Triton for Ascend A2/A3", "warn", detail + "; missing for a device run: " + "; ".join(missing),
+                       "on the NPU host: source set_env.sh, install torch_npu for this torch")  # fmt: skip
+    return Finding("Triton for Ascend A2/A3", "ok", detail)
+
+
 def autoload(p: Probe) -> Finding:
     value = p.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD")
     if not p.can_import("torch_npu"):
@@ -280,5 +304,5 @@ def plugins(p: Probe) -> Finding:
 
 CHECKS = (
     python, python_headers, torch_build, tilelang, compiler, openmp, kernel_cache, cpu_kernel, cpu_simd,
-    glibc, glibcxx, nvcc, cuda_devices, npu, cann, autoload, plugins,
+    glibc, glibcxx, nvcc, cuda_devices, npu, cann, triton_ascend, autoload, plugins,
 )  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 import os
 import platform as _platform
@@ -64,6 +65,13 @@ def _can_import(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
+def _dist_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 @dataclass
 class Probe:
     """Accessors of the environment; each a plain callable or value, replaced wholesale in tests."""
@@ -76,6 +84,7 @@ class Probe:
     libstdcxx: Callable[[], Path | None] = _libstdcxx
     glibcxx_versions: Callable[[Path | None], set[str]] = _glibcxx_versions
     can_import: Callable[[str], bool] = _can_import
+    dist_version: Callable[[str], str | None] = _dist_version  # an installed distribution's version, or None
     import_module: Callable[[str], object] = importlib.import_module
     environ: dict = field(default_factory=lambda: dict(os.environ))
     plugins: Callable[[], tuple[dict, dict]] = lambda: _plugins()  # noqa: E731  ({operator: package}, {entry: why})

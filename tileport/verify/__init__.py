@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from .. import available_backends
+from .. import available_backends, devices
 from ..bench.environment import machine, versions
 from ..cases import generate, load_suite, spec_of
 from ..ops.spec import StudyResult
@@ -89,7 +89,7 @@ def serving_backends(
     infos = available_backends()
     status = [dict(name=b.name, available=b.available, reason=b.reason, devices=list(b.device_kinds)) for b in infos]
     interpreted = {b.name for b in infos if b.interpreted}
-    kind = torch.device(device).type
+    kind = devices.kind(device)
     usable = [b.name for b in infos if b.available and op in b.ops and kind in b.device_kinds]
     if wanted:
         unknown = [w for w in wanted if w not in {b.name for b in infos}]
@@ -123,14 +123,8 @@ class Plan:
 
 
 def check_device(device: str) -> str:
-    """``cpu``, or ``cuda`` where a GPU is present; ValueError saying why not otherwise."""
-    if device == "cpu":
-        return device
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError("device 'cuda' is not usable here: torch sees no CUDA GPU")
-        return device
-    raise ValueError(f"device must be cpu or cuda, got {device!r}")
+    """``cpu``, ``cuda`` where a GPU is present, ``npu`` where torch_npu sees one; ValueError saying why not."""
+    return devices.check(device)
 
 
 def _reference_backends(suite, backends: list[str] | None, impls, device: str) -> tuple[list[str], list[dict]]:

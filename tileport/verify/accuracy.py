@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .. import external
+from .. import devices, external
 from . import competitor
 from ..backends import outputs
 from ..bench import originals
@@ -154,25 +154,27 @@ class Judge:
             self._originals = originals.load(self.spec)
         return self._originals[name][0]
 
-    def execute(self, inputs: dict, backend: str, backward: bool, run=None) -> dict:
-        """Outputs on the CPU; inputs drawn on the CPU, moved to the device first. Outputs start as NaN
-        (the standard's section 3): an element a kernel never writes fails instead of passing by luck.
-        ``run`` replaces the spec's run(inputs, backend, backward) (the golden's own)."""
+    def execute(self, inputs: dict, backend: str, backward: bool, run=None, device: str | None = None) -> dict:
+        """Outputs on the CPU; inputs drawn on the CPU, moved to the device (``device``, default the judge's)
+        first. Outputs start as NaN (the standard's section 3): an element a kernel never writes fails instead of
+        passing by luck. ``run`` replaces the spec's run(inputs, backend, backward) (the golden's own)."""
         if run is None and external.is_impl(backend):
             impl = self.impl(backend)
             run = lambda i, b: impl.run(self.spec, i, b)  # noqa: E731
         run = run or (lambda i, b: self.spec.run(i, backend, b))
+        device = device or self.device
         with outputs.poisoned():
-            if self.device == "cpu":
+            if device == "cpu":
                 return run(inputs, backward)
-            moved = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+            moved = {k: devices.to(v, device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
             return {k: v.cpu() for k, v in run(moved, backward).items()}
 
     def references(self, inputs: dict, backward: bool):
         """The benchmark's and the golden's outputs for these inputs. The golden is the benchmark backend in
         float64, or the spec's own golden where it states one (and the benchmark is the torch reference)."""
         own = self.spec.run_golden if self.benchmark == "torch" else None
-        golden = self.execute(golden_inputs(self.suite, inputs), self.benchmark, backward, run=own)
+        where = "cpu" if self.device in devices.GOLDEN_ON_CPU else None  # an NPU has no fp64: the golden on the CPU
+        golden = self.execute(golden_inputs(self.suite, inputs), self.benchmark, backward, run=own, device=where)
         return self.execute(inputs, self.benchmark, backward), golden
 
     def run_all(self, inputs: dict, backend: str, backward: bool):

@@ -44,7 +44,7 @@ def _probe() -> Availability:
         return Availability(False, "triton is not installed (pip install tileport[triton], or tileport[ascend] for A2/A3)")
     if ascend.triton_ascend_version() is not None:  # triton-ascend: no interpreter, no GPU; lowers here, runs on an NPU
         try:
-            import triton  # noqa: F401
+            importlib.import_module("triton")
         except Exception as exc:
             return Availability(False, f"triton-ascend does not import: {type(exc).__name__}: {exc} (it needs pybind11)")
         where = "on " + torch.npu.get_device_name() if _npu() else "lowering only: no NPU here"  # type: ignore[attr-defined]
