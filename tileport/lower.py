@@ -125,6 +125,10 @@ def _lower_triton(op: str, target: str, dtype: torch.dtype, dim: int, out: Path)
             path = out / f"{stem}.{stage}"
             path.write_text(text)
             result.sources.append(str(path))
+        if k.npubin:
+            path = out / f"{stem}.npubin"
+            path.write_bytes(k.npubin)
+            result.binaries.append(str(path))
         kernels.append({"kernel": f"{k.launch.module}.{k.launch.name}", "files": [f"{stem}.{s}" for s in k.files], "constants": k.launch.constants,
                         "signature": k.launch.signature, "grid": list(k.launch.grid), "binary": k.binary})  # fmt: skip
         result.notes.append(f"{k.launch.module}.{k.launch.name} ({blocks}, grid {k.launch.grid[0]}): {k.binary}")

@@ -44,8 +44,9 @@ class Launch:
 class Lowered:
     launch: Launch
     chip: ascend.Chip
-    files: dict[str, str] = field(default_factory=dict)  # stage (ttir, ttadapter, npubin) -> text or a note
-    binary: str = ""  # why there is no NPU binary, or where it is
+    files: dict[str, str] = field(default_factory=dict)  # stage (ttir, ttadapter) -> its text
+    binary: str = ""  # why there is no NPU binary, or its size
+    npubin: bytes | None = None  # the NPU binary, where CANN built one
 
 
 def _type(v) -> str:
@@ -124,7 +125,8 @@ def compile_launch(launch: Launch, chip: ascend.Chip) -> Lowered:
         try:
             compiled = triton.compile(ASTSource(fn=launch.kernel, signature=launch.signature, constants=launch.constants),
                                       target=GPUTarget("npu", chip.arch, 0))  # fmt: skip
-            out.binary = f"NPU binary built ({len(compiled.asm.get('npubin', b''))} bytes)"
+            out.npubin = compiled.asm.get("npubin")
+            out.binary = f"NPU binary built ({len(out.npubin or b'')} bytes)"
         except Exception as exc:  # noqa: BLE001 - judged below by the stages that were written
             error = exc
         finally:
