@@ -80,6 +80,37 @@ def neumaier(acc, comp, v):
     return t, comp
 
 
+@triton.jit
+def _two_sum(a_hi, a_lo, b_hi, b_lo):
+    s = a_hi + b_hi
+    bb = s - a_hi
+    return s, (a_lo + b_lo) + ((a_hi - (s - bb)) + (b_hi - bb))
+
+
+@triton.jit
+def sum_pair(acc, comp):
+    """(hi, lo) of each row of a compensated fp32 block (``neumaier``'s acc and comp), the lanes reduced with
+    two-sums: the row sum to about twice fp32's precision, where the target has no fp64."""
+    return tl.reduce((acc, comp), 1, _two_sum)
+
+
+@triton.jit
+def div_pair(hi, lo, d):
+    """(hi + lo) / d in fp32, rounded about once: the quotient corrected by its remainder (an fma)."""
+    q = hi / d
+    return q + (tl.fma(-q, d, hi) + lo) / d
+
+
+@triton.jit
+def rsqrt_refined(v):
+    """1 / sqrt(v) in fp32, one Newton step on the fp32 estimate with its residual from fmas: about correctly
+    rounded, as the fp64 form's single rounding (where the target has no fp64)."""
+    r = 1.0 / tl.sqrt(v)
+    t = v * r
+    e = tl.fma(-t, r, 1.0) - tl.fma(v, r, -t) * r
+    return r + 0.5 * r * e
+
+
 def wide(device: torch.device | None) -> bool:
     """Whether kernels for this launch may compute in fp64 (their ``F64`` constexpr): GPUs and the interpreter
     do; Ascend chips do not, and take the compensated fp32 forms instead (the one difference in the math)."""

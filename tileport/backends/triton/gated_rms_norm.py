@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from . import interpreting
-from .common import blocks, check_size, column_sum, launch_context, row_stride, storage, store, wide
+from .common import blocks, check_size, column_sum, launch_context, row_stride, storage, store, sum_pair, div_pair, rsqrt_refined, wide
 from .. import outputs
 
 
@@ -73,8 +73,9 @@ def _fwd_kernel(X, Z, W, Y, RSTD, M, D, stride_x, stride_z, eps, BLOCK_M: tl.con
         # tail leaves the others near 0) y is u * rstd alone, and a twice-rounded fp32 rstd lost the dual benchmark
         if F64:
             rstd = (1.0 / tl.sqrt(tl.sum(acc, axis=1).to(tl.float64) / D + eps)).to(tl.float32)
-        else:
-            rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=1) / D + eps)
+        else:  # the lanes summed with two-sums, the mean and rsqrt each about correctly rounded
+            hi, lo = sum_pair(acc, tl.zeros_like(acc))
+            rstd = rsqrt_refined(div_pair(hi, lo, D * 1.0) + eps)
         tl.store(RSTD + rows, rstd, mask=row_ok)
         for start in range(0, D, BLOCK_D):
             cols = start + tl.arange(0, BLOCK_D)

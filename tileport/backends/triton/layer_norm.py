@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from . import interpreting
-from .common import blocks, check_size, column_sum, launch_context, neumaier, row_stride, storage, store, wide
+from .common import blocks, check_size, column_sum, launch_context, neumaier, row_stride, storage, store, sum_pair, div_pair, wide
 from .. import outputs
 
 
@@ -54,7 +54,8 @@ def _fwd_kernel(X, W, B, Y, MEAN, RSTD, M, D, stride_x, eps, BLOCK_M: tl.constex
         if F64:
             mean = (tl.sum(acc64, axis=1) / D).to(tl.float32)
         else:
-            mean = (tl.sum(acc32, axis=1) + tl.sum(comp, axis=1)) / D
+            hi, lo = sum_pair(acc32, comp)
+            mean = div_pair(hi, lo, D * 1.0)
         mean = mean + (mean - mean)  # nan where the row holds inf, as torch's mean (its Welford update takes inf - inf)
         acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
         for start in range(0, D, BLOCK_D):

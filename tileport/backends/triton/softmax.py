@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import blocks, check_size, launch_context, neumaier, row_stride, storage, store, wide
+from .common import blocks, check_size, launch_context, neumaier, row_stride, storage, store, sum_pair, wide
 from .. import outputs
 
 
@@ -59,7 +59,8 @@ def _fwd_kernel(X, Y, M, D, stride_x, BLOCK_M: tl.constexpr, BLOCK_D: tl.constex
             lse = tl.log(s).to(tl.float32)
             inv = 1.0 / s  # fp64, once per row
         else:
-            s = tl.sum(acc, axis=1) + tl.sum(comp, axis=1)
+            hi, lo = sum_pair(acc, comp)
+            s = hi + lo
             lse = tl.log(s)
             inv = 1.0 / s
         for start in range(0, D, BLOCK_D):
@@ -107,7 +108,8 @@ def _bwd_kernel(Y, DY, DX, M, D, stride_y, stride_dy, BLOCK_M: tl.constexpr, BLO
         if F64:
             c = tl.sum(acc, axis=1).to(tl.float32)
         else:
-            c = tl.sum(acc, axis=1) + tl.sum(comp, axis=1)
+            hi, lo = sum_pair(acc, comp)
+            c = hi + lo
         for start in range(0, D, BLOCK_D):
             cols = start + tl.arange(0, BLOCK_D)
             mask = row_ok[:, None] & (cols[None, :] < D)
