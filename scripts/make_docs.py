@@ -1,8 +1,8 @@
 """Regenerate docs/ops/<op>.md for every operator (or those named) from a verify run and a benchmark run, and
-the README's benchmark section from benchmarks/results/<op>.md (the tables are never typed by hand). Operators
+the speed-bar section of docs/performance.md from benchmarks/results/<op>.md (the tables are never typed by hand). Operators
 and their usage blocks come from their specs (``tileport.ops.spec``).
 
-    python scripts/make_docs.py [OP ...] [--level quick|L0] [--bench-args "..."] [--readme-only] [--reuse]
+    python scripts/make_docs.py [OP ...] [--level quick|L0] [--bench-args "..."] [--performance-only] [--reuse]
 
 ``--reuse`` keeps an existing docs/ops/<op>-verify/report.md and docs/ops/<op>-bench/<op>.md (a long L0 run or
 a full benchmark placed there) instead of running them again; ``--level`` and ``--bench-args`` then say how
@@ -39,11 +39,12 @@ def run(args: list[str]) -> None:
         raise SystemExit(f"tileport {' '.join(args)} failed:\n{result.output}")
 
 
-README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
+BENCH_START, BENCH_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
-def update_readme() -> None:
-    """Put the speed bar of each operator's latest full benchmark (benchmarks/results/<op>.md) into the README."""
+def update_performance() -> None:
+    """Put the speed bar of each operator's latest full benchmark (benchmarks/results/<op>.md) into
+    docs/performance.md."""
     parts = []
     for op in specs():
         path = ROOT / "benchmarks" / "results" / f"{op}.md"
@@ -54,11 +55,11 @@ def update_readme() -> None:
         bar = section(table, "The speed bar")
         bar = bar.split("\n", 1)[1].strip() if bar else "(no speed bar in this run)"
         parts.append(f"### {op}\n\n{header}\n\n{bar}\n")
-    readme = ROOT / "README.md"
-    text = readme.read_text()
-    start, end = text.index(README_START) + len(README_START), text.index(README_END)
-    readme.write_text(text[:start] + "\n" + "\n".join(parts) + text[end:])
-    print(f"updated {readme}")
+    page = ROOT / "docs" / "performance.md"
+    text = page.read_text()
+    start, end = text.index(BENCH_START) + len(BENCH_START), text.index(BENCH_END)
+    page.write_text(text[:start] + "\n" + "\n".join(parts) + text[end:])
+    print(f"updated {page}")
 
 
 def op_page(op: str, level: str, bench_args: str, reuse: bool = False) -> Path:
@@ -101,11 +102,11 @@ def main() -> None:
     ap.add_argument("ops", nargs="*", help="operators (default: every one)")
     ap.add_argument("--level", default="quick")
     ap.add_argument("--bench-args", default="--quick --threads 1 --threads 2 --mode fwd --mode fwdbwd")
-    ap.add_argument("--readme-only", action="store_true", help="only refresh the README's benchmark section")
+    ap.add_argument("--performance-only", action="store_true", help="only refresh docs/performance.md's speed-bar section")
     ap.add_argument("--reuse", action="store_true", help="keep verify and bench outputs already in docs/ops")
     a = ap.parse_args()
-    update_readme()
-    if a.readme_only:
+    update_performance()
+    if a.performance_only:
         return
     for op in a.ops or list(specs()):
         print(f"wrote {op_page(op, a.level, a.bench_args, a.reuse)}")
