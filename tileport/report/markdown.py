@@ -23,7 +23,11 @@ def table_md(t: Table) -> str:
 
 
 def document(title: str, tables: list[Table], images: list[str]) -> str:
-    parts = [f"# {title}\n"] + [table_md(t) for t in tables]
-    if images:
-        parts.append("## Plots\n\n" + "\n".join(f"![{name}]({name})" for name in images) + "\n")
-    return "\n".join(parts)
+    """The same order as the html (verdict grid first, for a pull request's description); the folded tables
+    last, the plots before them, each with its caption."""
+    from .html import CAPTIONS
+
+    shown = [table_md(t) for t in tables if not t.fold]
+    folded = [table_md(t) for t in tables if t.fold]
+    plots = ["## Plots\n\n" + "\n\n".join(f"![{name}]({name})" + (f"\n\n{CAPTIONS[name]}" if name in CAPTIONS else "") for name in images) + "\n"] if images else []
+    return "\n".join([f"# {title}\n", *shown, *plots, *folded])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 
@@ -12,6 +12,76 @@ class Table:
     headers: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     note: str = ""
+    fold: bool = False  # a long table: folded (<details>) in html, after the rest
+    anchor: str = ""  # the table's html id
+    row_ids: tuple[str, ...] = ()  # an html id per row (where other tables link to it)
+    links: tuple[tuple[str, ...], ...] = ()  # per row and cell: an href, or "" for none
+
+
+def check_id(backend: str, dtype: str, output: str) -> str:
+    """The html id of a (backend, dtype, output)'s rows: the verdict grid's cells link there."""
+    return "check-" + "-".join("".join(ch if ch.isalnum() else "_" for ch in part) for part in (backend, dtype, output))
+
+
+def _first_ids(results) -> tuple[str, ...]:
+    """An id on the first row of each (backend, dtype, output), none on the others."""
+    seen, ids = set(), []
+    for r in results:
+        key = check_id(r.backend, r.dtype, r.output)
+        ids.append("" if key in seen else key)
+        seen.add(key)
+    return tuple(ids)
+
+
+def verdict_grid(rep) -> Table:
+    """Did it pass, and where not: per backend and dtype, each output's verdict (pass, passed on retest, failed,
+    awaiting the competitor's retest, not run), each cell linking to its rows."""
+    outputs = list(dict.fromkeys(r.output for r in rep.results))
+    keys = list(dict.fromkeys((r.backend, r.dtype) for r in rep.results))
+    groups: dict[tuple, list] = {}
+    for r in rep.results:
+        groups.setdefault((r.backend, r.dtype, r.output), []).append(r)
+    rows, links = [], []
+    for backend, dtype in keys:
+        cells, hrefs = [backend, dtype], ["", ""]
+        for out in outputs:
+            rs = groups.get((backend, dtype, out), [])
+            failed = [r for r in rs if not r.passed]
+            waiting = [r for r in failed if r.retest is not None and r.retest.awaiting]
+            retested = [r for r in rs if r.passed and r.retest is not None]
+            if not rs:
+                cells.append("not run")
+            elif waiting and len(waiting) == len(failed):
+                cells.append(f"awaiting retest ({len(waiting)} of {len(rs)})")
+            elif failed:
+                cells.append(f"FAIL ({len(failed)} of {len(rs)})")
+            elif retested:
+                cells.append(f"pass ({len(retested)} on retest, {len(rs)} checks)")
+            else:
+                cells.append(f"pass ({len(rs)} checks)")
+            hrefs.append("#" + check_id(backend, dtype, out) if rs else "")
+        rows.append(tuple(cells))
+        links.append(tuple(hrefs))
+    return Table(
+        f"Verdict per backend, dtype and output ({rep.limits} limits): {'PASS' if rep.passed else 'FAIL'}",
+        ("backend", "dtype", *outputs), tuple(rows),
+        "Each cell links to its rows: failures and retests below, every check in the folded table at the end.",
+        anchor="verdict", links=tuple(links),
+    )
+
+
+def every_check(rep, limit: int = 3000) -> Table:
+    """Every check's ratios and verdict (folded: the full list is results.csv)."""
+    shown = rep.results[:limit]
+    rows = tuple(
+        (r.backend, str(r.case), r.dtype, "x".join(map(str, r.shape)), r.value_range, r.attrs_text(), r.output,
+         _g(r.verdict.ratios["mare"]), _g(r.verdict.ratios["mere"]), _g(r.verdict.ratios["rmse"]),
+         "pass" if r.passed else "FAIL")
+        for r in shown
+    )  # fmt: skip
+    note = f"The first {limit} of {len(rep.results)}; every check is in results.csv." if len(rep.results) > limit else "Also in results.csv."
+    return Table("Every check (ratios against the benchmark)", ("backend", "case", "dtype", "shape", "range", "attributes", "output",
+                 "MARE ratio", "MERE ratio", "RMSE ratio", "result"), rows, note, fold=True, row_ids=_first_ids(shown))  # fmt: skip
 
 
 def _yes(ok: bool) -> str:
@@ -87,15 +157,15 @@ def failures(rep, limit: int = 50) -> Table:
         for r in rep.failures[:limit]
     )  # fmt: skip
     note = f"{len(rep.failures) - limit} more in results.csv" if len(rep.failures) > limit else ""
-    return Table("Failed checks", ("backend", "case", "dtype", "shape", "range", "attributes", "output", "what failed"), rows, note)
+    return Table("Failed checks", ("backend", "case", "dtype", "shape", "range", "attributes", "output", "what failed"), rows, note,
+                 row_ids=tuple("fail-" + i if i else "" for i in _first_ids(rep.failures[:limit])))  # fmt: skip
 
 
 def retested(rep, limit: int = 50) -> Table:
-    rows = tuple(
-        (r.backend, str(r.case), r.dtype, "x".join(map(str, r.shape)), r.output, "; ".join(r.failures))
-        for r in rep.results if r.retest is not None and r.passed
-    )[:limit]  # fmt: skip
-    return Table("Checks that failed on their first seed and passed the retest", ("backend", "case", "dtype", "shape", "output", "detail"), rows)
+    passed = [r for r in rep.results if r.retest is not None and r.passed][:limit]
+    rows = tuple((r.backend, str(r.case), r.dtype, "x".join(map(str, r.shape)), r.output, "; ".join(r.failures)) for r in passed)
+    return Table("Checks that failed on their first seed and passed the retest", ("backend", "case", "dtype", "shape", "output", "detail"), rows,
+                 row_ids=tuple("retest-" + i if i else "" for i in _first_ids(passed)))  # fmt: skip
 
 
 def investigate(rep) -> Table:
@@ -181,25 +251,30 @@ def placement(rep) -> Table:
 
 
 def all_tables(rep) -> list[Table]:
-    out = [summary(rep), counts(rep), aggregates(rep)]
+    """The report's tables in reading order: the verdict grid, the failures and retests, what the run was,
+    then the long tables (folded in html): every check, the cross-backend rows, the performance rows."""
+    out = [verdict_grid(rep)] if rep.results else []
     if rep.failures:
         out.append(failures(rep))
     if any(r.retest is not None and r.passed for r in rep.results):
         out.append(retested(rep))
     if any(r.verdict.actual.nonfinite_review for r in rep.results):
         out.append(investigate(rep))
+    out += [summary(rep), counts(rep), aggregates(rep)]
     if rep.skipped:
         out.append(skipped(rep))
     if rep.placement:
         out.append(placement(rep))
     if rep.results:
         out.append(against_golden(rep))
-    if rep.pairs:
-        out.append(cross_backend(rep))
     if getattr(rep, "originals", None):
         out.append(originals(rep))
     out += studies(rep)
-    if rep.perf:
-        out.append(performance(rep))
     out.append(environment(rep))
+    if rep.results:
+        out.append(every_check(rep))
+    if rep.pairs:
+        out.append(replace(cross_backend(rep), fold=True))
+    if rep.perf:
+        out.append(replace(performance(rep), fold=True))
     return out
