@@ -1,32 +1,13 @@
 """l2norm forward and backward as TileLang CPU kernels (C target): one compiled kernel per dtype combination,
 serving every M and D.
 
-Forward, per row: rstd = rsqrt(sum(x^2) + eps), the sum of exact squares in fp64 and rstd rounded once to
-fp32 (``row_sum_squares64``, as rms_norm's), y = x * rstd. An fp32 sum rounds every square and add: in a tenth
-of L0's cases, 9 of 18 first-seed failures were y or rstd of one long row losing to torch's pairwise sum;
-with the fp64 sum none are left, and the whole L0 retests 27 checks instead of 112. Cost: an in-cache forward
-10-20% slower against eager (fp16/bf16 1024x512 and 256x4096, 1 thread, Intel Xeon; a short
-run compared with the last full bench run, not side by side); out of cache the pass stays memory-bound.
-With ``rsqrt_steps=k`` the exact rsqrt is replaced by a model of an approximate hardware rsqrt
-(``tp_rsqrt_approx`` in simd.h: 8 fraction bits, relative error below 3.9e-3) refined by k Newton-Raphson
-steps, as Ascend A2/A3 ports do; it exists to measure that practice, the default stays exact.
-Backward, per row, given the forward's eps (the autograd path and verify always give it): with ss = sum(x^2) and
-d = sum(x * dy) in one fp64 pass (``row_sums64``), dx = rstd * (eps * dy + (ss * dy - x * d)) / (ss + eps) in
-fp64, x * d an exact two-term product (``tp_resid64``), rounded once: the same dx, with no cancellation left
-but the conditioning's own. The contract's fp32 form, dx = (dy - sum(dy * y) * y) * rstd with
-y = x * rstd, loses dx's component along x where sum(x^2) >> eps: 1 - y^2 = eps / (sum(x^2) + eps) falls below
-fp32's resolution and dx there is rounding noise (at D = 1, x ~ N(64, 2.5), eps 1e-5, bf16: 1 - y^2 ~ 2e-9;
-noise against torch's noise gave a MERE ratio of 1.5 at L1; the eps form's ratio is about 1e-4; where eps / x^2
-is below even fp64's 2^-53, x ~ 1000 with eps 1e-12, the exact product keeps dx = rstd * eps * dy / (x^2 + eps)). Without eps,
-the fp32 form (y recomputed in fp32, never a saved fp16/bf16 y). Two passes over the row; it stays in L1.
-Cost of the eps form, measured against the fp32 form side by side (backward alone, 1 thread, Intel Xeon with
-AVX-512): in cache (1024x512, 256x4096) fp16 3.6-3.9x, fp32 1.9-2.1x slower; 4096x4096 fp16 1.7x, fp32 1.2x:
-the fp64 arithmetic itself (the loops are packed; 33 instructions per 16 columns in the map).
-Caller-provided outputs (``out=``) of STREAM_BYTES or more are written with streaming stores (a separate
-kernel): measured at [4096, 4096], 1 thread, kernel-only: fp16 5.7 -> 3.1 ms, fp32 11.6 -> 7.4 ms. Fresh
-outputs keep plain stores: their first touch page-faults and the kernel zeroes each page into the cache,
-where a plain store then hits and a streaming store would write around it (measured: bf16 [4096, 4096] with
-allocation 10.6 -> 14.2 ms with streaming).
+Forward, per row: the sum of exact squares in fp64 and rstd = rsqrt(sum + eps) rounded once (an fp32 sum lost
+long rows to torch's pairwise sum), y = x * rstd; ``rsqrt_steps=k`` models an approximate hardware rsqrt refined
+by k Newton-Raphson steps (the Ascend practice, for measuring it). Backward, given the forward's eps: dx in
+fp64 in the eps form, dx = rstd * (eps * dy + (ss * dy - x * d)) / (ss + eps), x * d an exact two-term product,
+rounded once (the fp32 form leaves rounding noise where sum(x^2) >> eps); without eps, the fp32 form.
+Caller-provided outputs of STREAM_BYTES or more are written with streaming stores; fresh outputs keep plain
+stores (their first touch faults the page into the cache). Measurements behind each choice: docs/kernels.md.
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.

@@ -1,28 +1,13 @@
 """layer_norm forward and backward as TileLang CPU kernels (C target): one compiled kernel per dtype combination
 and form (affine or plain), serving every M and D.
 
-Forward, per row, two passes for the statistics and one for y: the mean is the fp64 sum of x (exact terms)
-rounded once; the variance is the fp64 sum of (x - mean)^2 over D, less the square of the mean of (x - mean)
-(the corrected two-pass form: it takes back what rounding the mean to fp32 put in), so rows with a large mean
-keep their spread (never E[x^2] - mean^2). rstd = 1 / sqrt(var + eps) in fp64, rounded once;
-y = xhat * w + b with xhat = (x - mean) * rstd about the fp64 mean (an fp32 pair), rounded once (``centered``:
-TwoSum and one FMA). Both earlier forms rounded twice: (x - mean) * rstd (the difference, the product: its
-RMSE lost to torch's by 5% at L0, fp32, D = 150), then (x * rstd + c) + c' with -mean * rstd as a pair (73% of
-the elements correctly rounded at mean 100; bf16 y at D = 2 failed L1 by a median ratio of 1.00000005).
-Passes two and three re-read a row that is still in cache.
-Backward, per row, given mean and rstd: xhat as in the forward, about the fp64 row mean where the given mean is
-its fp32 rounding (``_grad_stats``; otherwise about the given mean), and g = dy * w in fp32; sum(g), sum(g *
-xhat) and sum(x) in one fp64 pass (exact products), dx = ((g - xhat * sum(g * xhat) / D) - sum(g) / D) * rstd:
-in that order, so that with -ffp-contract=fast (settings.py) whichever product g++ fuses, g is rounded as the
-sum saw it before the mean is taken off (at D = 1, xhat = 0 and dx is exactly 0, as the golden's; written
-g - mean(g) - ..., g = dy * w fused into the subtraction left its rounding residual, times rstd);
-dweight += dy * xhat and dbias += dy into the block's fp32 partials (compensated), summed by the driver over fixed
-blocks of rows: the same bits for any thread count. What the one-rounding xhat costs, measured against the
-two-rounding kernels in one process (AMD EPYC Zen 4, 1 thread, in cache): forward 1.0-1.2x, backward
-1.1-1.5x (the TwoSum, and the backward's third sum); at L0 it turned 35 of the 48 first-seed failures of the
-TileLang side (mostly fp32 dweight at N(mu, sigma)) into passes, each a 1000-seed retest fewer.
-A weight or a bias given alone is paired with ones or zeros (the affine form); neither gives the plain form,
-with no parameter loads (forward) and no partial sums (backward).
+Forward, per row: the mean as an fp64 sum rounded once, the variance by the corrected two-pass form (never
+E[x^2] - mean^2), rstd in fp64 rounded once, y = xhat * w + b with xhat about the fp64 mean rounded once
+(``centered``: TwoSum and one FMA). Backward, given mean and rstd: xhat as in the forward, the three row sums
+in one fp64 pass, dx = ((g - xhat * sum(g * xhat) / D) - sum(g) / D) * rstd in that order (whichever product
+g++ fuses, g is rounded as the sums saw it); dweight and dbias into compensated per-block fp32 partials summed
+by the driver (the same bits for any thread count). A weight or a bias alone is paired with ones or zeros.
+Why each rounding is where it is, and what it cost: docs/kernels.md.
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.

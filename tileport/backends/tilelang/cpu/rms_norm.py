@@ -1,19 +1,12 @@
 """rms_norm forward and backward as TileLang CPU kernels (C target): one compiled kernel per (dtypes, casting,
 weighted), serving every M and D.
 
-Forward, per row: rstd = rsqrt(sum(x^2) / D + eps) (in fp64, rounded once), n = x * rstd, y = n * (w + offset) in fp32
-(casting "fp32"), or round(round(n) * round(w + offset)) in x's dtype (casting "llama", HF LlamaRMSNorm's
-order). Without a weight, y = n.
-Backward, per row: n = x * rstd recomputed in fp32, g = dy * (w + offset); given the forward's eps (autograd and
-verify give it), dx in fp64 without cancellation (``build_backward_eps``; in cache 1.8-3.7x slower than the
-fp32 form, 4096x4096 1.3-1.5x, backward alone, 1 thread, Intel Xeon); without it, c = sum(g * n) / D,
-dx = (g - n * c) * rstd; dweight += dy * x * rstd rounded once (``dweight_term``; dy * round(n) for "llama")
-into the block's fp32 partial, which the driver sums over fixed blocks of rows: the same bits for any thread
-count. Given eps, rstd is the fp64 value the saved fp32 one stands for (``eps_stats``), in dx and dweight alike.
-Written dy * (x * rstd) with the fp32 rstd, dweight's term rounded twice and kept rstd's rounding: 20 of the
-22 first-seed failures of rms_norm's L0 were fp32 dweight, each a 1000-seed retest; now 10 of the 22 fail
-their first seed (add_rms_norm: 23 of 45). Its cost against the two-rounding backward, in one process (AMD
-EPYC Zen 4, 1 thread): 1.0-1.35x in cache, 1.03-1.05x at 4096x4096.
+Forward, per row: rstd = rsqrt(sum(x^2) / D + eps) in fp64 rounded once, y = x * rstd * (w + offset) in fp32
+(casting "fp32") or round(round(n) * round(w + offset)) (casting "llama", HF LlamaRMSNorm's order). Backward:
+given the forward's eps, dx in fp64 without cancellation (``build_backward_eps``) and rstd the fp64 value the
+saved fp32 one stands for (``eps_stats``); without it, the fp32 form. dweight's term dy * x * rstd rounded once
+(``dweight_term``) into per-block fp32 partials the driver sums (the same bits for any thread count).
+Measurements behind these choices: docs/kernels.md.
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.

@@ -1,17 +1,11 @@
 """l2norm forward and backward as TileLang CUDA kernels, one per (dtypes, rsqrt mode, chunk bucket); M and D
 are dynamic.
 
-Each CTA takes one row and walks it in column chunks: pass one adds the per-element terms into a (1, chunk)
-fp32 fragment (a lane per column: blocked accumulation), reduces it with ``T.reduce_sum``; pass two re-reads
-the chunk (L2-resident) and writes the output. The chunk is D's bucket: the next power of two from 32 to
-``MAX_CHUNK`` (7 buckets), masked at the runtime D; longer rows take several chunks of ``MAX_CHUNK``. A
-fragment whose extent is not a multiple of the thread count fails TileLang's layout inference: the powers
-of two avoid it. One row per CTA (the program index is the row), with 32-128 threads by bucket, so only the
-column is masked: several rows per CTA lowered 5x slower (7 s against 1.5 s per kernel, also the first call's
-JIT time on a GPU) for no gain at D >= 128, and a row mask next to a dynamic D made layout inference take
-18-31 s per kernel here, against 2-3 s without it.
-rsqrt: "exact" is ``T.ieee_frsqrt`` (``__frsqrt_rn``, correctly rounded); "approx" is ``T.rsqrt``
-(``rsqrt.approx.f32``, about 2 ulp), the faster hardware instruction.
+Each CTA takes one row and walks it in column chunks (a lane per column, reduced with ``T.reduce_sum``), then
+re-reads each chunk to write the output. The chunk is D's bucket, a power of two from 32 to ``MAX_CHUNK``
+(TileLang's layout inference needs the fragment to divide by the thread count), masked at the runtime D. One
+row per CTA keeps only the column masked (several rows per CTA lowered far slower: docs/kernels.md).
+rsqrt: "exact" is ``T.ieee_frsqrt`` (correctly rounded); "approx" is ``T.rsqrt`` (``rsqrt.approx.f32``).
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
