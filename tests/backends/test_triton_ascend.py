@@ -92,12 +92,12 @@ def test_the_ascend_forms_run_on_the_cpu_interpreter(monkeypatch):
     monkeypatch.setenv(ascend.EMULATE, "ascend-a2")
     cpu = torch.device("cpu")
     assert not wide(cpu) and blocks(30000, 700, cpu, 4)[2] == (ascend.CHIPS["ascend-a2"].vector_cores,)
-    x = torch.randn(300, 700, dtype=torch.float32)
+    x = torch.randn(9, 300, dtype=torch.float32)
     want = torch.softmax(x.double(), -1)
     got = tileport.softmax(x, backend="triton")
     assert (got.double() - want).abs().max() < 1e-6
     y = tileport.layer_norm(x, backend="triton")
-    ref = torch.nn.functional.layer_norm(x.double(), (700,))
+    ref = torch.nn.functional.layer_norm(x.double(), (300,))
     assert (y.double() - ref).abs().max() < 1e-5
 
 
