@@ -81,6 +81,48 @@ def neumaier(acc, comp, v):
 
 
 @triton.jit
+def wide_zeros(BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, F64: tl.constexpr):
+    """A row block's running sum, (lanes, compensation): fp64 lanes where the target has fp64 (the compensation
+    unused), else fp32 lanes and their Neumaier compensation."""
+    if F64:
+        acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float64)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    return acc, tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+
+
+@triton.jit
+def wide_add(acc, comp, v, F64: tl.constexpr):
+    """``wide_zeros``'s sum plus v (fp32 lanes)."""
+    if F64:
+        acc += v.to(tl.float64)
+    else:
+        acc, comp = neumaier(acc, comp, v)
+    return acc, comp
+
+
+@triton.jit
+def wide_add_product(acc, comp, a, b, F64: tl.constexpr):
+    """``wide_zeros``'s sum plus a * b: the exact product in fp64, or the fp32 product compensated."""
+    if F64:
+        acc += a.to(tl.float64) * b.to(tl.float64)
+    else:
+        acc, comp = neumaier(acc, comp, a * b)
+    return acc, comp
+
+
+@triton.jit
+def wide_sum(acc, comp, F64: tl.constexpr):
+    """The rows' sums of ``wide_zeros``'s block as (hi, lo): fp64 (lo 0), or the two-summed fp32 pair."""
+    if F64:
+        hi = tl.sum(acc, axis=1)
+        lo = tl.zeros_like(hi)
+    else:
+        hi, lo = sum_pair(acc, comp)
+    return hi, lo
+
+
+@triton.jit
 def _two_sum(a_hi, a_lo, b_hi, b_lo):
     s = a_hi + b_hi
     bb = s - a_hi

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from . import interpreting
-from .common import blocks, check_size, column_sum, launch_context, neumaier, row_stride, storage, store, sum_pair, div_pair, wide
+from .common import blocks, check_size, column_sum, div_pair, launch_context, row_stride, storage, store, wide, wide_add, wide_sum, wide_zeros
 from .. import outputs
 
 
@@ -40,21 +40,14 @@ def _fwd_kernel(X, W, B, Y, MEAN, RSTD, M, D, stride_x, eps, BLOCK_M: tl.constex
         rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < M
         # the mean from an fp64 sum, rounded once (as the TileLang CPU kernel); Ascend: a compensated fp32 sum
-        if F64:
-            acc64 = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float64)
-        else:
-            acc32 = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
-            comp = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+        acc, comp = wide_zeros(BLOCK_M, BLOCK_D, F64)
         for start in range(0, D, BLOCK_D):
             x, _ = _load(X, rows, start + tl.arange(0, BLOCK_D), row_ok, D, stride_x)
-            if F64:
-                acc64 += x.to(tl.float64)
-            else:
-                acc32, comp = neumaier(acc32, comp, x)
+            acc, comp = wide_add(acc, comp, x, F64)
+        hi, lo = wide_sum(acc, comp, F64)
         if F64:
-            mean = (tl.sum(acc64, axis=1) / D).to(tl.float32)
+            mean = (hi / D).to(tl.float32)
         else:
-            hi, lo = sum_pair(acc32, comp)
             mean = div_pair(hi, lo, D * 1.0)
         mean = mean + (mean - mean)  # nan where the row holds inf, as torch's mean (its Welford update takes inf - inf)
         acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)

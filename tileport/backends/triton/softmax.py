@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import blocks, check_size, launch_context, neumaier, row_stride, storage, store, sum_pair, wide
+from .common import blocks, check_size, launch_context, row_stride, storage, store, wide, wide_add, wide_add_product, wide_sum, wide_zeros
 from .. import outputs
 
 
@@ -40,29 +40,16 @@ def _fwd_kernel(X, Y, M, D, stride_x, BLOCK_M: tl.constexpr, BLOCK_D: tl.constex
             mx = tl.maximum(mx, x)
         m = tl.max(mx, axis=1)
         # the sum in fp64 (Ascend: compensated fp32): an fp32 sum's rounding scales the whole row
-        if F64:
-            acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float64)
-        else:
-            acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
-            comp = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+        acc, comp = wide_zeros(BLOCK_M, BLOCK_D, F64)
         for start in range(0, D, BLOCK_D):
             cols = start + tl.arange(0, BLOCK_D)
             mask = row_ok[:, None] & (cols[None, :] < D)
             x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-            e = tl.where(mask, tl.exp(x - m[:, None]), 0.0)
-            if F64:
-                acc += e.to(tl.float64)
-            else:
-                acc, comp = neumaier(acc, comp, e)
-        if F64:
-            s = tl.sum(acc, axis=1)
-            lse = tl.log(s).to(tl.float32)
-            inv = 1.0 / s  # fp64, once per row
-        else:
-            hi, lo = sum_pair(acc, comp)
-            s = hi + lo
-            lse = tl.log(s)
-            inv = 1.0 / s
+            acc, comp = wide_add(acc, comp, tl.where(mask, tl.exp(x - m[:, None]), 0.0), F64)
+        hi, lo = wide_sum(acc, comp, F64)
+        s = hi + lo  # fp64 (lo 0), or the fp32 pair's sum
+        lse = tl.log(s).to(tl.float32)
+        inv = 1.0 / s  # once per row, in s's precision
         for start in range(0, D, BLOCK_D):
             cols = start + tl.arange(0, BLOCK_D)
             mask = row_ok[:, None] & (cols[None, :] < D)
@@ -70,10 +57,7 @@ def _fwd_kernel(X, Y, M, D, stride_x, BLOCK_M: tl.constexpr, BLOCK_D: tl.constex
             if LOG:
                 y = (x - m[:, None]) - lse[:, None]
             else:
-                if F64:
-                    y = (tl.exp(x - m[:, None]).to(tl.float64) * inv[:, None]).to(tl.float32)
-                else:
-                    y = tl.exp(x - m[:, None]) * inv[:, None]
+                y = (tl.exp(x - m[:, None]).to(inv.dtype) * inv[:, None]).to(tl.float32)
             store(Y + rows[:, None] * D + cols[None, :], y, mask, Y_BF16)
 
 
@@ -84,32 +68,18 @@ def _bwd_kernel(Y, DY, DX, M, D, stride_y, stride_dy, BLOCK_M: tl.constexpr, BLO
         rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < M
         # fp64 (exact fp32 products), as the CPU kernels'; Ascend: fp32 products, compensated sum
-        if F64:
-            acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float64)
-        else:
-            acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
-            comp = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+        acc, comp = wide_zeros(BLOCK_M, BLOCK_D, F64)
         for start in range(0, D, BLOCK_D):
             cols = start + tl.arange(0, BLOCK_D)
             mask = row_ok[:, None] & (cols[None, :] < D)
             g = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-            if not LOG:
-                y = tl.load(Y + rows[:, None] * stride_y + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-            if F64:
-                if LOG:
-                    acc += g.to(tl.float64)
-                else:
-                    acc += g.to(tl.float64) * y.to(tl.float64)
+            if LOG:
+                acc, comp = wide_add(acc, comp, g, F64)
             else:
-                if LOG:
-                    acc, comp = neumaier(acc, comp, g)
-                else:
-                    acc, comp = neumaier(acc, comp, g * y)
-        if F64:
-            c = tl.sum(acc, axis=1).to(tl.float32)
-        else:
-            hi, lo = sum_pair(acc, comp)
-            c = hi + lo
+                y = tl.load(Y + rows[:, None] * stride_y + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+                acc, comp = wide_add_product(acc, comp, g, y, F64)
+        hi, lo = wide_sum(acc, comp, F64)
+        c = (hi + lo).to(tl.float32)
         for start in range(0, D, BLOCK_D):
             cols = start + tl.arange(0, BLOCK_D)
             mask = row_ok[:, None] & (cols[None, :] < D)
