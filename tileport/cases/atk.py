@@ -186,6 +186,15 @@ def _attr_values(r: _Reader, name: str) -> tuple[tuple, tuple]:
     return tuple(dict.fromkeys(values)), tuple(dict.fromkeys(bad))
 
 
+def _entry(path: Path, item: Any, i: int) -> _Reader:
+    """inputs[i] of a design file: the kit's keys tileport does not implement refused by name, others by key."""
+    r = _Reader(path, item, f"inputs[{i}]")
+    for key in [k for k in r.data if k not in INPUT]:
+        if key in NOT_YET:
+            raise CaseFileError(path, r.key(key), f"not supported yet: {NOT_YET[key]}")
+    return r.only(*INPUT)
+
+
 def _attr(r: _Reader, name: str, required: bool) -> AttrInput:
     """An attribute's entry: its classes (discrete values or intervals), weights, dtype check, invalid values."""
     discrete = _discrete(r, name)
@@ -223,11 +232,7 @@ def _reference_suite(path: Path, top: _Reader, target: str, acc: str, per_dtype:
     attrs: list[AttrInput] = []
     derived: list[str] = []
     for i, item in enumerate(top.get("inputs", list, "a list of inputs")):
-        r = _Reader(path, item, f"inputs[{i}]")
-        for key in [k for k in r.data if k not in INPUT]:
-            if key in NOT_YET:
-                raise CaseFileError(path, r.key(key), f"not supported yet: {NOT_YET[key]}")
-        r = r.only(*INPUT)
+        r = _entry(path, item, i)
         name = r.get("name", str, "the input's name")
         if name in reference.DERIVED:  # derived from the first tensor, not drawn
             derived.append(name)
@@ -329,11 +334,7 @@ def load_atk(path: Path, data: Any) -> Suite:
     attrs: list[AttrInput] = []
     items = top.get("inputs", list, "a list of inputs")
     for i, item in enumerate(items):
-        r = _Reader(path, item, f"inputs[{i}]")
-        for key in [k for k in r.data if k not in INPUT]:
-            if key in NOT_YET:
-                raise CaseFileError(path, r.key(key), f"not supported yet: {NOT_YET[key]}")
-        r = r.only(*INPUT)
+        r = _entry(path, item, i)
         given = r.get("name", str, "the input's name")
         name = names.get(given) or canonical(spec, given)
         if name in DERIVED:  # normalized_shape and the like: derived from the tensor they describe, not drawn
