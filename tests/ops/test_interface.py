@@ -80,7 +80,8 @@ def test_fullgraph_compile_without_a_recompile_per_row_count(op):
     assert counter.frame_count == 1
 
 
-# The six operators' public signatures before the interface was derived (their API, kept).
+# The six operators' public signatures before the interface was derived (their API, kept; optional keywords
+# added since are marked).
 SIGNATURES = {
     "l2norm": "(x, eps=1e-06, output_dtype=None, backend=None)",
     "l2norm_fwd": "(x, eps=1e-06, output_dtype=None, backend=None, out=None)",
@@ -90,7 +91,7 @@ SIGNATURES = {
     "rms_norm_bwd": "(x, rstd, dy, weight=None, *, offset=0.0, casting='fp32', backend=None, eps=None)",
     "layer_norm": "(x, weight=None, bias=None, eps=1e-05, *, output_dtype=None, backend=None)",
     "layer_norm_fwd": "(x, weight=None, bias=None, eps=1e-05, *, output_dtype=None, backend=None, out=None)",
-    "layer_norm_bwd": "(x, mean, rstd, dy, weight=None, *, bias=None, backend=None)",
+    "layer_norm_bwd": "(x, mean, rstd, dy, weight=None, *, bias=None, backend=None, eps=None)",  # eps added, optional
     "softmax": "(x, dim=-1, *, backend=None)",
     "softmax_fwd": "(x, dim=-1, *, backend=None)",
     "softmax_bwd": "(y, dy, dim=-1, *, backend=None)",

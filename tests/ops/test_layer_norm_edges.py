@@ -88,8 +88,8 @@ def test_custom_ops_pass_opcheck():
     torch.testing.assert_close(y, tileport.layer_norm(x, w, b), rtol=0, atol=0)
     torch.library.opcheck(torch.ops.tileport.layer_norm_fwd.default, (x, w, b, 1e-5, None, None))
     dy = torch.randn(3, 4, 16)
-    torch.library.opcheck(torch.ops.tileport.layer_norm_bwd.default, (x, mean, rstd, dy, w, b, None))
-    torch.library.opcheck(torch.ops.tileport.layer_norm_bwd.default, (x, mean, rstd, dy, None, None, None))
+    torch.library.opcheck(torch.ops.tileport.layer_norm_bwd.default, (x, mean, rstd, dy, w, b, None, 1e-5))
+    torch.library.opcheck(torch.ops.tileport.layer_norm_bwd.default, (x, mean, rstd, dy, None, None, None, None))
 
 
 def test_fullgraph_compile_forward_backward_without_recompiling_for_rows():

@@ -161,3 +161,39 @@ def test_backward_uses_a_given_mean_that_is_not_the_rows_as_given():
     _, dw, _ = tileport.layer_norm_bwd(x, given, rstd, dy, torch.ones(x.shape[1]), backend="tilelang")
     gold = (dy.double() * (x.double() - given.double()[:, None]) * rstd.double()[:, None])[0]
     assert ((dw.double() - gold).abs() / gold.abs()).max().item() < 3 * 2.0**-24
+
+
+def _row_and_fp64_rstd(seed=3):
+    """One row (seed 3: its fp32 rstd rounds by +0.75 ulp of the fp64 one) and that fp64 rstd."""
+    x = (3 * torch.randn(1, 1000, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))).float()
+    x64 = x.double()
+    return x, 1 / torch.sqrt(((x64 - x64.mean(-1, keepdim=True)) ** 2).mean(-1) + 1e-5)
+
+
+def test_backward_given_eps_scales_by_the_fp64_rstd_the_saved_one_rounds():
+    """Given the forward's eps, dweight = dy * xhat carries no bias from the saved rstd's rounding (0.75 ulp
+    here, the same for every element of the row: what layer_norm's L1 fp32 dweight on two rows kept against the
+    golden); without eps the saved rstd is used as given and the bias is that rounding."""
+    x, r64 = _row_and_fp64_rstd()
+    dy = torch.randn(1, x.shape[1], generator=torch.Generator().manual_seed(4))
+    _, mean, rstd = tileport.layer_norm_fwd(x, None, None, 1e-5, backend="tilelang")
+    rounding = ((rstd.double() - r64) / r64).item()
+    assert abs(rounding) > 0.7 * 2.0**-24
+    gold = (dy.double() * (x.double() - x.double().mean(-1, keepdim=True)) * r64[:, None])[0]
+    bias = {}
+    for eps in (1e-5, None):
+        _, dw, _ = tileport.layer_norm_bwd(x, mean, rstd, dy, torch.ones(x.shape[1]), backend="tilelang", eps=eps)
+        bias[eps] = ((dw.double() - gold) / gold).mean().item()
+    assert abs(bias[1e-5]) < 0.15 * 2.0**-24
+    assert abs(bias[None] - rounding) < 0.1 * 2.0**-24
+
+
+def test_backward_given_eps_uses_a_given_rstd_that_is_not_the_forwards_as_given():
+    """An rstd that is not the forward's rounded (here 1.5 times it) is taken as given even with eps."""
+    x, _ = _row_and_fp64_rstd()
+    dy = torch.randn(1, x.shape[1], generator=torch.Generator().manual_seed(4))
+    _, mean, rstd = tileport.layer_norm_fwd(x, None, None, 1e-5, backend="tilelang")
+    given = rstd * 1.5
+    _, dw, _ = tileport.layer_norm_bwd(x, mean, given, dy, torch.ones(x.shape[1]), backend="tilelang", eps=1e-5)
+    gold = (dy.double() * (x.double() - x.double().mean(-1, keepdim=True)) * given.double()[:, None])[0]
+    assert ((dw.double() - gold).abs() / gold.abs()).max().item() < 3 * 2.0**-24

@@ -24,8 +24,9 @@ def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
     return y, mean, rstd
 
 
-def backward(x, mean, rstd, dy, weight, bias):
-    """(dx in x's dtype, dweight or None, dbias or None in the compute dtype), from the statistics given."""
+def backward(x, mean, rstd, dy, weight, bias, eps: float | None = None):
+    """(dx in x's dtype, dweight or None, dbias or None in the compute dtype), from the statistics given
+    (``eps`` is not used: torch's backward takes none)."""
     with_dbias = bias is not None  # only its presence is used (torch's output mask)
     cdt = compute_dtype(x.dtype)
     stat = lambda t: t.to(cdt).view(-1, 1)  # noqa: E731 (torch keeps them as (M, 1))

@@ -122,8 +122,9 @@ def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
     return y, mean, rstd
 
 
-def backward(x, mean, rstd, dy, weight, bias):
-    """(dx, dweight fp32 or None, dbias fp32 or None): the sums are the programs' partials, in program order."""
+def backward(x, mean, rstd, dy, weight, bias, eps: float | None = None):
+    """(dx, dweight fp32 or None, dbias fp32 or None): the sums are the programs' partials, in program order.
+    ``eps`` is not used (the statistics are used as given)."""
     with_dbias = bias is not None  # only its presence is used (torch's output mask)
     check_size("layer_norm", x)
     M, D = x.shape

@@ -82,9 +82,9 @@ SPEC = s.OpSpec(
     options=(s.Attr("output_dtype", None, "a floating dtype (default x's)", s.DTYPE),),
     outputs=(s.Tensor("y", s.ROWS, dtype="output_dtype"), s.Tensor("mean", s.PER_ROW, dtype="stat"),
              s.Tensor("rstd", s.PER_ROW, dtype="stat")),  # fmt: skip
-    backward=s.Backward(("x", "mean", "rstd", "dy", "weight", "bias")),
+    backward=s.Backward(("x", "mean", "rstd", "dy", "weight", "bias"), given=("eps",)),
     grads=(s.Tensor("dx", s.ROWS), s.Tensor("dweight", s.REDUCED, optional=True), s.Tensor("dbias", s.REDUCED, optional=True)),
-    signatures={"backward": ("x", "mean", "rstd", "dy", "weight", "*", "bias", "backend")},
+    signatures={"backward": ("x", "mean", "rstd", "dy", "weight", "*", "bias", "backend", "eps")},
     docs={
         "function": "Differentiable ``y = (x - mean) * rsqrt(var + eps) * weight + bias`` over the last dimension.",
         "forward": """``(y, mean, rstd)`` of layer_norm over the last dimension, without autograd (see the module docstring).
@@ -93,7 +93,8 @@ SPEC = s.OpSpec(
     """,
         "backward": """``(dx, dweight, dbias)`` from the forward's input, the ``mean`` and ``rstd`` it gave, and ``dy``.
     dweight is None without a weight; dbias is None unless the forward's ``bias`` is passed (only its
-    presence and dtype are used, as the output mask of torch's ``native_layer_norm_backward``).""",
+    presence and dtype are used, as the output mask of torch's ``native_layer_norm_backward``). ``eps``: the
+    forward's (autograd passes it); with it, a backend may recompute the rstd the saved fp32 one rounds.""",
     },
     composite=composite,
     example=example,
@@ -115,7 +116,7 @@ import tileport
 
 y = tileport.layer_norm(x, weight, bias, eps=1e-5)   # differentiable in x, weight and bias; torch.compile(fullgraph=True) works
 y, mean, rstd = tileport.layer_norm_fwd(x, weight, bias, eps=1e-5, output_dtype=None, backend=None, out=None)
-dx, dweight, dbias = tileport.layer_norm_bwd(x, mean, rstd, dy, weight, bias=bias)
+dx, dweight, dbias = tileport.layer_norm_bwd(x, mean, rstd, dy, weight, bias=bias, eps=1e-5)
 layer = tileport.LayerNorm(4096, eps=1e-5)           # a drop-in for torch.nn.LayerNorm
 ```""",
 )

@@ -3,9 +3,10 @@ and form (affine or plain), serving every M and D.
 
 Forward, per row: the mean as an fp64 sum rounded once, the variance by the corrected two-pass form (never
 E[x^2] - mean^2), rstd in fp64 rounded once, y = xhat * w + b with xhat about the fp64 mean rounded once
-(``centered``: TwoSum and one FMA). Backward, given mean and rstd: xhat as in the forward, the three row sums
-in one fp64 pass, dx = ((g - xhat * sum(g * xhat) / D) - sum(g) / D) * rstd in that order (whichever product
-g++ fuses, g is rounded as the sums saw it); dweight and dbias into compensated per-block fp32 partials summed
+(``centered``: TwoSum and one FMA). Backward, given mean and rstd (and the forward's eps: then rstd is the fp64 one the
+saved fp32 one rounds, carried as a pair): the row sums in one fp64 pass, xhat about the fp64 mean rounded
+once, dx = ((g - xhat * sum(g * xhat) / D) - sum(g) / D) * rstd in that order (whichever product g++ fuses, g
+is rounded as the sums saw it); dweight and dbias into compensated per-block fp32 partials summed
 by the driver (the same bits for any thread count). A weight or a bias alone is paired with ones or zeros.
 Why each rounding is where it is, and what it cost: docs/kernels.md.
 """
@@ -16,6 +17,7 @@ import tilelang.cpu.language as T
 import torch
 
 from .rowwise import D, F32, M, VEC, Io, partial, per_row, row_map, row_sums64, splat
+from .norm_stats import dweight_term
 from .runtime import CACHE, check_shape, threads_for
 from ..targets import vectors_or_defaults
 from ... import outputs
@@ -78,42 +80,66 @@ def build_forward(x: torch.dtype, p, y: torch.dtype):
     return layer_norm_fwd
 
 
-def _grad_stats(s, rows, row, g_of):
-    """s[2] = sum(g) / D, s[3] = sum(g * xhat) / D and s[4] = the given mean's low part of ``row`` (s[0] mean,
-    s[1] rstd), one fp64 pass. Where the given mean is the row's fp64 mean rounded to fp32 (what the forward
-    saves), xhat is taken about that fp64 mean, s[0] + s[4]: the fp32 mean's rounding, ulp(mean) / 2 at most,
-    is an error of the centred value that no later step removes (at mean 100, 4e-6 on every x - mean; the
-    first-seed dweight failures of layer_norm's L0 were these). Any other given mean is used as given."""
+def _grad_stats(s, eps, rows, row, g_of):
+    """s[2] = sum(g) / D, s[3] = sum(g * xhat) / D, s[4] = the given mean's low part and s[5] = the rstd's low
+    part of ``row`` (s[0] mean, s[1] rstd, as given), in one fp64 pass.
+
+    Where the given mean is the row's fp64 mean rounded to fp32 (what the forward saves), xhat is taken about
+    that fp64 mean, s[0] + s[4]: the fp32 mean's rounding is an error of every centred value that no later
+    step removes (at mean 100, 4e-6 on every x - mean). Given the forward's eps (``eps >= 0``), the rstd is
+    recomputed as the forward computes it (the squares about the fp32 mean, corrected by their shift), and
+    where the given rstd is that fp64 value rounded, xhat and dx scale by it as the pair s[1] + s[5]: the fp32
+    rstd's rounding, the same for the whole row, is otherwise what a dweight summed over one or two rows keeps
+    against the golden. Any other given mean or rstd is used as given."""
     n = T.cast(D, "float64")
-    xhat = lambda xv: centered(xv, s[0], s[1])  # noqa: E731
-    one = splat(T.float32(1.0))
-    sg, sgx, sx = row_sums64(
-        [lambda xv, *rest: (g_of(*rest), one), lambda xv, *rest: (g_of(*rest), xhat(xv)), lambda xv, *rest: (xv, one)], rows, row
+    m, one = splat(s[0]), splat(T.float32(1.0))
+    sg, sgd, sx, ss, shift = row_sums64(
+        [
+            lambda xv, *rest: (g_of(*rest), one),
+            lambda xv, *rest: (g_of(*rest), xv - m),
+            lambda xv, *rest: (xv, one),
+            lambda xv, *rest: (xv - m, xv - m),
+            lambda xv, *rest: (xv - m, one),
+        ],
+        rows,
+        row,
     )
     mean = sx / n
-    lo = T.if_then_else(T.cast(mean, "float32") == s[0], mean - T.cast(s[0], "float64"), T.float64(0.0))
-    T.buffer_store(s, T.cast(lo, "float32"), [4])
+    T.buffer_store(s, T.cast(T.if_then_else(T.cast(mean, "float32") == s[0], mean - T.cast(s[0], "float64"), T.float64(0.0)), "float32"), [4])
+    given = T.cast(s[1], "float64")
+    exact = T.float64(1.0) / T.sqrt(ss / n - (shift / n) * (shift / n) + T.cast(eps, "float64"))
+    rstd = T.if_then_else(eps >= T.float32(0.0), T.if_then_else(T.cast(exact, "float32") == s[1], exact, given), given)
+    T.buffer_store(s, T.cast(rstd - given, "float32"), [5])
     T.buffer_store(s, T.cast(sg / n, "float32"), [2])
-    # xhat about s[0] + s[4] is xhat about s[0] less s[4] * rstd: sum(g * xhat) follows exactly, in fp64
-    T.buffer_store(s, T.cast((sgx - T.cast(s[4], "float64") * T.cast(s[1], "float64") * sg) / n, "float32"), [3])
+    # sum(g * (x - (s[0] + s[4]))) = sum(g * (x - s[0])) - s[4] * sum(g), in fp64, then the fp64 rstd
+    T.buffer_store(s, T.cast(rstd * (sgd - T.cast(s[4], "float64") * sg) / n, "float32"), [3])
+
+
+def _xhat(xv, s):
+    """(x - (s[0] + s[4])) * (s[1] + s[5]) of 16 lanes, rounded once (``tp_centered_pair`` in simd.h)."""
+    return T.call_extern(VEC, "tp_centered_pair", xv, splat(s[0]), splat(s[4]), splat(s[1]), splat(s[5]))
+
+
+def _dx(gw, xv, s):
+    """((g - xhat * mean(g * xhat)) - mean(g)) * rstd, the last product by the rstd pair, rounded once: whichever
+    product g++ fuses, g is rounded as the sums saw it."""
+    return dweight_term(splat(T.float32(1.0)), (gw - _xhat(xv, s) * splat(s[3])) - splat(s[2]), s[1], s[5])
 
 
 def build_backward(x: torch.dtype, dy: torch.dtype, p):
-    """dx, and with parameters (the affine form) dweight's and dbias's fp32 sums over rows."""
+    """dx, and with parameters (the affine form) dweight's and dbias's fp32 sums over rows; ``eps``: the
+    forward's, or negative where not given (the statistics are then used as given)."""
     X, G = Io(x), Io(dy)
     if p is None:
 
         @T.prim_func
-        def layer_norm_bwd(x: X.rows, dy: G.rows, mean: per_row(), rstd: per_row(), dx: X.rows):
+        def layer_norm_bwd(x: X.rows, dy: G.rows, mean: per_row(), rstd: per_row(), dx: X.rows, eps: T.float32):
             with T.Kernel(M) as row:
-                s = T.alloc_local((5,), T.float32)  # mean, rstd, mean(g), mean(g * xhat), mean's low part
+                s = T.alloc_local((6,), T.float32)  # mean, rstd, mean(g), mean(g * xhat), their low parts
                 s[0] = mean[row]
                 s[1] = rstd[row]
-                _grad_stats(s, [(X, x), (G, dy)], row, lambda g: g)
-                row_map(
-                    lambda xv, g: ((g - centered(xv, s[0], s[1], s[4]) * splat(s[3])) - splat(s[2])) * splat(s[1]),
-                    [(X, x), (G, dy)], [(X, dx)], row,
-                )  # fmt: skip
+                _grad_stats(s, eps, [(X, x), (G, dy)], row, lambda g: g)
+                row_map(lambda xv, g: _dx(g, xv, s), [(X, x), (G, dy)], [(X, dx)], row)
 
         return layer_norm_bwd
 
@@ -121,19 +147,16 @@ def build_backward(x: torch.dtype, dy: torch.dtype, p):
 
     @T.prim_func
     def layer_norm_bwd(
-        x: X.rows, dy: G.rows, weight: P.vector, mean: per_row(), rstd: per_row(), dx: X.rows, dweight: partial(), dbias: partial()
+        x: X.rows, dy: G.rows, weight: P.vector, mean: per_row(), rstd: per_row(), dx: X.rows, dweight: partial(), dbias: partial(),
+        eps: T.float32,
     ):
         with T.Kernel(M) as row:
-            s = T.alloc_local((5,), T.float32)
+            s = T.alloc_local((6,), T.float32)
             s[0] = mean[row]
             s[1] = rstd[row]
-            _grad_stats(s, [(X, x), (G, dy), (P, weight)], row, lambda g, wv: g * wv)
+            _grad_stats(s, eps, [(X, x), (G, dy), (P, weight)], row, lambda g, wv: g * wv)
             row_map(
-                lambda xv, g, wv: [
-                    ((g * wv - centered(xv, s[0], s[1], s[4]) * splat(s[3])) - splat(s[2])) * splat(s[1]),
-                    g * centered(xv, s[0], s[1], s[4]),
-                    g,
-                ],
+                lambda xv, g, wv: [_dx(g * wv, xv, s), g * _xhat(xv, s), g],
                 [(X, x), (G, dy), (P, weight)],
                 [(X, dx), (F32, dweight), (F32, dbias)],
                 row,
@@ -164,14 +187,15 @@ def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
     return y, mean, rstd
 
 
-def backward(x, mean, rstd, dy, weight, bias):
+def backward(x, mean, rstd, dy, weight, bias, eps: float | None = None):
     """(dx in x's dtype, dweight fp32 (D,) or None, dbias fp32 (D,) or None) for non-empty 2-D ``x`` and ``dy``
-    with the forward's ``mean`` and ``rstd`` (M,)."""
+    with the forward's ``mean`` and ``rstd`` (M,); with the forward's ``eps``, scaled by the fp64 rstd the
+    saved one rounds (``_grad_stats``)."""
     with_dbias = bias is not None  # only its presence is used (torch's output mask)
     M_, D_ = x.shape
     check_shape(M_, D_)
     dx = outputs.empty((M_, D_), x.dtype, x.device)
-    stats = dict(mean=mean.to(torch.float32).contiguous(), rstd=rstd.to(torch.float32).contiguous())
+    stats = dict(mean=mean.to(torch.float32).contiguous(), rstd=rstd.to(torch.float32).contiguous(), eps=-1.0 if eps is None else eps)
     if weight is None and not with_dbias:
         CACHE.kernel("layer_norm_bwd", build_backward, x.dtype, dy.dtype, None)(threads_for(M_ * D_), x=x, dy=dy, dx=dx, **stats)
         return dx, None, None

@@ -326,16 +326,17 @@ extern "C" inline void* tp_dot64_add(tp_v16* acc, tp_v16* a, tp_v16* b) {
   memcpy(acc, s, 128);
   return 0;
 }
+typedef double tp_n4d __attribute__((vector_size(32)));
+// The set's 32 lanes summed by a fixed tree: lane i + lane i + 16, then i + 8, then i + 4, as whole vectors (written
+// as scalar loops, g++ packed the tree for some dtypes' kernels and left it 30 scalar adds in others).
 extern "C" inline double tp_dot64_total(tp_v16* acc) {
-  double t[32];
-  memcpy(t, acc, 256);
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) t[i] += t[i + 16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) t[i] += t[i + 8];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) t[i] += t[i + 4];
-  return (t[0] + t[2]) + (t[1] + t[3]);
+  tp_nd a[4];
+  memcpy(a, acc, 256);
+  tp_nd s = (a[0] + a[2]) + (a[1] + a[3]);
+  tp_n4d h[2];
+  memcpy(h, &s, 64);
+  tp_n4d q = h[0] + h[1];
+  return (q[0] + q[2]) + (q[1] + q[3]);
 }
 
 // a * b + c per lane with one rounding (packed FMA where the ISA has it; libm's exact fma otherwise).
@@ -501,6 +502,23 @@ extern "C" inline tp_v16 tp_centered(tp_v16 x, tp_v16 m, tp_v16 ml, tp_v16 r) {
     tp_nf e = tp_two_sum_err_n(x.v[i], -m.v[i], d);
     e = (tp_nf)((tp_ni)e & ((d - d) == 0));
     out.v[i] = tp_fma_nf(d, r.v[i], (e - ml.v[i]) * r.v[i]);
+  }
+  return out;
+}
+
+// tp_centered with the scale given as an fp32 pair rh + rl (an fp64 rstd): d * rh + (d * rl + (e - ml) * rh), the
+// small terms first, then one FMA. Scaling by the rounded rstd alone leaves its rounding (up to 2^-25, the same
+// for a whole row) in every centred value: what layer_norm's fp32 dweight kept against the golden on two rows.
+extern "C" inline tp_v16 tp_centered_pair(tp_v16 x, tp_v16 m, tp_v16 ml, tp_v16 rh, tp_v16 rl) {
+  tp_v16 out;
+#pragma GCC unroll 4
+  for (int i = 0; i < TP_PARTS; ++i) {
+    tp_nf d = x.v[i] - m.v[i];
+    tp_nf e = tp_two_sum_err_n(x.v[i], -m.v[i], d);
+    e = (tp_nf)((tp_ni)e & ((d - d) == 0));
+    tp_nf lo = tp_fma_nf(d, rl.v[i], (e - ml.v[i]) * rh.v[i]);
+    lo = (tp_nf)((tp_ni)lo & ((lo - lo) == 0));  // d inf: its terms alone (inf * rh), not inf - inf
+    out.v[i] = tp_fma_nf(d, rh.v[i], lo);
   }
   return out;
 }

@@ -150,8 +150,8 @@ def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
     return out
 
 
-def backward(x, mean, rstd, dy, weight, bias):
-    """(dx, dweight or None, dbias or None)."""
+def backward(x, mean, rstd, dy, weight, bias, eps: float | None = None):
+    """(dx, dweight or None, dbias or None); ``eps`` is not used (the statistics are used as given)."""
     with_dbias = bias is not None  # only its presence is used (torch's output mask)
     x, dy = x.contiguous(), dy.contiguous()
     mean, rstd = mean.to(torch.float32).contiguous(), rstd.to(torch.float32).contiguous()
