@@ -69,6 +69,21 @@ def test_single_column_dweight_passes_the_retest_rule(activation, nbg, golden, r
     assert result.passed, result.failures
 
 
+@pytest.mark.parametrize("activation", ["silu", "sigmoid"])
+def test_gate_before_norm_rstd_takes_the_gated_input_in_fp64(activation):
+    """At D = 1 rstd is 1 / |x * act(gate)|: formed in fp32, the activation's quotient and the product round twice
+    more and the rstd's mean relative error was level with torch's fp32 composite (L1 case 4457, bf16, sigmoid:
+    median ratio 1.00 over 1000 seeds); formed in fp64 from the fp32 exp it is about 0.6 of torch's."""
+    g = torch.Generator().manual_seed(11)
+    x, gate = ((torch.rand(2, 50000, 1, generator=g) * 2 - 1).to(torch.bfloat16) for _ in range(2))
+    kw = dict(activation=activation, norm_before_gate=False)
+    gold = tileport.gated_rms_norm_fwd(x.double(), gate.double(), None, 1e-12, backend="torch", **kw)[1]
+    ours = tileport.gated_rms_norm_fwd(x, gate, None, 1e-12, backend="tilelang", **kw)[1]
+    bench = tileport.gated_rms_norm_fwd(x, gate, None, 1e-12, backend="torch", **kw)[1]
+    mere = lambda r: ((r.double() - gold).abs() / gold.abs()).mean().item()  # noqa: E731
+    assert mere(ours) < 0.75 * mere(bench)
+
+
 @pytest.mark.parametrize("activation,nbg", FORMS)
 def test_without_weight_and_triton_interpreter(activation, nbg, golden, randn):
     x, gate, dy = randn(33, 200), randn(33, 200, seed=1, scale=2.0), randn(33, 200, seed=2)

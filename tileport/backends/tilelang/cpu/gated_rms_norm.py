@@ -2,7 +2,7 @@
 weighted, activation, norm_before_gate), serving every M and D.
 
 Forward, per row: u = x (norm before gate) or x * act(gate); rstd = rsqrt(sum(u^2) / D + eps) in fp64, rounded
-once (rms_norm's ``inv_rms`` order); y = u * rstd * w (* act(gate)) in fp32, rounded once.
+once (rms_norm's ``inv_rms`` order; u formed in fp64 for it, ``gated_square``); y = u * rstd * w (* act(gate)) in fp32, rounded once.
 Backward, per row, in rms_norm's cancellation-free form (``eps_stats``, ``tp_resid64``): with g the gradient
 reaching n = u * rstd, du = rstd * (D * eps * g + sum(u^2) * g - u * sum(g * u)) / (sum(u^2) + D * eps) in fp64,
 rounded once; dx = du (or du * act(gate)), dgate = dy * w * n * act'(gate) (or du * x * act'(gate)); dweight's
@@ -16,7 +16,7 @@ import tilelang.cpu.language as T
 import torch
 
 from .norm_stats import dweight_term, eps_stats, rstd_pair
-from .rowwise import VEC, D, F32, M, Io, partial, per_row, row_map, row_sums64, splat
+from .rowwise import VEC, D, F32, M, Dot64, Io, partial, per_row, row_map, row_sums64, splat
 from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
 
@@ -32,6 +32,16 @@ def _sigmoid(v):
 def act(activation: str, v):
     """act(v) of 16 lanes."""
     return v / (_one() + T.call_extern(VEC, "tp_exp", splat(T.float32(0.0)) - v)) if activation == "silu" else _sigmoid(v)
+
+
+def gated_square(activation: str):
+    """The ``row_sums64`` product u * u of u = x * act(gate), u formed in fp64 from the fp32 exp
+    (``tp_dot64_gated_sq``): the statistic of the gate-before-norm form."""
+    def product(xv, zv, *rest):
+        e = T.call_extern(VEC, "tp_exp", splat(T.float32(0.0)) - zv)
+        return Dot64("tp_dot64_gated_sq", (xv, zv if activation == "silu" else _one(), e))
+
+    return product
 
 
 def act_grad(activation: str, v):
@@ -56,7 +66,7 @@ def build_forward(x: torch.dtype, g: torch.dtype, w, y: torch.dtype, activation:
         if norm_before_gate:  # the gate is not read for the statistic
             ss = row_sums64([lambda xv: (xv, xv)], [(X, x)], row)[0]
         else:
-            ss = row_sums64([lambda xv, zv: (u(xv, zv), u(xv, zv))], [(X, x), (Z, gate)], row)[0]
+            ss = row_sums64([gated_square(activation)], [(X, x), (Z, gate)], row)[0]
         T.buffer_store(r, T.cast(T.float64(1.0) / T.sqrt(ss / T.cast(D, "float64") + T.cast(eps, "float64")), "float32"), [0])
 
     if W is None:
@@ -100,6 +110,8 @@ def build_backward(x: torch.dtype, g: torch.dtype, dy: torch.dtype, w, activatio
         return [du * a(zv), du * xv * da(zv), dweight_term(gv, u(xv, zv), r[0], r[1])]
 
     def stats(c, r, eps, rstd, rows, row):
+        # u in fp32 here, sum(u^2) included: the form's cancellation needs ss and sum(g * u) of one u (the forward's
+        # fp64 u gives an rstd the recomputed one may not round to; the given rstd is then used as given)
         eps_stats(c, eps, rstd, rows, row, g_of, u_of=lambda xv, zv, *rest: u(xv, zv))
         rstd_pair(r, c)
 

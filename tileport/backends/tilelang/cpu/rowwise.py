@@ -265,20 +265,33 @@ def row_sum(out, k_out, term, inputs, row) -> None:
     T.buffer_store(out, T.call_extern("float32", "tp_tree32", get(acc, TOP), get(acc, TOP + 1)), [k_out])
 
 
+@dataclass(frozen=True)
+class Dot64:
+    """A ``row_sums64`` product with its own accumulation: ``fn(acc, *factors)`` (an extern of simd.h) adds 16
+    lanes' fp64 terms to the sum's lanes, for a term that is no product of two fp32 values (an activation's
+    output formed in fp64)."""
+
+    fn: str
+    factors: tuple
+
+
+FACTORS = 3  # the most factors a product passes (a Dot64's)
+
+
 def row_sums64(products, inputs, row):
     """Sums over ``row``'s columns of products in fp64, as fp64 expressions (emits one loop over the row, then
     returns the totals). ``products`` lists, per sum, a function of the inputs' 16-lane fp32 values giving the
-    two fp32 factors (``lambda x: (x, x)`` for a sum of squares). Exact products, two sets of 16 fp64 lanes per
-    sum, a fixed tree (``tp_dot64_*`` in simd.h): rounded once, a sum of squares is (but for near-ties) the
-    correctly rounded sum, where an fp32 sum rounds every square and add; a dot product keeps what fp32 would
-    cancel away."""
+    two fp32 factors (``lambda x: (x, x)`` for a sum of squares), or a ``Dot64``. Exact products, two sets of 16
+    fp64 lanes per sum, a fixed tree (``tp_dot64_*`` in simd.h): rounded once, a sum of squares is (but for
+    near-ties) the correctly rounded sum, where an fp32 sum rounds every square and add; a dot product keeps
+    what fp32 would cancel away."""
     n_in, n_sums = len(inputs), len(products)
     # the loaded columns, the factors, per sum two sets of fp64 lanes, a scratch slot for the tail's masks
-    v = vectors(n_in + 2 * n_sums + 4 * n_sums + 1)
-    tmp = n_in + 6 * n_sums
+    v = vectors(n_in + FACTORS * n_sums + 4 * n_sums + 1)
+    tmp = n_in + (FACTORS + 4) * n_sums
 
     def acc(p, u):  # sum p's set u (0 or 1): two 16-lane fp32 slots of v
-        return n_in + 2 * n_sums + 4 * p + 2 * u
+        return n_in + FACTORS * n_sums + 4 * p + 2 * u
 
     for p in range(n_sums):
         _call("tp_dot64_zero", _ref(v, acc(p, 0)))
@@ -288,11 +301,13 @@ def row_sums64(products, inputs, row):
             io.load(buf, row, col, v, k, n)
         loaded = [get(v, k) for k in range(n_in)]
         for p, factors in enumerate(products):
-            for f, value in enumerate(factors(*loaded)):
-                put(v, n_in + 2 * p + f, value)
+            terms = factors(*loaded)
+            fn, values = (terms.fn, terms.factors) if isinstance(terms, Dot64) else ("tp_dot64_add", terms)
+            for f, value in enumerate(values):
+                put(v, n_in + FACTORS * p + f, value)
                 if n is not None:  # the tail: a factor of zeroed lanes need not be 0 (x - mean), so mask it
-                    _tail_lanes(v, n_in + 2 * p + f, tmp, n, 0.0)
-            _call("tp_dot64_add", _ref(v, acc(p, u)), _ref(v, n_in + 2 * p), _ref(v, n_in + 2 * p + 1))
+                    _tail_lanes(v, n_in + FACTORS * p + f, tmp, n, 0.0)
+            _call(fn, _ref(v, acc(p, u)), *(_ref(v, n_in + FACTORS * p + f) for f in range(len(values))))
 
     with T.serial(D // (2 * VL)) as j:
         step(0, j * 2 * VL)

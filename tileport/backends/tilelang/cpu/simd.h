@@ -326,6 +326,32 @@ extern "C" inline void* tp_dot64_add(tp_v16* acc, tp_v16* a, tp_v16* b) {
   memcpy(acc, s, 128);
   return 0;
 }
+// acc += u * u lane by lane in fp64, u = x * z / (1 + e): a gate's activation output in fp64 (z = v, e = exp(-v):
+// silu; z = 1: sigmoid) from the fp32 exp, whose error the quotient damps (by e / (1 + e)). In fp32 the quotient
+// and the product round twice more: at D = 1 the rstd is 1 / |u| and kept those roundings, level with torch's
+// (gated_rms_norm's L1 case 4457, MERE ratio median 1.00 over 1000 seeds; 0.59 with u so formed). 1 / (1 + e)
+// is the fp32 quotient refined by one Newton step in fp64 (no fp64 division).
+extern "C" inline void* tp_dot64_gated_sq(tp_v16* acc, tp_v16* x, tp_v16* z, tp_v16* e) {
+  tp_v16 q;
+#pragma GCC unroll 4
+  for (int i = 0; i < TP_PARTS; ++i) q.v[i] = 1.0f / (1.0f + e->v[i]);
+  tp_nd s[2], xl, xh, zl, zh, el, eh, ql, qh;
+  memcpy(s, acc, 128);
+  tp_widen16(x, &xl, &xh);
+  tp_widen16(z, &zl, &zh);
+  tp_widen16(e, &el, &eh);
+  tp_widen16(&q, &ql, &qh);
+  tp_nd dl = 1.0 + el, dh = 1.0 + eh;
+  const tp_nd zero = {};
+  ql = ql == zero ? ql : ql + ql * (1.0 - dl * ql);  // q = 0 (e = inf) stays 0: the step would give 0 * nan
+  qh = qh == zero ? qh : qh + qh * (1.0 - dh * qh);
+  tp_nd ul = xl * zl * ql, uh = xh * zh * qh;
+  s[0] += ul * ul;
+  s[1] += uh * uh;
+  memcpy(acc, s, 128);
+  return 0;
+}
+
 typedef double tp_n4d __attribute__((vector_size(32)));
 // The set's 32 lanes summed by a fixed tree: lane i + lane i + 16, then i + 8, then i + 4, as whole vectors (written
 // as scalar loops, g++ packed the tree for some dtypes' kernels and left it 30 scalar adds in others).
