@@ -1,11 +1,13 @@
 """tileport: fused operators ported across accelerators, each port proven correct and fast.
 
-Public API (stable): the operators re-exported from ``tileport.ops`` and the backend queries.
+Public API (stable): the operators re-exported from ``tileport.ops``, the backend queries and the outputs'
+huge-page switch.
 """
 
 import types as _types
 
 from . import ops as _ops
+from .backends.outputs import set_huge_page_outputs
 from .backends.registry import BackendUnavailableError, available_backends, kernel_cache_info
 
 __version__ = "0.1.0"
@@ -15,4 +17,4 @@ __version__ = "0.1.0"
 _OPS_API = sorted(n for n, v in vars(_ops).items() if not n.startswith("_") and callable(v) and not isinstance(v, _types.ModuleType))
 globals().update({n: getattr(_ops, n) for n in _OPS_API})
 
-__all__ = ["BackendUnavailableError", "available_backends", "kernel_cache_info", *_OPS_API]
+__all__ = ["BackendUnavailableError", "available_backends", "kernel_cache_info", "set_huge_page_outputs", *_OPS_API]

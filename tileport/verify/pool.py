@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 
 from ..cases import Case
+from ..backends.outputs import set_huge_page_outputs
 from .accuracy import CaseOutcome, Judge, Task, available_bytes, run_case_safely
 
 BATCH_CASES = 8  # cases per submitted batch: small enough for even load and frequent progress
@@ -69,7 +70,8 @@ def keep_freed_memory() -> bool:
 
 def _start(task: Task, free: int | None) -> None:
     torch.set_num_threads(1)
-    keep_freed_memory()
+    if keep_freed_memory():  # freed blocks reused: fresh huge-page mappings would fault where reuse does not
+        set_huge_page_outputs(False)
     _WORKER.update(task=task, judge=Judge.for_task(task), free=free)
 
 
