@@ -54,7 +54,7 @@ def test_bench_rms_norm_times_torch_fused_op_and_judges_its_bar(tmp_path):
     assert {r["provider"] for r in rows} >= {"tilelang", "tilelang:kernel", "torch-rms_norm", "torch-eager", "copy"}
     assert {r["dtype"] for r in rows} == {"bfloat16"}
     text = (out / "rms_norm.md").read_text()
-    assert "## The speed bar" in text and "fwd in-cache vs eager" in text and "fwdbwd vs eager autograd" in text
+    assert "## The speed bar" in text and "fwd in cache vs eager" in text and "fwdbwd vs eager autograd" in text
 
 
 def test_bench_out_writes_only_there(tmp_path, monkeypatch):

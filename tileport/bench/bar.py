@@ -6,13 +6,31 @@ from __future__ import annotations
 from ..report.benchrows import pivot
 
 
+def derived(rows: list[dict], statistic: str) -> dict[tuple, dict[str, float]]:
+    """A statistic of the run's own rows: ``vs_fp32`` (the fp32 group's min time over this one's: >= 1 is no
+    slower than fp32), ``thread_scaling`` (the one-thread min time over this one's, for more threads);
+    otherwise the rows' own statistic."""
+    if statistic not in ("vs_fp32", "thread_scaling"):
+        return pivot(rows, statistic)
+    mins, out = pivot(rows, "min_us"), {}
+    for (mode, dtype, shape, threads), provs in mins.items():
+        base_key = (mode, "float32", shape, threads) if statistic == "vs_fp32" else (mode, dtype, shape, 1)
+        if base_key == (mode, dtype, shape, threads) or base_key not in mins:
+            continue
+        base = mins[base_key]
+        out[(mode, dtype, shape, threads)] = {p: base[p] / us for p, us in provs.items() if p in base and us > 0}
+    return out
+
+
 def judge_bar(rows: list[dict], criteria, backend: str = "tilelang") -> list[dict]:
     """One record per (criterion, measured group) present in ``rows``."""
     out = []
     for c in criteria:
         provider = f"{backend}:kernel" if c.kernel_only else backend
-        for key, provs in pivot(rows, c.statistic).items():
+        for key, provs in derived(rows, c.statistic).items():
             mode, dtype, shape, threads = key
+            if c.dtypes and dtype not in c.dtypes:
+                continue
             if mode in c.modes and shape in c.shapes and provider in provs:
                 value, target = provs[provider], c.target_for(dtype)
                 out.append(dict(criterion=c.label, provider=provider, mode=mode, dtype=dtype, shape=shape,

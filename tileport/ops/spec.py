@@ -92,25 +92,36 @@ class Criterion:
     statistic: str
     target: float | dict[str, float]
     kernel_only: bool = False
+    dtypes: tuple[str, ...] = ()  # the dtypes it judges (default: every one)
 
     def target_for(self, dtype: str) -> float:
         return self.target if isinstance(self.target, (int, float)) else self.target.get(dtype, self.target["default"])
 
 
 IN_CACHE = ("1024x512", "256x4096")
+HEAD_ROWS = ("4096x128", "16384x64", "16384x32")  # a head dimension per row (q/k normalization in attention)
 LARGE = ("4096x4096", "16384x4096")
 SMALL = ("1x128", "33x100")
-SWEEP = [(1, 128), (33, 100), (1024, 512), (256, 4096), (4096, 4096), (16384, 4096)]
+SWEEP = [(1, 128), (33, 100), (1024, 512), (256, 4096), (4096, 128), (16384, 64), (16384, 32), (4096, 4096), (16384, 4096)]
+HALF = ("float16", "bfloat16")
 
-# The speed bar of a memory-bound row-wise operator (set in issue 4), shared by the norms.
+# The speed bar of a memory-bound row-wise operator on the CPU (issue 30), shared by the row-wise operators:
+# kernel-only against the copy of the same bytes (the roofline), the public call against torch eager and
+# torch.compile of the composite, 16-bit against fp32 (half the bytes), two threads against one.
 ROWWISE_BAR = (
-    Criterion("fwd in-cache vs eager", ("fwd",), IN_CACHE, "speedup_vs_eager", {"float32": 1.6, "default": 2.0}),
-    Criterion("fwd in-cache vs torch.compile", ("fwd",), IN_CACHE, "speedup_vs_compile", 1.5),
-    Criterion("fwd large: kernel-only share of copy bandwidth", ("fwd",), LARGE, "bandwidth_share", 0.8, kernel_only=True),
-    Criterion("fwd large with allocation vs torch.compile", ("fwd",), LARGE, "speedup_vs_compile", 1.0),
+    Criterion("fwd in cache: kernel-only share of copy", ("fwd",), IN_CACHE, "bandwidth_share", 0.7, kernel_only=True),
+    Criterion("fwd head-dim rows: kernel-only share of copy", ("fwd",), HEAD_ROWS, "bandwidth_share", 0.5, kernel_only=True),
+    Criterion("fwdbwd in cache: share of copy", ("fwdbwd",), IN_CACHE, "bandwidth_share", 0.5),
+    Criterion("fwd 16-bit kernel-only no slower than fp32", ("fwd",), IN_CACHE + HEAD_ROWS, "vs_fp32", 1.0, kernel_only=True, dtypes=HALF),
+    Criterion("fwd in cache vs torch.compile", ("fwd",), IN_CACHE, "speedup_vs_compile", 1.5),
+    Criterion("fwdbwd in cache vs torch.compile", ("fwdbwd",), IN_CACHE, "speedup_vs_compile", 1.5),
+    Criterion("fwd in cache vs eager", ("fwd",), IN_CACHE, "speedup_vs_eager", {"float32": 1.6, "default": 2.0}),
     Criterion("bwd vs eager autograd", ("bwd",), IN_CACHE + LARGE, "speedup_vs_eager", 1.5),
     Criterion("fwdbwd vs eager autograd", ("fwdbwd",), IN_CACHE + LARGE, "speedup_vs_eager", 1.5),
-    Criterion("fwd small: per call vs eager (>= 1 is no slower)", ("fwd",), SMALL, "speedup_vs_eager", 1.0),
+    Criterion("fwd large: kernel-only share of copy", ("fwd",), LARGE, "bandwidth_share", 0.9, kernel_only=True),
+    Criterion("fwd large with allocation vs torch.compile", ("fwd",), LARGE, "speedup_vs_compile", 2.0),
+    Criterion("fwd small: per call vs eager", ("fwd",), SMALL, "speedup_vs_eager", 1.1),
+    Criterion("fwd two threads vs one", ("fwd",), IN_CACHE + LARGE, "thread_scaling", 1.6),
 )
 
 # token count x hidden size of common models (one row per token)

@@ -16,7 +16,7 @@ Why each rounding is where it is, and what it cost: docs/kernels.md.
 import tilelang.cpu.language as T
 import torch
 
-from .rowwise import D, F32, M, VEC, Io, partial, per_row, row_map, row_sums64, splat
+from .rowwise import D, F32, M, VEC, Io, partial, per_row, row_map, row_sums64, splat, square
 from .norm_stats import dweight_term
 from .runtime import CACHE, check_shape, threads_for
 from ..targets import vectors_or_defaults
@@ -32,7 +32,7 @@ def _stats(s, eps, x_io, x, row):
     mean = T.call_extern("float64", "tp_nan_if_inf", total) / n
     T.buffer_store(s, T.cast(mean, "float32"), [0])
     ss, shift = row_sums64(
-        [lambda v: (v - splat(s[0]), v - splat(s[0])), lambda v: (v - splat(s[0]), splat(T.float32(1.0)))], [(x_io, x)], row
+        [lambda v: square(v - splat(s[0])), lambda v: (v - splat(s[0]), splat(T.float32(1.0)))], [(x_io, x)], row
     )
     var = ss / n - (shift / n) * (shift / n)
     T.buffer_store(s, T.cast(T.float64(1.0) / T.sqrt(var + T.cast(eps, "float64")), "float32"), [1])
@@ -98,7 +98,7 @@ def _grad_stats(s, eps, rows, row, g_of):
             lambda xv, *rest: (g_of(*rest), one),
             lambda xv, *rest: (g_of(*rest), xv - m),
             lambda xv, *rest: (xv, one),
-            lambda xv, *rest: (xv - m, xv - m),
+            lambda xv, *rest: square(xv - m),
             lambda xv, *rest: (xv - m, one),
         ],
         rows,

@@ -6,7 +6,7 @@ gradient's once-rounded term. Emitted into a kernel's body from its prim_func, a
 
 import tilelang.cpu.language as T
 
-from .rowwise import VEC, D, row_sum_squares64, row_sums64, splat
+from .rowwise import VEC, D, row_sum_squares64, row_sums64, splat, square
 
 
 def inv_rms(r, eps, x_io, x, row):
@@ -26,7 +26,7 @@ def eps_stats(c, eps, rstd, rows, row, g_of, u_of=None):
     forward saves: its rounding, up to 6e-8, would scale all of dx and dweight);
     any other given rstd is used as given."""
     u = u_of or (lambda xv, *rest: xv)
-    ss, d = row_sums64([lambda *v: (u(*v), u(*v)), lambda *v: (g_of(*v[1:]), u(*v))], rows, row)
+    ss, d = row_sums64([lambda *v: square(u(*v)), lambda *v: (g_of(*v[1:]), u(*v))], rows, row)
     T.buffer_store(c, ss, [0])
     T.buffer_store(c, d, [1])
     T.buffer_store(c, T.cast(D, "float64") * T.cast(eps, "float64"), [2])

@@ -278,10 +278,15 @@ class Dot64:
 FACTORS = 3  # the most factors a product passes (a Dot64's)
 
 
+def square(value):
+    """The ``row_sums64`` product value * value (one expression: its lanes are widened once)."""
+    return (value, value)
+
+
 def row_sums64(products, inputs, row):
     """Sums over ``row``'s columns of products in fp64, as fp64 expressions (emits one loop over the row, then
     returns the totals). ``products`` lists, per sum, a function of the inputs' 16-lane fp32 values giving the
-    two fp32 factors (``lambda x: (x, x)`` for a sum of squares), or a ``Dot64``. Exact products, two sets of 16
+    two fp32 factors (``square`` for a sum of squares), or a ``Dot64``. Exact products, two sets of 16
     fp64 lanes per sum, a fixed tree (``tp_dot64_*`` in simd.h): rounded once, a sum of squares is (but for
     near-ties) the correctly rounded sum, where an fp32 sum rounds every square and add; a dot product keeps
     what fp32 would cancel away."""
@@ -302,7 +307,10 @@ def row_sums64(products, inputs, row):
         loaded = [get(v, k) for k in range(n_in)]
         for p, factors in enumerate(products):
             terms = factors(*loaded)
-            fn, values = (terms.fn, terms.factors) if isinstance(terms, Dot64) else ("tp_dot64_add", terms)
+            if isinstance(terms, Dot64):
+                fn, values = terms.fn, terms.factors
+            else:  # a square (one expression twice) widens its lanes once
+                fn, values = ("tp_dot64_sq", terms[:1]) if terms[0] is terms[1] else ("tp_dot64_add", terms)
             for f, value in enumerate(values):
                 put(v, n_in + FACTORS * p + f, value)
                 if n is not None:  # the tail: a factor of zeroed lanes need not be 0 (x - mean), so mask it
@@ -337,4 +345,4 @@ def row_max(out, k_out, io: Io, buf, row) -> None:
 
 def row_sum_squares64(io: Io, buf, row):
     """The sum of squares of ``row``'s columns in fp64 (``row_sums64``), as an fp64 expression."""
-    return row_sums64([lambda x: (x, x)], [(io, buf)], row)[0]
+    return row_sums64([square], [(io, buf)], row)[0]

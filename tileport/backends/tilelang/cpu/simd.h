@@ -315,6 +315,17 @@ extern "C" inline void* tp_dot64_zero(tp_v16* acc) {
   memset(acc, 0, 256);
   return 0;
 }
+// acc += a * a: tp_dot64_add of a square, a widened once (written as a product of a with itself, g++ widened
+// the same 16 lanes twice: four conversions per 16 lanes where two do).
+extern "C" inline void* tp_dot64_sq(tp_v16* acc, tp_v16* a) {
+  tp_nd s[2], alo, ahi;
+  memcpy(s, acc, 128);
+  tp_widen16(a, &alo, &ahi);
+  s[0] += alo * alo;
+  s[1] += ahi * ahi;
+  memcpy(acc, s, 128);
+  return 0;
+}
 // acc (one set: 16 fp64 lanes) += a * b, lane by lane, exact products.
 extern "C" inline void* tp_dot64_add(tp_v16* acc, tp_v16* a, tp_v16* b) {
   tp_nd s[2], alo, ahi, blo, bhi;
