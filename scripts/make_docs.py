@@ -23,6 +23,8 @@ from typer.testing import CliRunner
 from tileport.cli import app
 from tileport.ops.spec import specs
 
+import performance_page  # scripts/, beside this file
+
 ROOT = Path(__file__).resolve().parent.parent
 OPS = ROOT / "docs" / "ops"
 SECTIONS = ("Summary", "The standard's minimum counts", "Dual benchmark", "Failed checks", "Cross-backend")
@@ -40,26 +42,10 @@ def run(args: list[str]) -> None:
         raise SystemExit(f"tileport {' '.join(args)} failed:\n{result.output}")
 
 
-BENCH_START, BENCH_END = "<!-- bench:start -->", "<!-- bench:end -->"
-
-
 def update_performance() -> None:
-    """Put the speed bar of each operator's latest full benchmark (benchmarks/results/<op>.md) into
-    docs/performance.md."""
-    parts = []
-    for op in specs():
-        path = ROOT / "benchmarks" / "results" / f"{op}.md"
-        if not path.exists():
-            continue
-        table = path.read_text()
-        header = table.split("\n\n", 2)[1]  # machine, versions, run
-        bar = section(table, "The speed bar")
-        bar = bar.split("\n", 1)[1].strip() if bar else "(no speed bar in this run)"
-        parts.append(f"### {op}\n\n{header}\n\n{bar}\n")
+    """docs/performance.md from the benchmark CSVs (``performance_page``)."""
     page = ROOT / "docs" / "performance.md"
-    text = page.read_text()
-    start, end = text.index(BENCH_START) + len(BENCH_START), text.index(BENCH_END)
-    page.write_text(text[:start] + "\n" + "\n".join(parts) + text[end:])
+    page.write_text(performance_page.render())
     print(f"updated {page}")
 
 
@@ -143,7 +129,9 @@ def update_results() -> None:
 
 def op_page(op: str, level: str, bench_args: str, reuse: bool = False) -> Path:
     spec = specs()[op]
-    evidence, bench = OPS / f"{op}-verify", OPS / f"{op}-bench"
+    evidence, bench = OPS / f"{op}-verify", performance_page.RESULTS / op
+    if reuse and not (bench / f"{op}.md").exists() and (OPS / f"{op}-bench" / f"{op}.md").exists():
+        bench = OPS / f"{op}-bench"  # a run made before the runs moved to benchmarks/results/<op>
     page = OPS / f"{op}.md"
     if reuse:
         level = _kept_label(page, "Precision", f"tileport verify {op} --level {level}").rsplit(" ", 1)[-1]
@@ -153,9 +141,10 @@ def op_page(op: str, level: str, bench_args: str, reuse: bool = False) -> Path:
         run(["verify", op, "--level", level, "--out", str(evidence)])
     if not (reuse and (bench / f"{op}.md").exists()):
         shutil.rmtree(bench, ignore_errors=True)
-        run(["bench", op, *shlex.split(bench_args), "--csv", str(bench / "bench.csv"), "--out", str(bench)])
+        run(["bench", op, *shlex.split(bench_args), "--out", str(bench)])
     report = (evidence / "report.md").read_text()
     titles = SECTIONS + tuple(re.findall(r"^## (Study: .+)$", report, flags=re.M))  # the op's own studies
+    rel = Path("..", "..", *bench.relative_to(ROOT).parts).as_posix() if bench.parent != OPS else bench.name
     parts = [
         f"# {op}\n\n{spec.summary}: `{spec.math}` (the contract is the docstring of `tileport/ops/{op}/__init__.py`).\n",
         spec.usage + "\n",
@@ -169,16 +158,15 @@ def op_page(op: str, level: str, bench_args: str, reuse: bool = False) -> Path:
         *notes_part(op),
         f"## Performance (`tileport bench {op} {bench_args}`)\n",
         (bench / f"{op}.md").read_text().split("\n", 2)[2].replace("## ", "### "),
-        f"![latency fwd]({op}-bench/{op}_fwd_latency_t1.png)\n",
-        f"![bandwidth share fwd]({op}-bench/{op}_fwd_bandwidth_share_t1.png)\n",
+        f"![latency fwd]({rel}/{op}_fwd_latency_t1.png)\n",
+        f"![bandwidth share fwd]({rel}/{op}_fwd_bandwidth_share_t1.png)\n",
         f"![ratios]({op}-verify/ratios.png)\n",
         "Regenerate: `python scripts/make_docs.py`.\n",
     ]
     page.write_text("\n".join(parts))
     for heavy in ("report.html", "results.json", "results.csv"):  # the docs keep report.md and the PNGs
         (evidence / heavy).unlink(missing_ok=True)
-    (bench / "bench.csv").unlink(missing_ok=True)
-    return page
+    return page  # the bench folder keeps its CSV: docs/performance.md is generated from it
 
 
 def main() -> None:

@@ -52,6 +52,10 @@ def huge_page_outputs() -> bool:
     return _HUGE["on"] and huge_pages_offered()
 
 
+def _on_cpu(device) -> bool:
+    return device is None or torch.device(device).type == "cpu"
+
+
 def _huge_empty(shape, dtype: torch.dtype) -> torch.Tensor:
     n = math.prod(shape)
     nbytes = n * dtype.itemsize
@@ -66,9 +70,10 @@ _POISON = contextvars.ContextVar("tileport_poison_outputs", default=False)
 def empty(shape, dtype: torch.dtype, device=None) -> torch.Tensor:
     """``torch.empty`` (on huge pages for a large CPU output, see above), filled with NaN inside ``poisoned()``
     (floating dtypes)."""
-    cpu = device is None or torch.device(device).type == "cpu"
-    big = math.prod(shape) * dtype.itemsize >= HUGE_MIN_BYTES
-    t = _huge_empty(tuple(shape), dtype) if cpu and big and huge_page_outputs() else torch.empty(shape, dtype=dtype, device=device)
+    if _HUGE["on"] and math.prod(shape) * dtype.itemsize >= HUGE_MIN_BYTES and _on_cpu(device) and huge_pages_offered():
+        t = _huge_empty(tuple(shape), dtype)
+    else:  # the one-row path: a dict lookup and a product before torch.empty
+        t = torch.empty(shape, dtype=dtype, device=device)
     if _POISON.get() and t.is_floating_point():
         t.fill_(math.nan)
     return t
