@@ -127,6 +127,40 @@ def update_results() -> None:
     print(f"updated {page}")
 
 
+STATUS_START, STATUS_END = "<!-- status:start -->", "<!-- status:end -->"
+
+
+def _verdict(folder: str) -> str:
+    path = OPS / folder / "report.md"
+    if not path.exists():
+        return "not run"
+    checks, failed, _ = _run_totals(path.read_text())
+    return f"pass ({checks} checks)" if failed == 0 else f"{failed} of {checks} fail"
+
+
+def update_readme() -> None:
+    """The README's status table: each operator's L0 and L1 verdicts and two speed figures of its latest
+    benchmark run (machine named), between the status markers."""
+    rows, machines = [], set()
+    for op in specs():
+        fig = performance_page.headline(op)
+        if fig:
+            machines.add(fig["machine"].split(" (")[0])
+        speed = f"{fig['share']} / {fig['vs_compile']}" if fig else "not run"
+        rows.append(f"| [{op}](docs/ops/{op}.md) | {_verdict(f'{op}-verify')} | {_verdict(f'{op}-verify-L1')} | {speed} |")
+    table = (
+        "\n| operator | L0 | L1 | fwd fp32 1024x512, 1 thread: kernel-only of copy / x torch.compile |\n|---|---|---|---|\n"
+        + "\n".join(rows)
+        + f"\n\nMachine: {', '.join(sorted(machines)) or 'none yet'} (2 vCPUs); generated from the reports and benchmark CSVs "
+        "by `scripts/make_docs.py` ([results](docs/results.md), [performance](docs/performance.md)).\n"
+    )
+    page = ROOT / "README.md"
+    text = page.read_text()
+    start, end = text.index(STATUS_START) + len(STATUS_START), text.index(STATUS_END)
+    page.write_text(text[:start] + table + text[end:])
+    print(f"updated {page}")
+
+
 def op_page(op: str, level: str, bench_args: str, reuse: bool = False) -> Path:
     spec = specs()[op]
     evidence, bench = OPS / f"{op}-verify", performance_page.RESULTS / op
@@ -179,10 +213,12 @@ def main() -> None:
     a = ap.parse_args()
     update_performance()
     if a.performance_only:
+        update_readme()
         return
     for op in a.ops or list(specs()):
         print(f"wrote {op_page(op, a.level, a.bench_args, a.reuse)}")
     update_results()
+    update_readme()
 
 
 if __name__ == "__main__":

@@ -92,5 +92,17 @@ def section(op: str) -> str:
     ])
 
 
+def headline(op: str) -> dict | None:
+    """The README's figures of the latest run: fwd fp32 1024x512 at 1 thread, kernel-only share of the copy and
+    the public call's speed-up over torch.compile, and the run's machine."""
+    rows = latest_run(op)
+    provs = pivot(rows, "min_us").get(("fwd", "float32", "1024x512", 1), {})
+    if not rows or "tilelang" not in provs:
+        return None
+    share = f"{provs['copy'] / provs['tilelang:kernel']:.2f}" if "copy" in provs and "tilelang:kernel" in provs else "-"
+    speed = f"{provs['torch-compile'] / provs['tilelang']:.2f}x" if "torch-compile" in provs else "-"
+    return {"share": share, "vs_compile": speed, "machine": rows[0]["machine"]}
+
+
 def render() -> str:
     return INTRO + "\n" + "\n".join(section(op) for op in specs())
