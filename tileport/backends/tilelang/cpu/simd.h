@@ -531,13 +531,16 @@ static inline tp_nf tp_fma_nf(tp_nf a, tp_nf b, tp_nf c) {
 // element, what lost to torch's fp32 layer_norm at L1). ml: the low part of an fp64 mean given as an fp32 pair
 // (0 for a given fp32 mean). Where d is inf or nan (x is, or x - m overflows), e is 0: the pair's error terms
 // would be inf - inf.
+static inline tp_nf tp_difference(tp_nf x, tp_nf m, tp_nf* e) {  // d = x - m rounded, *e its exact error
+  tp_nf d = x - m;
+  *e = (tp_nf)((tp_ni)tp_two_sum_err_n(x, -m, d) & ((d - d) == 0));
+  return d;
+}
 extern "C" inline tp_v16 tp_centered(tp_v16 x, tp_v16 m, tp_v16 ml, tp_v16 r) {
   tp_v16 out;
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) {
-    tp_nf d = x.v[i] - m.v[i];
-    tp_nf e = tp_two_sum_err_n(x.v[i], -m.v[i], d);
-    e = (tp_nf)((tp_ni)e & ((d - d) == 0));
+    tp_nf e, d = tp_difference(x.v[i], m.v[i], &e);
     out.v[i] = tp_fma_nf(d, r.v[i], (e - ml.v[i]) * r.v[i]);
   }
   return out;
@@ -550,9 +553,7 @@ extern "C" inline tp_v16 tp_centered_pair(tp_v16 x, tp_v16 m, tp_v16 ml, tp_v16 
   tp_v16 out;
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) {
-    tp_nf d = x.v[i] - m.v[i];
-    tp_nf e = tp_two_sum_err_n(x.v[i], -m.v[i], d);
-    e = (tp_nf)((tp_ni)e & ((d - d) == 0));
+    tp_nf e, d = tp_difference(x.v[i], m.v[i], &e);
     tp_nf lo = tp_fma_nf(d, rl.v[i], (e - ml.v[i]) * rh.v[i]);
     lo = (tp_nf)((tp_ni)lo & ((lo - lo) == 0));  // d inf: its terms alone (inf * rh), not inf - inf
     out.v[i] = tp_fma_nf(d, rh.v[i], lo);
