@@ -2,7 +2,7 @@
 weighted, activation, norm_before_gate), serving every M and D.
 
 Forward, per row: u = x (norm before gate) or x * act(gate); rstd = rsqrt(sum(u^2) / D + eps) in fp64, rounded
-once (rms_norm's ``inv_rms`` order; u formed in fp64 for it, ``gated_square``); y = u * rstd * w (* act(gate)) in fp32, rounded once.
+once (rms_norm's ``inv_rms`` order; the saved rstd of u formed in fp64, ``gated_square``, y scaled by the fp32 u's); y = u * rstd * w (* act(gate)) in fp32, rounded once.
 Backward, per row, in rms_norm's cancellation-free form (``eps_stats``, ``tp_resid64``): with g the gradient
 reaching n = u * rstd, du = rstd * (D * eps * g + sum(u^2) * g - u * sum(g * u)) / (sum(u^2) + D * eps) in fp64,
 rounded once; dx = du (or du * act(gate)), dgate = dy * w * n * act'(gate) (or du * x * act'(gate)); dweight's
@@ -16,7 +16,7 @@ import tilelang.cpu.language as T
 import torch
 
 from .norm_stats import dweight_term, eps_stats, rstd_pair
-from .rowwise import VEC, D, F32, M, Dot64, Io, partial, per_row, row_map, row_sums64, splat
+from .rowwise import VEC, D, F32, M, Dot64, Io, partial, per_row, row_map, row_sums64, splat, square
 from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
 
@@ -62,21 +62,28 @@ def build_forward(x: torch.dtype, g: torch.dtype, w, y: torch.dtype, activation:
         out = out if wv is None else out * wv
         return out * a(zv) if norm_before_gate else out
 
+    def inv_rms(ss, eps):
+        return T.cast(T.float64(1.0) / T.sqrt(ss / T.cast(D, "float64") + T.cast(eps, "float64")), "float32")
+
     def stats(r, eps, x, gate, row):
+        """r[0] = the rstd y is scaled by, r[1] = the rstd saved."""
         if norm_before_gate:  # the gate is not read for the statistic
-            ss = row_sums64([lambda xv: (xv, xv)], [(X, x)], row)[0]
-        else:
-            ss = row_sums64([gated_square(activation)], [(X, x), (Z, gate)], row)[0]
-        T.buffer_store(r, T.cast(T.float64(1.0) / T.sqrt(ss / T.cast(D, "float64") + T.cast(eps, "float64")), "float32"), [0])
+            T.buffer_store(r, inv_rms(row_sums64([square], [(X, x)], row)[0], eps), [0])
+            T.buffer_store(r, T.BufferLoad(r, [0]), [1])
+        else:  # y takes the rstd of the fp32 u it scales (at D = 1, u / |u|: u's rounding cancels, where the fp64
+            # u's rstd left it in y: 49 fp32 y failures at L1); the saved rstd is of u formed in fp64
+            ss32, ss64 = row_sums64([lambda xv, zv: square(u(xv, zv)), gated_square(activation)], [(X, x), (Z, gate)], row)
+            T.buffer_store(r, inv_rms(ss32, eps), [0])
+            T.buffer_store(r, inv_rms(ss64, eps), [1])
 
     if W is None:
 
         @T.prim_func
         def gated_rms_norm_fwd(x: X.rows, gate: Z.rows, y: Y.rows, rstd: per_row(), eps: T.float32):
             with T.Kernel(M) as row:
-                r = T.alloc_local((1,), T.float32)
+                r = T.alloc_local((2,), T.float32)
                 stats(r, eps, x, gate, row)
-                rstd[row] = r[0]
+                rstd[row] = r[1]
                 row_map(lambda xv, zv: value(r[0], xv, zv), [(X, x), (Z, gate)], [(Y, y)], row)
 
         return gated_rms_norm_fwd
@@ -84,9 +91,9 @@ def build_forward(x: torch.dtype, g: torch.dtype, w, y: torch.dtype, activation:
     @T.prim_func
     def gated_rms_norm_fwd(x: X.rows, gate: Z.rows, weight: W.vector, y: Y.rows, rstd: per_row(), eps: T.float32):
         with T.Kernel(M) as row:
-            r = T.alloc_local((1,), T.float32)
+            r = T.alloc_local((2,), T.float32)
             stats(r, eps, x, gate, row)
-            rstd[row] = r[0]
+            rstd[row] = r[1]
             row_map(lambda xv, zv, wv: value(r[0], xv, zv, wv), [(X, x), (Z, gate), (W, weight)], [(Y, y)], row)
 
     return gated_rms_norm_fwd
