@@ -79,7 +79,8 @@ def _key_figures(rows: list[dict]) -> list[str]:
 def section(op: str) -> str:
     rows = latest_run(op)
     if not rows:
-        return f"## {op}\n\nNo benchmark run yet (`tileport bench {op} --out benchmarks/results/{op}`).\n"
+        return (f"## {op}\n\nNo benchmark CSV yet (`tileport bench {op} --out benchmarks/results/{op}`); an earlier "
+                f"run's table, without its CSV, is on [its page](ops/{op}.md).\n")
     r0 = rows[0]
     threads = ", ".join(str(t) for t in sorted({r["threads"] for r in rows}))
     folder = RESULTS / op

@@ -44,4 +44,4 @@ def test_the_latest_run_is_shown_with_its_machine_and_bar(page, tmp_path):
 
 
 def test_an_operator_without_a_run_says_so(page):
-    assert "No benchmark run yet" in page.section("softmax")
+    assert "No benchmark CSV yet" in page.section("softmax")
