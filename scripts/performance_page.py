@@ -31,6 +31,19 @@ call at 1.5x torch.compile in cache (forward and forward+backward) and 2x on lar
 fresh outputs, 1.1x eager on small calls, 16-bit no slower than fp32, two threads 1.6x one. A miss is a miss:
 the operator's page or the changelog says why.
 
+Why the misses are misses (measured causes; the figures are in the sections below, the measurements behind
+the causes in [kernels.md](kernels.md)):
+- In cache, kernel-only against the copy, and 16-bit against fp32: the kernels are instruction-bound there (two
+  passes over each row, fp64 widening of the squares), and a 16-bit element costs 14 instructions per 16 lanes
+  against fp32's 8 (widening, narrowing, torch's bf16 NaN pattern) while its copy moves half the bytes.
+- Head-dimension rows (32-128 columns): each row pays a latency chain (the fp64 lane tree, an fp64 square root
+  and division) that consecutive rows do not overlap.
+- Forward+backward against torch.compile: the fp64 eps-form backwards (l2norm, rms_norm, gated_rms_norm) and
+  layer_norm's recomputed rstd, chosen for the precision standard; no per-row choice of the cheaper form yet.
+- layer_norm's forward reads x three times (the fp64 mean, the centred squares, y).
+- Small calls: the Python path (the ctypes launch, the outputs' allocation, dispatch), most for two-output ops.
+- Two threads on large fp32 shapes: memory bandwidth (the copy of the same bytes scales about 1.45x).
+
 Outputs of 32 MiB or more go on transparent huge pages where the kernel offers them (`madvise` mode here):
 glibc maps such blocks fresh on every call and their 4 KiB page faults were most of a large call
 (`TILEPORT_HUGE_PAGES=0` or `tileport.set_huge_page_outputs(False)` turns it off; see docs/api.md).
