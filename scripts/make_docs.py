@@ -100,11 +100,15 @@ def _run_totals(report: str) -> tuple[int, int, int]:
     return tuple(totals)
 
 
-def _run_cell(op: str, folder: str) -> str:
+def _report(folder: str) -> str | None:
     path = OPS / folder / "report.md"
-    if not path.exists():
+    return path.read_text() if path.exists() else None
+
+
+def _run_cell(op: str, folder: str) -> str:
+    report = _report(folder)
+    if report is None:
         return "not run"
-    report = path.read_text()
     checks, failed, retested = _run_totals(report)
     verdict = "**pass**" if failed == 0 else f"**{failed} of {checks} fail**"
     return (f"[{verdict}]({'ops/' + folder}/report.md): {checks} checks, {retested} retested, "
@@ -131,10 +135,10 @@ STATUS_START, STATUS_END = "<!-- status:start -->", "<!-- status:end -->"
 
 
 def _verdict(folder: str) -> str:
-    path = OPS / folder / "report.md"
-    if not path.exists():
+    report = _report(folder)
+    if report is None:
         return "not run"
-    checks, failed, _ = _run_totals(path.read_text())
+    checks, failed, _ = _run_totals(report)
     return f"pass ({checks} checks)" if failed == 0 else f"{failed} of {checks} fail"
 
 

@@ -2,7 +2,8 @@
 weighted, activation, norm_before_gate), serving every M and D.
 
 Forward, per row: u = x (norm before gate) or x * act(gate); rstd = rsqrt(sum(u^2) / D + eps) in fp64, rounded
-once (rms_norm's ``inv_rms`` order; the saved rstd of u formed in fp64, ``gated_square``, y scaled by the fp32 u's); y = u * rstd * w (* act(gate)) in fp32, rounded once.
+once (rms_norm's ``inv_rms`` order); with the gate before the norm, the saved rstd is of u formed in fp64
+(``gated_square``) and y is scaled by the fp32 u's; y = u * rstd * w (* act(gate)) in fp32, rounded once.
 Backward, per row, in rms_norm's cancellation-free form (``eps_stats``, ``tp_resid64``): with g the gradient
 reaching n = u * rstd, du = rstd * (D * eps * g + sum(u^2) * g - u * sum(g * u)) / (sum(u^2) + D * eps) in fp64,
 rounded once; dx = du (or du * act(gate)), dgate = dy * w * n * act'(gate) (or du * x * act'(gate)); dweight's
