@@ -1,10 +1,12 @@
 """A/B of the CPU kernels of two source trees, kernel-only (preallocated outputs), side by side.
 
     python scripts/ab_kernels.py BASE_TREE [--op OP ...] [--shape 1024x512 ...] [--dtype bf16 ...] [--rounds 4]
+                                 [--mode fwd|bwd]
 
 BASE_TREE is a checkout of the previous kernels (``git worktree add /tmp/base HEAD~1``); this tree is the new.
 Each round runs one process per tree (its own kernel cache), alternating which goes first; a process times
-every (op, shape, dtype) forward with ``tileport.bench.timing.interleave`` beside a copy of the same bytes.
+every (op, shape, dtype) forward (or with ``--mode bwd`` the backward through autograd, the graph built once, as
+the bench's bwd mode) with ``tileport.bench.timing.interleave`` beside a copy of the same bytes.
 The table gives the min over rounds and new / base as a time ratio (< 1 is faster). Name the machine with it.
 """
 
@@ -26,22 +28,31 @@ torch.set_num_threads(1)
 from tileport.bench.timing import interleave
 from tileport.dtypes import parse
 from tileport.ops.spec import specs
+from tileport.bench.providers import _autograd
 out = {}
+mode = sys.argv[3]
 for op, shape, dtype in json.loads(sys.argv[1]):
     spec = specs()[op]
     dims = tuple(int(s) for s in shape.split("x"))
     inputs = spec.example(dims, parse(dtype), "cpu", torch.Generator().manual_seed(0))
-    outs = tuple(o.clone() for o in spec.forward(**inputs, backend="tilelang"))
     x = next(v for v in inputs.values() if isinstance(v, torch.Tensor)); y = torch.empty_like(x)
-    t = interleave({"kernel": lambda: spec.forward(**inputs, backend="tilelang", out=outs), "copy": lambda: y.copy_(x)}, float(sys.argv[2]))
+    if mode == "fwd":
+        outs = tuple(o.clone() for o in spec.forward(**inputs, backend="tilelang"))
+        kernel = lambda: spec.forward(**inputs, backend="tilelang", out=outs)
+    else:
+        grads = [t.name for t in spec.inputs if isinstance(inputs.get(t.name), torch.Tensor)]
+        dy = torch.randn(dims, generator=torch.Generator().manual_seed(1)).to(x.dtype)
+        kernel = _autograd(lambda **kw: spec.function(**kw, backend="tilelang"), inputs, dy, "bwd", grads)
+    t = interleave({"kernel": kernel, "copy": lambda: y.copy_(x)}, float(sys.argv[2]))
     out[f"{op} {dtype} {shape}"] = {k: v.min_us for k, v in t.items()}
 print(json.dumps(out))
 """
 
 
-def run_tree(tree: Path, groups: list, budget: float, cache: str) -> dict:
+def run_tree(tree: Path, groups: list, budget: float, cache: str, mode: str = "fwd") -> dict:
+    # run in the tree: `python -c` puts the working directory first on sys.path, ahead of PYTHONPATH
     env = dict(os.environ, PYTHONPATH=str(tree), TILEPORT_CACHE_DIR=cache)
-    res = subprocess.run([sys.executable, "-c", CHILD, json.dumps(groups), str(budget)], env=env, capture_output=True, text=True, check=True)
+    res = subprocess.run([sys.executable, "-c", CHILD, json.dumps(groups), str(budget), mode], env=env, cwd=tree, capture_output=True, text=True, check=True)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
@@ -53,6 +64,7 @@ def main() -> None:
     ap.add_argument("--dtype", action="append", default=None)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--budget", type=float, default=0.3)
+    ap.add_argument("--mode", choices=("fwd", "bwd"), default="fwd")
     a = ap.parse_args()
     groups = [(op, s, d) for op in a.op or ["l2norm", "rms_norm"] for s in a.shape or ["1024x512", "256x4096", "4096x128", "16384x32"]
               for d in a.dtype or ["fp32", "bf16"]]  # fmt: skip
@@ -61,7 +73,7 @@ def main() -> None:
         for r in range(a.rounds):
             order = [("base", a.base), ("new", ROOT)] if r % 2 == 0 else [("new", ROOT), ("base", a.base)]
             for side, tree in order:
-                for key, t in run_tree(tree, groups, a.budget, f"{tmp}/{side}").items():
+                for key, t in run_tree(tree, groups, a.budget, f"{tmp}/{side}", a.mode).items():
                     cur = best[side].setdefault(key, {})
                     for k, v in t.items():
                         cur[k] = min(cur.get(k, v), v)

@@ -3,7 +3,7 @@ weighted, serving every M and D; the rms_norm math is rms_norm's (``cpu/rms_norm
 
 Forward, per row: residual_out = x + residual (fp32 add, rounded once on store; x and residual are read
 once), then rms_norm's rstd over residual_out as stored (fp64, rounded once) and y = residual_out * rstd *
-(w + offset). Backward, per row: rms_norm's cancellation-free fp64 dx over residual_out (with the fp64 rstd
+(w + offset). Backward, per row: rms_norm's cancellation-free dx (its per-row form) over residual_out (with the fp64 rstd
 the saved fp32 one stands for, ``norm_stats.eps_stats``: the fp32 rstd scales all of dx by its rounding, which
 showed where dx and dresidual_out cancel: MERE 9.6e-7 against the benchmark's 1.7e-7 at 48x4097 fp32),
 rounded to residual_out's dtype, plus dresidual_out, rounded again: the order of torch's autograd for the
@@ -64,10 +64,10 @@ def build_backward(s: torch.dtype, dy: torch.dtype, dres: torch.dtype, w):
         @T.prim_func
         def add_rms_norm_bwd(residual_out: S.rows, dy: G.rows, dres: H.rows, rstd: per_row(), dsum: S.rows, eps: T.float32):
             with T.Kernel(M) as row:
-                c = T.alloc_local((5,), "float64")
+                c = T.alloc_local((norm_stats.STATS,), "float64")
                 norm_stats.eps_stats(c, eps, rstd[row], [(S, residual_out), (G, dy)], row, lambda g: g)
                 row_map(
-                    lambda sv, g, h: rounded(S, T.call_extern(VEC, "tp_resid64", g, sv, c[0], c[1], c[2], c[3])) + h,
+                    lambda sv, g, h: rounded(S, norm_stats.resid(g, sv, c, S)) + h,
                     [(S, residual_out), (G, dy), (H, dres)],
                     [(S, dsum)],
                     row,
@@ -83,13 +83,13 @@ def build_backward(s: torch.dtype, dy: torch.dtype, dres: torch.dtype, w):
         offset: T.float32, eps: T.float32,
     ):  # fmt: skip
         with T.Kernel(M) as row:
-            c = T.alloc_local((5,), "float64")
+            c = T.alloc_local((norm_stats.STATS,), "float64")
             r = T.alloc_local((2,), T.float32)  # the fp64 rstd as an fp32 pair
             norm_stats.eps_stats(c, eps, rstd[row], [(S, residual_out), (G, dy), (W, weight)], row, lambda g, wv: g * (wv + splat(offset)))
             norm_stats.rstd_pair(r, c)
             row_map(
                 lambda sv, g, h, wv: [
-                    rounded(S, T.call_extern(VEC, "tp_resid64", g * (wv + splat(offset)), sv, c[0], c[1], c[2], c[3])) + h,
+                    rounded(S, norm_stats.resid(g * (wv + splat(offset)), sv, c, S)) + h,
                     norm_stats.dweight_term(g, sv, r[0], r[1]),
                 ],
                 [(S, residual_out), (G, dy), (H, dres), (W, weight)],

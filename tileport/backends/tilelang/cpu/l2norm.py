@@ -3,9 +3,11 @@ serving every M and D.
 
 Forward, per row: the sum of exact squares in fp64 and rstd = rsqrt(sum + eps) rounded once (an fp32 sum lost
 long rows to torch's pairwise sum), y = x * rstd; ``rsqrt_steps=k`` models an approximate hardware rsqrt refined
-by k Newton-Raphson steps (the Ascend practice, for measuring it). Backward, given the forward's eps: dx in
-fp64 in the eps form, dx = rstd * (eps * dy + (ss * dy - x * d)) / (ss + eps), x * d an exact two-term product,
-rounded once (the fp32 form leaves rounding noise where sum(x^2) >> eps); without eps, the fp32 form.
+by k Newton-Raphson steps (the Ascend practice, for measuring it). Backward, given the forward's eps: ss, d
+and sum(dy^2) in fp64, then per row (``norm_stats.resid``) rows where x and dy are nearly parallel take the
+exact eps form, dx = rstd * (eps * dy + (ss * dy - x * d)) / (ss + eps), x * d an exact two-term product, the
+others rstd * (dy - x * k), k = d / (ss + eps) from the fp64 sums (the fp32 form leaves rounding noise where
+sum(x^2) >> eps); without eps, the fp32 form.
 Caller-provided outputs of STREAM_BYTES or more are written with streaming stores; fresh outputs keep plain
 stores (their first touch faults the page into the cache). Measurements behind each choice: docs/kernels.md.
 """
@@ -15,7 +17,8 @@ stores (their first touch faults the page into the cache). Measurements behind e
 import tilelang.cpu.language as T
 import torch
 
-from .rowwise import VEC, M, Io, per_row, row_map, row_sum, row_sum_squares64, row_sums64, splat
+from .norm_stats import STATS, choose_form, resid
+from .rowwise import M, Io, per_row, row_map, row_sum, row_sum_squares64, row_sums64, splat, square
 from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
 
@@ -66,13 +69,15 @@ def build_backward_eps(x: torch.dtype, dy: torch.dtype):
     @T.prim_func
     def l2norm_bwd_eps(x: X.rows, dy: G.rows, rstd: per_row(), dx: X.rows, eps: T.float32):
         with T.Kernel(M) as row:
-            c = T.alloc_local((4,), "float64")  # sum(x^2), sum(x * dy), eps, rstd / (sum(x^2) + eps)
-            ss, d = row_sums64([lambda xv, g: (xv, xv), lambda xv, g: (xv, g)], [(X, x), (G, dy)], row)
+            c = T.alloc_local((STATS,), "float64")  # as norm_stats.eps_stats', eps' = eps, the rstd given
+            ss, d, gg = row_sums64([lambda xv, g: square(xv), lambda xv, g: (xv, g), lambda xv, g: square(g)], [(X, x), (G, dy)], row)
             c[0] = ss
             c[1] = d
             c[2] = T.cast(eps, "float64")
-            c[3] = T.cast(rstd[row], "float64") / (c[0] + c[2])
-            row_map(lambda xv, g: T.call_extern(VEC, "tp_resid64", g, xv, c[0], c[1], c[2], c[3]), [(X, x), (G, dy)], [(X, dx)], row)
+            c[4] = T.cast(rstd[row], "float64")
+            c[3] = c[4] / (c[0] + c[2])
+            choose_form(c, gg)
+            row_map(lambda xv, g: resid(g, xv, c, X), [(X, x), (G, dy)], [(X, dx)], row)
 
     return l2norm_bwd_eps
 

@@ -5,6 +5,7 @@ gradient's once-rounded term. Emitted into a kernel's body from its prim_func, a
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
 
 import tilelang.cpu.language as T
+import torch
 
 from .rowwise import VEC, D, row_sum_squares64, row_sums64, splat, square
 
@@ -19,14 +20,23 @@ def inv_rms(r, eps, x_io, x, row):
     T.buffer_store(r, T.cast(T.float64(1.0) / T.sqrt(s), "float32"), [0])
 
 
+# sin^2 of the angle between a row's x (u) and g below which its dx takes the exact form (tp_resid64): there
+# g - x * k cancels by more than 2^10 of |g|, and k's fp64 rounding, 2^-53 |x k|, would approach fp32's
+# resolution of dx as the angle closes (at D = 1 it is 0). From fp64 sums whose error is far below 2^-20 for
+# any row this kernel takes (the fixed lane tree: about D / 32 * 2^-53 relative).
+NEAR_PARALLEL = 2.0**-20
+STATS = 7  # fp64 slots of ``eps_stats``' c
+
+
 def eps_stats(c, eps, rstd, rows, row, g_of, u_of=None):
-    """c = [ss, d, D * eps, rstd / (ss + D * eps), rstd] of ``row`` (c: 5 fp64): ss = sum(u^2) and d = sum(g * u)
-    in one fp64 pass, g = g_of(the loaded values after x) and u = u_of(all of them) (default x) in fp32. rstd is
-    1 / sqrt(ss / D + eps) in fp64 where ``rstd`` is None or the given fp32 rstd is that value rounded (what the
-    forward saves: its rounding, up to 6e-8, would scale all of dx and dweight);
-    any other given rstd is used as given."""
+    """c = [ss, d, D * eps, rstd / (ss + D * eps), rstd, k, exact] of ``row`` (c: STATS fp64): ss = sum(u^2),
+    d = sum(g * u) and sum(g^2) in one fp64 pass, g = g_of(the loaded values after x) and u = u_of(all of them)
+    (default x) in fp32. rstd is 1 / sqrt(ss / D + eps) in fp64 where ``rstd`` is None or the given fp32 rstd is
+    that value rounded (what the forward saves: its rounding, up to 6e-8, would scale all of dx and dweight);
+    any other given rstd is used as given. k and exact: ``choose_form``'s, for ``resid``."""
     u = u_of or (lambda xv, *rest: xv)
-    ss, d = row_sums64([lambda *v: square(u(*v)), lambda *v: (g_of(*v[1:]), u(*v))], rows, row)
+    g = lambda *v: g_of(*v[1:])  # noqa: E731
+    ss, d, gg = row_sums64([lambda *v: square(u(*v)), lambda *v: (g(*v), u(*v)), lambda *v: square(g(*v))], rows, row)
     T.buffer_store(c, ss, [0])
     T.buffer_store(c, d, [1])
     T.buffer_store(c, T.cast(D, "float64") * T.cast(eps, "float64"), [2])
@@ -35,6 +45,25 @@ def eps_stats(c, eps, rstd, rows, row, g_of, u_of=None):
         exact = T.if_then_else(T.cast(exact, "float32") == rstd, exact, T.cast(rstd, "float64"))
     T.buffer_store(c, exact, [4])
     T.buffer_store(c, T.BufferLoad(c, [4]) / (T.BufferLoad(c, [0]) + T.BufferLoad(c, [2])), [3])
+    choose_form(c, gg)
+
+
+def choose_form(c, gg) -> None:
+    """c[5] = k = d / (ss + eps'), c[6] = 1 where the row takes the exact form (x and g nearly parallel:
+    ss * sum(g^2) - d^2 < NEAR_PARALLEL * ss * sum(g^2)), else 0; c[0:3] as ``eps_stats`` leaves them, gg = sum(g^2)."""
+    ss, d, e = (T.BufferLoad(c, [i]) for i in range(3))
+    T.buffer_store(c, d / (ss + e), [5])
+    # ss * gg - d^2 < NEAR_PARALLEL * ss * gg, scaled by 1 / NEAR_PARALLEL (a power of two the C code prints exactly)
+    parallel = (ss * gg - d * d) * T.float64(1.0 / NEAR_PARALLEL) < ss * gg
+    T.buffer_store(c, T.if_then_else(parallel, T.float64(1.0), T.float64(0.0)), [6])
+
+
+def resid(g, u, c, out):
+    """16 lanes of dx = rstd * (g - u * k) in the row's form (``tp_resid`` in simd.h) for a dx stored as ``out``
+    (an Io): the fp64 eps form where u and g are nearly parallel, else g - u * k with k from the row's fp64 sums,
+    in fp64 for an fp32 dx, in fp32 pairs for a 16-bit one; rounded to fp32."""
+    narrow = T.int32(0 if out.dtype == torch.float32 else 1)
+    return T.call_extern(VEC, "tp_resid", g, u, *(T.BufferLoad(c, [i]) for i in range(STATS)), narrow)
 
 
 def dweight_term(g, xv, rstd_hi, rstd_lo):

@@ -14,7 +14,7 @@ Measurements behind these choices: docs/kernels.md.
 import tilelang.cpu.language as T
 import torch
 
-from .norm_stats import dweight_term, eps_stats, inv_rms, rstd_pair
+from .norm_stats import STATS, dweight_term, eps_stats, inv_rms, resid, rstd_pair
 from .rowwise import VEC, D, F32, M, Io, partial, per_row, rounded, row_map, row_sum, splat
 from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
@@ -112,18 +112,19 @@ def dweight_term_of(casting: str, x_io: Io):
 def build_backward_eps(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"):
     """The backward given the forward's eps: with g = dy * (w + offset) in fp32, ss = sum(x^2) and
     d = sum(g * x) in one fp64 pass, dx = rstd * (D * eps * g + (ss * g - x * d)) / (ss + D * eps) in fp64
-    (``tp_resid64``: x * d an exact two-term product), rounded once. The same dx as the fp32 form (D * (mean(x^2)
-    + eps) = ss + D * eps), without its cancellation where g is nearly parallel to x (at D = 1 always: there the
-    fp32 form leaves rounding noise of 1 - (x * rstd)^2). dweight as in ``build_backward``."""
+    (``tp_resid64``: x * d an exact two-term product), rounded once, for rows where g is nearly parallel to x
+    (at D = 1 always: there the fp32 form leaves rounding noise of 1 - (x * rstd)^2); the others the same dx as
+    rstd * (g - x * k), k = d / (ss + D * eps) from the fp64 sums (``norm_stats.resid``). The same dx as the
+    fp32 form (D * (mean(x^2) + eps) = ss + D * eps), without its cancellation. dweight as in ``build_backward``."""
     X, G = Io(x), Io(dy)
     if w is None:
 
         @T.prim_func
         def rms_norm_bwd_eps(x: X.rows, dy: G.rows, rstd: per_row(), dx: X.rows, eps: T.float32):
             with T.Kernel(M) as row:
-                c = T.alloc_local((5,), "float64")
+                c = T.alloc_local((STATS,), "float64")
                 eps_stats(c, eps, rstd[row], [(X, x), (G, dy)], row, lambda g: g)
-                row_map(lambda xv, g: T.call_extern(VEC, "tp_resid64", g, xv, c[0], c[1], c[2], c[3]), [(X, x), (G, dy)], [(X, dx)], row)
+                row_map(lambda xv, g: resid(g, xv, c, X), [(X, x), (G, dy)], [(X, dx)], row)
 
         return rms_norm_bwd_eps
 
@@ -135,13 +136,13 @@ def build_backward_eps(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"
         x: X.rows, dy: G.rows, weight: W.vector, rstd: per_row(), dx: X.rows, dweight: partial(), offset: T.float32, eps: T.float32
     ):
         with T.Kernel(M) as row:
-            c = T.alloc_local((5,), "float64")
+            c = T.alloc_local((STATS,), "float64")
             r = T.alloc_local((2,), T.float32)  # the rstd used (c[4]) as an fp32 pair
             eps_stats(c, eps, rstd[row], [(X, x), (G, dy), (W, weight)], row, lambda g, wv: g * (wv + splat(offset)))
             rstd_pair(r, c)
             row_map(
                 lambda xv, g, wv: [
-                    T.call_extern(VEC, "tp_resid64", g * (wv + splat(offset)), xv, c[0], c[1], c[2], c[3]),
+                    resid(g * (wv + splat(offset)), xv, c, X),
                     dw_term(g, xv, r[0], r[1]),
                 ],
                 [(X, x), (G, dy), (W, weight)],

@@ -311,11 +311,17 @@ def row_sums64(products, inputs, row):
                 fn, values = terms.fn, terms.factors
             else:  # a square (one expression twice) widens its lanes once
                 fn, values = ("tp_dot64_sq", terms[:1]) if terms[0] is terms[1] else ("tp_dot64_add", terms)
+            refs = []
             for f, value in enumerate(values):
+                same = [k for k, held in enumerate(loaded) if value is held]
+                if same and n is None:  # a loaded value as it is: its own slot, so every sum reads (and widens) one copy
+                    refs.append(_ref(v, same[0]))
+                    continue
                 put(v, n_in + FACTORS * p + f, value)
                 if n is not None:  # the tail: a factor of zeroed lanes need not be 0 (x - mean), so mask it
                     _tail_lanes(v, n_in + FACTORS * p + f, tmp, n, 0.0)
-            _call(fn, _ref(v, acc(p, u)), *(_ref(v, n_in + FACTORS * p + f) for f in range(len(values))))
+                refs.append(_ref(v, n_in + FACTORS * p + f))
+            _call(fn, _ref(v, acc(p, u)), *refs)
 
     with T.serial(D // (2 * VL)) as j:
         step(0, j * 2 * VL)

@@ -299,16 +299,30 @@ typedef float tp_n8 __attribute__((vector_size(32)));
 // The 16 fp32 lanes of v as two 8-lane fp64 vectors.
 static inline void tp_widen16(const tp_v16* v, tp_nd* lo, tp_nd* hi) {
 #if defined(__AVX512F__)  // two whole-register widenings (g++'s generic one splits them into four 128-bit ones)
-  __m512 x;
-  memcpy(&x, v, 64);
-  *lo = (tp_nd)_mm512_cvtps_pd(_mm512_castps512_ps256(x));
-  *hi = (tp_nd)_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+  *lo = (tp_nd)_mm512_cvtps_pd(_mm256_loadu_ps((const float*)v));
+  *hi = (tp_nd)_mm512_cvtps_pd(_mm256_loadu_ps((const float*)v + 8));
 #else
   tp_n8 h[2];
   memcpy(h, v, 64);
   *lo = __builtin_convertvector(h[0], tp_nd);
   *hi = __builtin_convertvector(h[1], tp_nd);
 #endif
+}
+
+// Two 8-lane fp64 vectors rounded to fp32 as one 16-lane value (the inverse of tp_widen16). Written as two
+// 32-byte stores and a 64-byte reload (a memcpy of the halves), the reload waits for store forwarding, which
+// fails across two stores: measured 1.5x the map's time (tp_resid64's loop, AMD EPYC Zen 4).
+static inline tp_v16 tp_narrow16(tp_nd lo, tp_nd hi) {
+  tp_v16 out;
+#if defined(__AVX512F__)
+  __m512d w = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm512_cvtpd_ps((__m512d)lo))),
+                                 _mm256_castps_pd(_mm512_cvtpd_ps((__m512d)hi)), 1);
+  memcpy(&out, &w, 64);
+#else
+  tp_n8 h[2] = {__builtin_convertvector(lo, tp_n8), __builtin_convertvector(hi, tp_n8)};
+  memcpy(&out, h, 64);
+#endif
+  return out;
 }
 
 extern "C" inline void* tp_dot64_zero(tp_v16* acc) {
@@ -406,17 +420,69 @@ extern "C" inline tp_v16 tp_resid64(tp_v16 g, tp_v16 x, double ss, double d, dou
   tp_widen16(&g, &gv[0], &gv[1]);
   tp_widen16(&x, &xv[0], &xv[1]);
   const tp_nd S = (tp_nd){} + ss, Dv = (tp_nd){} + d, E = (tp_nd){} + eps;
-  tp_n8 h[2];
+  tp_nd h[2];
 #pragma GCC unroll 2
   for (int i = 0; i < 2; ++i) {
     tp_nd hi = xv[i] * Dv;
     tp_nd lo = tp_fma_nd(xv[i], Dv, -hi);
     tp_nd t = tp_fma_nd(S, gv[i], -hi) - lo;
-    h[i] = __builtin_convertvector(scale * tp_fma_nd(E, gv[i], t), tp_n8);
+    h[i] = scale * tp_fma_nd(E, gv[i], t);
   }
+  return tp_narrow16(h[0], h[1]);
+}
+
+// a * b + c per native fp32 register with one rounding (packed FMA where the ISA has it; fmaf otherwise).
+static inline tp_nf tp_fma_nf(tp_nf a, tp_nf b, tp_nf c) {
+#if defined(__AVX512F__)
+  return (tp_nf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif defined(__FMA__)
+  return (tp_nf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+  tp_nf r;
+  for (int i = 0; i < TP_NATIVE; ++i) r[i] = fmaf(a[i], b[i], c[i]);
+  return r;
+#endif
+}
+
+// The same dx as rstd * (g - x * k), k = d / (ss + eps) from the row's fp64 sums: g - x * k in fp64 with one
+// rounding (FMA), times rstd, rounded to fp32. Its error against tp_resid64's is k's own rounding, 2^-53 |x k|
+// per lane: below fp32's resolution of dx wherever |x k| < 2^28 |g - x k|, which holds for every lane of a row
+// whose x and g are not nearly parallel, up to the lanes that cancel on their own (where torch's fp32 form
+// leaves 2^-24 |x k|). Half tp_resid64's instructions: no exact product, no eps term.
+static inline tp_v16 tp_resid_k64(tp_v16 g, tp_v16 x, double k, double rstd) {
+  tp_nd gv[2], xv[2];
+  tp_widen16(&g, &gv[0], &gv[1]);
+  tp_widen16(&x, &xv[0], &xv[1]);
+  const tp_nd K = (tp_nd){} - k, R = (tp_nd){} + rstd;
+  return tp_narrow16(R * tp_fma_nd(xv[0], K, gv[0]), R * tp_fma_nd(xv[1], K, gv[1]));
+}
+
+// rstd * (g - x * k) in fp32 with k and rstd each an fp32 pair (hi + lo) from their fp64 values: g - x * kh is
+// exact before its one rounding (FMA), x * kl then takes off k's remainder, and the product with rstd rounds
+// once more: about 1.5 fp32 ulps plus 2^-48 |x k| (torch's fp32 form: 2^-24 |x k|). For dx of 16-bit dtypes,
+// whose rounding is 2^15 times coarser, the same as tp_resid_k64's but for near-ties; no conversions to fp64
+// (on Zen 4, 512-bit conversions are what tp_resid_k64's loop waits on: 2.9x this loop's time on bf16).
+static inline tp_v16 tp_resid_pair(tp_v16 g, tp_v16 x, double k, double rstd) {
+  const float kh = (float)k, kl = (float)(k - kh), rh = (float)rstd, rl = (float)(rstd - rh);
+  const tp_nf KH = (tp_nf){} - kh, KL = (tp_nf){} - kl, RH = (tp_nf){} + rh, RL = (tp_nf){} + rl;
   tp_v16 out;
-  memcpy(&out, h, 64);
+#pragma GCC unroll 4
+  for (int i = 0; i < TP_PARTS; ++i) {
+    tp_nf t = tp_fma_nf(x.v[i], KL, tp_fma_nf(x.v[i], KH, g.v[i]));
+    out.v[i] = tp_fma_nf(t, RH, t * RL);
+  }
   return out;
+}
+
+// dx of the cancellation-free backward in the row's form: tp_resid64 where the row's x and g are nearly parallel
+// (``exact`` != 0: sin^2 of their angle below 2^-20, chosen per row from the fp64 sums, norm_stats.py), where
+// g - x * k cancels to below k's fp64 rounding (at D = 1 always); elsewhere tp_resid_k64 for an fp32 dx
+// (``narrow`` 0) and tp_resid_pair for a 16-bit one. The flag is the same for a whole row: the branch goes the
+// same way for every chunk of it.
+extern "C" inline tp_v16 tp_resid(tp_v16 g, tp_v16 x, double ss, double d, double eps, double scale, double rstd,
+                                  double k, double exact, int32_t narrow) {
+  if (exact != 0.0) return tp_resid64(g, x, ss, d, eps, scale);
+  return narrow ? tp_resid_pair(g, x, k, rstd) : tp_resid_k64(g, x, k, rstd);
 }
 
 // A model of an approximate hardware rsqrt (Ascend A2/A3's vector rsqrt has about 3e-3 relative error):
@@ -510,19 +576,6 @@ extern "C" inline tp_v16 tp_finite_comp(tp_v16 c, tp_v16 t) {
     r.v[i] = (tp_nf)((tp_ni)c.v[i] & finite);
   }
   return r;
-}
-
-// a * b + c per native fp32 register with one rounding (packed FMA where the ISA has it; fmaf otherwise).
-static inline tp_nf tp_fma_nf(tp_nf a, tp_nf b, tp_nf c) {
-#if defined(__AVX512F__)
-  return (tp_nf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
-#elif defined(__FMA__)
-  return (tp_nf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
-#else
-  tp_nf r;
-  for (int i = 0; i < TP_NATIVE; ++i) r[i] = fmaf(a[i], b[i], c[i]);
-  return r;
-#endif
 }
 
 // (x - (m + ml)) * r per lane, rounded once but for near-ties: the centred value of a normalization. x - m is
