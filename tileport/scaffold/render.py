@@ -37,7 +37,7 @@ HELPERS = """- TileLang CPU (`tileport/backends/tilelang/cpu/rowwise.py`): `row_
   lanes, the tail included), `row_sum` (an fp32 row sum in a fixed order), `row_sums64` / `row_sum_squares64`
   (fp64 sums of exact products, rounded once), `row_max`, `splat`, `rounded`, `partial()` (a gradient summed
   over rows deterministically); `simd.h`: `tp_exp` (packed exp), `tp_resid64`; `norm_stats.py`: `inv_rms` (the
-  inverse RMS in fp64, rounded once), `eps_stats`, `resid`, `dweight_term`, `rstd_pair` (the cancellation-free backward).
+  inverse RMS in fp64, rounded once), `eps_stats`, `by_form`, `dweight_term`, `rstd_pair` (the cancellation-free backward).
 - Triton (`tileport/backends/triton/common.py`): `blocks`, `row_sum_squares`, `column_sum`, `store`,
   `round_to`, `check_size`, `launch_context`.
 - TileLang CUDA (`cuda/_common.py`): `bucket`, `threads`, `sum_squares`, `rsqrt`; Ascend (`ascend/_common.py`):

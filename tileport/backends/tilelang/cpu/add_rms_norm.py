@@ -66,12 +66,12 @@ def build_backward(s: torch.dtype, dy: torch.dtype, dres: torch.dtype, w):
             with T.Kernel(M) as row:
                 c = T.alloc_local((norm_stats.STATS,), "float64")
                 norm_stats.eps_stats(c, eps, rstd[row], [(S, residual_out), (G, dy)], row, lambda g: g)
-                row_map(
-                    lambda sv, g, h: rounded(S, norm_stats.resid(g, sv, c, S)) + h,
+                norm_stats.by_form(c, lambda resid: row_map(
+                    lambda sv, g, h: rounded(S, resid(g, sv, S)) + h,
                     [(S, residual_out), (G, dy), (H, dres)],
                     [(S, dsum)],
                     row,
-                )
+                ))
 
         return add_rms_norm_bwd
 
@@ -87,15 +87,15 @@ def build_backward(s: torch.dtype, dy: torch.dtype, dres: torch.dtype, w):
             r = T.alloc_local((2,), T.float32)  # the fp64 rstd as an fp32 pair
             norm_stats.eps_stats(c, eps, rstd[row], [(S, residual_out), (G, dy), (W, weight)], row, lambda g, wv: g * (wv + splat(offset)))
             norm_stats.rstd_pair(r, c)
-            row_map(
+            norm_stats.by_form(c, lambda resid: row_map(
                 lambda sv, g, h, wv: [
-                    rounded(S, norm_stats.resid(g * (wv + splat(offset)), sv, c, S)) + h,
+                    rounded(S, resid(g * (wv + splat(offset)), sv, S)) + h,
                     norm_stats.dweight_term(g, sv, r[0], r[1]),
                 ],
                 [(S, residual_out), (G, dy), (H, dres), (W, weight)],
                 [(S, dsum), (F32, dweight)],
                 row,
-            )
+            ))
 
     return add_rms_norm_bwd
 

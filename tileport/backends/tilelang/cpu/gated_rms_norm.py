@@ -4,7 +4,7 @@ weighted, activation, norm_before_gate), serving every M and D.
 Forward, per row: u = x (norm before gate) or x * act(gate); rstd = rsqrt(sum(u^2) / D + eps) in fp64, rounded
 once (rms_norm's ``inv_rms`` order); with the gate before the norm, the saved rstd is of u formed in fp64
 (``gated_square``) and y is scaled by the fp32 u's; y = u * rstd * w (* act(gate)) in fp32, rounded once.
-Backward, per row, in rms_norm's cancellation-free form (``eps_stats``, ``resid``): with g the gradient
+Backward, per row, in rms_norm's cancellation-free form (``eps_stats``, ``by_form``): with g the gradient
 reaching n = u * rstd, du = rstd * (D * eps * g + sum(u^2) * g - u * sum(g * u)) / (sum(u^2) + D * eps) (in
 fp64 where u and g are nearly parallel, else as rstd * (g - u * k) with k from the fp64 sums), rounded once; dx = du (or du * act(gate)), dgate = dy * w * n * act'(gate) (or du * x * act'(gate)); dweight's
 term dy * n * act(gate) (or dy * n) rounded once (``dweight_term``) into the block's fp32 partial.
@@ -16,7 +16,7 @@ act: silu(v) = v / (1 + exp(-v)), sigmoid(v) = 1 / (1 + exp(-v)), exp packed (``
 import tilelang.cpu.language as T
 import torch
 
-from .norm_stats import STATS, dweight_term, eps_stats, resid, rstd_pair
+from .norm_stats import STATS, by_form, dweight_term, eps_stats, rstd_pair
 from .rowwise import VEC, D, F32, M, Dot64, Io, partial, per_row, row_map, row_sums64, splat, square
 from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
@@ -110,8 +110,8 @@ def build_backward(x: torch.dtype, g: torch.dtype, dy: torch.dtype, w, activatio
     # g reaching n, from the loaded values after x: (gate, dy[, weight])
     g_of = (lambda zv, gv, wv=None: gw(gv, wv) * a(zv)) if norm_before_gate else (lambda zv, gv, wv=None: gw(gv, wv))
 
-    def grads(c, r, xv, zv, gv, wv=None):
-        du = resid(g_of(zv, gv, wv), u(xv, zv), c, X)
+    def grads(r, resid, xv, zv, gv, wv=None):
+        du = resid(g_of(zv, gv, wv), u(xv, zv), X)
         n = u(xv, zv) * splat(r[0])
         if norm_before_gate:
             return [du, gw(gv, wv) * n * da(zv), dweight_term(gv * a(zv), xv, r[0], r[1])]
@@ -130,8 +130,9 @@ def build_backward(x: torch.dtype, g: torch.dtype, dy: torch.dtype, w, activatio
             with T.Kernel(M) as row:
                 c = T.alloc_local((STATS,), "float64")
                 r = T.alloc_local((2,), T.float32)
-                stats(c, r, eps, rstd[row], [(X, x), (Z, gate), (G, dy)], row)
-                row_map(lambda xv, zv, gv: grads(c, r, xv, zv, gv)[:2], [(X, x), (Z, gate), (G, dy)], [(X, dx), (Z, dgate)], row)
+                rows = [(X, x), (Z, gate), (G, dy)]
+                stats(c, r, eps, rstd[row], rows, row)
+                by_form(c, lambda resid: row_map(lambda xv, zv, gv: grads(r, resid, xv, zv, gv)[:2], rows, [(X, dx), (Z, dgate)], row))
 
         return gated_rms_norm_bwd
 
@@ -147,7 +148,8 @@ def build_backward(x: torch.dtype, g: torch.dtype, dy: torch.dtype, w, activatio
             r = T.alloc_local((2,), T.float32)
             rows = [(X, x), (Z, gate), (G, dy), (W, weight)]
             stats(c, r, eps, rstd[row], rows, row)
-            row_map(lambda xv, zv, gv, wv: grads(c, r, xv, zv, gv, wv), rows, [(X, dx), (Z, dgate), (F32, dweight)], row)
+            outs = [(X, dx), (Z, dgate), (F32, dweight)]
+            by_form(c, lambda resid: row_map(lambda xv, zv, gv, wv: grads(r, resid, xv, zv, gv, wv), rows, outs, row))
 
     return gated_rms_norm_bwd
 

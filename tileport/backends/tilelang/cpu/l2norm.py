@@ -4,7 +4,7 @@ serving every M and D.
 Forward, per row: the sum of exact squares in fp64 and rstd = rsqrt(sum + eps) rounded once (an fp32 sum lost
 long rows to torch's pairwise sum), y = x * rstd; ``rsqrt_steps=k`` models an approximate hardware rsqrt refined
 by k Newton-Raphson steps (the Ascend practice, for measuring it). Backward, given the forward's eps: ss, d
-and sum(dy^2) in fp64, then per row (``norm_stats.resid``) rows where x and dy are nearly parallel take the
+and sum(dy^2) in fp64, then per row (``norm_stats.by_form``) rows where x and dy are nearly parallel take the
 exact eps form, dx = rstd * (eps * dy + (ss * dy - x * d)) / (ss + eps), x * d an exact two-term product, the
 others rstd * (dy - x * k), k = d / (ss + eps) from the fp64 sums (the fp32 form leaves rounding noise where
 sum(x^2) >> eps); without eps, the fp32 form.
@@ -17,7 +17,7 @@ stores (their first touch faults the page into the cache). Measurements behind e
 import tilelang.cpu.language as T
 import torch
 
-from .norm_stats import STATS, choose_form, resid
+from .norm_stats import STATS, by_form, choose_form
 from .rowwise import M, Io, per_row, row_map, row_sum, row_sum_squares64, row_sums64, splat, square
 from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
@@ -77,7 +77,7 @@ def build_backward_eps(x: torch.dtype, dy: torch.dtype):
             c[4] = T.cast(rstd[row], "float64")
             c[3] = c[4] / (c[0] + c[2])
             choose_form(c, gg)
-            row_map(lambda xv, g: resid(g, xv, c, X), [(X, x), (G, dy)], [(X, dx)], row)
+            by_form(c, lambda resid: row_map(lambda xv, g: resid(g, xv, X), [(X, x), (G, dy)], [(X, dx)], row))
 
     return l2norm_bwd_eps
 

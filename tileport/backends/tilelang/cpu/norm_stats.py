@@ -20,10 +20,11 @@ def inv_rms(r, eps, x_io, x, row):
     T.buffer_store(r, T.cast(T.float64(1.0) / T.sqrt(s), "float32"), [0])
 
 
-# sin^2 of the angle between a row's x (u) and g below which its dx takes the exact form (tp_resid64): there
-# g - x * k cancels by more than 2^10 of |g|, and k's fp64 rounding, 2^-53 |x k|, would approach fp32's
-# resolution of dx as the angle closes (at D = 1 it is 0). From fp64 sums whose error is far below 2^-20 for
-# any row this kernel takes (the fixed lane tree: about D / 32 * 2^-53 relative).
+# sin^2 of the angle between a row's x (u) and g below which its dx takes the exact form (tp_resid64). The fast
+# form's error is k's fp64 rounding, 2^-53 |x k|; the exact form's is ss * g's, as large, but for rows whose
+# products cancel exactly (D = 1, g = 2x), where it keeps the eps term and the fast form would keep only noise.
+# Any small threshold catches those (their computed sin^2 is 0 or fp64 noise, about D / 32 * 2^-53); this one
+# leaves every row with more than 2^-10 of g across x to the fast form.
 NEAR_PARALLEL = 2.0**-20
 STATS = 7  # fp64 slots of ``eps_stats``' c
 
@@ -33,7 +34,7 @@ def eps_stats(c, eps, rstd, rows, row, g_of, u_of=None):
     d = sum(g * u) and sum(g^2) in one fp64 pass, g = g_of(the loaded values after x) and u = u_of(all of them)
     (default x) in fp32. rstd is 1 / sqrt(ss / D + eps) in fp64 where ``rstd`` is None or the given fp32 rstd is
     that value rounded (what the forward saves: its rounding, up to 6e-8, would scale all of dx and dweight);
-    any other given rstd is used as given. k and exact: ``choose_form``'s, for ``resid``."""
+    any other given rstd is used as given. k and exact: ``choose_form``'s, for ``by_form``."""
     u = u_of or (lambda xv, *rest: xv)
     g = lambda *v: g_of(*v[1:])  # noqa: E731
     ss, d, gg = row_sums64([lambda *v: square(u(*v)), lambda *v: (g(*v), u(*v)), lambda *v: square(g(*v))], rows, row)
@@ -58,12 +59,29 @@ def choose_form(c, gg) -> None:
     T.buffer_store(c, T.if_then_else(parallel, T.float64(1.0), T.float64(0.0)), [6])
 
 
-def resid(g, u, c, out):
-    """16 lanes of dx = rstd * (g - u * k) in the row's form (``tp_resid`` in simd.h) for a dx stored as ``out``
-    (an Io): the fp64 eps form where u and g are nearly parallel, else g - u * k with k from the row's fp64 sums,
-    in fp64 for an fp32 dx, in fp32 pairs for a 16-bit one; rounded to fp32."""
-    narrow = T.int32(0 if out.dtype == torch.float32 else 1)
-    return T.call_extern(VEC, "tp_resid", g, u, *(T.BufferLoad(c, [i]) for i in range(STATS)), narrow)
+def by_form(c, body) -> None:
+    """Emit ``body(resid)`` once per form of the row's dx, under one test of ``choose_form``'s flag per row;
+    ``resid(g, u, out)`` gives 16 lanes of dx = rstd * (g - u * k) for a dx stored as ``out`` (an Io), rounded
+    to fp32: the exact fp64 eps form (``tp_resid64``) where the flag is set, else g - u * k with k from the row's
+    fp64 sums, in fp64 for an fp32 dx (``tp_resid_k64``), in fp32 pairs for a 16-bit one (``tp_resid_pair``,
+    whose pairs are formed here, per row). Two loops and the pairs outside them: with a test per chunk, g++ 12
+    left the test and the pairs' scalar arithmetic inside the loop."""
+    pair = T.alloc_local((4,), "float32")  # k and rstd as fp32 pairs (high part, remainder)
+    exact = lambda g, u, out: T.call_extern(VEC, "tp_resid64", g, u, *(T.BufferLoad(c, [i]) for i in range(4)))  # noqa: E731
+
+    def fast(g, u, out):
+        if out.dtype == torch.float32:
+            return T.call_extern(VEC, "tp_resid_k64", g, u, T.BufferLoad(c, [5]), T.BufferLoad(c, [4]))
+        return T.call_extern(VEC, "tp_resid_pair", g, u, *(splat(T.BufferLoad(pair, [i])) for i in range(4)))
+
+    with T.If(T.BufferLoad(c, [6]) != T.float64(0.0)):
+        with T.Then():
+            body(exact)
+        with T.Else():
+            for i, slot in enumerate((5, 4)):
+                T.buffer_store(pair, T.cast(T.BufferLoad(c, [slot]), "float32"), [2 * i])
+                T.buffer_store(pair, T.cast(T.BufferLoad(c, [slot]) - T.cast(T.BufferLoad(pair, [2 * i]), "float64"), "float32"), [2 * i + 1])
+            body(fast)
 
 
 def dweight_term(g, xv, rstd_hi, rstd_lo):

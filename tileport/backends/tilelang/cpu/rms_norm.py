@@ -14,7 +14,7 @@ Measurements behind these choices: docs/kernels.md.
 import tilelang.cpu.language as T
 import torch
 
-from .norm_stats import STATS, dweight_term, eps_stats, inv_rms, resid, rstd_pair
+from .norm_stats import STATS, by_form, dweight_term, eps_stats, inv_rms, rstd_pair
 from .rowwise import VEC, D, F32, M, Io, partial, per_row, rounded, row_map, row_sum, splat
 from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
@@ -114,7 +114,7 @@ def build_backward_eps(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"
     d = sum(g * x) in one fp64 pass, dx = rstd * (D * eps * g + (ss * g - x * d)) / (ss + D * eps) in fp64
     (``tp_resid64``: x * d an exact two-term product), rounded once, for rows where g is nearly parallel to x
     (at D = 1 always: there the fp32 form leaves rounding noise of 1 - (x * rstd)^2); the others the same dx as
-    rstd * (g - x * k), k = d / (ss + D * eps) from the fp64 sums (``norm_stats.resid``). The same dx as the
+    rstd * (g - x * k), k = d / (ss + D * eps) from the fp64 sums (``norm_stats.by_form``). The same dx as the
     fp32 form (D * (mean(x^2) + eps) = ss + D * eps), without its cancellation. dweight as in ``build_backward``."""
     X, G = Io(x), Io(dy)
     if w is None:
@@ -124,7 +124,7 @@ def build_backward_eps(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"
             with T.Kernel(M) as row:
                 c = T.alloc_local((STATS,), "float64")
                 eps_stats(c, eps, rstd[row], [(X, x), (G, dy)], row, lambda g: g)
-                row_map(lambda xv, g: resid(g, xv, c, X), [(X, x), (G, dy)], [(X, dx)], row)
+                by_form(c, lambda resid: row_map(lambda xv, g: resid(g, xv, X), [(X, x), (G, dy)], [(X, dx)], row))
 
         return rms_norm_bwd_eps
 
@@ -140,15 +140,15 @@ def build_backward_eps(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"
             r = T.alloc_local((2,), T.float32)  # the rstd used (c[4]) as an fp32 pair
             eps_stats(c, eps, rstd[row], [(X, x), (G, dy), (W, weight)], row, lambda g, wv: g * (wv + splat(offset)))
             rstd_pair(r, c)
-            row_map(
+            by_form(c, lambda resid: row_map(
                 lambda xv, g, wv: [
-                    resid(g * (wv + splat(offset)), xv, c, X),
+                    resid(g * (wv + splat(offset)), xv, X),
                     dw_term(g, xv, r[0], r[1]),
                 ],
                 [(X, x), (G, dy), (W, weight)],
                 [(X, dx), (F32, dweight)],
                 row,
-            )
+            ))
 
     return rms_norm_bwd_eps
 

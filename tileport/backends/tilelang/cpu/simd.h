@@ -449,7 +449,7 @@ static inline tp_nf tp_fma_nf(tp_nf a, tp_nf b, tp_nf c) {
 // per lane: below fp32's resolution of dx wherever |x k| < 2^28 |g - x k|, which holds for every lane of a row
 // whose x and g are not nearly parallel, up to the lanes that cancel on their own (where torch's fp32 form
 // leaves 2^-24 |x k|). Half tp_resid64's instructions: no exact product, no eps term.
-static inline tp_v16 tp_resid_k64(tp_v16 g, tp_v16 x, double k, double rstd) {
+extern "C" inline tp_v16 tp_resid_k64(tp_v16 g, tp_v16 x, double k, double rstd) {
   tp_nd gv[2], xv[2];
   tp_widen16(&g, &gv[0], &gv[1]);
   tp_widen16(&x, &xv[0], &xv[1]);
@@ -457,32 +457,19 @@ static inline tp_v16 tp_resid_k64(tp_v16 g, tp_v16 x, double k, double rstd) {
   return tp_narrow16(R * tp_fma_nd(xv[0], K, gv[0]), R * tp_fma_nd(xv[1], K, gv[1]));
 }
 
-// rstd * (g - x * k) in fp32 with k and rstd each an fp32 pair (hi + lo) from their fp64 values: g - x * kh is
+// rstd * (g - x * k) in fp32 with k and rstd each an fp32 pair (kh + kl, rh + rl) from their fp64 values: g - x * kh is
 // exact before its one rounding (FMA), x * kl then takes off k's remainder, and the product with rstd rounds
 // once more: about 1.5 fp32 ulps plus 2^-48 |x k| (torch's fp32 form: 2^-24 |x k|). For dx of 16-bit dtypes,
 // whose rounding is 2^15 times coarser, the same as tp_resid_k64's but for near-ties; no conversions to fp64
 // (on Zen 4, 512-bit conversions are what tp_resid_k64's loop waits on: 2.9x this loop's time on bf16).
-static inline tp_v16 tp_resid_pair(tp_v16 g, tp_v16 x, double k, double rstd) {
-  const float kh = (float)k, kl = (float)(k - kh), rh = (float)rstd, rl = (float)(rstd - rh);
-  const tp_nf KH = (tp_nf){} - kh, KL = (tp_nf){} - kl, RH = (tp_nf){} + rh, RL = (tp_nf){} + rl;
+extern "C" inline tp_v16 tp_resid_pair(tp_v16 g, tp_v16 x, tp_v16 kh, tp_v16 kl, tp_v16 rh, tp_v16 rl) {
   tp_v16 out;
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) {
-    tp_nf t = tp_fma_nf(x.v[i], KL, tp_fma_nf(x.v[i], KH, g.v[i]));
-    out.v[i] = tp_fma_nf(t, RH, t * RL);
+    tp_nf t = tp_fma_nf(-x.v[i], kl.v[i], tp_fma_nf(-x.v[i], kh.v[i], g.v[i]));
+    out.v[i] = tp_fma_nf(t, rh.v[i], t * rl.v[i]);
   }
   return out;
-}
-
-// dx of the cancellation-free backward in the row's form: tp_resid64 where the row's x and g are nearly parallel
-// (``exact`` != 0: sin^2 of their angle below 2^-20, chosen per row from the fp64 sums, norm_stats.py), where
-// g - x * k cancels to below k's fp64 rounding (at D = 1 always); elsewhere tp_resid_k64 for an fp32 dx
-// (``narrow`` 0) and tp_resid_pair for a 16-bit one. The flag is the same for a whole row: the branch goes the
-// same way for every chunk of it.
-extern "C" inline tp_v16 tp_resid(tp_v16 g, tp_v16 x, double ss, double d, double eps, double scale, double rstd,
-                                  double k, double exact, int32_t narrow) {
-  if (exact != 0.0) return tp_resid64(g, x, ss, d, eps, scale);
-  return narrow ? tp_resid_pair(g, x, k, rstd) : tp_resid_k64(g, x, k, rstd);
 }
 
 // A model of an approximate hardware rsqrt (Ascend A2/A3's vector rsqrt has about 3e-3 relative error):
