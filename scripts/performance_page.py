@@ -38,8 +38,12 @@ the causes in [kernels.md](kernels.md)):
   against fp32's 8 (widening, narrowing, torch's bf16 NaN pattern) while its copy moves half the bytes.
 - Head-dimension rows (32-128 columns): each row pays a latency chain (the fp64 lane tree, an fp64 square root
   and division) that consecutive rows do not overlap.
-- Forward+backward against torch.compile: the fp64 eps-form backwards (l2norm, rms_norm, gated_rms_norm) and
-  layer_norm's recomputed rstd, chosen for the precision standard; no per-row choice of the cheaper form yet.
+- Forward+backward against torch.compile: the backwards' first pass, three fp64 sums per row (x^2, g * x, g^2:
+  the precision standard's dx needs k = d / (ss + eps) to fp64 accuracy), whose 512-bit conversions are what
+  Zen 4 waits on; dweight's compensated accumulation; gated_rms_norm's activations; layer_norm's recomputed
+  rstd. Since 2026-12-05 dx is formed in fp64 only for rows where x and g are nearly parallel (the backward
+  0.57-0.95x its previous time; l2norm's, rms_norm's, add_rms_norm's and gated_rms_norm's runs below are
+  from after it).
 - layer_norm's forward reads x three times (the fp64 mean, the centred squares, y).
 - Small calls: the Python path (the ctypes launch, the outputs' allocation, dispatch), most for two-output ops.
 - Two threads on large fp32 shapes: memory bandwidth (the copy of the same bytes scales about 1.45x).
