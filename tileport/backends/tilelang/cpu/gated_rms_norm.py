@@ -16,8 +16,8 @@ act: silu(v) = v / (1 + exp(-v)), sigmoid(v) = 1 / (1 + exp(-v)), exp packed (``
 import tilelang.cpu.language as T
 import torch
 
-from .norm_stats import STATS, by_form, dweight_term, eps_stats, rstd_pair
-from .rowwise import VEC, D, F32, M, Dot64, Io, partial, per_row, row_map, row_sums64, splat, square
+from .norm_stats import STATS, by_form, dweight_term, eps_stats, inv_rms, rstd_of, rstd_pair
+from .rowwise import VEC, F32, M, Dot64, Io, partial, per_row, row_map, row_sums64, splat, square
 from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
 
@@ -63,19 +63,16 @@ def build_forward(x: torch.dtype, g: torch.dtype, w, y: torch.dtype, activation:
         out = out if wv is None else out * wv
         return out * a(zv) if norm_before_gate else out
 
-    def inv_rms(ss, eps):
-        return T.cast(T.float64(1.0) / T.sqrt(ss / T.cast(D, "float64") + T.cast(eps, "float64")), "float32")
-
     def stats(r, eps, x, gate, row):
         """r[0] = the rstd y is scaled by, r[1] = the rstd saved."""
         if norm_before_gate:  # the gate is not read for the statistic
-            T.buffer_store(r, inv_rms(row_sums64([square], [(X, x)], row)[0], eps), [0])
+            inv_rms(r, eps, X, x, row)
             T.buffer_store(r, T.BufferLoad(r, [0]), [1])
         else:  # y takes the rstd of the fp32 u it scales (at D = 1, u / |u|: u's rounding cancels, where the fp64
             # u's rstd left it in y: 49 fp32 y failures at L1); the saved rstd is of u formed in fp64
             ss32, ss64 = row_sums64([lambda xv, zv: square(u(xv, zv)), gated_square(activation)], [(X, x), (Z, gate)], row)
-            T.buffer_store(r, inv_rms(ss32, eps), [0])
-            T.buffer_store(r, inv_rms(ss64, eps), [1])
+            T.buffer_store(r, rstd_of(ss32, eps), [0])
+            T.buffer_store(r, rstd_of(ss64, eps), [1])
 
     if W is None:
 

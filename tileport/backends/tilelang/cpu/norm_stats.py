@@ -16,8 +16,12 @@ def inv_rms(r, eps, x_io, x, row):
     the mean, the sum with eps, the sqrt and the reciprocal in fp32; with ties these roundings decide the
     dual benchmark's ratios, so the golden-nearest rstd is the one that wins them for every D (at D = 1 the
     exact x^2 makes sqrt give |x| back, as torch's fp32 sqrt of round(x^2) does)."""
-    s = row_sum_squares64(x_io, x, row) / T.cast(D, "float64") + T.cast(eps, "float64")
-    T.buffer_store(r, T.cast(T.float64(1.0) / T.sqrt(s), "float32"), [0])
+    T.buffer_store(r, rstd_of(row_sum_squares64(x_io, x, row), eps), [0])
+
+
+def rstd_of(ss, eps):
+    """rsqrt(ss / D + eps) in fp64 from a row's fp64 sum of squares ``ss``, rounded once to fp32."""
+    return T.cast(T.float64(1.0) / T.sqrt(ss / T.cast(D, "float64") + T.cast(eps, "float64")), "float32")
 
 
 # sin^2 of the angle between a row's x (u) and g below which its dx takes the exact form (tp_resid64). The fast
