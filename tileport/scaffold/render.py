@@ -34,9 +34,9 @@ BACKENDS = {
 }  # fmt: skip
 
 HELPERS = """- TileLang CPU (`tileport/backends/tilelang/cpu/rowwise.py`): `row_map` (an element-wise pass over a row, 16
-  lanes, the tail included), `row_sum` (an fp32 row sum in a fixed order), `row_sums64` / `row_sum_squares64`
-  (fp64 sums of exact products, rounded once), `row_max`, `splat`, `rounded`, `partial()` (a gradient summed
-  over rows deterministically); `simd.h`: `tp_exp` (packed exp), `tp_resid64`; `norm_stats.py`: `inv_rms` (the
+  lanes, the tail included), `row_sum` (an fp32 row sum in a fixed order), `row_sums64` (fp64 sums of
+  exact products, rounded once), `row_sum_squares64` (fp32 blocks of four squares accumulated in fp64),
+  `row_max`, `splat`, `rounded`, `partial()` (a gradient summed over rows deterministically); `simd.h`: `tp_exp` (packed exp), `tp_resid64`; `norm_stats.py`: `inv_rms` (the
   inverse RMS in fp64, rounded once), `eps_stats`, `by_form`, `dweight_term`, `rstd_pair` (the cancellation-free backward).
 - Triton (`tileport/backends/triton/common.py`): `blocks`, `row_sum_squares`, `column_sum`, `store`,
   `round_to`, `check_size`, `launch_context`.

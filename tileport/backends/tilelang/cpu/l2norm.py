@@ -1,8 +1,9 @@
 """l2norm forward and backward as TileLang CPU kernels (C target): one compiled kernel per dtype combination,
 serving every M and D.
 
-Forward, per row: the sum of exact squares in fp64 and rstd = rsqrt(sum + eps) rounded once (an fp32 sum lost
-long rows to torch's pairwise sum), y = x * rstd; ``rsqrt_steps=k`` models an approximate hardware rsqrt refined
+Forward, per row: the sum of squares accumulated in fp64 (``row_sum_squares64``: fp32 blocks of four squares,
+relative error below 3 * 2^-24 for every D; a running fp32 sum lost long rows to torch's pairwise sum) and
+rstd = rsqrt(sum + eps) rounded once, y = x * rstd; ``rsqrt_steps=k`` models an approximate hardware rsqrt refined
 by k Newton-Raphson steps (the Ascend practice, for measuring it). Backward, given the forward's eps: ss, d
 and sum(dy^2) in fp64, then per row (``norm_stats.by_form``) rows where x and dy are nearly parallel take the
 exact eps form, dx = rstd * (eps * dy + (ss * dy - x * d)) / (ss + eps), x * d an exact two-term product, the
@@ -32,7 +33,7 @@ def build_forward(x: torch.dtype, y: torch.dtype, rsqrt_steps=None, streaming=Fa
     def l2norm_fwd(x: X.rows, y: Y.rows, rstd: per_row(), eps: T.float32):
         with T.Kernel(M) as row:
             r = T.alloc_local((2,), T.float32)
-            if rsqrt_steps is None:  # exact: the fp64 sum of exact squares, plus eps, rsqrt, rounded once
+            if rsqrt_steps is None:  # the fp64-accumulated sum of squares, plus eps, rsqrt, rounded once
                 s = row_sum_squares64(X, x, row) + T.cast(eps, "float64")
                 T.buffer_store(r, T.cast(T.float64(1.0) / T.sqrt(s), "float32"), [0])
             else:  # the hardware's fp32 sum; r[1] keeps s; the approximate model, then y <- y * (1.5 - 0.5 * s * y^2) per step

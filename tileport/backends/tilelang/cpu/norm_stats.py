@@ -11,11 +11,11 @@ from .rowwise import VEC, D, row_sum_squares64, row_sums64, splat, square
 
 
 def inv_rms(r, eps, x_io, x, row):
-    """r[0] = rsqrt(mean(x^2) + eps) of ``row``, all in fp64 and rounded once to fp32 (a per-row scalar: the
-    fp64 sum costs two widening FMAs per 16 columns of a memory-bound pass). torch rounds each square, add,
-    the mean, the sum with eps, the sqrt and the reciprocal in fp32; with ties these roundings decide the
-    dual benchmark's ratios, so the golden-nearest rstd is the one that wins them for every D (at D = 1 the
-    exact x^2 makes sqrt give |x| back, as torch's fp32 sqrt of round(x^2) does)."""
+    """r[0] = rsqrt(mean(x^2) + eps) of ``row``, accumulated in fp64 and rounded once to fp32
+    (``row_sum_squares64``: exact below 64 columns, within 3 * 2^-24 of the sum above). torch rounds each
+    square, add, the mean, the sum with eps, the sqrt and the reciprocal in fp32; with ties these roundings
+    decide the dual benchmark's ratios, so an rstd nearer the golden than torch's wins them for every D (at
+    D = 1 the exact x^2 makes sqrt give |x| back, as torch's fp32 sqrt of round(x^2) does)."""
     T.buffer_store(r, rstd_of(row_sum_squares64(x_io, x, row), eps), [0])
 
 
