@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 _LINE = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
 _JUMP = re.compile(r"^j[a-z]+$")
 _TARGET = re.compile(r"^([0-9a-f]+)\b")
-# x86 floating-point arithmetic (SSE/AVX encodings): add, sub, mul, div, min, max, sqrt, fused multiply-adds
-_FP_ARITH = re.compile(r"^v?(?:add|sub|mul|div|min|max|sqrt|f(?:n?m(?:add|sub))(?:132|213|231))(ss|sd|ps|pd)$")
+# x86 floating-point arithmetic (SSE/AVX encodings): add, sub, mul, div, min, max, sqrt, fused multiply-adds,
+# AVX-512's scalef (x * 2^n: tp_exp's scaling)
+_FP_ARITH = re.compile(r"^v?(?:add|sub|mul|div|min|max|sqrt|scalef|f(?:n?m(?:add|sub))(?:132|213|231))(ss|sd|ps|pd)$")
 
 
 @dataclass
@@ -99,7 +100,7 @@ def unpacked(loops: list[Loop], width: str) -> list[str]:
 
     A column loop left scalar is all ``...ss``; a row loop may hold the few scalar adds of the final lane tree,
     so a loop fails when its scalar arithmetic outnumbers its packed arithmetic. The kernel also needs a packed
-    FMA (its row sums) and a packed multiply (its scales) somewhere.
+    FMA (its row sums) and a packed multiply (its scales; a ``vscalefps`` is one) somewhere.
     """
     arith = [lp for lp in loops if lp.fp_arith()]
     problems = [
@@ -110,6 +111,6 @@ def unpacked(loops: list[Loop], width: str) -> list[str]:
     packed = [m for lp in arith for m in lp.packed(width)]
     if not any("fmadd" in m or "fnmadd" in m for m in packed):
         problems.append(f"no packed FMA on {width} registers in any loop")
-    if not any(m.startswith("vmulp") for m in packed):
+    if not any(m.startswith(("vmulp", "vscalefp")) for m in packed):
         problems.append(f"no packed multiply on {width} registers in any loop")
     return problems

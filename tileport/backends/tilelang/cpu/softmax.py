@@ -4,7 +4,7 @@ serving every M and D.
 Forward, per row, three passes over a row that stays in cache: m = the row's max (``row_max``); s = the sum
 of exp(x - m) in fp64 (``row_sums64``: each term exact, one rounding at the end); y = exp(x - m) / s in fp32,
 exp recomputed (``tp_exp`` in simd.h, packed, within 1 ulp measured; no buffer beyond the output, for rows of
-any length). Backward, per row: c = sum(dy * y) in fp64 (exact products), dx = y * (dy - c).
+any length); an fp32 y first holds the exps and is divided in place (one exp per element, the same bits). Backward, per row: c = sum(dy * y) in fp64 (exact products), dx = y * (dy - c).
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
@@ -30,6 +30,8 @@ def max_and_sum(s, io, x, row):
 
 def build_forward(x: torch.dtype):
     X = Io(x)
+    if x == torch.float32:
+        return _forward_in_place(X)
 
     @T.prim_func
     def softmax_fwd(x: X.rows, y: X.rows):
@@ -37,6 +39,23 @@ def build_forward(x: torch.dtype):
             s = T.alloc_local((2,), T.float32)  # max, sum
             T.buffer_store(s, T.cast(max_and_sum(s, X, x, row), "float32"), [1])
             row_map(lambda v: exp_shifted(v, s[0]) / splat(s[1]), [(X, x)], [(X, y)], row)
+
+    return softmax_fwd
+
+
+def _forward_in_place(X: Io):
+    """The fp32 forward with one exp per element: y holds exp(x - m), the fp32 value the sum adds, and is then
+    divided by the sum in place (the same bits as recomputing the exp, which is half the arithmetic of a pass;
+    a 16-bit y could not hold the fp32 exp)."""
+
+    @T.prim_func
+    def softmax_fwd(x: X.rows, y: X.rows):
+        with T.Kernel(M) as row:
+            s = T.alloc_local((2,), T.float32)  # max, sum
+            row_max(s, 0, X, x, row)
+            row_map(lambda v: exp_shifted(v, s[0]), [(X, x)], [(X, y)], row)
+            T.buffer_store(s, T.cast(row_sums64([lambda e: (e, splat(T.float32(1.0)))], [(X, y)], row)[0], "float32"), [1])
+            row_map(lambda e: e / splat(s[1]), [(X, y)], [(X, y)], row)
 
     return softmax_fwd
 
