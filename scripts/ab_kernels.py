@@ -5,7 +5,7 @@
 
 BASE_TREE is a checkout of the previous kernels (``git worktree add /tmp/base HEAD~1``); this tree is the new.
 Each round runs one process per tree (its own kernel cache), alternating which goes first; a process times
-every (op, shape, dtype) forward (or with ``--mode bwd`` the backward through autograd, the graph built once, as
+every (op, shape, dtype) forward (its outputs preallocated where the operator takes ``out=``; or with ``--mode bwd`` the backward through autograd, the graph built once, as
 the bench's bwd mode) with ``tileport.bench.timing.interleave`` beside a copy of the same bytes.
 The table gives the min over rounds and new / base as a time ratio (< 1 is faster). Name the machine with it.
 """
@@ -39,6 +39,10 @@ for op, shape, dtype in json.loads(sys.argv[1]):
     if mode == "fwd":
         outs = tuple(o.clone() for o in spec.forward(**inputs, backend="tilelang"))
         kernel = lambda: spec.forward(**inputs, backend="tilelang", out=outs)
+        try:
+            kernel()
+        except TypeError:  # an operator without the preallocated-output form: its call allocates them
+            kernel = lambda: spec.forward(**inputs, backend="tilelang")
     else:
         grads = [t.name for t in spec.inputs if isinstance(inputs.get(t.name), torch.Tensor)]
         dy = torch.randn(dims, generator=torch.Generator().manual_seed(1)).to(x.dtype)
