@@ -29,7 +29,8 @@ The speed bar (`ROWWISE_BAR` in `tileport/ops/spec.py`, issue 30) is judged on e
 the copy (0.7 in cache, 0.5 for head-dimension rows, 0.9 large), forward+backward at 0.5 of the copy, the public
 call at 1.5x torch.compile in cache (forward and forward+backward) and 2x on large shapes with the allocation of
 fresh outputs, 1.1x eager on small calls, 16-bit no slower than fp32, two threads 1.6x one. A miss is a miss:
-the operator's page or the changelog says why.
+each criterion states its measured cause (`Criterion.cause`, an operator's own added with `with_causes`), which
+`tileport bench` prints beside every miss and the tables below repeat.
 
 Why the misses are misses (measured causes; the figures are in the sections below, the measurements behind
 the causes in [kernels.md](kernels.md)):
@@ -68,12 +69,14 @@ def latest_run(op: str) -> list[dict]:
 
 def _bar_summary(rows: list[dict], spec) -> list[str]:
     judged = judge_bar(rows, spec.bar)
-    out = ["| criterion | target | met | worst group (measured) |", "|---|---|---|---|"]
+    out = ["| criterion | target | met | worst group (measured) | cause of the misses |", "|---|---|---|---|---|"]
     for label in dict.fromkeys(j["criterion"] for j in judged):
         js = [j for j in judged if j["criterion"] == label]
         worst = min(js, key=lambda j: j["measured"] / j["target"])
         where = f"{worst['dtype']} {worst['shape']} {worst['mode']}, {worst['threads']} thread{'s' * (worst['threads'] > 1)}"
-        out.append(f"| {label} | {worst['target']:g} | {sum(j['met'] for j in js)} of {len(js)} | {where}: {worst['measured']:.2f} |")
+        met = sum(j["met"] for j in js)
+        cause = "" if met == len(js) else worst["cause"] or "no cause stated"
+        out.append(f"| {label} | {worst['target']:g} | {met} of {len(js)} | {where}: {worst['measured']:.2f} | {cause} |")
     return out
 
 

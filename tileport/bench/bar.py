@@ -23,7 +23,7 @@ def derived(rows: list[dict], statistic: str) -> dict[tuple, dict[str, float]]:
 
 
 def judge_bar(rows: list[dict], criteria, backend: str = "tilelang") -> list[dict]:
-    """One record per (criterion, measured group) present in ``rows``."""
+    """One record per (criterion, measured group) present in ``rows``, with the criterion's stated cause."""
     out = []
     for c in criteria:
         provider = f"{backend}:kernel" if c.kernel_only else backend
@@ -34,5 +34,5 @@ def judge_bar(rows: list[dict], criteria, backend: str = "tilelang") -> list[dic
             if mode in c.modes and shape in c.shapes and provider in provs:
                 value, target = provs[provider], c.target_for(dtype)
                 out.append(dict(criterion=c.label, provider=provider, mode=mode, dtype=dtype, shape=shape,
-                                threads=threads, measured=value, target=target, met=value >= target))  # fmt: skip
+                                threads=threads, measured=value, target=target, met=value >= target, cause=c.cause))  # fmt: skip
     return out

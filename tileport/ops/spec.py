@@ -13,7 +13,7 @@ import importlib
 import math
 import pkgutil
 from pathlib import Path
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
@@ -84,7 +84,9 @@ class Backward:
 @dataclass(frozen=True)
 class Criterion:
     """One line of a speed bar: ``statistic`` of ``provider`` (a backend, ``{backend}:kernel`` for its
-    preallocated-output form) in ``modes`` at ``shapes`` must reach ``target`` (a number, or per dtype)."""
+    preallocated-output form) in ``modes`` at ``shapes`` must reach ``target`` (a number, or per dtype).
+    ``cause``: the measured reason a miss of it is a miss (profile, disassembly: docs/kernels.md), which
+    ``tileport bench`` prints beside each miss; an operator states its own with ``with_causes``."""
 
     label: str
     modes: tuple[str, ...]
@@ -93,6 +95,7 @@ class Criterion:
     target: float | dict[str, float]
     kernel_only: bool = False
     dtypes: tuple[str, ...] = ()  # the dtypes it judges (default: every one)
+    cause: str = ""
 
     def target_for(self, dtype: str) -> float:
         return self.target if isinstance(self.target, (int, float)) else self.target.get(dtype, self.target["default"])
@@ -105,24 +108,60 @@ SMALL = ("1x128", "33x100")
 SWEEP = [(1, 128), (33, 100), (1024, 512), (256, 4096), (4096, 128), (16384, 64), (16384, 32), (4096, 4096), (16384, 4096)]
 HALF = ("float16", "bfloat16")
 
+# Why the CPU kernels miss what they miss (measured: docs/kernels.md); an operator adds its own with with_causes.
+_IN_CACHE_CAUSE = (
+    "in cache the kernels are instruction-bound, not memory-bound: two passes over each row and the fp64 "
+    "accumulation of the row's sum (512-bit conversions at half rate on Zen 4); a 16-bit element also takes its "
+    "widening, narrowing and torch's bf16 NaN pattern (10 instructions per 16 lanes in the map against fp32's 5)"
+)
+_BACKWARD_CAUSE = (
+    "the backward's first pass: three fp64 sums per row (x^2, g * x, g^2; the precision standard's dx needs "
+    "k = d / (ss + eps) to fp64 accuracy), whose 512-bit conversions Zen 4 runs at half rate, and dweight's "
+    "compensated accumulation"
+)
+_CALL_CAUSE = "the public call's Python path (interface checks, dispatch, the outputs' allocation, the ctypes launch)"
+
 # The speed bar of a memory-bound row-wise operator on the CPU (issue 30), shared by the row-wise operators:
 # kernel-only against the copy of the same bytes (the roofline), the public call against torch eager and
 # torch.compile of the composite, 16-bit against fp32 (half the bytes), two threads against one.
 ROWWISE_BAR = (
-    Criterion("fwd in cache: kernel-only share of copy", ("fwd",), IN_CACHE, "bandwidth_share", 0.7, kernel_only=True),
-    Criterion("fwd head-dim rows: kernel-only share of copy", ("fwd",), HEAD_ROWS, "bandwidth_share", 0.5, kernel_only=True),
-    Criterion("fwdbwd in cache: share of copy", ("fwdbwd",), IN_CACHE, "bandwidth_share", 0.5),
-    Criterion("fwd 16-bit kernel-only no slower than fp32", ("fwd",), IN_CACHE + HEAD_ROWS, "vs_fp32", 1.0, kernel_only=True, dtypes=HALF),
-    Criterion("fwd in cache vs torch.compile", ("fwd",), IN_CACHE, "speedup_vs_compile", 1.5),
-    Criterion("fwdbwd in cache vs torch.compile", ("fwdbwd",), IN_CACHE, "speedup_vs_compile", 1.5),
-    Criterion("fwd in cache vs eager", ("fwd",), IN_CACHE, "speedup_vs_eager", {"float32": 1.6, "default": 2.0}),
-    Criterion("bwd vs eager autograd", ("bwd",), IN_CACHE + LARGE, "speedup_vs_eager", 1.5),
-    Criterion("fwdbwd vs eager autograd", ("fwdbwd",), IN_CACHE + LARGE, "speedup_vs_eager", 1.5),
-    Criterion("fwd large: kernel-only share of copy", ("fwd",), LARGE, "bandwidth_share", 0.9, kernel_only=True),
-    Criterion("fwd large with allocation vs torch.compile", ("fwd",), LARGE, "speedup_vs_compile", 2.0),
-    Criterion("fwd small: per call vs eager", ("fwd",), SMALL, "speedup_vs_eager", 1.1),
-    Criterion("fwd two threads vs one", ("fwd",), IN_CACHE + LARGE, "thread_scaling", 1.6),
+    Criterion("fwd in cache: kernel-only share of copy", ("fwd",), IN_CACHE, "bandwidth_share", 0.7, kernel_only=True,
+              cause=_IN_CACHE_CAUSE),
+    Criterion("fwd head-dim rows: kernel-only share of copy", ("fwd",), HEAD_ROWS, "bandwidth_share", 0.5, kernel_only=True,
+              cause="a fixed cost per row (the loop's set-up and tail tests, the fp64 lane tree, square root and "
+                    "division before the row's map can start) that rows of 32-128 columns do not amortize"),
+    Criterion("fwdbwd in cache: share of copy", ("fwdbwd",), IN_CACHE, "bandwidth_share", 0.5, cause=_BACKWARD_CAUSE),
+    Criterion("fwd 16-bit kernel-only no slower than fp32", ("fwd",), IN_CACHE + HEAD_ROWS, "vs_fp32", 1.0, kernel_only=True,
+              dtypes=HALF, cause="instruction-bound in cache: a 16-bit element costs more instructions than an fp32 "
+                                 "one (widening, narrowing, the NaN pattern), and half the bytes do not shorten that"),
+    Criterion("fwd in cache vs torch.compile", ("fwd",), IN_CACHE, "speedup_vs_compile", 1.5,
+              cause=f"{_IN_CACHE_CAUSE}; {_CALL_CAUSE}"),
+    Criterion("fwdbwd in cache vs torch.compile", ("fwdbwd",), IN_CACHE, "speedup_vs_compile", 1.5, cause=_BACKWARD_CAUSE),
+    Criterion("fwd in cache vs eager", ("fwd",), IN_CACHE, "speedup_vs_eager", {"float32": 1.6, "default": 2.0},
+              cause=_IN_CACHE_CAUSE),
+    Criterion("bwd vs eager autograd", ("bwd",), IN_CACHE + LARGE, "speedup_vs_eager", 1.5, cause=_BACKWARD_CAUSE),
+    Criterion("fwdbwd vs eager autograd", ("fwdbwd",), IN_CACHE + LARGE, "speedup_vs_eager", 1.5, cause=_BACKWARD_CAUSE),
+    Criterion("fwd large: kernel-only share of copy", ("fwd",), LARGE, "bandwidth_share", 0.9, kernel_only=True,
+              cause="16-bit: the widening and narrowing keep the kernel below the copy's pace (fp32 "
+                    "reaches it); with two threads bf16's rounding still does"),
+    Criterion("fwd large with allocation vs torch.compile", ("fwd",), LARGE, "speedup_vs_compile", 2.0,
+              cause="the fresh outputs' page faults (huge pages off or not offered)"),
+    Criterion("fwd small: per call vs eager", ("fwd",), SMALL, "speedup_vs_eager", 1.1,
+              cause=f"{_CALL_CAUSE}, most for operators with several outputs"),
+    Criterion("fwd two threads vs one", ("fwd",), IN_CACHE + LARGE, "thread_scaling", 1.6,
+              cause="large shapes: memory bandwidth (the copy of the same bytes scales about 1.45x); in cache: "
+                    "the two vCPUs' run-to-run spread (across the 2026-12-05 runs the copy of the same bytes "
+                    "scaled 1.3-2.1x, the kernels 1.2-1.95x)"),
 )
+
+
+def with_causes(bar: tuple[Criterion, ...], causes: dict[str, str]) -> tuple[Criterion, ...]:
+    """``bar`` with an operator's own causes added to the criteria they name (by label)."""
+    unknown = set(causes) - {c.label for c in bar}
+    if unknown:
+        raise ValueError(f"no criterion named {sorted(unknown)[0]!r} in the bar")
+    return tuple(replace(c, cause=f"{c.cause}; {causes[c.label]}" if c.cause else causes[c.label]) if c.label in causes else c
+                 for c in bar)  # fmt: skip
 
 # token count x hidden size of common models (one row per token)
 MODEL_WORKLOADS = {

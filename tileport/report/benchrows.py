@@ -40,12 +40,22 @@ def performance_table(rows: list[dict], title: str = "Performance and memory") -
 
 
 def bar_table(judged: list[dict]) -> Table:
-    """The speed bar's criteria as judged (``bench.bar.judge_bar``): measured against target, met or not."""
+    """The speed bar's criteria as judged (``bench.bar.judge_bar``): measured against target, met or not, and
+    beside each miss the number of its stated cause, the causes listed once in the note (a miss whose criterion
+    states none says so)."""
     met = sum(j["met"] for j in judged)
-    rows = tuple(
-        (j["criterion"], j["provider"], j["mode"], j["dtype"], j["shape"], str(j["threads"]), f"{j['measured']:.2f}",
-         f"{j['target']:g}", "yes" if j["met"] else "NO")
-        for j in judged
-    )  # fmt: skip
-    return Table("The speed bar", ("criterion", "provider", "mode", "dtype", "shape", "threads", "measured", "target", "met"),
-                 rows, f"{met} of {len(judged)} criteria met.")  # fmt: skip
+    causes: list[str] = []
+    rows = []
+    for j in judged:
+        why = ""
+        if not j["met"]:
+            cause = j.get("cause") or "no cause stated"
+            causes += [] if cause in causes else [cause]
+            why = f"[{causes.index(cause) + 1}]"
+        rows.append((j["criterion"], j["provider"], j["mode"], j["dtype"], j["shape"], str(j["threads"]),
+                     f"{j['measured']:.2f}", f"{j['target']:g}", "yes" if j["met"] else "NO", why))  # fmt: skip
+    note = f"{met} of {len(judged)} criteria met."
+    if causes:
+        note += " Causes of the misses:\n\n" + "\n".join(f"{i}. {c}" for i, c in enumerate(causes, 1))
+    return Table("The speed bar", ("criterion", "provider", "mode", "dtype", "shape", "threads", "measured", "target", "met", "cause"),
+                 tuple(rows), note)  # fmt: skip

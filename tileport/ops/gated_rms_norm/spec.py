@@ -78,7 +78,14 @@ SPEC = s.OpSpec(
     example=example,
     bytes_moved=bytes_moved,
     workloads={"gated-deltanet-1.3b-heads": (16384, 128), "mamba2-2.7b-prefill": (4096, 5120), **s.MODEL_WORKLOADS},
-    bar=s.ROWWISE_BAR,
+    bar=s.with_causes(s.ROWWISE_BAR, {
+        "fwd in cache: kernel-only share of copy": "the gate's activation: an exp per element",
+        "fwd in cache vs torch.compile": "the gate's activation: an exp per element",
+        "fwd in cache vs eager": "the gate's activation: an exp per element",
+        "fwdbwd in cache vs torch.compile": "the activation's exp and its gradient, and the gate-before-norm "
+                                            "statistic formed in fp64",
+        "fwdbwd in cache: share of copy": "the activation's exp and its gradient",
+    }),
     originals=(s.Original("fla", "fla.modules.fused_norm_gate", "rms_norm_gated", _fla),),
     precision_dtypes={"rstd": torch.float32},
     near_eps=lambda attrs, D: math.sqrt(float(attrs.get("eps", DEFAULT_EPS))),  # a mean: eps per element

@@ -101,7 +101,14 @@ SPEC = s.OpSpec(
     bytes_moved=bytes_moved,
     dtypes=s.FLOATS,
     workloads=dict(s.MODEL_WORKLOADS),
-    bar=s.ROWWISE_BAR,
+    bar=s.with_causes(s.ROWWISE_BAR, {
+        "fwd in cache: kernel-only share of copy": "layer_norm's forward reads x three times (the fp64 mean, the "
+                                                   "centred squares, y)",
+        "fwd in cache vs torch.compile": "x read three times",
+        "fwd in cache vs eager": "x read three times",
+        "fwdbwd in cache vs torch.compile": "the backward recomputes the fp64 rstd (two more fp64 sums per row)",
+        "fwdbwd in cache: share of copy": "the backward recomputes the fp64 rstd",
+    }),
     competitors={"torch-layer_norm": torch_fused},
     originals=(
         s.Original("liger", "liger_kernel.ops.layer_norm", "LigerLayerNormFunction.apply", _liger),
