@@ -35,8 +35,11 @@ each criterion states its measured cause (`Criterion.cause`, an operator's own a
 Why the misses are misses (measured causes; the figures are in the sections below, the measurements behind
 the causes in [kernels.md](kernels.md)):
 - In cache, kernel-only against the copy, and 16-bit against fp32: the kernels are instruction-bound there (two
-  passes over each row, fp64 widening of the squares), and a 16-bit element costs 14 instructions per 16 lanes
-  against fp32's 8 (widening, narrowing, torch's bf16 NaN pattern) while its copy moves half the bytes.
+  passes over each row, the fp64 accumulation of the row's sum: since 2026-12-05 the squares are added in fp32
+  blocks of four per lane first, a quarter of the widenings), and a 16-bit element's map costs 10 instructions
+  per 16 lanes against fp32's 5 (widening, narrowing, torch's bf16 NaN pattern) while its copy moves half the
+  bytes. softmax and log_softmax: an exp per element (computed twice for a 16-bit softmax; once for fp32 since
+  2026-12-05).
 - Head-dimension rows (32-128 columns): each row pays a latency chain (the fp64 lane tree, an fp64 square root
   and division) that consecutive rows do not overlap.
 - Forward+backward against torch.compile: the backwards' first pass, three fp64 sums per row (x^2, g * x, g^2:
