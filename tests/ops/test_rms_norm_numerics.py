@@ -1,5 +1,7 @@
 """rms_norm forward and backward against the float64 golden (dual benchmark L0), on every CPU backend."""
 
+import math
+
 import pytest
 import torch
 
@@ -149,3 +151,23 @@ def test_dweight_over_many_rows_is_its_terms_sum_rounded_once():
     terms = (dy.double() * x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + 1e-6)).float()
     exact = terms.double().sum(0).float()
     assert (dw == exact).double().mean().item() >= 0.95
+
+
+@pytest.mark.parametrize("ulps", [0, 1, -1])
+def test_a_forward_rstd_an_ulp_off_stands_for_the_fp64_one(ulps):
+    """The forward's rstd is within 2.5 * 2^-24 of the fp64 value (its sum of squares in fp32 blocks); given eps,
+    the backward takes any rstd that near as that value (norm_stats.FORWARD_RSTD): dweight of one row is then
+    the golden term rounded once (an ulp is at most 2 * 2^-24 of the value). An rstd 1% away is a different rstd and is used as given."""
+    g = torch.Generator().manual_seed(6)
+    x, dy = 3 * torch.randn(1, 4096, generator=g), torch.randn(1, 4096, generator=g)
+    w = torch.ones(4096)
+    x64 = x.double()
+    r64 = torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + 1e-6)
+    given = r64.float().view(1)
+    for _ in range(abs(ulps)):
+        given = torch.nextafter(given, torch.tensor(math.inf if ulps > 0 else 0.0))
+    _, dw = tileport.rms_norm_bwd(x, given, dy, w, backend="tilelang", eps=1e-6)
+    assert (dw == (dy.double() * x64 * r64)[0].float()).double().mean().item() >= 0.999
+    other = given * 1.01
+    _, dw = tileport.rms_norm_bwd(x, other, dy, w, backend="tilelang", eps=1e-6)
+    assert (dw == (dy.double() * x64 * other.double())[0].float()).double().mean().item() >= 0.99

@@ -117,8 +117,9 @@ def build_backward(x: torch.dtype, g: torch.dtype, dy: torch.dtype, w, activatio
 
     def stats(c, r, eps, rstd, rows, row):
         # u in fp32 here, sum(u^2) included: the form's cancellation needs ss and sum(g * u) of one u (the forward's
-        # fp64 u gives an rstd the recomputed one may not round to; the given rstd is then used as given)
-        eps_stats(c, eps, rstd, rows, row, g_of, u_of=lambda xv, zv, *rest: u(xv, zv))
+        # fp64 u gives an rstd the recomputed one may not round to; the given rstd is then used as given: near=None,
+        # as the forward's rstd is the correctly rounded one of its u)
+        eps_stats(c, eps, rstd, rows, row, g_of, u_of=lambda xv, zv, *rest: u(xv, zv), near=None)
         rstd_pair(r, c)
 
     if w is None:

@@ -31,14 +31,18 @@ def rstd_of(ss, eps):
 # leaves every row with more than 2^-10 of g across x to the fast form.
 NEAR_PARALLEL = 2.0**-20
 STATS = 7  # fp64 slots of ``eps_stats``' c
+# The relative distance from the fp64 rstd within which a given rstd is the forward's: inv_rms's rstd is within
+# 2.5 * 2^-24 of it (row_sum_squares64's fp32 blocks, then one rounding); a user's other rstd is farther.
+FORWARD_RSTD = 2.0**-22
 
 
-def eps_stats(c, eps, rstd, rows, row, g_of, u_of=None):
+def eps_stats(c, eps, rstd, rows, row, g_of, u_of=None, near=FORWARD_RSTD):
     """c = [ss, d, D * eps, rstd / (ss + D * eps), rstd, k, exact] of ``row`` (c: STATS fp64): ss = sum(u^2),
     d = sum(g * u) and sum(g^2) in one fp64 pass, g = g_of(the loaded values after x) and u = u_of(all of them)
     (default x) in fp32. rstd is 1 / sqrt(ss / D + eps) in fp64 where ``rstd`` is None or the given fp32 rstd is
-    that value rounded (what the forward saves: its rounding, up to 6e-8, would scale all of dx and dweight);
-    any other given rstd is used as given. k and exact: ``choose_form``'s, for ``by_form``."""
+    within ``near`` of that value, relative (what the forward saves: its error, up to 1.5e-7, would scale all of
+    dx and dweight; ``near=None``: the value rounded, for a forward that saves the correctly rounded rstd of
+    another u); any other given rstd is used as given. k and exact: ``choose_form``'s, for ``by_form``."""
     u = u_of or (lambda xv, *rest: xv)
     g = lambda *v: g_of(*v[1:])  # noqa: E731
     ss, d, gg = row_sums64([lambda *v: square(u(*v)), lambda *v: (g(*v), u(*v)), lambda *v: square(g(*v))], rows, row)
@@ -46,8 +50,14 @@ def eps_stats(c, eps, rstd, rows, row, g_of, u_of=None):
     T.buffer_store(c, d, [1])
     T.buffer_store(c, T.cast(D, "float64") * T.cast(eps, "float64"), [2])
     exact = T.float64(1.0) / T.sqrt(T.BufferLoad(c, [0]) / T.cast(D, "float64") + T.cast(eps, "float64"))
-    if rstd is not None:
+    if rstd is not None and near is None:
         exact = T.if_then_else(T.cast(exact, "float32") == rstd, exact, T.cast(rstd, "float64"))
+    elif rstd is not None:
+        given = T.cast(rstd, "float64")
+        # the distance against exact * tolerance: TileLang prints fp64 literals with 7 digits, 1 + 2^-22 as 1
+        tol = exact * T.float64(near)
+        close = T.And(given - exact <= tol, exact - given <= tol)
+        exact = T.if_then_else(close, exact, given)
     T.buffer_store(c, exact, [4])
     T.buffer_store(c, T.BufferLoad(c, [4]) / (T.BufferLoad(c, [0]) + T.BufferLoad(c, [2])), [3])
     choose_form(c, gg)
