@@ -69,12 +69,13 @@ def test_partials_have_the_same_bits_for_any_thread_count():
     assert (one[2] != 0).all()
 
 
-def test_strided_rows_read_in_place_match_contiguous_copies():
+@pytest.mark.parametrize("nthreads", [1, 2])  # one thread runs the rows without an OpenMP region
+def test_strided_rows_read_in_place_match_contiguous_copies(nthreads):
     base = torch.randn(40, 260)
     x, g = base[::2, 3:203], base[1::2, 50:250]  # row strides 520, unit-stride columns
     w = torch.randn(200)
-    strided = _run(torch.float32, x, g, w)
-    copied = _run(torch.float32, x.contiguous(), g.contiguous(), w)
+    strided = _run(torch.float32, x, g, w, nthreads=nthreads)
+    copied = _run(torch.float32, x.contiguous(), g.contiguous(), w, nthreads=3 - nthreads)
     for a, b in zip(strided, copied):
         assert torch.equal(a, b)
 
@@ -97,6 +98,8 @@ def test_launch_names_a_missing_or_unknown_argument():
         (dict(s=torch.empty(5)), r"s must be a per_row tensor of shape \(4,\)"),
         (dict(g=torch.randn(4, 8).half()), r"g must be a rows tensor .* dtype \['torch.float32'\]"),
         (dict(y=torch.empty(8, 4).t()), r"y must be a rows tensor .* unit-stride"),
+        (dict(s=torch.empty(8)[::2]), r"s must be a per_row tensor of shape \(4,\) with unit-stride"),
+        (dict(w=torch.randn(16)[::2]), r"w must be a broadcast tensor of shape \(8,\) with unit-stride"),
         (dict(x=torch.randn(2, 2, 8)), r"x must be a rows tensor \(M, D\), got shape \(2, 2, 8\)"),
     ],
 )

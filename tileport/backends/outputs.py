@@ -70,10 +70,12 @@ _POISON = contextvars.ContextVar("tileport_poison_outputs", default=False)
 def empty(shape, dtype: torch.dtype, device=None) -> torch.Tensor:
     """``torch.empty`` (on huge pages for a large CPU output, see above), filled with NaN inside ``poisoned()``
     (floating dtypes)."""
+    if type(shape) is int:
+        shape = (shape,)
     if _HUGE["on"] and math.prod(shape) * dtype.itemsize >= HUGE_MIN_BYTES and _on_cpu(device) and huge_pages_offered():
         t = _huge_empty(tuple(shape), dtype)
-    else:  # the one-row path: a dict lookup and a product before torch.empty
-        t = torch.empty(shape, dtype=dtype, device=device)
+    else:  # the one-row path: a dict lookup and a product; sizes as arguments, which torch parses 0.2 us faster
+        t = torch.empty(*shape, dtype=dtype, device=device)  # than a tuple
     if _POISON.get() and t.is_floating_point():
         t.fill_(math.nan)
     return t

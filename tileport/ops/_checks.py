@@ -22,6 +22,8 @@ def floating_tensor(t: object, name: str) -> torch.Tensor:
 
 def eps_value(eps: object, name: str = "eps") -> float:
     """A finite, non-negative real number (an eps)."""
+    if type(eps) is float and 0.0 <= eps < math.inf:  # the common case, without the numbers.Real ABC check
+        return eps
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(eps).__name__}")
     value = float(eps)
@@ -77,8 +79,8 @@ def rows_2d(t: torch.Tensor) -> torch.Tensor:
     Backends receive this form: any row stride, last-dim stride 1. Transposed or sliced inputs are handled
     here once, so no kernel ever reads a non-contiguous row.
     """
-    if t.dim() == 2 and (t.stride(1) == 1 or t.shape[1] <= 1):
-        return t
+    if t.dim() == 2 and (t.is_contiguous() or t.stride(1) == 1 or t.shape[1] <= 1):  # is_contiguous: the
+        return t  # cheapest question to torch, and the usual answer
     d = t.shape[-1]
     m = math.prod(t.shape[:-1])
     t2 = t.reshape(m, d)
@@ -95,7 +97,7 @@ def vector_tensor(t: object, name: str, x: torch.Tensor) -> torch.Tensor | None:
         raise TypeError(f"{name} must be None or a torch.Tensor, got {type(t).__name__}")
     if not t.dtype.is_floating_point:
         raise TypeError(f"{name} must have a floating dtype, got {t.dtype}")
-    if tuple(t.shape) != tuple(x.shape[-1:]):
+    if t.dim() != 1 or t.shape[0] != x.shape[-1]:  # no tuples built: this runs on every call
         raise ValueError(f"{name} must have shape x.shape[-1:] = {tuple(x.shape[-1:])}, got {tuple(t.shape)}")
     if t.device != x.device:
         raise ValueError(f"{name} must be on x's device {x.device}, got {t.device} (tensors must be on one device)")
@@ -104,6 +106,8 @@ def vector_tensor(t: object, name: str, x: torch.Tensor) -> torch.Tensor | None:
 
 def finite_real(value: object, name: str) -> float:
     """A finite real number (not bool)."""
+    if type(value) is float and -math.inf < value < math.inf:  # the common case, without the ABC check
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     v = float(value)
@@ -126,7 +130,7 @@ def choice(value: object, name: str, options: tuple[str, ...], aliases: tuple[tu
 def like_rows(t: object, name: str, x: torch.Tensor, ref: str = "x") -> torch.Tensor:
     """A floating tensor of x's shape on x's device (a gradient of a rows output); ``ref``: x's name."""
     floating_tensor(t, name)
-    if tuple(t.shape) != tuple(x.shape):
+    if t.shape != x.shape:  # torch.Size is a tuple: compared as one, without copies
         raise ValueError(f"{name} must have {ref}'s shape {tuple(x.shape)}, got {tuple(t.shape)}")
     if t.device != x.device:
         raise ValueError(f"{name} must be on {ref}'s device {x.device}, got {t.device} (tensors must be on one device)")

@@ -114,10 +114,10 @@ def forward(x, residual, weight, eps: float, offset: float, residual_dtype: torc
     rstd = outputs.empty((M_,), torch.float32, x.device)
     wdt = None if weight is None else weight.dtype
     kernel = CACHE.kernel("add_rms_norm_fwd", build_forward, x.dtype, residual.dtype, residual_dtype, wdt, output_dtype)
-    args = dict(x=x, residual=residual, residual_out=s, y=y, rstd=rstd, eps=eps)
-    if weight is not None:
-        args |= dict(weight=weight.contiguous(), offset=offset)
-    kernel(threads_for(M_ * D), **args)
+    if weight is None:
+        kernel(threads_for(M_ * D), x=x, residual=residual, residual_out=s, y=y, rstd=rstd, eps=eps)
+    else:
+        kernel(threads_for(M_ * D), x=x, residual=residual, residual_out=s, y=y, rstd=rstd, eps=eps, weight=weight.contiguous(), offset=offset)
     return y, s, rstd
 
 
