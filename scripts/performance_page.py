@@ -52,7 +52,10 @@ the causes in [kernels.md](kernels.md)):
   0.57-0.95x its previous time; l2norm's, rms_norm's, add_rms_norm's and gated_rms_norm's runs below are
   from after it).
 - layer_norm's forward reads x three times (the fp64 mean, the centred squares, y).
-- Small calls: the Python path (the ctypes launch, the outputs' allocation, dispatch), most for two-output ops.
+- Small calls: the Python path; since 2026-12-05 (session 17: no OpenMP region for one thread, no
+  `view(torch.Size)`, cheaper checks) only add_rms_norm's fp32 calls miss (1.00-1.09x eager): three outputs to
+  allocate (0.8-0.9 us each) and check, three tensors checked on the way in, and an fp32 eager composite that
+  is itself cheap (no casts).
 - Two threads on large fp32 shapes: memory bandwidth (the copy of the same bytes scales about 1.45x).
 
 Outputs of 32 MiB or more go on transparent huge pages where the kernel offers them (`madvise` mode here):
