@@ -120,9 +120,9 @@ _BACKWARD_CAUSE = (
     "compensated accumulation"
 )
 _CALL_CAUSE = (
-    "the public call's Python path: of a one-row fp32 l2norm call's 6.0 us (1 thread, AMD EPYC), the ctypes call "
-    "takes 1.3, the launcher's checks 1.0, each output's torch.empty 0.8-0.9, the interface's checks and dispatch "
-    "the rest"
+    "the public call's Python path: of a one-row fp32 call's 6.0 us (two outputs, 1 thread, AMD EPYC), the ctypes "
+    "call takes 1.3, the launcher's checks 1.0, each output's torch.empty 0.8-0.9, the interface's checks and "
+    "dispatch the rest"
 )
 
 # The speed bar of a memory-bound row-wise operator on the CPU (issue 30), shared by the row-wise operators:
