@@ -18,7 +18,7 @@ import argparse
 import torch
 
 from tileport.bench.environment import machine
-from tileport.bench.providers import providers
+from tileport.bench.providers import group_inputs, providers
 from tileport.bench.roofline import copy_provider
 from tileport.bench.timing import interleave
 from tileport.dtypes import name as dtype_name, parse
@@ -49,10 +49,7 @@ def check(op: str, shape, dtype, mode: str, budget: float) -> dict[str, float]:
     bench = providers(spec, shape, dtype, mode, ["tilelang"])  # resets dynamo, compiles its own provider
     bench["copy"] = copy_provider(spec.bytes_moved(shape, dtype, mode) // 2)
     timed = interleave({k: bench[k] for k in ("tilelang", "torch-compile", "torch-eager", "copy")}, budget, min_rounds=20)
-    g = torch.Generator().manual_seed(0)  # the bench's inputs: same seed, same draw order
-    inputs = spec.example(shape, dtype, "cpu", g)
-    dy = torch.randn(shape, generator=g).to(dtype)
-    grads = [t.name for t in spec.inputs if isinstance(inputs.get(t.name), torch.Tensor)]
+    inputs, dy, grads = group_inputs(spec, shape, dtype)  # the bench's own tensors
     alone = interleave({
         "tilelang": plain(lambda **kw: spec.function(**kw, backend="tilelang"), inputs, dy, mode, grads),
         "torch-compile": plain(torch.compile(spec.composite, dynamic=False), inputs, dy, mode, grads),

@@ -46,13 +46,19 @@ def original(spec: OpSpec) -> dict[str, Callable]:
     return {name: fn for name, (fn, _) in originals.load(spec).items() if fn is not None}
 
 
-def providers(spec: OpSpec, shape, dtype, mode: str, backends: list[str], compile_baseline: bool = True, device="cpu", impls=()) -> dict:
-    """{provider: zero-argument callable} for one group; inputs drawn once from a fixed seed. ``impls``:
-    external implementations (``tileport.external.Impl``), called with their parameters mapped."""
+def group_inputs(spec: OpSpec, shape, dtype, device="cpu") -> tuple[dict, torch.Tensor, list[str]]:
+    """(inputs, dy, the tensor inputs' names) of one group, drawn from a fixed seed: every provider, and any
+    other harness timing the same group, gets the same tensors."""
     g = torch.Generator().manual_seed(0)
     inputs = spec.example(shape, dtype, device, g)
     dy = torch.randn(shape, generator=g).to(dtype).to(device)
-    grads = [t.name for t in spec.inputs if isinstance(inputs.get(t.name), torch.Tensor)]
+    return inputs, dy, [t.name for t in spec.inputs if isinstance(inputs.get(t.name), torch.Tensor)]
+
+
+def providers(spec: OpSpec, shape, dtype, mode: str, backends: list[str], compile_baseline: bool = True, device="cpu", impls=()) -> dict:
+    """{provider: zero-argument callable} for one group; inputs drawn once from a fixed seed. ``impls``:
+    external implementations (``tileport.external.Impl``), called with their parameters mapped."""
+    inputs, dy, grads = group_inputs(spec, shape, dtype, device)
     out: dict = {}
     forward, function = spec.forward, spec.function  # looked up once: the timed call is the operator's alone
     for b in backends:

@@ -54,16 +54,20 @@ def integer(value: object, name: str) -> int:
     return value
 
 
-def output_tensor(t: object, name: str, shape: tuple, dtype: torch.dtype, device: torch.device) -> None:
-    """A caller-provided output must be a contiguous tensor of exactly this shape, dtype and device."""
+def output_tensor(t: object, index: int, name: str, shape: tuple, dtype: torch.dtype, device: torch.device) -> None:
+    """A caller-provided output ``out[index]`` (the output ``name``) must be a contiguous tensor of exactly this
+    shape, dtype and device. One combined test first (the kernel-only path runs it on every call); the
+    message is built only for a tensor that fails it."""
+    if isinstance(t, torch.Tensor) and t.shape == shape and t.dtype == dtype and t.device == device and t.is_contiguous():
+        return
+    label = f"out[{index}] ({name})"
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        raise TypeError(f"{label} must be a torch.Tensor, got {type(t).__name__}")
     if tuple(t.shape) != shape or t.dtype != dtype or t.device != device:
         raise ValueError(
-            f"{name} must be {dtype} of shape {shape} on {device}, got {t.dtype} of shape {tuple(t.shape)} on {t.device}"
+            f"{label} must be {dtype} of shape {shape} on {device}, got {t.dtype} of shape {tuple(t.shape)} on {t.device}"
         )
-    if not t.is_contiguous():
-        raise ValueError(f"{name} must be contiguous")
+    raise ValueError(f"{label} must be contiguous")
 
 
 def same_device(tensors: dict[str, torch.Tensor]) -> None:

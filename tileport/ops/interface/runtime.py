@@ -95,9 +95,7 @@ def check_out(spec: s.OpSpec, fn: str, out: object, x: torch.Tensor, values: dic
         raise TypeError(f"out must be a ({names}) {kind} of tensors, got {type(out).__name__}")
     device = x.device
     for i, (t, o) in enumerate(zip(spec.outputs, out)):
-        shape, dtype = output_shape(t, x), dtype_of(t, x, values)
-        if not (isinstance(o, torch.Tensor) and o.shape == shape and o.dtype == dtype and o.device == device and o.is_contiguous()):
-            _checks.output_tensor(o, f"out[{i}] ({t.name})", shape, dtype, device)  # raises, naming the problem
+        _checks.output_tensor(o, i, t.name, output_shape(t, x), dtype_of(t, x, values), device)
     return tuple(out)
 
 
