@@ -90,8 +90,9 @@ def test_retest_passes_noise_and_fails_a_systematic_loss():
 def test_small_sample_fuse_fails_a_retest_under_200_seeds():
     g = torch.linspace(1, 2, 50, dtype=torch.float64)
     same = lambda seed: compare(g, g, g, dtype=torch.float32)  # noqa: E731  (ratios all 1: passes on its merits)
-    short = retest(same, range(199))
-    assert not short.passed and short.failures == ["small-sample fuse: 199 new seeds < 200 (4.5.2)"]
+    short = retest(same, range(199))  # decided before its seeds: it stops after the first
+    assert not short.passed and short.failures[-1] == "small-sample fuse: 199 new seeds < 200 (4.5.2)"
+    assert short.seeds == 1 and short.planned == 199 and "small-sample fuse" in short.stopped
     assert retest(same, range(200)).passed
     assert retest(same, range(30), min_seeds=0).passed  # a labelled, non-conforming quick run
 

@@ -12,6 +12,7 @@ from tileport.verify.accuracy import merge
 from tileport.verify.pool import run_task
 from tileport.verify.accuracy import Judge
 from tileport.ops.spec import get as op_spec
+from tileport.precision.retest import FAR_SEEDS
 
 FIELDS = ("mare", "mere", "rmse", "small_errors")
 
@@ -121,3 +122,24 @@ def test_a_backend_that_raises_fails_alone(monkeypatch):
     tilelang = [r for r in results if r.backend == "tilelang"]
     assert len(triton) == 2 and all(not r.passed and "TypeError: forward() takes 2" in " ".join(r.verdict.failures) for r in triton)
     assert tilelang and all(r.passed for r in tilelang) and {r.output for r in tilelang} == {"y", "rstd", "dx"}
+
+
+@pytest.mark.parametrize("conforming", [False, True])
+def test_a_failure_by_orders_of_magnitude_is_cut_short_at_quick_only(monkeypatch, conforming):
+    suite = load_suite("l2norm")
+    real = op_spec("l2norm")
+
+    def wrong_run(inputs, backend, backward):  # y a thousand times too large: every ratio far above its limit
+        out = real.run(inputs, backend, backward)
+        return out | {"y": out["y"] * 1000} if backend == "tilelang" else out
+
+    monkeypatch.setattr(accuracy, "spec_of", lambda suite: dataclasses.replace(real, run=wrong_run))
+    case = generate(suite, "quick", [torch.float32])[0]
+    seeds, fuse = (400, 200) if conforming else (30, 0)
+    results, _, _ = merge(run_task(accuracy.Task(suite, ("tilelang",), "L0", 1, seeds, min_seeds=fuse), [case]))
+    y = next(r for r in results if r.output == "y")
+    assert not y.passed and y.retest.planned == seeds and y.retest.stopped
+    if conforming:  # the standard's rule, stopped only where no remaining seed could pass it: past half of them
+        assert seeds // 2 < y.retest.seeds < seeds and "decided after" in y.retest.failures[0]
+    else:
+        assert y.retest.seeds == FAR_SEEDS and "cut short" in y.retest.failures[0] and "cut short" in "; ".join(y.failures)

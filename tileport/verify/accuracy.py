@@ -2,7 +2,7 @@
 
 Per case the golden (float64 torch reference) and the benchmark (same-dtype torch composite) run once, then
 each backend under test; every output is judged, a failure is retested with new seeds (the standard's
-rule), the backend is rerun ``runs - 1`` times and must reproduce its outputs bit for bit, and the
+rule; the seeds run lazily and stop once the outcome is decided, ``precision.retest.retest_stream``), the backend is rerun ``runs - 1`` times and must reproduce its outputs bit for bit, and the
 backends are compared with each other.
 
 Retests of an operator whose inputs and outputs are all rows (its spec is ``stackable``) are batched: the new seeds' inputs are stacked
@@ -16,7 +16,7 @@ one call at a time would take tens of minutes per level.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -29,8 +29,8 @@ from ..backends.registry import BackendUnavailableError
 from ..cases import Case, Suite, golden_inputs, make_inputs, spec_of
 from ..dtypes import name as dtype_name
 from ..precision.standard import RETEST_MIN_SEEDS
-from ..precision import CaseResult, Metrics, Verdict, compare, compare_equal, dual_measure_batch, judge, retest_verdicts
-from ..precision.retest import RetestResult
+from ..precision import CaseResult, Metrics, Verdict, compare, compare_equal, dual_measure_batch, judge
+from ..precision.retest import RetestResult, far_above, retest_stream, retest_verdicts
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 RETEST_CHUNK_ELEMENTS = 1 << 22  # elements of x per batched retest call (the float64 golden is 8 bytes each)
@@ -198,7 +198,7 @@ class Judge:
 
     def rival_retest(self, case: Case, name: str, backend: str, seeds: int, min_seeds: int) -> RetestResult:
         """The retest against the rival run: its sides on the new seeds where a --retest-for run brought them,
-        else pending (not passed)."""
+        else pending (not passed). Every seed runs: the rival's sides of them all are at hand."""
         new = list(range(case.seed + 1, case.seed + 1 + seeds))
         if any((case.index, self.rival.provider, name, s) not in self.rival.retests for s in new):
             return RetestResult.pending(seeds)
@@ -211,12 +211,19 @@ class Judge:
         return retest_verdicts(verdicts, min_seeds=min_seeds)
 
     def new_seed_verdicts(self, case: Case, name: str, backend: str, seeds: int, batched: bool | None = None) -> list[Verdict]:
-        """Verdicts of ``name`` over seeds case.seed + 1 ... + seeds. ``batched`` (default: when the spec's
-        cases stack) runs chunks of seeds as one call each, every seed judged over its own slice."""
+        """Verdicts of ``name`` over seeds case.seed + 1 ... + seeds (``seed_verdicts``, all of them)."""
+        return list(self.seed_verdicts(case, name, backend, seeds, batched))
+
+    def seed_verdicts(self, case: Case, name: str, backend: str, seeds: int, batched: bool | None = None) -> Iterator[Verdict]:
+        """Verdicts of ``name`` over seeds case.seed + 1 ... + seeds, lazily: a seed runs when its verdict is
+        asked for (a retest that stops early runs no more). ``batched`` (default: when the spec's cases
+        stack) runs chunks of seeds as one call each, every seed judged over its own slice."""
         new = list(range(case.seed + 1, case.seed + 1 + seeds))
         backward = name not in {t.name for t in self.spec.outputs}  # a forward output is retested without the backward
         if not (self.spec.stackable if batched is None else batched):
-            return [self.verdict(name, case, *self.run_all(make_inputs(self.suite, replace(case, seed=s)), backend, backward)) for s in new]
+            for s in new:
+                yield self.verdict(name, case, *self.run_all(make_inputs(self.suite, replace(case, seed=s)), backend, backward))
+            return
         if not self.spec.stackable:
             raise ValueError(f"{self.spec.name}: cases do not stack (an input or output is not per row)")
         dtype = self.spec.precision_dtype(name, case.dtype)
@@ -232,10 +239,8 @@ class Judge:
             return [judge(a, b, self.limits, self.acc, dtype, self.max_atol) for a, b in zip(*dual_measure_batch(under, bm, gold, dtype))]
 
         chunk = max(1, RETEST_CHUNK_ELEMENTS // max(case.elements, 1))
-        out: list[Verdict] = []
         for i in range(0, len(new), chunk):
-            out += batch([make_inputs(self.suite, replace(case, seed=s)) for s in new[i : i + chunk]])
-        return out
+            yield from batch([make_inputs(self.suite, replace(case, seed=s)) for s in new[i : i + chunk]])
 
 
 def _finding(suite: Suite, case: Case, backend: str, output: str, failures: list[str], limits: str, acc: str) -> CaseResult:
@@ -302,6 +307,11 @@ class Task:
     def seeds(self, backend: str) -> int:
         return self.reduced[backend].retest_seeds if backend in self.reduced else self.retest_seeds
 
+    @property
+    def conforming(self) -> bool:
+        """A level of the standard (the small-sample fuse on), not the labelled quick level."""
+        return self.min_seeds > 0
+
 
 @dataclass
 class CaseOutcome:
@@ -337,10 +347,12 @@ def _judged(task: Task, j: Judge, case: Case, backend: str, cut, inputs: dict, u
         if not v.passed and j.acc == "double_bm" and name not in j.spec.exact and not missing:  # the dual benchmark's rule; a wrong index is wrong
             if progress:
                 progress(f"{case.describe()}: retest {name} on {backend} over {task.seeds(backend)} new seeds", advance=0)
+            seeds = task.seeds(backend)
+            far = not task.conforming and bool(far_above(v))  # quick: a miss by orders of magnitude needs few seeds
             if j.rival is not None:
-                redo = j.rival_retest(case, name, backend, task.seeds(backend), task.min_seeds)
+                redo = j.rival_retest(case, name, backend, seeds, task.min_seeds)
             else:
-                redo = retest_verdicts(j.new_seed_verdicts(case, name, backend, task.seeds(backend)), min_seeds=task.min_seeds)
+                redo = retest_stream(j.seed_verdicts(case, name, backend, seeds), seeds, min_seeds=task.min_seeds, far=far)
         results.append(
             CaseResult(
                 suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range,
