@@ -2,7 +2,7 @@
 
 From the prim_func's parameters (their roles come from their shapes, ``rowwise.py``) and the prototype
 TileLang generates for ``<name>_kernel`` (read from the lowered source, so no assumption about TileLang's
-parameter order or about which unused parameters it drops), this module writes the OpenMP driver
+parameter order or about which unused parameters it drops), this module writes the driver
 ``<name>_drive`` and the ctypes launcher that calls it by name: ``kernel(x=x, y=y, rstd=rstd, eps=eps)``,
 with pointers, row strides, M, D and the thread count filled in. A name missing or unknown, or a tensor of
 the wrong shape or dtype, raises instead of passing a pointer in the wrong slot.
@@ -103,31 +103,25 @@ class Interface:
         return f"{self.name}_kernel({', '.join(args)});"
 
     def driver(self) -> str:
-        """The kernel's declaration and its OpenMP driver over row ranges (C source for the prelude)."""
+        """The kernel's declaration and its driver over row ranges on the pool (C source for the prelude)."""
         decl = f'extern "C" int32_t {self.name}_kernel({", ".join(f"{t} {n}" for t, n in self.prototype)});'
         params = ", ".join(d for d, _ in self.driver_params())
         rows = [a.name for a in self.args if a.role == ROWS]
         contiguous = " && ".join(f"ld_{n} == D" for n in rows) or "true"
         partials = [a.name for a in self.args if a.role == PARTIAL]
-        # One thread runs the rows directly: an OpenMP region, even if(0), costs about 0.23 us a call, a
-        # fifth of a one-row call's launch.
+        # The pool (pool.h) runs chunks of rows or blocks; one thread runs them inline, without it.
         if not partials:
             body = f"""
-  // Rows are split evenly among threads; strided rows (ld != D) are handed to the kernel one at a time.
-  auto rows = [&](int64_t t, int64_t n) {{
-    const int64_t lo = M * t / n, hi = M * (t + 1) / n;
+  // Rows are cut into even chunks that threads claim; strided rows (ld != D) go to the kernel one at a time.
+  const int64_t nc = tp_chunks(nthreads, M);
+  tp_parallel_for(nthreads, nc, [&](int64_t c) {{
+    const int64_t lo = M * c / nc, hi = M * (c + 1) / nc;
     if (contiguous) {{
       if (hi > lo) {self._call("lo", "hi - lo", "0")}
     }} else {{
       for (int64_t r = lo; r < hi; ++r) {self._call("r", "1", "0")}
     }}
-  }};
-  if (nthreads <= 1) {{
-    rows(0, 1);
-  }} else {{
-    #pragma omp parallel num_threads(nthreads)
-    rows(omp_get_thread_num(), omp_get_num_threads());
-  }}"""
+  }});"""
         else:
             zero = " ".join(f"memset(part_{p} + b * 2 * D, 0, 2 * D * sizeof(float));" for p in partials)
             reduce = " ".join(f"tp_reduce_partials(part_{p}, nb, D, {p}, nthreads);" for p in partials)
@@ -145,12 +139,10 @@ class Interface:
       for (int64_t r = lo; r < hi; ++r) {self._call("r", "1", "b")}
     }}
   }};
-  if (nthreads <= 1) {{
-    for (int64_t b = 0; b < nb; ++b) block(b);
-  }} else {{
-    #pragma omp parallel for num_threads(nthreads) schedule(static)
-    for (int64_t b = 0; b < nb; ++b) block(b);
-  }}
+  const int64_t nc = tp_chunks(nthreads, nb);
+  tp_parallel_for(nthreads, nc, [&](int64_t c) {{
+    for (int64_t b = nb * c / nc; b < nb * (c + 1) / nc; ++b) block(b);
+  }});
   {reduce}"""
         return f"""{decl}
 extern "C" int32_t {self.name}_drive({params}) {{

@@ -14,7 +14,6 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include <omp.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -644,7 +643,7 @@ extern "C" inline tp_v16 tp_scaled_product(tp_v16 g, tp_v16 x, tp_v16 rh, tp_v16
 // columns). The fold and the tree over blocks were fp32 before, a rounding per level: at D = 12 over 4560 rows
 // (add_rms_norm's L1 case 9060) that lost to torch's fp32 column sum (median RMSE ratio 1.1 over 1000 seeds)
 // where the exact sum of the same terms, rounded once, beats it (0.66).
-// One thread (or few columns) runs without an OpenMP region: even if(0), one costs about 0.23 us a call.
+// One thread (or few columns) runs inline, without the pool (pool.h).
 extern "C" inline void tp_reduce_partials(float* part, int64_t nb, int64_t d, float* out, int32_t nthreads) {
   auto columns = [&](int64_t c0) {
     const int64_t c1 = c0 + 64 < d ? c0 + 64 : d;
@@ -653,12 +652,12 @@ extern "C" inline void tp_reduce_partials(float* part, int64_t nb, int64_t d, fl
       for (int64_t c = c0; c < c1; ++c) acc[c - c0] += (double)part[2 * b * d + c] - (double)part[(2 * b + 1) * d + c];
     for (int64_t c = c0; c < c1; ++c) out[c] = (float)acc[c - c0];
   };
-  if (nthreads <= 1 || d < 256) {
-    for (int64_t c0 = 0; c0 < d; c0 += 64) columns(c0);
-  } else {
-    #pragma omp parallel for num_threads(nthreads) schedule(static)
-    for (int64_t c0 = 0; c0 < d; c0 += 64) columns(c0);
-  }
+  const int64_t groups = (d + 63) / 64;
+  const int32_t threads = d < 256 ? 1 : nthreads;
+  const int64_t nc = tp_chunks(threads, groups);
+  tp_parallel_for(threads, nc, [&](int64_t c) {
+    for (int64_t g = groups * c / nc; g < groups * (c + 1) / nc; ++g) columns(g * 64);
+  });
 }
 
 // exp of each lane, packed (libm's expf is a scalar call per lane). x = n ln2 + r with n = round(x / ln2) (the
