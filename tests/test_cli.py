@@ -168,5 +168,13 @@ def test_off_a_terminal_progress_is_a_line_every_few_seconds():
         bar.update(task, description="case 1 of 3: float32", advance=1)
         bar.update(task, description="retest y on tilelang over 30 new seeds", advance=0)
     lines = console.file.getvalue().splitlines()
-    assert "at 1 of 3: case 1 of 3: float32" in lines[0] and "retest y on tilelang" in lines[1]
-    assert "done 1 of 3" in lines[-1]
+    assert "at 1 of 3, eta ~" in lines[0] and lines[0].endswith(": case 1 of 3: float32") and "retest y on tilelang" in lines[1]
+    assert "done 1 of 3: " in lines[-1] and "eta" not in lines[-1]
+
+
+def test_progress_eta_follows_the_rate_so_far():
+    from tileport.progress import eta_text
+
+    assert eta_text(10, 5, 10) == ", eta ~10 s"  # 5 steps in 10 s, 5 to go
+    assert eta_text(60, 10, 110) == ", eta ~10 min"
+    assert eta_text(3, 0, 10) == "" and eta_text(3, 2, None) == "" and eta_text(3, 10, 10) == ""

@@ -1,5 +1,7 @@
 """`tileport bench`: rows in the one CSV schema, the markdown table and the PNGs, and argument errors."""
 
+from pathlib import Path
+
 from typer.testing import CliRunner
 
 from tileport.bench import csvfile
@@ -68,3 +70,40 @@ def test_bench_out_writes_only_there(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert csvfile.read(out / "bench.csv") and (out / "l2norm.md").exists()
     assert not (tmp_path / "benchmarks").exists()
+
+
+TINY = ["--shape", "4x8", "--mode", "fwd", "--threads", "1", "--no-compile", "--budget", "0.01"]
+
+
+def test_bench_without_out_writes_into_an_ignored_folder(tmp_path, monkeypatch):
+    """No --out: ./tileport-bench (ignored by git), never the project's tracked benchmarks/results."""
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["bench", "l2norm", "--dtype", "fp32", *TINY])
+    assert result.exit_code == 0, result.output
+    assert csvfile.read(tmp_path / "tileport-bench" / "bench.csv") and (tmp_path / "tileport-bench" / "l2norm.md").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tileport-bench"]
+    ignored = (Path(__file__).resolve().parents[1] / ".gitignore").read_text().splitlines()
+    assert "tileport-bench/" in ignored
+
+
+def test_bench_dtype_no_backend_takes_is_a_usage_error_naming_who_does(tmp_path):
+    result = runner.invoke(app, ["bench", "rms_norm", "--dtype", "float64", *TINY, "--out", str(tmp_path)])
+    text = " ".join(result.output.replace("│", " ").split())
+    assert result.exit_code == 2, result.output
+    assert "nothing to time at float64" in text and "backends that take it: torch (--backend torch)" in text
+    assert "Traceback" not in result.output and not (tmp_path / "bench.csv").exists()
+
+
+def test_bench_times_each_dtype_on_the_backends_that_take_it(tmp_path):
+    args = ["bench", "rms_norm", "--dtype", "float64", "--dtype", "fp32", "--backend", "tilelang", "--backend", "torch"]
+    result = runner.invoke(app, args + TINY + ["--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "not timing tilelang at float64" in result.output
+    rows = csvfile.read(tmp_path / "bench.csv")
+    by = {d: {r["provider"] for r in rows if r["dtype"] == d} for d in ("float64", "float32")}
+    assert "torch" in by["float64"] and "tilelang" not in by["float64"] and {"tilelang", "torch"} <= by["float32"]
+
+
+def test_bench_names_a_backend_that_cannot_run(tmp_path):
+    result = runner.invoke(app, ["bench", "l2norm", "--backend", "cuda-magic", *TINY, "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "unknown backend 'cuda-magic'" in result.output, result.output

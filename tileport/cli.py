@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from pathlib import Path
@@ -14,8 +15,15 @@ from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, help="Port tile-level operators and prove each port.")
-console = Console(width=None if Console().is_terminal else 160)
-err_console = Console(stderr=True, width=None if Console(stderr=True).is_terminal else 160)
+
+
+def _width(stderr: bool = False) -> int | None:
+    """The console's width: the terminal's, or $COLUMNS when set; else 160 (a log or pipe would get 80)."""
+    return None if Console(stderr=stderr).is_terminal or os.environ.get("COLUMNS", "").isdigit() else 160
+
+
+console = Console(width=_width())
+err_console = Console(stderr=True, width=_width(stderr=True))
 
 BENCH_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -48,7 +56,8 @@ def backends() -> None:
         table.add_column(col)
     for b in available_backends():
         table.add_row(
-            b.name, "[green]yes[/]" if b.available else "[red]no[/]", ", ".join(b.device_kinds), ", ".join(b.ops), b.reason
+            escape(b.name), "[green]yes[/]" if b.available else "[red]no[/]", escape(", ".join(b.device_kinds)), escape(", ".join(b.ops)),
+            escape(b.reason),  # reasons name extras: pip install tileport[triton]
         )
     console.print(table)
     from .backends import ascend_paths
@@ -58,7 +67,7 @@ def backends() -> None:
     for col in ("operator", "arch35 (Ascend 950)", "arch32 (A2/A3: 910B, 910_93)"):
         paths.add_column(col)
     for row in rows:
-        paths.add_row(*row)
+        paths.add_row(*map(escape, row))
     console.print(paths)
     console.print(f"Triton here: {triton}; CANN's bishengir-compile: {bishengir or 'not found'}", markup=False, highlight=False)
     if missing:
@@ -83,7 +92,8 @@ def ops() -> None:
     for s in all_specs.values():
         ins = ", ".join([f"{t.name}{'?' if t.optional else ''}" for t in s.inputs] + [f"{a.name}={a.default}" for a in s.attrs + s.case_attrs])
         outs = ", ".join(t.name for t in s.outputs) + " (" + ", ".join(t.name for t in s.grads) + ")"
-        table.add_row(s.name, escape(origin(s.name)), escape(s.math), escape(ins), outs, ", ".join(n for n, b in served.items() if s.name in b.ops))
+        table.add_row(escape(s.name), escape(origin(s.name)), escape(s.math), escape(ins), escape(outs),
+                      escape(", ".join(n for n, b in served.items() if s.name in b.ops)))
     console.print(table)
     for entry, why in broken_plugins().items():
         console.print(f"plugin not loaded: {entry}: {why}", markup=False, highlight=False)
@@ -109,42 +119,43 @@ def _progress():
 
 def print_table(t) -> None:
     """A report table (tileport.report.tables.Table) on the console."""
-    table = Table(title=t.title, title_justify="left")
+    table = Table(title=escape(t.title), title_justify="left")
     for h in t.headers:
-        table.add_column(h)
+        table.add_column(escape(h))
     styles = {"pass": "[green]pass[/]", "PASS": "[green]PASS[/]", "FAIL": "[red]FAIL[/]", "fail": "[red]fail[/]", "NO": "[red]NO[/]"}
     for row in t.rows:
         table.add_row(*(styles.get(c, escape(c)) for c in row))
     console.print(table)
-    if t.note:
-        console.print(t.note)
+    if t.note:  # notes name extras: pip install tileport[peers]
+        console.print(t.note, markup=False, highlight=False)
 
 
 @app.command()
 def verify(
     op: Optional[str] = typer.Argument(None, help=_ops_help("verify") + " (optional with --cases)"),
     level: str = typer.Option("L0", help="quick (CI), or L0 / L1 / L2: the standard's case counts and ratio limits"),
-    backend: Optional[list[str]] = typer.Option(None, help="backend to verify (repeatable; default: every available one)"),
-    dtype: Optional[list[str]] = typer.Option(None, help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: the suite's)"),
+    backend: Optional[list[str]] = typer.Option(None, metavar="NAME", help="backend to verify (repeatable; default: every available one)"),
+    dtype: Optional[list[str]] = typer.Option(None, metavar="DTYPE", help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: the suite's)"),
     out: Path = typer.Option(Path("tileport-report"), help="folder for report.md, report.html, results.json/csv, PNGs"),
     seed: int = typer.Option(0, help="seed of the generated cases"),
     retest_seeds: Optional[int] = typer.Option(None, help="new seeds for a failed check (default: 1000, quick: 30)"),
     perf: bool = typer.Option(True, help="also run the performance and memory tasks"),
     device: str = typer.Option("cpu", help="cpu, cuda (a GPU) or npu (an Ascend NPU, torch_npu; the golden stays on the CPU)"),
     cases: Optional[Path] = typer.Option(None, "--cases", help="a case file: a tileport suite or the test kit's design YAML"),
-    jobs: Optional[int] = typer.Option(None, min=1, help="worker processes for the accuracy cases (default: this process's CPUs)"),
+    jobs: Optional[int] = typer.Option(None, min=1, metavar="N", help="worker processes for the accuracy cases (default: this process's CPUs)"),
     resume: Optional[Path] = typer.Option(None, "--resume", help="an interrupted run's --out folder: finish its run there"),
-    impl: Optional[list[str]] = typer.Option(None, "--impl", help="an implementation of OP's contract to verify beside the backends: MODULE:FUNCTION or path/to/file.py:FUNCTION (repeatable)"),
-    arg: Optional[list[str]] = typer.Option(None, "--arg", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"),
+    impl: Optional[list[str]] = typer.Option(None, "--impl", metavar="MODULE:FUNCTION", help="an implementation of OP's contract to verify beside the backends: MODULE:FUNCTION or path/to/file.py:FUNCTION (repeatable)"),
+    arg: Optional[list[str]] = typer.Option(None, "--arg", metavar="NAME=INPUT", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"),
     problem: Optional[Path] = typer.Option(None, "--problem", help="a KernelBench-style problem file (Model, get_inputs, get_init_inputs): judge --impl's ModelNew against its Model"),
     api: Optional[str] = typer.Option(None, "--api", help="a function that is no tileport operator (MODULE.FUNCTION): judge --impl, or it on --device, against it in float64"),
-    benchmark_run: Optional[list[str]] = typer.Option(None, "--benchmark-run", help="RUN[:PROVIDER]: another machine's verify run (its --out) as the benchmark, in place of the torch composite; repeat with its --retest-for runs"),
+    benchmark_run: Optional[list[str]] = typer.Option(None, "--benchmark-run", metavar="RUN[:PROVIDER]", help="RUN[:PROVIDER]: another machine's verify run (its --out) as the benchmark, in place of the torch composite; repeat with its --retest-for runs"),
     retest_for: Optional[Path] = typer.Option(None, "--retest-for", help="a run judged with --benchmark-run: run the benchmark's provider here on that run's retest seeds (write to --out)"),
     ray: Optional[str] = typer.Option(
         None, "--ray", metavar="[ADDRESS]",
         help="run the accuracy cases as Ray tasks: on the cluster at ADDRESS (auto, HOST:PORT, ray://HOST:PORT), "
         "or on a local Ray instance when no address is given (needs tileport[ray])",
     ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="also print the report's full tables (every check, the timings)"),
 ) -> None:
     """Run OP's case suite on every available backend: accuracy (dual benchmark), performance, memory; write
     a report. Exit code 1 when a check fails. Each finished case is journaled in the --out folder, so
@@ -197,6 +208,7 @@ def verify(
             rival = competitor.load(benchmark_run, plan.op, level) if benchmark_run else None
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
+        console.print(_announce(plan, perf, jobs or cpus()), markup=False, highlight=False)
         if resume is None:  # a fresh run: a journal left in --out by another run is not this one's
             (out / journal.RECORDS).unlink(missing_ok=True)
             request = dict(op=plan.op, level=level, backend=backend, dtype=dtype, seed=seed, device=device,
@@ -214,19 +226,146 @@ def verify(
         except competitor.CompetitorError as exc:
             raise typer.BadParameter(str(exc), param_hint="--benchmark-run") from exc
     rep.environment.update(env_extra)
-    for t in tables.all_tables(rep):
-        if t.rows:
-            print_table(t)
     paths = write_report(rep, out)
-    console.print(f"report: {paths['md']} and {paths['html']} (results.json, results.csv, plots) in {out}")
+    _print_verdict(rep, level, paths)
+    if verbose:
+        for t in tables.all_tables(rep):
+            if t.rows:
+                print_table(t)
+    else:
+        _print_outcome(rep, out)
     waiting = [r for r in rep.results if r.retest is not None and r.retest.awaiting]
     if waiting:
         console.print(f"{len(waiting)} checks await the competitor's retest: on the benchmark's machine run "
                       f"`tileport verify --retest-for {out} --out MORE`, then add `--benchmark-run MORE` here", markup=False)  # fmt: skip
     if not rep.passed:
-        console.print(f"[red]{len(rep.failures)} of {len(rep.results)} checks failed at {level}[/]")
         raise typer.Exit(1)
-    console.print(f"[green]all {len(rep.results)} checks passed at {level}[/] ({rep.limits} ratio limits)")
+
+
+# Rough costs behind the estimate printed before a verify run, measured on this project's CI machine (AMD EPYC
+# Zen 4, 2 vCPUs) with l2norm on tilelang: the quick level's 192 cases took 36 s on 2 workers and its 24 timing
+# groups 55 s; L2's cases ran at 0.89 per second in one process, 1000 runs each (docs/verify-throughput). Other
+# machines, operators and backends differ: the progress display's ETA follows the run's own rate.
+CASE_S = 0.2  # a case's fixed cost per provider: inputs, golden, benchmark, metrics
+ELEMENT_RUN_S = 24e-9  # per output element of a case and run, per provider
+GOLDEN_RUNS = 10  # the float64 golden, the benchmark and the metrics, in runs' worth of per-element work
+INTERPRETED_CASE_S = 0.5  # a case under an interpreter (Triton on the CPU: the quick level's small cases only)
+GROUP_S = 2.5  # a timing group: its interleaved rounds and torch.compile's compile
+
+
+def _estimate_s(plan, groups: int, jobs: int) -> float:
+    """A rough wall time of a verify run (see the constants above), in seconds."""
+    runs = plan.suite.level(plan.level).runs
+    quick = plan.suite.levels.get("quick")
+    native = [n for n in plan.names if n not in plan.interpreted]
+    interpreted = len(plan.names) - len(native)
+    per_provider = sum(CASE_S + (ELEMENT_RUN_S * c.elements * (runs + GOLDEN_RUNS) if c.counted else 0) for c in plan.cases)
+    reduced = min(len(plan.cases), quick.cases if quick is not None else len(plan.cases))
+    accuracy = len(native) * per_provider + interpreted * reduced * INTERPRETED_CASE_S
+    return accuracy / max(1, min(jobs, len(plan.cases))) + groups * GROUP_S
+
+
+def _duration(seconds: float) -> str:
+    """``40 s``, ``12 min``, ``3.5 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 90 * 60 else f"{seconds / 3600:.1f} h"
+
+
+def _announce(plan, perf: bool, jobs: int) -> str:
+    """The line before a verify run starts: what it runs and a rough estimate of how long it takes."""
+    from .cases import spec_of
+    from .verify.performance import performance_groups
+
+    timed = perf and not spec_of(plan.suite).reference
+    groups = len(performance_groups(plan.op, list(dict.fromkeys(c.dtype for c in plan.cases)))) if timed else 0
+    names = ", ".join(plan.names) or "no provider"
+    slow = [n for n in plan.names if n in plan.interpreted]
+    note = f" ({', '.join(slow)}: interpreted, the quick cases only)" if slow else ""
+    return (f"{plan.op} at {plan.level}: {len(plan.cases)} cases on {names}{note}, {groups} timing groups, {jobs} workers\n"
+            f"rough estimate: about {_duration(_estimate_s(plan, groups, jobs))} (a 2-vCPU EPYC's rates; the ETA follows this run's)")  # fmt: skip
+
+
+def _print_verdict(rep, level: str, paths: dict) -> None:
+    """The result's first line: PASS or FAIL, the checks at the level and its limits, and where the report is."""
+    n = len(rep.results)
+    if rep.passed:
+        head, text = "[green]PASS[/]", f": all {n} checks passed at {level} ({rep.limits} ratio limits)"
+    else:
+        head, text = "[red]FAIL[/]", f": {len(rep.failures)} of {n} checks failed at {level} ({rep.limits} ratio limits)"
+    console.print(head + escape(text), highlight=False)
+    console.print(f"report: {paths['html']} (report.md, results.json, results.csv beside it)", markup=False, highlight=False)
+
+
+def _print_outcome(rep, out: Path, limit: int = 10) -> None:
+    """After the verdict: the failures (the first ``limit``), the retests, what did not run, a summary per
+    backend and dtype; the full tables are in the report (and ``--verbose``)."""
+    say = lambda text: console.print(text, markup=False, highlight=False)  # noqa: E731
+    if rep.failures:
+        say(f"Failed checks (the first {min(limit, len(rep.failures))} of {len(rep.failures)}):")
+        for r in rep.failures[:limit]:
+            say(f"  {r.backend} {r.dtype} {r.output}, case {r.case} ({'x'.join(map(str, r.shape))}): {_first_failure(r.failures)}")
+        if len(rep.failures) > limit:
+            say(f"  {len(rep.failures) - limit} more in {out / 'report.html'} and {out / 'results.csv'}")
+    retested = [r for r in rep.results if r.retest is not None and not r.retest.awaiting]
+    if retested:
+        passed = sum(r.passed for r in retested)
+        say(f"Retests: {len(retested)} checks failed on their first seed and were retested over {rep.retest_seeds} new seeds: "
+            f"{passed} passed, {len(retested) - passed} failed")  # fmt: skip
+    review = sum(bool(r.verdict.actual.nonfinite_review) for r in rep.results)
+    if review:
+        say(f"{review} checks have inf/nan positions to look at (not failures; listed in the report)")
+    if rep.skipped:
+        say("Not run:")
+        for who, (count, why) in list(rep.skipped.items())[:limit]:
+            say(f"  {who}: {why}" if who.startswith("case ") or not count else f"  {who}: {count} cases: {why}")
+        if len(rep.skipped) > limit:
+            say(f"  {len(rep.skipped) - limit} more in {out / 'report.html'}")
+    if rep.aggregates:
+        console.print(_summary_table(rep))
+    if rep.perf:
+        console.print(_speed_table(rep.perf))
+    say("Every table (each check, the performance rows): --verbose, or the report.")
+
+
+def _first_failure(clauses: list[str], width: int = 60) -> str:
+    """A failed check in brief: its first clause (cut at ``width``), how many more, and whether a retest failed."""
+    first = clauses[0] if clauses else "failed"
+    first = first if len(first) <= width else first[: width - 1] + "…"
+    more = f" (+{len(clauses) - 1} more)" if len(clauses) > 1 else ""
+    retest = "; retest failed" if any(c.startswith("retest") for c in clauses[1:]) else ""
+    return first + more + retest
+
+
+def _summary_table(rep) -> Table:
+    """Per backend and dtype: checks, failed, retested and the verdict (narrow: readable at 80 columns)."""
+    table = Table(title=escape(f"Checks per backend and dtype ({rep.limits} limits)"), title_justify="left")
+    for col in ("backend", "dtype", "checks", "failed", "retested", "result"):
+        table.add_column(col, overflow="fold")  # an --impl's name is a path: wrapped, not cut
+    for a in rep.aggregates:
+        result = "[green]pass[/]" if a.passed else "[red]FAIL[/]"
+        table.add_row(escape(a.backend), escape(a.dtype), str(a.checks), str(a.failed), str(a.retested), result)
+    return table
+
+
+def _speed_table(perf: list[dict]) -> Table:
+    """The timings in brief: each provider's median speed-up against torch eager per mode, over the groups."""
+    import statistics
+
+    speed: dict[str, dict[str, list[float]]] = {}
+    for r in perf:
+        if r["statistic"] == "speedup_vs_eager" and r["provider"] != "torch-eager":
+            speed.setdefault(r["provider"], {}).setdefault(r["mode"], []).append(r["value"])
+    modes = list(dict.fromkeys(m for by in speed.values() for m in by))
+    groups = len({(r["mode"], r["dtype"], r["shape"], r["threads"]) for r in perf})
+    table = Table(title=f"Speed-up against torch eager (median over {groups} groups; min-max)", title_justify="left")
+    table.add_column("provider", overflow="fold")
+    for m in modes:
+        table.add_column(m)
+    for name, by in speed.items():
+        cells = [f"{statistics.median(v):.2f}x ({min(v):.2f}-{max(v):.2f})" if v else "-" for v in (by.get(m, []) for m in modes)]
+        table.add_row(escape(name), *cells)
+    return table
 
 
 def _absolute_run(spec: str) -> str:
@@ -315,7 +454,7 @@ def cases(
     op: str = typer.Argument(..., help=_ops_help("list the cases of")),
     level: str = typer.Option("L0", help="quick, L0, L1 or L2"),
     out: Path = typer.Option(Path("cases.json"), help="JSON file for the cases and their coverage"),
-    dtype: Optional[list[str]] = typer.Option(None, help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: the suite's)"),
+    dtype: Optional[list[str]] = typer.Option(None, metavar="DTYPE", help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: the suite's)"),
     seed: int = typer.Option(0, help="seed of the generated cases"),
 ) -> None:
     """Write OP's generated cases without running them (as the test kit's case command does): per case its
@@ -340,14 +479,14 @@ def cases(
     summary = coverage(records)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"op": op, "level": level, "seed": seed, "coverage": summary, "cases": records}, indent=1))
-    t = Table(title=f"{op} {level}: {summary['cases']} cases ({summary['scale']} in the standard's scale)")
+    t = Table(title=escape(f"{op} {level}: {summary['cases']} cases ({summary['scale']} in the standard's scale)"))
     t.add_column("what")
     t.add_column("count")
     for key in ("per_dtype", "distributions", "dimension_counts", "scenarios", "extras"):
-        t.add_row(key.replace("_", " "), ", ".join(f"{k}: {v}" for k, v in summary[key].items()) or "-")
+        t.add_row(key.replace("_", " "), escape(", ".join(f"{k}: {v}" for k, v in summary[key].items()) or "-"))
     t.add_row("outlier positions", str(summary["outlier_positions"]))
     console.print(t)
-    console.print(f"cases: {out}")
+    console.print(f"cases: {out}", markup=False)
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -363,21 +502,21 @@ def _shape(text: str) -> tuple[int, ...]:
 @app.command()
 def bench(
     op: str = typer.Argument(..., help=_ops_help("benchmark")),
-    mode: Optional[list[str]] = typer.Option(None, help="fwd, bwd, fwdbwd (repeatable; default: all)"),
-    dtype: Optional[list[str]] = typer.Option(None, help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: all three)"),
-    threads: Optional[list[int]] = typer.Option(None, help="thread counts (repeatable; default: 1 and 2)"),
-    shape: Optional[list[str]] = typer.Option(None, help="shapes like 1024x512 (repeatable; default: the sweep)"),
-    workload: Optional[list[str]] = typer.Option(None, help="named workloads (repeatable), 'all' for every one"),
-    backend: Optional[list[str]] = typer.Option(None, help="tileport backends to time (default: every available one)"),
+    mode: Optional[list[str]] = typer.Option(None, metavar="MODE", help="fwd, bwd, fwdbwd (repeatable; default: all)"),
+    dtype: Optional[list[str]] = typer.Option(None, metavar="DTYPE", help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: all three)"),
+    threads: Optional[list[int]] = typer.Option(None, metavar="N", help="thread counts (repeatable; default: 1 and 2)"),
+    shape: Optional[list[str]] = typer.Option(None, metavar="SHAPE", help="shapes like 1024x512 (repeatable; default: the sweep)"),
+    workload: Optional[list[str]] = typer.Option(None, metavar="NAME", help="named workloads (repeatable), 'all' for every one"),
+    backend: Optional[list[str]] = typer.Option(None, metavar="NAME", help="tileport backends to time (default: every available one)"),
     quick: bool = typer.Option(False, help="small shapes only, short budgets"),
     budget: float = typer.Option(0.4, help="seconds of interleaved rounds per group (large shapes: 3x)"),
     compile_baseline: bool = typer.Option(True, "--compile/--no-compile", help="include torch.compile"),
     csv: Optional[Path] = typer.Option(None, help="CSV to append the rows to (default: bench.csv in --out)"),
     plot: bool = typer.Option(False, help="only draw the PNGs of the CSV's latest run, do not time"),
-    out: Path = typer.Option(Path("benchmarks/results"), help="folder for the CSV, the PNGs and the markdown table"),
+    out: Path = typer.Option(Path("tileport-bench"), help="folder for the CSV, the PNGs and the markdown table (the project's own results: --out benchmarks/results/OP)"),
     device: str = typer.Option("cpu", help="cpu, cuda (an NVIDIA GPU) or npu (an Ascend NPU with torch_npu)"),
-    impl: Optional[list[str]] = typer.Option(None, "--impl", help="an implementation of OP's contract to time beside the backends: MODULE:FUNCTION or path/to/file.py:FUNCTION (repeatable)"),
-    arg: Optional[list[str]] = typer.Option(None, "--arg", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"),
+    impl: Optional[list[str]] = typer.Option(None, "--impl", metavar="MODULE:FUNCTION", help="an implementation of OP's contract to time beside the backends: MODULE:FUNCTION or path/to/file.py:FUNCTION (repeatable)"),
+    arg: Optional[list[str]] = typer.Option(None, "--arg", metavar="NAME=INPUT", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"),
 ) -> None:
     """Time OP's providers side by side (tileport backends, torch eager, torch.compile, a copy of the same
     bytes), append to the CSV, write the markdown table and PNGs.
@@ -416,7 +555,9 @@ def bench(
             impls = tuple(resolve(s, t, arg) for t in impl or ())
         except ImplError as exc:
             raise typer.BadParameter(str(exc), param_hint="--impl") from exc
-        groups = plan(op, modes, _dtypes(dtype) or list(BENCH_DTYPES), shapes, threads or [1, 2], names)
+        dtypes = _dtypes(dtype) or list(BENCH_DTYPES)
+        takes = _bench_backends(op, dtypes, backend, devices.kind(device), bool(impls))
+        groups = plan(op, modes, dtypes, shapes, threads or [1, 2], names)
         with _progress() as bar:
             task = bar.add_task("bench", total=len(groups))
 
@@ -424,9 +565,11 @@ def bench(
                 bar.update(task, description=what)
                 bar.advance(task)
 
-            rows = run(op, groups, backend, budget / 3 if quick else budget, compile_baseline, progress=step, device=device, impls=impls)
+            rows = []
+            for names_, part in _by_backends(groups, takes).items():  # one run per set of backends (dtypes differ)
+                rows += run(op, part, list(names_), budget / 3 if quick else budget, compile_baseline, progress=step, device=device, impls=impls)
         csvfile.append(csv, rows)
-        console.print(f"appended {len(rows)} rows to {csv}")
+        console.print(f"appended {len(rows)} rows to {csv}", markup=False)
     rows = latest([r for r in csvfile.read(csv) if r["operator"] == op]) if csv.exists() else []
     if not rows:
         raise typer.BadParameter(f"{csv} holds no {op} rows; run `tileport bench {op}` first", param_hint="--csv")
@@ -441,7 +584,49 @@ def bench(
     if not plot:
         for t in tables:
             print_table(t)
-    console.print(f"table: {out / (op + '.md')}; plots: {', '.join(p.name for p in pngs)}")
+    console.print(f"table: {out / (op + '.md')}; plots: {', '.join(p.name for p in pngs)}", markup=False)
+
+
+def _bench_backends(op: str, dtypes: list, wanted: Optional[list[str]], kind: str, impls: bool) -> dict:
+    """{dtype: the backends to time at it}: the requested ones (default: every fast one available) that take it,
+    by the registry; a backend that does not is left out with a note. A backend that cannot run ``op`` here at
+    all, or a dtype nothing is left to time at (no backend, no --impl), is a usage error naming who takes it."""
+    from .backends.registry import REGISTRY
+    from .bench.providers import tileport_backends
+    from .dtypes import name
+
+    asked = tileport_backends(op, kind) if wanted is None else list(wanted)
+    for b in asked:
+        why = REGISTRY.rejection(b, op, kind, []) if b in REGISTRY.names() else f"unknown backend {b!r}; backends: {', '.join(REGISTRY.names())}"
+        if why is not None:
+            raise typer.BadParameter(why, param_hint="--backend")
+    takes = {}
+    for d in dtypes:
+        takes[d] = [b for b in asked if REGISTRY.rejection(b, op, kind, [d]) is None]
+        left, takers = [b for b in asked if b not in takes[d]], ", ".join(_takers(op, kind, d))
+        if not takes[d] and not impls:
+            hint = f"backends that take it: {takers} (--backend {takers.split(', ')[0]})" if takers else "no backend takes it"
+            raise typer.BadParameter(f"nothing to time at {name(d)}: {', '.join(asked) or 'no backend'} does not take it for {op} on {kind}; {hint}",
+                                     param_hint="--dtype")  # fmt: skip
+        if left:
+            console.print(f"not timing {', '.join(left)} at {name(d)}: not taken for {op} on {kind} (backends that take it: "
+                          f"{takers or 'none'})", markup=False, highlight=False)  # fmt: skip
+    return takes
+
+
+def _takers(op: str, kind: str, dtype) -> list[str]:
+    """The registered backends that can run ``op`` at ``dtype`` on this device kind here."""
+    from .backends.registry import REGISTRY
+
+    return [b for b in REGISTRY.names() if REGISTRY.rejection(b, op, kind, [dtype]) is None]
+
+
+def _by_backends(groups: list, takes: dict) -> dict[tuple, list]:
+    """The bench groups split by the backends their dtype is timed on (in their order)."""
+    out: dict[tuple, list] = {}
+    for g in groups:
+        out.setdefault(tuple(takes[g.dtype]), []).append(g)
+    return out
 
 
 @app.command()

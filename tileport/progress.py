@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 EVERY_S = 5.0
 
@@ -47,13 +47,26 @@ class Lines:
 
     def _line(self, t: dict, final: bool = False) -> None:
         self.last = time.monotonic()
+        elapsed = self.last - self.t0
         of = f"{t['completed']:.0f} of {t['total']:.0f}" if t["total"] else f"{t['completed']:.0f}"
         state = "done" if final else "at"
-        self.console.print(f"[{self.last - self.t0:6.0f} s] {state} {of}: {t['description']}", markup=False, highlight=False)
+        eta = "" if final else eta_text(elapsed, t["completed"], t["total"])
+        line = f"[{elapsed:6.0f} s] {state} {of}{eta}: {t['description']}"
+        self.console.print(line, markup=False, highlight=False, soft_wrap=True)  # one line of a log, however long
+
+
+def eta_text(elapsed: float, completed: float, total: float | None) -> str:
+    """``, eta ~40 s`` from the rate so far (steps differ in cost, hence the ~); empty before the first step."""
+    if not total or completed <= 0 or completed >= total:
+        return ""
+    left = elapsed / completed * (total - completed)
+    return f", eta ~{left:.0f} s" if left < 90 else f", eta ~{left / 60:.0f} min"
 
 
 def progress(console: Console):
-    """A progress display for ``console``: rich's bar on a terminal, periodic lines elsewhere."""
+    """A progress display for ``console``: rich's bar on a terminal (with the time left at the rate so far),
+    periodic lines elsewhere. Descriptions are plain text: a bracket in one is printed, not read as markup."""
     if console.is_terminal:
-        return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console)
+        columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+        return Progress(*columns, console=console)
     return Lines(console)
