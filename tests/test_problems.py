@@ -1,14 +1,20 @@
 """``verify --problem ref.py --impl new.py``: a KernelBench-style candidate judged against its reference by the
-standard (golden: Model in float64; benchmark: Model in the case's dtype), shapes too large for a worker
-generalized down and said so, inputs that are not floating point passed as given, bad files refused."""
+standard (golden: Model in float64; benchmark: Model in the case's dtype), run at the problem's own sizes within
+the memory budget and scaled down past it (KernelBench's module constants, so the init arguments follow) and said
+so, inputs that are not floating point passed as given, bad files refused; the KernelBench examples."""
 
+import json
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from tileport import problems
 from tileport.cli import app
-from tileport.problems import MAX_ELEMENTS, ProblemError, generalize, load
+from tileport.precision.retest import FAR_SEEDS
+from tileport.problems import MAX_ELEMENTS, ProblemError, describe, generalize, load
 
 runner = CliRunner()
 REF = """
@@ -97,3 +103,56 @@ def test_bad_problem_files_are_refused_by_name(tmp_path, ref, new, message):
         load(r, n)
     result = _verify(r, n, tmp_path / "out")
     assert result.exit_code == 2 and message in " ".join(result.output.replace("│", " ").split())
+
+
+KB = Path(__file__).resolve().parents[1] / "examples" / "problems" / "kernelbench"
+
+
+def _shrunk(tmp_path, name: str, **constants) -> str:
+    """A copy of a KernelBench example with its module constants set (``batch_size = 16`` lines)."""
+    text = (KB / name).read_text()
+    for k, v in constants.items():
+        text, n = re.subn(rf"^{k} = \d+", f"{k} = {v}", text, flags=re.M)
+        assert n == 1, k
+    (tmp_path / name).write_text(text)
+    return str(tmp_path / name)
+
+
+def test_kernelbench_problems_run_at_their_own_sizes_within_the_budget():
+    p = load(str(KB / "40_LayerNorm.py"), str(KB / "40_LayerNorm_new.py"))  # 67M elements: shapes read on the meta device
+    assert p.shapes == p.original == [(16, 64, 256, 256)] and p.scaled == {} and p.notes == []
+    assert describe(p)["sizes"].startswith("the problem's own: a case needs about 4 GiB, within the 6 GiB budget")
+    p = load(str(KB / "39_L2Norm_.py"), str(KB / "39_L2Norm_l1.py"))  # 2.1e9 elements: past it
+    assert p.original == [(32768, 65535)] and p.shapes == [(256, 65535)] and p.scaled == {"batch_size": (32768, 256)}
+    assert "batch_size 32768 -> 256" in describe(p)["sizes"] and "6 GiB budget" in describe(p)["sizes"]
+
+
+def test_scaling_the_module_constants_scales_the_init_arguments_too(tmp_path, monkeypatch):
+    """The outermost dimension's constant first, then the next: the normalized shape follows the input's."""
+    monkeypatch.setattr(problems, "MEMORY_BUDGET", 4096 * problems.BYTES_PER_ELEMENT)
+    monkeypatch.setattr(problems, "MAX_ELEMENTS", 1024)
+    ref = _shrunk(tmp_path, "40_LayerNorm.py", batch_size=16, features=8, dim1=16, dim2=16)
+    module, p = problems.read(ref)
+    assert p.original == [(16, 8, 16, 16)] and p.shapes == [(1, 4, 16, 16)]
+    assert p.scaled == {"batch_size": (16, 1), "features": (8, 4)} and module.get_init_inputs() == [(4, 16, 16)]
+    assert problems.read(ref)[1].shapes == [(1, 4, 16, 16)]  # read again in the same process: the same scaling
+
+
+def test_kernelbench_layer_norm_passes_with_scaled_init_arguments(tmp_path, monkeypatch):
+    monkeypatch.setattr(problems, "MEMORY_BUDGET", 2048 * problems.BYTES_PER_ELEMENT)  # in this process: --jobs 1
+    ref = _shrunk(tmp_path, "40_LayerNorm.py", batch_size=4, features=4, dim1=8, dim2=32)
+    args = ["verify", "--problem", ref, "--impl", str(KB / "40_LayerNorm_new.py"), "--level", "quick", "--dtype", "fp32", "--jobs", "1"]
+    ok = runner.invoke(app, args + ["--out", str(tmp_path / "out")])
+    assert ok.exit_code == 0, ok.output[-3000:]
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert ": PASS" in md and "batch_size 4 -> 2" in md  # 4x4x8x32 ran as 2x4x8x32, LayerNorm((4, 8, 32))
+
+
+def test_kernelbench_l2norm_by_the_l1_norm_fails_fast(tmp_path):
+    ref = _shrunk(tmp_path, "39_L2Norm_.py", batch_size=8, dim=1000)
+    args = ["verify", "--problem", ref, "--impl", str(KB / "39_L2Norm_l1.py"), "--level", "quick", "--dtype", "fp32", "--jobs", "1"]
+    bad = runner.invoke(app, args + ["--out", str(tmp_path / "out")])
+    assert bad.exit_code == 1, bad.output[-3000:]
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["results"]
+    assert rows and all(not r["passed"] for r in rows)
+    assert all(f"retest over {FAR_SEEDS} seeds failed: cut short" in r["failures"] for r in rows)  # every ratio ~1e6 its limit
