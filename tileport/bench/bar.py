@@ -4,6 +4,7 @@ target, met. Rendered by ``report.benchrows.bar_table``."""
 from __future__ import annotations
 
 from ..report.benchrows import pivot
+from .noise import noisy_groups
 
 
 def derived(rows: list[dict], statistic: str) -> dict[tuple, dict[str, float]]:
@@ -23,8 +24,9 @@ def derived(rows: list[dict], statistic: str) -> dict[tuple, dict[str, float]]:
 
 
 def judge_bar(rows: list[dict], criteria, backend: str = "tilelang") -> list[dict]:
-    """One record per (criterion, measured group) present in ``rows``, with the criterion's stated cause."""
-    out = []
+    """One record per (criterion, measured group) present in ``rows``, with the criterion's stated cause and,
+    where the group was noisy (``noise``), why its figure is not a finding."""
+    out, noisy = [], noisy_groups(rows)
     for c in criteria:
         provider = f"{backend}:kernel" if c.kernel_only else backend
         for key, provs in derived(rows, c.statistic).items():
@@ -34,5 +36,6 @@ def judge_bar(rows: list[dict], criteria, backend: str = "tilelang") -> list[dic
             if mode in c.modes and shape in c.shapes and provider in provs:
                 value, target = provs[provider], c.target_for(dtype)
                 out.append(dict(criterion=c.label, provider=provider, mode=mode, dtype=dtype, shape=shape,
-                                threads=threads, measured=value, target=target, met=value >= target, cause=c.cause))  # fmt: skip
+                                threads=threads, measured=value, target=target, met=value >= target, cause=c.cause,
+                                noisy="; ".join(noisy.get((mode, dtype, shape, int(threads)), ()))))  # fmt: skip
     return out

@@ -16,13 +16,13 @@ import torch
 
 from .. import devices
 from ..dtypes import name as dtype_name
+from . import contention
 from .environment import machine, versions
 from .memory import peak_bytes
 from .roofline import copy_provider, gbps
 from ..ops.spec import get as op_spec
 from .providers import providers, tileport_backends
 from .timing import interleave
-
 
 
 @dataclass(frozen=True)
@@ -54,42 +54,45 @@ def run(
     progress: Callable[[str], None] | None = None,
     device: str = "cpu",
     impls: tuple = (),
+    busy: int = 0,
 ) -> list[dict]:
     """Long-format rows (the CSV schema) for every group. On a GPU every call is followed by a
     synchronize, so times are wall times of finished work. ``impls``: external implementations
-    (``external.Impl``), timed beside the backends under their provider names."""
+    (``external.Impl``), timed beside the backends under their provider names. ``busy``: competing
+    processes spinning while the groups are timed (``contention``), named in the rows' machine field."""
     s = op_spec(op)
     kind = devices.kind(device)
     backends = tileport_backends(op, kind) if backends is None else backends
     accelerator = devices.module(device)  # torch.cuda or torch.npu: every call is followed by its synchronize
     sync = accelerator.synchronize if accelerator is not None else None
-    stamp, mach, vers = time.strftime("%Y-%m-%dT%H:%M:%S"), machine(), versions()
+    stamp, mach, vers = time.strftime("%Y-%m-%dT%H:%M:%S"), machine() + contention.label(busy), versions()
     rows: list[dict] = []
     threads_before = torch.get_num_threads()
-    try:
-        for g in groups:
-            if progress:
-                progress(f"{op} {g.mode} {dtype_name(g.dtype)} {'x'.join(map(str, g.shape))} t{g.threads}")
-            torch.set_num_threads(g.threads)
-            provs = providers(s, g.shape, g.dtype, g.mode, backends, compile_baseline, device, impls)
-            nbytes = s.bytes_moved(g.shape, g.dtype, g.mode)
-            provs["copy"] = copy_provider(nbytes // 2, device)
-            if sync is not None:
-                provs = {name: (lambda f=f: (f(), sync())) for name, f in provs.items()}
-            times = interleave(provs, _budget(g.shape, budget_s))
-            base = dict(operator=op, mode=g.mode, dtype=dtype_name(g.dtype), shape="x".join(map(str, g.shape)),
-                        threads=g.threads, machine=mach if kind == "cpu" else f"{mach}; {devices.name(device)}",
-                        versions=vers, run=stamp, workload=g.workload)  # fmt: skip
-            copy_gbps = gbps(nbytes, times["copy"])
-            for name, t in times.items():
-                stats = {"min_us": t.min_us, "median_us": t.median_us, "p80_us": t.p80_us, "rounds": t.rounds,
-                         "gbps": gbps(nbytes, t), "bandwidth_share": gbps(nbytes, t) / copy_gbps}  # fmt: skip
-                for ref, key in (("torch-eager", "speedup_vs_eager"), ("torch-compile", "speedup_vs_compile")):
-                    if ref in times and name != "copy":
-                        stats[key] = times[ref].min_us / t.min_us
-                if name not in ("copy", "torch-compile"):
-                    stats["peak_bytes"] = peak_bytes(provs[name], device)
-                rows += [dict(base, provider=name, statistic=k, value=float(v)) for k, v in stats.items()]
-    finally:
-        torch.set_num_threads(threads_before)
+    with contention.busy(busy):
+        try:
+            for g in groups:
+                if progress:
+                    progress(f"{op} {g.mode} {dtype_name(g.dtype)} {'x'.join(map(str, g.shape))} t{g.threads}")
+                torch.set_num_threads(g.threads)
+                provs = providers(s, g.shape, g.dtype, g.mode, backends, compile_baseline, device, impls)
+                nbytes = s.bytes_moved(g.shape, g.dtype, g.mode)
+                provs["copy"] = copy_provider(nbytes // 2, device)
+                if sync is not None:
+                    provs = {name: (lambda f=f: (f(), sync())) for name, f in provs.items()}
+                times = interleave(provs, _budget(g.shape, budget_s))
+                base = dict(operator=op, mode=g.mode, dtype=dtype_name(g.dtype), shape="x".join(map(str, g.shape)),
+                            threads=g.threads, machine=mach if kind == "cpu" else f"{mach}; {devices.name(device)}",
+                            versions=vers, run=stamp, workload=g.workload)  # fmt: skip
+                copy_gbps = gbps(nbytes, times["copy"])
+                for name, t in times.items():
+                    stats = {"min_us": t.min_us, "median_us": t.median_us, "p80_us": t.p80_us, "rounds": t.rounds,
+                             "gbps": gbps(nbytes, t), "bandwidth_share": gbps(nbytes, t) / copy_gbps}  # fmt: skip
+                    for ref, key in (("torch-eager", "speedup_vs_eager"), ("torch-compile", "speedup_vs_compile")):
+                        if ref in times and name != "copy":
+                            stats[key] = times[ref].min_us / t.min_us
+                    if name not in ("copy", "torch-compile"):
+                        stats["peak_bytes"] = peak_bytes(provs[name], device)
+                    rows += [dict(base, provider=name, statistic=k, value=float(v)) for k, v in stats.items()]
+        finally:
+            torch.set_num_threads(threads_before)
     return rows
