@@ -1,6 +1,9 @@
 """The verify report reads at a glance: the verdict grid (backend x dtype x output) comes first in html and
-markdown, its failed cells link to their rows, long tables are folded, plots carry captions, and in a 1400x900
-browser window (headless Chromium) the grid is on the first screen."""
+markdown, its failed cells link to their rows, long tables are folded, plots carry captions, the case counts
+say which is which, and in a 1400x900 and a 2200x900 browser window (headless Chromium) the grid, its FAIL
+cells included, is on the first screen with nothing over it, for a failing --impl too."""
+
+import json
 
 import dataclasses
 import re
@@ -53,6 +56,74 @@ def test_html_cells_link_to_their_rows_and_long_tables_fold(failing_report):
     assert f'id="{href}"' in page  # the grid's failed cell points at a row that exists
     assert "<details><summary>Every check" in page and "<figcaption>" in page
     assert page.index('id="verdict"') < page.index("<h2>Summary</h2>") < page.index("<details>")
+
+
+WRONG_SHAPE = "def rms_norm(x, weight=None, eps=1e-6):\n    return x[..., :-1].clone()\n"
+
+# after load: each FAIL cell of the grid, its box and whether it is the topmost element at its left, centre and right
+PROBE = """<script>window.addEventListener('load',()=>{const W=innerWidth,H=innerHeight;
+const cells=[...document.querySelectorAll('#verdict td.FAIL')].map(td=>{const r=td.getBoundingClientRect();
+const y=(r.top+r.bottom)/2,hits=[r.left+2,(r.left+r.right)/2,r.right-2].map(x=>document.elementFromPoint(x,y));
+return {text:td.textContent,box:[r.left,r.top,r.right,r.bottom],onscreen:r.left>=0&&r.top>=0&&r.right<=W&&r.bottom<=H,
+topmost:hits.every(h=>!!h&&td.contains(h))};});
+const g=document.getElementById('verdict').getBoundingClientRect();
+document.body.setAttribute('data-probe',JSON.stringify({W,H,grid:[g.left,g.top,g.right,g.bottom],cells}));});</script>"""
+
+
+@pytest.fixture(scope="module")
+def impl_failing_report(tmp_path_factory):
+    """A quick rms_norm run with an --impl (a long name) that returns the wrong shape: each of its cases fails, in a
+    run column right of y, rstd, dx and dweight: a grid wider than half a 1400 px window."""
+    where = tmp_path_factory.mktemp("impl")
+    (where / "wrong_shape_rms_norm.py").write_text(WRONG_SHAPE)
+    out = where / "report"
+    args = ["verify", "rms_norm", "--level", "quick", "--dtype", "fp16", "--dtype", "fp32", "--backend", "tilelang", "--retest-seeds", "3",
+            "--jobs", "1", "--no-perf", "--impl", f"{where / 'wrong_shape_rms_norm.py'}:rms_norm", "--out", str(out)]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1, result.output[-2000:]
+    return out
+
+
+def _probe(browser: str, page: str, tmp_path, width: int, height: int = 900) -> dict:
+    """Open the page with the probe in a headless browser window of width x height; the probe's findings."""
+    target = tmp_path / f"r{width}.html"
+    target.write_text(page.replace("</body>", PROBE + "</body>"))
+    done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--window-size={width},{height}",
+                           "--virtual-time-budget=3000", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", target.as_uri()],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    found = re.search(r"data-probe=\"([^\"]+)\"", done.stdout)
+    assert found, done.stderr[-2000:]
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+def test_the_case_counts_say_which_is_which(impl_failing_report):
+    md = (impl_failing_report / "report.md").read_text()
+    summary = re.search(r"^\| cases \| (\d+) \(", md, flags=re.M).group(1)
+    standard = re.search(r"^\| cases in total \| \d+ \| (\d+) \|", md, flags=re.M).group(1)
+    counts = md.split("## Case counts: which is which")[1].split("\n## ")[0]
+    assert re.search(rf"^\| cases generated \| {summary} \| every case of the level", counts, flags=re.M)
+    assert re.search(rf"^\| within the standard's scale \| {standard} \|", counts, flags=re.M)
+    per = re.search(r"^\| cases run by tilelang \| float16 (\d+), float32 (\d+) \|", counts, flags=re.M)
+    dual = re.findall(r"^\| tilelang \| (float16|float32) \| (\d+) \|", md.split("## Dual benchmark")[1], flags=re.M)
+    assert per.groups() == tuple(n for _, n in dual)
+
+
+def test_the_failing_impl_fails_in_its_run_column_and_every_cell_link_lands(impl_failing_report):
+    page = (impl_failing_report / "report.html").read_text()
+    grid = page[page.index('id="verdict"') : page.index("</table>")]
+    assert re.search(r'<td class="FAIL"><a href="#fail-check-impl[^"]+-run">FAIL \((\d+) of \1\)', grid)
+    hrefs = re.findall(r'href="#([^"]+)"', grid)
+    assert hrefs and all(f'id="{h}"' in page for h in hrefs)
+
+
+@pytest.mark.skipif(not any(shutil.which(b) for b in BROWSERS), reason="no Chromium here (Debian: apt-get install chromium)")
+@pytest.mark.parametrize("width", [1400, 2200, 1000])
+def test_a_failing_impls_fail_cells_are_on_the_first_screen_and_uncovered(impl_failing_report, tmp_path, width):
+    browser = next(shutil.which(b) for b in BROWSERS if shutil.which(b))
+    seen = _probe(browser, (impl_failing_report / "report.html").read_text(), tmp_path, width)
+    assert seen["W"] == width and len(seen["cells"]) == 2, seen  # the impl's run column, at fp16 and fp32
+    hidden = [c for c in seen["cells"] if not (c["onscreen"] and c["topmost"])]
+    assert not hidden, (seen["grid"], hidden)
 
 
 @pytest.mark.skipif(not any(shutil.which(b) for b in BROWSERS), reason="no Chromium here (Debian: apt-get install chromium)")

@@ -9,36 +9,53 @@ from pathlib import Path
 
 from .tables import Table
 
-_STYLE = """body{font-family:system-ui,sans-serif;margin:1.2em 2em;max-width:1400px}
+_STYLE = """body{font-family:system-ui,sans-serif;margin:1.2em 2em;max-width:2000px}
 h1{font-size:22px;margin:.2em 0 .6em}h2{font-size:17px;margin:1em 0 .3em}
 table{border-collapse:collapse;margin:.3em 0 1em}td,th{border:1px solid #ccc;padding:.2em .5em;font-size:13px}
 th{background:#f3f3f3}td.FAIL,td.NO,td.fail{color:#b00;font-weight:bold}td.pass,td.PASS,td.yes{color:#070}
 #verdict td.pass{background:#e6f4e6}#verdict td.FAIL{background:#fbe3e3}#verdict td.awaiting{background:#fff3cd}
-#verdict td.not{background:#eee;color:#666}td a{color:inherit}
-.first{display:flex;gap:1.5em;align-items:flex-start;flex-wrap:wrap}.first>div{flex:1 1 560px;min-width:0}
+#verdict td.none{background:#eee;color:#666}#verdict td{overflow-wrap:anywhere}td a{color:inherit}
+.first{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start}.first>.grid{flex:0 1 auto;max-width:100%;overflow-x:auto}.grid>p.note{width:0;min-width:100%}
+.first>.plot{flex:1 1 520px;min-width:520px;max-width:760px}
 figure{margin:.3em 0 1em}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#444;font-size:13px}
-p.note{color:#555;font-size:13px}details{margin:.5em 0}summary{cursor:pointer;font-weight:bold;font-size:15px}
+p.note{color:#555;font-size:13px;max-width:1100px}details{margin:.5em 0}summary{cursor:pointer;font-weight:bold;font-size:15px}
 span.badge{padding:.1em .5em;border-radius:4px;color:#fff}span.PASS{background:#2a7}span.FAIL{background:#c33}"""
 
+# a link into a folded table opens it (not every browser opens <details> for a fragment)
+_OPEN_TARGET = """<script>function openTarget(){const t=location.hash&&document.getElementById(decodeURIComponent(location.hash.slice(1)));
+for(let e=t;e;e=e.parentElement){if(e.tagName==='DETAILS')e.open=true;}if(t)t.scrollIntoView();}
+window.addEventListener('hashchange',openTarget);window.addEventListener('load',openTarget);</script>"""
+
 CAPTIONS = {
-    "ratios.png": "MARE ratio of every check (under test over benchmark) per dtype, with the level's limit (red): checks "
-                  "right of the line failed their first seed and were retested.",
+    "ratios.png": "MARE ratio of every check (under test over benchmark) per dtype and provider, with the level's limit (red, "
+                  "dashed): checks right of the line failed their first seed (the grid says whether their retest passed). The "
+                  "hatched slot past the axis, 'failed', counts the failed checks that have no ratio over the limit (did not run, "
+                  "nothing to compare, or failed by another rule); passing checks with nothing to compare are counted above a "
+                  "panel, not drawn.",
     "latency_fwd.png": "Forward latency against elements per provider (log-log): lower is faster; tileport's backends "
                        "below torch eager and torch.compile are speed-ups.",
-    "latency_fwdbwd.png": "Forward and backward latency against elements per provider: lower is faster.",
+    "latency_fwdbwd.png": "Forward and backward latency against elements per provider: lower is faster. A provider has "
+                          "the same colour in every plot of the report.",
 }
 
 
-def _cell(c: str, href: str) -> str:
+_VERDICTS = {"pass", "PASS", "FAIL", "fail", "yes", "NO", "awaiting", "no"}
+
+
+def _cell(c: str, href: str, plain: bool = False) -> str:
+    """A cell whose first word is a verdict carries it as its class (its colour), unless the table is plain."""
     text = html.escape(c)
-    return f'<td class="{html.escape(c.split(" ")[0])}">' + (f'<a href="{html.escape(href)}">{text}</a>' if href else text) + "</td>"
+    word = c.split(" ")[0]
+    kind = "" if plain or word not in _VERDICTS else ("none" if c == "no checks" else word)
+    open_ = f'<td class="{kind}">' if kind else "<td>"
+    return open_ + (f'<a href="{html.escape(href)}">{text}</a>' if href else text) + "</td>"
 
 
 def table_html(t: Table) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
     body = "".join(
         (f'<tr id="{html.escape(t.row_ids[i])}">' if i < len(t.row_ids) and t.row_ids[i] else "<tr>")
-        + "".join(_cell(c, t.links[i][j] if i < len(t.links) else "") for j, c in enumerate(row))
+        + "".join(_cell(c, t.links[i][j] if i < len(t.links) else "", t.plain) for j, c in enumerate(row))
         + "</tr>"
         for i, row in enumerate(t.rows)
     )
@@ -63,8 +80,8 @@ def document(title: str, tables: list[Table], images: list[Path]) -> str:
     first, rest = (tables[0], tables[1:]) if tables and tables[0].anchor == "verdict" else (None, tables)
     ratios = next((p for p in images if p.name == "ratios.png"), None)
     top = ""
-    if first is not None:  # the first screen: the verdict grid beside the ratio distributions
-        top = f'<div class="first"><div>{table_html(first)}</div>' + (f"<div>{figure(ratios)}</div>" if ratios else "") + "</div>"
+    if first is not None:  # the first screen: the verdict grid, never shrunk below its width; the plot beside it only where it fits
+        top = f'<div class="first"><div class="grid">{table_html(first)}</div>' + (f'<div class="plot">{figure(ratios)}</div>' if ratios else "") + "</div>"
     shown = [t for t in rest if not t.fold]
     folded = [t for t in rest if t.fold]
     others = "".join(figure(p, "900px") for p in images if p is not ratios or first is None)
@@ -74,5 +91,5 @@ def document(title: str, tables: list[Table], images: list[Path]) -> str:
         + "".join(table_html(t) for t in shown)
         + (f"<h2>Plots</h2>{others}" if others else "")
         + "".join(table_html(t) for t in folded)
-        + "</body></html>"
+        + _OPEN_TARGET + "</body></html>"
     )

@@ -16,6 +16,7 @@ class Table:
     anchor: str = ""  # the table's html id
     row_ids: tuple[str, ...] = ()  # an html id per row (where other tables link to it)
     links: tuple[tuple[str, ...], ...] = ()  # per row and cell: an href, or "" for none
+    plain: bool = False  # its pass/fail words are not this run's verdicts: rendered without verdict colours
 
 
 def check_id(backend: str, dtype: str, output: str) -> str:
@@ -23,63 +24,103 @@ def check_id(backend: str, dtype: str, output: str) -> str:
     return "check-" + "-".join("".join(ch if ch.isalnum() else "_" for ch in part) for part in (backend, dtype, output))
 
 
-def _first_ids(results) -> tuple[str, ...]:
+def _groups(results) -> dict[tuple, list]:
+    """The results per (backend, dtype, output), in first-seen order."""
+    out: dict[tuple, list] = {}
+    for r in results:
+        out.setdefault((r.backend, r.dtype, r.output), []).append(r)
+    return out
+
+
+def _quotas(sizes: dict, limit: int, floor: int = 1) -> dict:
+    """Rows per group within ``limit``: small groups whole, the rest shared evenly among the larger ones (at
+    least ``floor`` each, so every group has rows in the table and the verdict grid's links land)."""
+    quota, left = {}, limit
+    order = sorted(sizes, key=sizes.get)
+    for i, key in enumerate(order):
+        quota[key] = min(sizes[key], max(floor, left // (len(order) - i)))
+        left -= quota[key]
+    return quota
+
+
+def _sampled(results, limit: int, floor: int = 1) -> tuple[list, int]:
+    """At most about ``limit`` results, grouped per (backend, dtype, output), each group's failed ones first,
+    every group present; and how many groups were cut."""
+    groups = _groups(results)
+    quota = _quotas({k: len(v) for k, v in groups.items()}, limit, floor)
+    rows = []
+    for key, rs in groups.items():
+        rows += sorted(rs, key=lambda r: r.passed)[: quota[key]]  # stable: case order within failed, then passed
+    return rows, sum(quota[k] < len(v) for k, v in groups.items())
+
+
+def _first_ids(results, prefix: str = "") -> tuple[str, ...]:
     """An id on the first row of each (backend, dtype, output), none on the others."""
     seen, ids = set(), []
     for r in results:
         key = check_id(r.backend, r.dtype, r.output)
-        ids.append("" if key in seen else key)
+        ids.append("" if key in seen else prefix + key)
         seen.add(key)
     return tuple(ids)
 
 
+def _cell_verdict(rs: list) -> tuple[str, str]:
+    """One grid cell's text and the id prefix of the table holding its rows: failures, retests or every check."""
+    failed = [r for r in rs if not r.passed]
+    waiting = [r for r in failed if r.retest is not None and r.retest.awaiting]
+    retested = [r for r in rs if r.passed and r.retest is not None]
+    if not rs:
+        return "no checks", ""
+    if waiting and len(waiting) == len(failed):
+        return f"awaiting retest ({len(waiting)} of {len(rs)})", "fail-"
+    if failed:
+        return f"FAIL ({len(failed)} of {len(rs)})", "fail-"
+    if retested:
+        return f"pass ({len(retested)} on retest, {len(rs)} checks)", "retest-"
+    return f"pass ({len(rs)} checks)", ""
+
+
 def verdict_grid(rep) -> Table:
     """Did it pass, and where not: per backend and dtype, each output's verdict (pass, passed on retest, failed,
-    awaiting the competitor's retest, not run), each cell linking to its rows."""
+    awaiting the competitor's retest, no checks), each cell linking to its rows: a failed cell to the failed
+    checks, a retested one to the retests, a passing one to its group in the folded table of every check."""
     outputs = list(dict.fromkeys(r.output for r in rep.results))
     keys = list(dict.fromkeys((r.backend, r.dtype) for r in rep.results))
-    groups: dict[tuple, list] = {}
-    for r in rep.results:
-        groups.setdefault((r.backend, r.dtype, r.output), []).append(r)
+    groups = _groups(rep.results)
     rows, links = [], []
     for backend, dtype in keys:
         cells, hrefs = [backend, dtype], ["", ""]
         for out in outputs:
-            rs = groups.get((backend, dtype, out), [])
-            failed = [r for r in rs if not r.passed]
-            waiting = [r for r in failed if r.retest is not None and r.retest.awaiting]
-            retested = [r for r in rs if r.passed and r.retest is not None]
-            if not rs:
-                cells.append("not run")
-            elif waiting and len(waiting) == len(failed):
-                cells.append(f"awaiting retest ({len(waiting)} of {len(rs)})")
-            elif failed:
-                cells.append(f"FAIL ({len(failed)} of {len(rs)})")
-            elif retested:
-                cells.append(f"pass ({len(retested)} on retest, {len(rs)} checks)")
-            else:
-                cells.append(f"pass ({len(rs)} checks)")
-            hrefs.append("#" + check_id(backend, dtype, out) if rs else "")
+            text, prefix = _cell_verdict(groups.get((backend, dtype, out), []))
+            cells.append(text)
+            hrefs.append(f"#{prefix}{check_id(backend, dtype, out)}" if text != "no checks" else "")
         rows.append(tuple(cells))
         links.append(tuple(hrefs))
     return Table(
         f"Verdict per backend, dtype and output ({rep.limits} limits): {'PASS' if rep.passed else 'FAIL'}",
         ("backend", "dtype", *outputs), tuple(rows),
-        "Each cell links to its rows: failures and retests below, every check in the folded table at the end.",
+        "Each cell links to its rows: a failed cell to its failed checks below, a retested one to its retests, a "
+        "passing one to its group in the folded table of every check at the end (results.csv holds every check). "
+        "\"no checks\": the provider has no check of that output (an output it does not return, or a findings "
+        "column, such as run for a case that did not run, with no finding).",
         anchor="verdict", links=tuple(links),
     )
 
 
 def every_check(rep, limit: int = 3000) -> Table:
-    """Every check's ratios and verdict (folded: the full list is results.csv)."""
-    shown = rep.results[:limit]
+    """Every check's ratios and verdict, grouped per (backend, dtype, output); past ``limit`` rows a share per
+    group, its failed checks first (folded: the full list is results.csv)."""
+    shown, cut = _sampled(rep.results, limit)
     rows = tuple(
         (r.backend, str(r.case), r.dtype, "x".join(map(str, r.shape)), r.value_range, r.attrs_text(), r.output,
          _g(r.verdict.ratios["mare"]), _g(r.verdict.ratios["mere"]), _g(r.verdict.ratios["rmse"]),
          "pass" if r.passed else "FAIL")
         for r in shown
     )  # fmt: skip
-    note = f"The first {limit} of {len(rep.results)}; every check is in results.csv." if len(rep.results) > limit else "Also in results.csv."
+    note = "Grouped per backend, dtype and output. Also in results.csv."
+    if cut:
+        note = (f"{len(shown)} of {len(rep.results)} checks, grouped per backend, dtype and output: {cut} groups show a share of "
+                "their rows, failed checks first; every check is in results.csv (filter its backend, dtype and output columns).")  # fmt: skip
     return Table("Every check (ratios against the benchmark)", ("backend", "case", "dtype", "shape", "range", "attributes", "output",
                  "MARE ratio", "MERE ratio", "RMSE ratio", "result"), rows, note, fold=True, row_ids=_first_ids(shown))  # fmt: skip
 
@@ -134,6 +175,34 @@ def counts(rep) -> Table:
     )
 
 
+def case_counts(rep) -> Table:
+    """The run's case counts side by side, each saying what it counts: the summary, the standard's table, the
+    dual-benchmark table and the terminal's progress bar each count something else."""
+    scale, beyond = rep.counts.get("actual", {}).get("cases", rep.cases), rep.counts.get("beyond_scale", 0)
+    ran = len({r.case for r in rep.results})
+    per = {}
+    for a in rep.aggregates:
+        per.setdefault(a.backend, []).append(f"{a.dtype} {a.cases}")
+    timings = len({(r["mode"], r["dtype"], r["shape"], r["threads"]) for r in rep.perf})
+    generated = (f"every case of the level, each dtype its own: the summary's cases ({scale} within the standard's scale + "
+                 f"{beyond} special scenarios and extras beyond it)")  # fmt: skip
+    missing = rep.cases - ran
+    ran_what = "cases with results on at least one provider" + (
+        f" ({missing} ran on none: see the cases a backend did not run)" if missing else ": every case")
+    per_what = "the dual-benchmark table's cases column, per dtype (its checks column counts a case once per output)"
+    rows = [
+        ("cases generated", str(rep.cases), generated),
+        ("within the standard's scale", str(scale), "the cases the standard's minimum counts apply to: its table's cases in total"),
+        ("cases that ran", str(ran), ran_what),
+        *((f"cases run by {b}", ", ".join(d), per_what) for b, d in per.items()),
+    ]
+    if timings:
+        bar = (f"(mode, dtype, shape, threads) groups of the performance table: the terminal's progress bar counts them after "
+               f"the cases ({rep.cases} + {timings} = {rep.cases + timings} steps)")  # fmt: skip
+        rows.append(("timing groups", str(timings), bar))
+    return Table("Case counts: which is which", ("count", "number", "what it counts"), tuple(rows))
+
+
 def aggregates(rep) -> Table:
     rows = tuple(
         (a.backend, a.dtype, str(a.cases), str(a.checks), str(a.failed), str(a.retested), str(a.elements),
@@ -151,21 +220,27 @@ def aggregates(rep) -> Table:
     )
 
 
-def failures(rep, limit: int = 50) -> Table:
+def failures(rep, limit: int = 60) -> Table:
+    """The failed checks, a share of each (backend, dtype, output) so every failed cell of the grid has rows here."""
+    shown, cut = _sampled(rep.failures, limit, floor=3)
     rows = tuple(
         (r.backend, str(r.case), r.dtype, "x".join(map(str, r.shape)), r.value_range, r.attrs_text(), r.output, "; ".join(r.failures))
-        for r in rep.failures[:limit]
+        for r in shown
     )  # fmt: skip
-    note = f"{len(rep.failures) - limit} more in results.csv" if len(rep.failures) > limit else ""
+    note = (f"{len(shown)} of the {len(rep.failures)} failed checks, a share of each backend, dtype and output; all in results.csv "
+            "(passed False)." if cut else "")  # fmt: skip
     return Table("Failed checks", ("backend", "case", "dtype", "shape", "range", "attributes", "output", "what failed"), rows, note,
-                 row_ids=tuple("fail-" + i if i else "" for i in _first_ids(rep.failures[:limit])))  # fmt: skip
+                 row_ids=_first_ids(shown, "fail-"))  # fmt: skip
 
 
-def retested(rep, limit: int = 50) -> Table:
-    passed = [r for r in rep.results if r.retest is not None and r.passed][:limit]
-    rows = tuple((r.backend, str(r.case), r.dtype, "x".join(map(str, r.shape)), r.output, "; ".join(r.failures)) for r in passed)
-    return Table("Checks that failed on their first seed and passed the retest", ("backend", "case", "dtype", "shape", "output", "detail"), rows,
-                 row_ids=tuple("retest-" + i if i else "" for i in _first_ids(passed)))  # fmt: skip
+def retested(rep, limit: int = 60) -> Table:
+    """Checks that passed on retest, a share of each (backend, dtype, output)."""
+    passed = [r for r in rep.results if r.retest is not None and r.passed]
+    shown, cut = _sampled(passed, limit, floor=3)
+    rows = tuple((r.backend, str(r.case), r.dtype, "x".join(map(str, r.shape)), r.output, "; ".join(r.failures)) for r in shown)
+    note = f"{len(shown)} of {len(passed)}, a share of each backend, dtype and output; all in results.csv (retested True)." if cut else ""
+    return Table("Checks that failed on their first seed and passed the retest", ("backend", "case", "dtype", "shape", "output", "detail"),
+                 rows, note, row_ids=_first_ids(shown, "retest-"))  # fmt: skip
 
 
 def investigate(rep) -> Table:
@@ -223,9 +298,14 @@ def cross_backend(rep) -> Table:
     )
 
 
+STUDY_NOTE = ("A study of design alternatives, not a check of this run: its pass/fail column judges each alternative by the "
+              "standard, and counts in no verdict above.")
+
+
 def studies(rep) -> list[Table]:
-    """The operator's own studies (its spec names them), as they reported."""
-    return [Table(f"Study: {st.title}", st.headers, st.rows, st.note) for st in rep.studies]
+    """The operator's own studies (its spec names them), as they reported; plain, since their fail rows judge
+    alternatives the operator does not ship, not this run."""
+    return [Table(f"Study, not part of the verdict: {st.title}", st.headers, st.rows, f"{STUDY_NOTE} {st.note}".strip(), plain=True) for st in rep.studies]
 
 
 def performance(rep) -> Table:
@@ -260,7 +340,7 @@ def all_tables(rep) -> list[Table]:
         out.append(retested(rep))
     if any(r.verdict.actual.nonfinite_review for r in rep.results):
         out.append(investigate(rep))
-    out += [summary(rep), counts(rep), aggregates(rep)]
+    out += [summary(rep), case_counts(rep), counts(rep), aggregates(rep)]
     if rep.skipped:
         out.append(skipped(rep))
     if rep.placement:
