@@ -117,7 +117,7 @@ def test_the_failing_impl_fails_in_its_run_column_and_every_cell_link_lands(impl
 
 
 @pytest.mark.skipif(not any(shutil.which(b) for b in BROWSERS), reason="no Chromium here (Debian: apt-get install chromium)")
-@pytest.mark.parametrize("width", [1400, 2200, 1000])
+@pytest.mark.parametrize("width", [1400, 2200, 800])
 def test_a_failing_impls_fail_cells_are_on_the_first_screen_and_uncovered(impl_failing_report, tmp_path, width):
     browser = next(shutil.which(b) for b in BROWSERS if shutil.which(b))
     seen = _probe(browser, (impl_failing_report / "report.html").read_text(), tmp_path, width)

@@ -16,7 +16,7 @@ th{background:#f3f3f3}td.FAIL,td.NO,td.fail{color:#b00;font-weight:bold}td.pass,
 #verdict td.pass{background:#e6f4e6}#verdict td.FAIL{background:#fbe3e3}#verdict td.awaiting{background:#fff3cd}
 #verdict td.none{background:#eee;color:#666}#verdict td{overflow-wrap:anywhere}td a{color:inherit}
 .first{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start}.first>.grid{flex:0 1 auto;max-width:100%;overflow-x:auto}.grid>p.note{width:0;min-width:100%}
-.first>.plot{flex:1 1 520px;min-width:520px;max-width:760px}
+.first>.plot{flex:1 1 460px;min-width:460px;max-width:760px}
 figure{margin:.3em 0 1em}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#444;font-size:13px}
 p.note{color:#555;font-size:13px;max-width:1100px}details{margin:.5em 0}summary{cursor:pointer;font-weight:bold;font-size:15px}
 span.badge{padding:.1em .5em;border-radius:4px;color:#fff}span.PASS{background:#2a7}span.FAIL{background:#c33}"""
