@@ -1,5 +1,5 @@
-"""A self-contained HTML report: the verdict grid and the ratio plot on the first screen, the failures and
-retests next, the long tables folded (``<details>``) at the end, and the PNG plots embedded with captions."""
+"""A self-contained HTML report: the verdict grid on the first screen, whatever the outcome (the ratio plot beside
+it where both fit, else below it, never over it), the failures and retests next, the long tables folded (``<details>``) at the end, and the PNG plots embedded with captions."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ table{border-collapse:collapse;margin:.3em 0 1em}td,th{border:1px solid #ccc;pad
 th{background:#f3f3f3}td.FAIL,td.NO,td.fail{color:#b00;font-weight:bold}td.pass,td.PASS,td.yes{color:#070}
 #verdict td.pass{background:#e6f4e6}#verdict td.FAIL{background:#fbe3e3}#verdict td.awaiting{background:#fff3cd}
 #verdict td.none{background:#eee;color:#666}#verdict td{overflow-wrap:anywhere}td a{color:inherit}
-.first{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start}.first>.grid{flex:0 1 auto;max-width:100%;overflow-x:auto}.grid>p.note{width:0;min-width:100%}
+.first{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start}
+.first>.grid{flex:0 1 auto;max-width:100%;overflow-x:auto}.grid>p.note{width:0;min-width:100%}
 .first>.plot{flex:1 1 460px;min-width:460px;max-width:760px}
 figure{margin:.3em 0 1em}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#444;font-size:13px}
 p.note{color:#555;font-size:13px;max-width:1100px}details{margin:.5em 0}summary{cursor:pointer;font-weight:bold;font-size:15px}
@@ -39,14 +40,15 @@ CAPTIONS = {
 }
 
 
-_VERDICTS = {"pass", "PASS", "FAIL", "fail", "yes", "NO", "awaiting", "no"}
+_VERDICTS = {"pass", "PASS", "FAIL", "fail", "yes", "NO", "awaiting"}
 
 
 def _cell(c: str, href: str, plain: bool = False) -> str:
     """A cell whose first word is a verdict carries it as its class (its colour), unless the table is plain."""
     text = html.escape(c)
     word = c.split(" ")[0]
-    kind = "" if plain or word not in _VERDICTS else ("none" if c == "no checks" else word)
+    kind = "none" if c == "no checks" else word if word in _VERDICTS else ""
+    kind = "" if plain else kind
     open_ = f'<td class="{kind}">' if kind else "<td>"
     return open_ + (f'<a href="{html.escape(href)}">{text}</a>' if href else text) + "</td>"
 
