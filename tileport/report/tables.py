@@ -305,7 +305,10 @@ STUDY_NOTE = ("A study of design alternatives, not a check of this run: its pass
 def studies(rep) -> list[Table]:
     """The operator's own studies (its spec names them), as they reported; plain, since their fail rows judge
     alternatives the operator does not ship, not this run."""
-    return [Table(f"Study, not part of the verdict: {st.title}", st.headers, st.rows, f"{STUDY_NOTE} {st.note}".strip(), plain=True) for st in rep.studies]
+    return [
+        Table(f"Study, not part of the verdict: {st.title}", st.headers, st.rows, f"{STUDY_NOTE} {st.note}".strip(), plain=True)
+        for st in rep.studies
+    ]
 
 
 def performance(rep) -> Table:
