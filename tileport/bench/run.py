@@ -45,6 +45,24 @@ def _budget(shape, budget_s: float) -> float:
     return budget_s if math.prod(shape) < 1 << 22 else 3 * budget_s
 
 
+def _working(provs: dict, failed: dict) -> dict:
+    """The providers whose first call runs; each that raises goes into ``failed`` with its error (the
+    tileport backends and torch's own providers are not excused: their errors propagate)."""
+    out = {}
+    for name, fn in provs.items():
+        if name in failed:
+            continue
+        try:
+            fn()
+        except Exception as exc:  # an external implementation's own error, reported instead of timed
+            if not name.startswith("impl:"):
+                raise
+            failed[name] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            continue
+        out[name] = fn
+    return out
+
+
 def run(
     op: str,
     groups: list[Group],
@@ -55,11 +73,14 @@ def run(
     device: str = "cpu",
     impls: tuple = (),
     busy: int = 0,
+    failed: dict | None = None,
 ) -> list[dict]:
     """Long-format rows (the CSV schema) for every group. On a GPU every call is followed by a
     synchronize, so times are wall times of finished work. ``impls``: external implementations
     (``external.Impl``), timed beside the backends under their provider names. ``busy``: competing
-    processes spinning while the groups are timed (``contention``), named in the rows' machine field."""
+    processes spinning while the groups are timed (``contention``), named in the rows' machine field.
+    ``failed``: filled with {provider: why} for providers whose first call raised (an implementation that
+    returns the wrong shape): they are left out of the timing instead of ending the run."""
     s = op_spec(op)
     kind = devices.kind(device)
     backends = tileport_backends(op, kind) if backends is None else backends
@@ -79,6 +100,7 @@ def run(
                 provs["copy"] = copy_provider(nbytes // 2, device)
                 if sync is not None:
                     provs = {name: (lambda f=f: (f(), sync())) for name, f in provs.items()}
+                provs = _working(provs, {} if failed is None else failed)
                 times = interleave(provs, _budget(g.shape, budget_s))
                 base = dict(operator=op, mode=g.mode, dtype=dtype_name(g.dtype), shape="x".join(map(str, g.shape)),
                             threads=g.threads, machine=mach if kind == "cpu" else f"{mach}; {devices.name(device)}",

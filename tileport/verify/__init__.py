@@ -252,7 +252,10 @@ def run(
     studies = [study(dtypes, seed) for study in spec.studies] if plan.device == "cpu" else []
     tested = [n for n in names if n not in interpreted]
     impls = tuple(external.resolve(spec, t, a) for t, a in plan.impls.items())
-    perf = performance(op, perf_groups, tested, progress=step, device=plan.device, impls=impls) if with_perf else []
+    unmeasured: dict[str, str] = {}
+    perf = performance(op, perf_groups, tested, progress=step, device=plan.device, impls=impls, failed=unmeasured) if with_perf else []
+    for provider, why in unmeasured.items():
+        skipped[f"performance of {provider}"] = (0, f"its call raised, so it was not timed: {why}")
     aggs = aggregate(results)
     scale = [c for c in cases if c.counted]  # special scenarios and extras are beyond the standard's case scale
     elements = sum(c.elements for c in scale)

@@ -24,8 +24,10 @@ def performance(
     progress: Callable[[str], None] | None = None,
     device: str = "cpu",
     impls: tuple = (),
+    failed: dict | None = None,
 ) -> list[dict]:
     """The timings of verify's report: tileport's backends (an ``impl:`` provider is passed in ``impls``, as
-    ``external.Impl``, and timed under its name)."""
+    ``external.Impl``, and timed under its name). ``failed``: filled with {provider: why} for an
+    implementation whose call raised, which is then not timed."""
     tested = [b for b in backends if b != "torch" and not b.startswith("impl:")]
-    return run(op, groups, backends=tested, budget_s=budget_s, progress=progress, device=device, impls=impls)
+    return run(op, groups, backends=tested, budget_s=budget_s, progress=progress, device=device, impls=impls, failed=failed)
