@@ -517,6 +517,7 @@ def bench(
     device: str = typer.Option("cpu", help="cpu, cuda (an NVIDIA GPU) or npu (an Ascend NPU with torch_npu)"),
     impl: Optional[list[str]] = typer.Option(None, "--impl", metavar="MODULE:FUNCTION", help="an implementation of OP's contract to time beside the backends: MODULE:FUNCTION or path/to/file.py:FUNCTION (repeatable)"),
     arg: Optional[list[str]] = typer.Option(None, "--arg", metavar="NAME=INPUT", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"),
+    busy: int = typer.Option(0, min=0, metavar="N", help="keep N competing processes spinning while timing (a shared machine; named in the rows)"),
 ) -> None:
     """Time OP's providers side by side (tileport backends, torch eager, torch.compile, a copy of the same
     bytes), append to the CSV, write the markdown table and PNGs.
@@ -524,7 +525,7 @@ def bench(
     \b
     Example: tileport bench OP --quick --mode fwd
     """
-    from .bench import csvfile
+    from .bench import csvfile, noise
     from .bench.bar import judge_bar
     from .bench.plots import bench_plots, latest
     from .bench.run import plan, run
@@ -565,11 +566,14 @@ def bench(
                 bar.update(task, description=what)
                 bar.advance(task)
 
-            rows = []
+            rows, failed = [], {}
             for names_, part in _by_backends(groups, takes).items():  # one run per set of backends (dtypes differ)
-                rows += run(op, part, list(names_), budget / 3 if quick else budget, compile_baseline, progress=step, device=device, impls=impls)
+                rows += run(op, part, list(names_), budget / 3 if quick else budget, compile_baseline, progress=step, device=device,
+                            impls=impls, busy=busy, failed=failed)  # fmt: skip
         csvfile.append(csv, rows)
         console.print(f"appended {len(rows)} rows to {csv}", markup=False)
+        for provider, why in failed.items():
+            console.print(f"not timed: {provider}: its call raised: {why}", markup=False, highlight=False)
     rows = latest([r for r in csvfile.read(csv) if r["operator"] == op]) if csv.exists() else []
     if not rows:
         raise typer.BadParameter(f"{csv} holds no {op} rows; run `tileport bench {op}` first", param_hint="--csv")
@@ -579,11 +583,14 @@ def bench(
     if judged:
         tables.insert(0, bar_table(judged))
     header = f"# tileport bench {op}\n\n{rows[0]['machine']}; {rows[0]['versions']}; run {rows[0]['run']}\n\n"
+    header += "".join(f"{line.strip()}\n\n" for line in noise.summary(rows, shown=len(rows)))
     (out / f"{op}.md").write_text(header + "\n".join(table_md(t) for t in tables))
     pngs = bench_plots(rows, out, op)
     if not plot:
         for t in tables:
             print_table(t)
+    for line in noise.summary(rows):
+        console.print(line, markup=False, highlight=False)
     console.print(f"table: {out / (op + '.md')}; plots: {', '.join(p.name for p in pngs)}", markup=False)
 
 

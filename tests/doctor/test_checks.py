@@ -141,3 +141,10 @@ def test_cpu_simd_names_the_isa_and_checks_the_built_loops():
     assert checks.cpu_simd(probe(which=lambda name: None, machine="x86_64")).status == "info"
     other = checks.cpu_simd(probe(machine="aarch64"))
     assert other.status == "info" and "x86 only" in other.detail
+
+
+def test_the_openmp_wait_policy_is_named_with_its_fix():
+    spinning = checks.shared_cores(Probe(environ={}))
+    assert spinning.status == "info" and "unset" in spinning.detail and "OMP_WAIT_POLICY=passive" in spinning.fix
+    assert checks.shared_cores(Probe(environ={"OMP_WAIT_POLICY": "PASSIVE"})).status == "ok"
+    assert "ACTIVE" in checks.shared_cores(Probe(environ={"OMP_WAIT_POLICY": "ACTIVE"})).detail

@@ -110,6 +110,19 @@ def openmp(p: Probe) -> Finding:
     return Finding("OpenMP and flags", "ok", f"{flags}: built and ran ({ran.strip()} threads)")
 
 
+def shared_cores(p: Probe) -> Finding:
+    """How torch's own OpenMP threads wait: spinning (the default) holds a core after each of torch's parallel
+    ops, which on a machine shared with other processes makes torch's ops many times slower; tileport's CPU
+    kernels run on a pool of their own that backs off by itself."""
+    name = "threads on a shared machine"
+    policy = p.environ.get("OMP_WAIT_POLICY", "")
+    if policy.lower() == "passive":
+        return Finding(name, "ok", "OMP_WAIT_POLICY=passive: torch's OpenMP threads sleep when idle")
+    return Finding(name, "info", f"OMP_WAIT_POLICY={policy or 'unset'}: torch's own OpenMP threads spin after each parallel "
+                   "op (tileport's kernels back off by themselves)",
+                   "where other processes share the cores: export OMP_WAIT_POLICY=passive before Python starts")  # fmt: skip
+
+
 def cpu_kernel(p: Probe) -> Finding:
     """Build (or load from the cache) and run the l2norm kernel on a tiny input, checked against torch."""
     try:
@@ -303,6 +316,6 @@ def plugins(p: Probe) -> Finding:
 
 
 CHECKS = (
-    python, python_headers, torch_build, tilelang, compiler, openmp, kernel_cache, cpu_kernel, cpu_simd,
+    python, python_headers, torch_build, tilelang, compiler, openmp, kernel_cache, cpu_kernel, cpu_simd, shared_cores,
     glibc, glibcxx, nvcc, cuda_devices, npu, cann, triton_ascend, autoload, plugins,
 )  # fmt: skip

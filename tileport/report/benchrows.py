@@ -52,9 +52,14 @@ def bar_table(judged: list[dict]) -> Table:
             cause = j.get("cause") or "no cause stated"
             causes += [] if cause in causes else [cause]
             why = f"[{causes.index(cause) + 1}]"
+        verdict = ("yes" if j["met"] else "NO") + (" (noisy)" if j.get("noisy") else "")
         rows.append((j["criterion"], j["provider"], j["mode"], j["dtype"], j["shape"], str(j["threads"]),
-                     f"{j['measured']:.2f}", f"{j['target']:g}", "yes" if j["met"] else "NO", why))  # fmt: skip
+                     f"{j['measured']:.2f}", f"{j['target']:g}", verdict, why))  # fmt: skip
+    noisy = sum(bool(j.get("noisy")) for j in judged)
     note = f"{met} of {len(judged)} criteria met."
+    if noisy:
+        note += (f" {noisy} were measured in noisy groups (rounds spread past 2x, or a copy that scaled impossibly"
+                 " between thread counts): their figures are not findings; rerun them on a quieter machine.")
     if causes:
         note += " Causes of the misses:\n\n" + "\n".join(f"{i}. {c}" for i, c in enumerate(causes, 1))
     return Table("The speed bar", ("criterion", "provider", "mode", "dtype", "shape", "threads", "measured", "target", "met", "cause"),

@@ -9,12 +9,19 @@
 // it. Idle workers spin briefly, then sleep on a futex (they do not hold a core that torch's own threads or
 // another process want).
 //
+// A worker can still be descheduled in the middle of a chunk it claimed (torch's own OpenMP threads spin for a
+// while after each of torch's parallel ops; another process may hold the other core), and the caller then
+// waits a time slice for it. When the caller waited for others longer than half its own share of the work,
+// the pool backs off: calls run inline for 1 ms, then 2, 4, ... up to a second while that keeps happening,
+// and a call that does not wait ends the backoff. A busy machine so costs one slow call a second at most.
+//
 // Each kernel library has its own pool (internal linkage), of nthreads - 1 workers made on first use; a forked
 // child (verify's worker processes) starts a new one. Two callers at once (threads calling kernels with the
 // GIL released): the second runs its chunks itself. Which thread runs a chunk never changes a result: chunks
 // are row ranges or fixed blocks whose partials are summed in a fixed order.
 #include <atomic>
 #include <limits.h>
+#include <time.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -23,6 +30,14 @@
 namespace {
 
 const int TP_SPIN = 2000;  // pause iterations before a waiting thread sleeps (tens of microseconds)
+
+const uint64_t TP_BACKOFF_MIN_NS = 1000000, TP_BACKOFF_MAX_NS = 1000000000;
+
+inline uint64_t tp_now_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 inline void tp_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -48,6 +63,8 @@ struct TpPool {
   std::atomic<uint32_t> posted{0};   // jobs posted (futex word of the workers' sleep)
   std::atomic<int32_t> sleepers{0};
   std::atomic<bool> busy{false};
+  std::atomic<uint64_t> inline_until{0};  // calls before this time run inline (the backoff, see above)
+  uint64_t backoff_ns = 0;
   void (*fn)(void*, int64_t) = nullptr;
   void* ctx = nullptr;
   uint64_t gen = 0;
@@ -102,8 +119,10 @@ struct TpPool {
     }
   }
 
-  // Run fn(ctx, 0..n-1) on the caller and up to nthreads - 1 workers; returns when every chunk is done.
-  void run(int nthreads, int64_t n, void (*f)(void*, int64_t), void* c) {
+  // Run fn(ctx, 0..n-1) on the caller and up to nthreads - 1 workers; returns when every chunk is done,
+  // and whether the caller waited for workers longer than half its own time on the chunks (contention).
+  bool run(int nthreads, int64_t n, void (*f)(void*, int64_t), void* c) {
+    const uint64_t t0 = tp_now_ns();
     grow(nthreads - 1);
     fn = f;
     ctx = c;
@@ -113,12 +132,24 @@ struct TpPool {
     posted.fetch_add(1);
     if (sleepers.load() > 0) tp_futex_wake(&posted, INT_MAX);
     run_chunks();
+    const uint64_t t1 = tp_now_ns();
     for (int i = 0;; ++i) {  // only chunks claimed by a worker and not yet finished are waited for
       const uint32_t d = done.load(std::memory_order_acquire);
       if ((int64_t)d == n) break;
       if (i < TP_SPIN) tp_relax();
       else tp_futex_wait(&done, d);
     }
+    return tp_now_ns() - t1 > (t1 - t0) / 2 + 20000;  // 20 us: a wake-up's latency is no contention
+  }
+
+  // After a call: back off while callers wait for descheduled workers, stop once one does not.
+  void settle(bool contended) {
+    if (!contended) {
+      backoff_ns = 0;
+      return;
+    }
+    backoff_ns = backoff_ns ? (2 * backoff_ns < TP_BACKOFF_MAX_NS ? 2 * backoff_ns : TP_BACKOFF_MAX_NS) : TP_BACKOFF_MIN_NS;
+    inline_until.store(tp_now_ns() + backoff_ns, std::memory_order_relaxed);
   }
 };
 
@@ -160,10 +191,11 @@ inline void tp_parallel_for(int32_t nthreads, int64_t n, F body) {
     return;
   }
   TpPool* pool = tp_pool();
-  if (pool->busy.exchange(true, std::memory_order_acquire)) {  // another caller holds the pool
+  // backing off (see above), or another caller holds the pool: this call's chunks run here
+  if (tp_now_ns() < pool->inline_until.load(std::memory_order_relaxed) || pool->busy.exchange(true, std::memory_order_acquire)) {
     for (int64_t i = 0; i < n; ++i) body(i);
     return;
   }
-  pool->run(nthreads, n, &tp_chunk_trampoline<F>, &body);
+  pool->settle(pool->run(nthreads, n, &tp_chunk_trampoline<F>, &body));
   pool->busy.store(false, std::memory_order_release);
 }
