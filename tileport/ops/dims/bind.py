@@ -68,12 +68,12 @@ class Binding:
                 out.append(item.value)
                 continue
             if item.key not in self.sizes:
-                raise ValueError(f"the shape of {label} {shape} reads {item.key}, which no given tensor binds")
+                raise ValueError(f"{label} reads {item.key}, which no given tensor binds")
             n = self.sizes[item.key]
             if item.variadic:
                 out.extend(n)
             elif (n * item.mul) % item.div:
-                raise ValueError(f"{label}'s {item} is not a whole size: {item.name} = {n}")
+                raise ValueError(f"{label} has {item} = {n * item.mul / item.div}, not a whole size")
             else:
                 out.append(n * item.mul // item.div)
         return tuple(out)
@@ -119,13 +119,11 @@ class Binding:
 
     def _shape(self, what: TensorDecl | Shape | str) -> tuple[str, Shape]:
         """What ``shape_of`` was asked for, as (a label for messages, its shape)."""
-        if isinstance(what, TensorDecl):
-            return what.name, what.shape
         if isinstance(what, Shape) or (isinstance(what, str) and what.lstrip().startswith("[")):
             shape = parse_shape(what)
-            return "shape", shape
-        t = self.declaration[what]
-        return t.name, t.shape
+            return f"the shape {shape}", shape
+        t = what if isinstance(what, TensorDecl) else self.declaration[what]
+        return f"{t.name}'s shape {t.shape}", t.shape
 
     def _value(self, t: TensorDecl, name: int | str, role: str) -> int | None:
         """A range bound or allowed value: an int as written, a bound dimension's size, or an attribute's value
@@ -180,11 +178,12 @@ def _known(declaration: Declaration, tensors: Mapping) -> None:
 
 def _checked_size(key: str, value: object) -> Size:
     """A drawn size: an int >= 0, or for a variadic run a tuple of them."""
-    items = value if key.startswith("*") and isinstance(value, (tuple, list)) else (value,)
-    if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in items):
-        kind = "a tuple of ints >= 0" if key.startswith("*") else "an int >= 0"
+    variadic = key.startswith("*")
+    items = value if variadic and isinstance(value, (tuple, list)) else (value,)
+    if (variadic and items is not value) or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in items):
+        kind = "a tuple of ints >= 0" if variadic else "an int >= 0"
         raise ValueError(f"the size of {key} must be {kind}, got {value!r}")
-    return tuple(value) if key.startswith("*") else value
+    return tuple(items) if variadic else value
 
 
 def _bind(base: Binding, decls: Iterable[TensorDecl], tensors: Mapping[str, torch.Tensor | None]) -> Binding:
@@ -199,8 +198,9 @@ def _bind(base: Binding, decls: Iterable[TensorDecl], tensors: Mapping[str, torc
         given[t.name] = (t, tensor)
     dtypes = base.dtypes | {n: tensor.dtype for n, (_, tensor) in given.items()}
     for t, tensor in given.values():
-        if t.like is not None and t.like in dtypes and tensor.dtype != dtypes[t.like]:
-            raise TypeError(f"{t.name} must have the dtype of {t.like} ({dtypes[t.like]}), got {tensor.dtype}")
+        expected = _like_dtype(base.declaration, dtypes, t.like)
+        if expected is not None and tensor.dtype != expected:
+            raise TypeError(f"{t.name} must have the dtype of {t.like} ({expected}), got {tensor.dtype}")
     sizes, origins = dict(base.sizes), dict(base.origins)
     device, device_of = base.device, base.device_of
     for t, tensor in given.values():
@@ -214,6 +214,15 @@ def _bind(base: Binding, decls: Iterable[TensorDecl], tensors: Mapping[str, torc
                       tensors=base.tensors | bound)  # fmt: skip
     _check_constraints(binding)
     return binding
+
+
+def _like_dtype(declaration: Declaration, dtypes: Mapping[str, torch.dtype], name: str | None) -> torch.dtype | None:
+    """The dtype of the tensor ``name`` where known: bound, or ``like:`` one bound (dy like y like x: x's)."""
+    seen = set()
+    while name is not None and name not in dtypes and name not in seen:
+        seen.add(name)
+        name = declaration[name].like
+    return dtypes.get(name) if name is not None else None
 
 
 def _check_class(t: TensorDecl, tensor: object) -> None:

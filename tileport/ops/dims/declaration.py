@@ -46,9 +46,15 @@ class Declaration:
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"tensors declared twice: {', '.join(twice)}")
+        likes = {t.name: t.like for t in self.tensors}
         for t in self.tensors:
             if t.like is not None and t.like not in names:
                 raise ValueError(f"{t.name} has the dtype of {t.like}, which is not declared")
+            chain = [t.name]
+            while likes.get(chain[-1]) is not None and chain[-1] not in chain[:-1]:
+                chain.append(likes[chain[-1]])
+            if chain[-1] in chain[:-1]:
+                raise ValueError(f"the dtypes go round: {' like '.join(chain)}")
 
     def _dimension_kinds(self) -> dict[str, str]:
         """Each dimension name's kind ("variadic" or "single"); a name of both kinds, or also an attribute's, is
