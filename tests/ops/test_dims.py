@@ -148,6 +148,8 @@ def test_constraints_evaluate_over_sizes():
         ("__import__('os').system('true') == 0", ("malformed constraint \"__import__('os').system('true') == 0\": "
          "__import__('os').system('true') is not allowed (names, ints, + - * / // %, comparisons)")),
         ("R <= 2.5", "malformed constraint 'R <= 2.5': 2.5 is not allowed (names, ints, + - * / // %, comparisons)"),
+        ("R in D", "malformed constraint 'R in D': 'in' is not allowed (names, ints, + - * / // %, comparisons)"),
+        ("R is not D", "malformed constraint 'R is not D': 'is not' is not allowed (names, ints, + - * / // %, comparisons)"),
         ("R", "malformed constraint 'R': it must be a comparison (<, <=, >, >=, ==, !=)"),
         ("R < D and D < 9", "malformed constraint 'R < D and D < 9': it must be a comparison (<, <=, >, >=, ==, !=)"),
         ("R <=", "malformed constraint 'R <=': invalid syntax"),

@@ -136,7 +136,8 @@ class Binding:
             raise ValueError(f"{t.name}'s {role} reads {name}, which no given tensor binds and no attribute gives")
         value = self.attrs[name]
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise TypeError(f"{t.name}'s {role} reads the attribute {name}, which must be an int, got {type(value).__name__}")
+            got = type(value).__name__
+            raise TypeError(f"{t.name}'s {role} reads the attribute {name}, which must be an int, got {got}")
         return value
 
 
@@ -152,7 +153,8 @@ def bind(decls, tensors: Mapping[str, torch.Tensor | None], attrs: Mapping[str, 
     return _bind(Binding(declaration, attrs), declaration.inputs + tuple(given_outputs), tensors)
 
 
-def bind_sizes(decls, sizes: Mapping[str, Size], attrs: Mapping[str, object] | None = None, where: Iterable = ()) -> Binding:
+def bind_sizes(decls, sizes: Mapping[str, Size], attrs: Mapping[str, object] | None = None,
+               where: Iterable = ()) -> Binding:  # fmt: skip
     """A binding from sizes chosen for the dimensions (``{"T": 128, "*batch": (2, 3)}``) instead of tensors: what
     a case generator draws, its constraints checked (ValueError for a draw they refuse)."""
     attrs = dict(attrs or {})
@@ -208,7 +210,9 @@ def _bind(base: Binding, decls: Iterable[TensorDecl], tensors: Mapping[str, torc
         if device is None:
             device, device_of = tensor.device, t.name
         elif tensor.device != device:
-            raise ValueError(f"{t.name} must be on {device_of}'s device {device}, got {tensor.device} (tensors must be on one device)")
+            raise ValueError(
+                f"{t.name} must be on {device_of}'s device {device}, got {tensor.device} (tensors must be on one device)"
+            )
     bound = {n: tensor for n, (_, tensor) in given.items()}
     binding = replace(base, sizes=sizes, origins=origins, dtypes=dtypes, device=device, device_of=device_of,
                       tensors=base.tensors | bound)  # fmt: skip
@@ -243,7 +247,8 @@ def _match(t: TensorDecl, shape: tuple[int, ...], sizes: dict, origins: dict) ->
     if len(shape) < declared.fixed or (not variadic and len(shape) != declared.fixed):
         least = "at least " if variadic else ""
         plural = "" if declared.fixed == 1 else "s"
-        raise ValueError(f"{t.name} must have {least}{declared.fixed} dimension{plural} ({declared}), got {len(shape)} (shape {shape})")
+        need = f"{least}{declared.fixed} dimension{plural} ({declared})"
+        raise ValueError(f"{t.name} must have {need}, got {len(shape)} (shape {shape})")
     extra, at = len(shape) - declared.fixed, 0
     for item in declared.items:
         width = extra if item.variadic else 1
@@ -284,7 +289,8 @@ def _check_constraints(binding: Binding) -> None:
             if value is None:
                 break
             if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"the constraint {c} reads the attribute {n}, which must be an int, got {type(value).__name__}")
+                got = type(value).__name__
+                raise TypeError(f"the constraint {c} reads the attribute {n}, which must be an int, got {got}")
             values[n] = value
         else:
             if not c.holds(values):

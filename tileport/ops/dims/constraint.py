@@ -17,6 +17,8 @@ _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
 _COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
             ast.Eq: operator.eq, ast.NotEq: operator.ne}  # fmt: skip
 
+_WORDS = {ast.In: "'in'", ast.NotIn: "'not in'", ast.Is: "'is'", ast.IsNot: "'is not'"}  # ast.unparse cannot show these
+
 
 @dataclass(frozen=True)
 class Constraint:
@@ -49,7 +51,8 @@ def constraint(text: str | Constraint) -> Constraint:
     except SyntaxError as exc:
         raise ValueError(f"malformed constraint {text!r}: {exc.msg}") from None
     if not isinstance(tree.body, ast.Compare):
-        raise ValueError(f"malformed constraint {text!r}: it must be a comparison (<, <=, >, >=, ==, !=)")  # noqa: TRY004 (malformed text, not a wrong type)
+        # ValueError, not the TypeError ruff asks for: the text is malformed, not of a wrong type
+        raise ValueError(f"malformed constraint {text!r}: it must be a comparison (<, <=, >, >=, ==, !=)")  # noqa: TRY004
     names: list[str] = []
     for node in ast.walk(tree.body):
         _allowed(text, node)
@@ -69,10 +72,17 @@ def _allowed(text: str, node: ast.AST) -> None:
         or (isinstance(node, ast.Constant) and type(node.value) is int)
     )
     if not ok:
-        what = repr(node.value) if isinstance(node, ast.Constant) else ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__
+        what = _shown(node)
         raise ValueError(
             f"malformed constraint {text!r}: {what} is not allowed (names, ints, + - * / // %, comparisons)"
         )
+
+
+def _shown(node: ast.AST) -> str:
+    """A refused node as a message shows it."""
+    if isinstance(node, ast.Constant):
+        return repr(node.value)
+    return ast.unparse(node) if isinstance(node, ast.expr) else _WORDS.get(type(node), type(node).__name__)
 
 
 def _evaluate(node: ast.AST, values: Mapping[str, int]):

@@ -77,7 +77,9 @@ class TensorDecl:
         if self.low is None and self.allow:
             raise ValueError(f"{self.name}: allowed values {self.allow} need a value range to be exempt from")
         if self.low is not None and self.dtype not in INTEGER:
-            raise ValueError(f"{self.name}: only integer tensors (int64, int32, index) have a value range, not {self.dtype}")
+            raise ValueError(
+                f"{self.name}: only integer tensors (int64, int32, index) have a value range, not {self.dtype}"
+            )
         for v in (self.low, self.high, *self.allow):
             if v is not None and not (type(v) is int or (isinstance(v, str) and is_name(v))):
                 raise ValueError(f"{self.name}: a range bound or allowed value must be an int or a name, got {v!r}")
@@ -134,7 +136,8 @@ def _range(text: str, tail: str) -> dict:
     """The ``[LOW, HIGH) or ...`` after ``in`` as TensorDecl fields."""
     m = _RANGE.fullmatch(tail.strip())
     if m is None:
-        raise ValueError(f"malformed declaration {text!r}: a range is written 'in [LOW, HIGH)' or 'in [LOW, HIGH) or A, B'")
+        written = "a range is written 'in [LOW, HIGH)' or 'in [LOW, HIGH) or A, B'"
+        raise ValueError(f"malformed declaration {text!r}: {written}")
     allow = tuple(_value(v.strip()) for v in m["allow"].split(",")) if m["allow"] else ()
     return {"low": _value(m["low"]), "high": _value(m["high"]), "allow": allow}
 

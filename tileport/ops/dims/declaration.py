@@ -82,11 +82,13 @@ class Declaration:
                     raise ValueError(f"{t.name}'s value range reads {b}, which is neither a dimension nor an attribute")
             for a in t.allow:
                 if isinstance(a, str) and a not in self.attrs:
-                    raise ValueError(f"{t.name}'s allowed value {a} is not an attribute (attrs: {', '.join(self.attrs) or 'none'})")
+                    attrs = ", ".join(self.attrs) or "none"
+                    raise ValueError(f"{t.name}'s allowed value {a} is not an attribute (attrs: {attrs})")
         for c in self.where:
             for n in c.names:
                 if n not in known:
-                    what = "a variadic run, not a size" if kinds.get(n) == "variadic" else "neither a dimension nor an attribute"
+                    variadic = kinds.get(n) == "variadic"
+                    what = "a variadic run, not a size" if variadic else "neither a dimension nor an attribute"
                     raise ValueError(f"the constraint {c} reads {n}, which is {what}")
 
     def _check_outputs(self) -> None:
