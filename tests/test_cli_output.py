@@ -7,6 +7,7 @@ from typer.testing import CliRunner
 import tileport
 from tileport import cli
 from tileport.cli import app
+from tileport.verify import estimate
 
 runner = CliRunner()
 QUICK = ["verify", "l2norm", "--level", "quick", "--dtype", "fp32", "--backend", "tilelang", "--no-perf", "--jobs", "1"]
@@ -83,9 +84,9 @@ def test_the_estimate_grows_with_cases_runs_and_timing_groups():
     def plan(level, names=("tilelang",), interpreted=()):
         return SimpleNamespace(suite=suite, level=level, cases=generate(suite, level, None, 0), names=list(names), interpreted=set(interpreted))
 
-    quick, l0 = cli._estimate_s(plan("quick"), 0, 2), cli._estimate_s(plan("L0"), 0, 2)
+    quick, l0 = estimate.estimate_s(plan("quick"), 0, 2), estimate.estimate_s(plan("L0"), 0, 2)
     assert 0 < quick < l0
-    assert cli._estimate_s(plan("quick"), 24, 2) == pytest.approx(quick + 24 * cli.GROUP_S)
-    assert cli._estimate_s(plan("quick"), 0, 1) == pytest.approx(2 * quick)
-    assert cli._estimate_s(plan("quick", ("tilelang", "triton"), {"triton"}), 0, 2) > quick
-    assert [cli._duration(s) for s in (42, 600, 4 * 3600)] == ["42 s", "10 min", "4.0 h"]
+    assert estimate.estimate_s(plan("quick"), 24, 2) == pytest.approx(quick + 24 * estimate.GROUP_S)
+    assert estimate.estimate_s(plan("quick"), 0, 1) == pytest.approx(2 * quick)
+    assert estimate.estimate_s(plan("quick", ("tilelang", "triton"), {"triton"}), 0, 2) > quick
+    assert [estimate.duration(s) for s in (42, 600, 4 * 3600)] == ["42 s", "10 min", "4.0 h"]

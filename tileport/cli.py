@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 from pathlib import Path
@@ -18,8 +17,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 
 
 def _width(stderr: bool = False) -> int | None:
-    """The console's width: the terminal's, or $COLUMNS when set; else 160 (a log or pipe would get 80)."""
-    return None if Console(stderr=stderr).is_terminal or os.environ.get("COLUMNS", "").isdigit() else 160
+    """The console's width: the terminal's; else 160 (a log or pipe would get rich's 80, or a $COLUMNS that a
+    parent process such as a test runner exported for its own terminal)."""
+    return None if Console(stderr=stderr).is_terminal else 160
 
 
 console = Console(width=_width())
@@ -242,48 +242,21 @@ def verify(
         raise typer.Exit(1)
 
 
-# Rough costs behind the estimate printed before a verify run, measured on this project's CI machine (AMD EPYC
-# Zen 4, 2 vCPUs) with l2norm on tilelang: the quick level's 192 cases took 36 s on 2 workers and its 24 timing
-# groups 55 s; L2's cases ran at 0.89 per second in one process, 1000 runs each (docs/verify-throughput). Other
-# machines, operators and backends differ: the progress display's ETA follows the run's own rate.
-CASE_S = 0.2  # a case's fixed cost per provider: inputs, golden, benchmark, metrics
-ELEMENT_RUN_S = 24e-9  # per output element of a case and run, per provider
-GOLDEN_RUNS = 10  # the float64 golden, the benchmark and the metrics, in runs' worth of per-element work
-INTERPRETED_CASE_S = 0.5  # a case under an interpreter (Triton on the CPU: the quick level's small cases only)
-GROUP_S = 2.5  # a timing group: its interleaved rounds and torch.compile's compile
-
-
-def _estimate_s(plan, groups: int, jobs: int) -> float:
-    """A rough wall time of a verify run (see the constants above), in seconds."""
-    runs = plan.suite.level(plan.level).runs
-    quick = plan.suite.levels.get("quick")
-    native = [n for n in plan.names if n not in plan.interpreted]
-    interpreted = len(plan.names) - len(native)
-    per_provider = sum(CASE_S + (ELEMENT_RUN_S * c.elements * (runs + GOLDEN_RUNS) if c.counted else 0) for c in plan.cases)
-    reduced = min(len(plan.cases), quick.cases if quick is not None else len(plan.cases))
-    accuracy = len(native) * per_provider + interpreted * reduced * INTERPRETED_CASE_S
-    return accuracy / max(1, min(jobs, len(plan.cases))) + groups * GROUP_S
-
-
-def _duration(seconds: float) -> str:
-    """``40 s``, ``12 min``, ``3.5 h``."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 90 * 60 else f"{seconds / 3600:.1f} h"
-
-
 def _announce(plan, perf: bool, jobs: int) -> str:
     """The line before a verify run starts: what it runs and a rough estimate of how long it takes."""
     from .cases import spec_of
+    from .reference import SELF
+    from .verify.estimate import duration, estimate_s
     from .verify.performance import performance_groups
 
     timed = perf and not spec_of(plan.suite).reference
     groups = len(performance_groups(plan.op, list(dict.fromkeys(c.dtype for c in plan.cases)))) if timed else 0
-    names = ", ".join(plan.names) or "no provider"
+    reference = spec_of(plan.suite).reference
+    names = ", ".join(f"{n} (the reference {plan.suite.reference} itself)" if reference and n == SELF else n for n in plan.names) or "no provider"
     slow = [n for n in plan.names if n in plan.interpreted]
     note = f" ({', '.join(slow)}: interpreted, the quick cases only)" if slow else ""
     return (f"{plan.op} at {plan.level}: {len(plan.cases)} cases on {names}{note}, {groups} timing groups, {jobs} workers\n"
-            f"rough estimate: about {_duration(_estimate_s(plan, groups, jobs))} (a 2-vCPU EPYC's rates; the ETA follows this run's)")  # fmt: skip
+            f"rough estimate: about {duration(estimate_s(plan, groups, jobs))} (the CI machine's rates; the ETA follows this run's)")  # fmt: skip
 
 
 def _print_verdict(rep, level: str, paths: dict) -> None:
