@@ -146,7 +146,7 @@ _EXP_HARNESS = r"""
 #include <cstdio>
 #include <random>
 template <typename T, int N> struct vec_type;
-#include "pool.h"  // the prelude's order (runtime.HEADER): simd.h uses the pool
+#include "threads.h"  // the prelude's order (runtime.HEADER): simd.h uses its parallel loop
 #include "simd.h"
 int main() {  // worst error of tp_exp in units of the fp32 result's ulp, against fp64 exp, and special values
   std::mt19937 g(0);

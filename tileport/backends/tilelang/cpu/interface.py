@@ -103,13 +103,13 @@ class Interface:
         return f"{self.name}_kernel({', '.join(args)});"
 
     def driver(self) -> str:
-        """The kernel's declaration and its driver over row ranges on the pool (C source for the prelude)."""
+        """The kernel's declaration and its driver over chunks of rows (C source for the prelude)."""
         decl = f'extern "C" int32_t {self.name}_kernel({", ".join(f"{t} {n}" for t, n in self.prototype)});'
         params = ", ".join(d for d, _ in self.driver_params())
         rows = [a.name for a in self.args if a.role == ROWS]
         contiguous = " && ".join(f"ld_{n} == D" for n in rows) or "true"
         partials = [a.name for a in self.args if a.role == PARTIAL]
-        # The pool (pool.h) runs chunks of rows or blocks; one thread runs them inline, without it.
+        # tp_parallel_for (threads.h) runs chunks of rows or blocks; one thread runs them inline.
         if not partials:
             body = f"""
   // Rows are cut into even chunks that threads claim; strided rows (ld != D) go to the kernel one at a time.

@@ -2,7 +2,7 @@
 
 What each op's kernel module gets from here, written once:
 - compile flags and a disk cache per CPU model and target ISA (``settings.py``);
-- the prelude: ``pool.h`` (the thread pool), ``simd.h`` (the packed 16-lane vector type and the dtype
+- the prelude: ``threads.h`` (the parallel loop and its backoff), ``simd.h`` (the packed 16-lane vector type and the dtype
   bridges) and the driver derived from the kernel's own declaration (``interface.py``);
 - a process-wide kernel cache keyed by the build arguments (dtypes and options, never M or D: both are
   runtime values), with counters for ``kernel_cache_info()``;
@@ -28,8 +28,8 @@ from .interface import Interface, launcher
 GRAIN = 1 << 15  # elements per thread below which a second thread costs more than it saves
 MAX_ROWS = 2**31 - 1  # the generated kernel counts rows and columns in int32
 
-# the prelude of every kernel: the thread pool, then the vector type and helpers that use it
-HEADER = "".join((Path(__file__).with_name(name)).read_text() for name in ("pool.h", "simd.h"))
+# the prelude of every kernel: the parallel loop, then the vector type and the helpers that use it
+HEADER = "".join((Path(__file__).with_name(name)).read_text() for name in ("threads.h", "simd.h"))
 
 logging.getLogger("tilelang").setLevel(logging.WARNING)  # one INFO line per compile otherwise
 

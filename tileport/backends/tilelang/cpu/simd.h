@@ -643,7 +643,7 @@ extern "C" inline tp_v16 tp_scaled_product(tp_v16 g, tp_v16 x, tp_v16 rh, tp_v16
 // columns). The fold and the tree over blocks were fp32 before, a rounding per level: at D = 12 over 4560 rows
 // (add_rms_norm's L1 case 9060) that lost to torch's fp32 column sum (median RMSE ratio 1.1 over 1000 seeds)
 // where the exact sum of the same terms, rounded once, beats it (0.66).
-// One thread (or few columns) runs inline, without the pool (pool.h).
+// One thread (or few columns) runs inline (tp_parallel_for, threads.h).
 extern "C" inline void tp_reduce_partials(float* part, int64_t nb, int64_t d, float* out, int32_t nthreads) {
   auto columns = [&](int64_t c0) {
     const int64_t c1 = c0 + 64 < d ? c0 + 64 : d;
