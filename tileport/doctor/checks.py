@@ -113,7 +113,7 @@ def openmp(p: Probe) -> Finding:
 def shared_cores(p: Probe) -> Finding:
     """How torch's own OpenMP threads wait: spinning (the default) holds a core after each of torch's parallel
     ops, which on a machine shared with other processes makes torch's ops many times slower; tileport's CPU
-    kernels run on a pool of their own that backs off by itself."""
+    kernels share those threads but back off to one thread by themselves (``threads.h``)."""
     name = "threads on a shared machine"
     policy = p.environ.get("OMP_WAIT_POLICY", "")
     if policy.lower() == "passive":
