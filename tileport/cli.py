@@ -56,7 +56,7 @@ def backends() -> None:
         table.add_column(col)
     for b in available_backends():
         table.add_row(
-            escape(b.name), "[green]yes[/]" if b.available else "[red]no[/]", escape(", ".join(b.device_kinds)), escape(", ".join(b.ops)),
+            escape(b.name), "[green]yes[/]" if b.available else "[red]no[/]", escape(", ".join(b.device_kinds)), escape(_listed(b.serves, b.stubs)),
             escape(b.reason),  # reasons name extras: pip install tileport[triton]
         )
     console.print(table)
@@ -72,6 +72,11 @@ def backends() -> None:
     console.print(f"Triton here: {triton}; CANN's bishengir-compile: {bishengir or 'not found'}", markup=False, highlight=False)
     if missing:
         console.print("an A2/A3 device run still needs: " + "; ".join(missing), markup=False, highlight=False)
+
+
+def _listed(names, stubs) -> str:
+    """Names that serve, then the scaffold stubs apart: a stub raises its TODO, it supports nothing."""
+    return ", ".join(names) + (f"{'; ' if names else ''}stubs: {', '.join(stubs)}" if stubs else "")
 
 
 @app.command()
@@ -93,7 +98,7 @@ def ops() -> None:
         ins = ", ".join([f"{t.name}{'?' if t.optional else ''}" for t in s.inputs] + [f"{a.name}={a.default}" for a in s.attrs + s.case_attrs])
         outs = ", ".join(t.name for t in s.outputs) + " (" + ", ".join(t.name for t in s.grads) + ")"
         table.add_row(escape(s.name), escape(origin(s.name)), escape(s.math), escape(ins), escape(outs),
-                      escape(", ".join(n for n, b in served.items() if s.name in b.ops)))
+                      escape(_listed([n for n, b in served.items() if s.name in b.serves], [n for n, b in served.items() if s.name in b.stubs])))
     console.print(table)
     for entry, why in broken_plugins().items():
         console.print(f"plugin not loaded: {entry}: {why}", markup=False, highlight=False)

@@ -98,6 +98,16 @@ def kernel_modules(package_file: str, support: Sequence[str] = ()) -> tuple[str,
     return tuple(sorted(n for n in names if not n.startswith("_") and n not in support))
 
 
+def stub_note(module: Any) -> str | None:
+    """What a kernel module's ``STUB`` says, or None for a written module. ``tileport scaffold`` writes every kernel
+    module with ``STUB = "TODO(op): ..."`` (deleted once the kernels work): a stub is dispatched to, so that it
+    raises its TODO, but is not counted as serving the operator."""
+    note = getattr(module, "STUB", None)
+    if not note:
+        return None
+    return note if isinstance(note, str) else f"{getattr(module, '__name__', 'a kernel module')} is a scaffold stub"
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -130,6 +140,21 @@ class Registry:
         modules = self.plugin[op][0]
         bare = modules.get(name) if name != "tilelang" or device_kind == platform.CPU else None
         return modules.get(f"{name}:{device_kind}", bare)
+
+    def stub(self, name: str, op: str) -> str | None:
+        """The STUB note of ``op``'s kernel module on backend ``name`` (the module its listed ops count: the CPU's
+        where it runs on the CPU; every module a plugin names for it), or None: written, or not importable here."""
+        backend = self.load(name)
+        if backend is None:
+            return None
+        try:
+            if op in self.plugin:
+                notes = [stub_note(importlib.import_module(m)) for k, m in self.plugin[op][0].items() if k.split(":")[0] == name]
+                return notes[0] if notes and all(notes) else None
+            kind = platform.CPU if platform.CPU in backend.device_kinds else sorted(backend.device_kinds)[0]
+            return stub_note(backend.kernels(op, kind))
+        except Exception:  # noqa: BLE001 - a module that does not import here is not known to be a stub
+            return None
 
     def register(self, name: str, backend: str | Backend) -> None:
         """Register ``name``: a module path exposing ``BACKEND`` (imported lazily) or a backend object."""
@@ -257,8 +282,14 @@ class BackendInfo:
     available: bool
     reason: str
     device_kinds: tuple[str, ...]
-    ops: tuple[str, ...]
+    ops: tuple[str, ...]  # the ops it has a kernel module for (stubs included)
     interpreted: bool = False  # runs through an interpreter here (slow: small shapes and few cases only)
+    stubs: tuple[str, ...] = ()  # of ops, those whose module is a scaffold stub: not support (checked where available)
+
+    @property
+    def serves(self) -> tuple[str, ...]:
+        """The ops it supports: those with a kernel module that is not a stub."""
+        return tuple(op for op in self.ops if op not in self.stubs)
 
 
 def available_backends(registry: Registry = REGISTRY) -> list[BackendInfo]:
@@ -267,14 +298,17 @@ def available_backends(registry: Registry = REGISTRY) -> list[BackendInfo]:
     for name in registry.names():
         avail = registry.availability(name)
         b = registry.load(name)
+        ops = tuple(sorted(set(b.dtypes) | {op for op, (mods, _) in registry.plugin.items() if any(k.split(":")[0] == name for k in mods)})) if b else ()
         infos.append(
             BackendInfo(
                 name=name,
                 available=avail.ok,
                 reason=avail.reason,
                 device_kinds=tuple(sorted(b.device_kinds)) if b else (),
-                ops=tuple(sorted(set(b.dtypes) | {op for op, (mods, _) in registry.plugin.items() if any(k.split(":")[0] == name for k in mods)})) if b else (),
+                ops=ops,
                 interpreted=bool(avail.ok and getattr(b, "interpreted", False)),
+                # only where it is available: its modules import what it needs (importing Triton early would fix its mode)
+                stubs=tuple(op for op in ops if registry.stub(name, op)) if avail.ok else (),
             )
         )
     return infos

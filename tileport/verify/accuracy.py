@@ -250,11 +250,24 @@ def _finding(suite: Suite, case: Case, backend: str, output: str, failures: list
     return CaseResult(suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range, case_attrs(case), output, verdict)
 
 
+def raised(exc: BaseException) -> str:
+    """The finding of a run that raised. A stub's NotImplementedError (a scaffolded kernel, a TODO) is its own
+    outcome, "not implemented: <its message>": the code is not written yet, nothing crashed."""
+    if isinstance(exc, NotImplementedError):
+        return f"not implemented: {exc}"
+    return f"did not run: raised {type(exc).__name__}: {exc}"
+
+
 def not_run(task: "Task", case: Case, why: str) -> CaseOutcome:
     """A case that could not be run (it raised, or its worker kept dying): one failed check per backend, so the
     run reports it and can never pass by leaving it out."""
+    return _failed_everywhere(task, case, f"did not run: {why}")
+
+
+def _failed_everywhere(task: "Task", case: Case, failure: str) -> CaseOutcome:
+    """One failed "run" check per backend of the task, each saying ``failure``."""
     acc = task.suite.standard.get("acc", "double_bm")
-    return CaseOutcome(case.index, [_finding(task.suite, case, b, "run", [f"did not run: {why}"], task.limits, acc) for b in task.backends])
+    return CaseOutcome(case.index, [_finding(task.suite, case, b, "run", [failure], task.limits, acc) for b in task.backends])
 
 
 def _rejection(j: Judge, suite: Suite, case: Case, inputs: dict, backend: str) -> CaseResult:
@@ -266,6 +279,8 @@ def _rejection(j: Judge, suite: Suite, case: Case, inputs: dict, backend: str) -
         failures = [f"accepted an invalid input ({what})"]
     except (TypeError, ValueError):
         failures = []
+    except NotImplementedError as exc:  # a stub: not written, so not judged on its checks
+        failures = [raised(exc)]
     except Exception as exc:  # noqa: BLE001 - any other failure is the finding
         failures = [f"{type(exc).__name__} instead of a TypeError/ValueError for an invalid input ({what}): {exc}"]
     return _finding(suite, case, backend, "rejects", failures, j.limits, j.acc)
@@ -404,7 +419,7 @@ def run_case(task: Task, j: Judge, case: Case, progress: Callable[..., None] | N
             out.skipped.setdefault(backend, [0, str(exc)])[0] += 1
             continue
         except Exception as exc:  # noqa: BLE001 - this backend's failure, and only this backend's
-            out.results.append(_finding(suite, case, backend, "run", [f"did not run: raised {type(exc).__name__}: {exc}"], task.limits, j.acc))
+            out.results.append(_finding(suite, case, backend, "run", [raised(exc)], task.limits, j.acc))
             continue
         per_backend[backend] = under
         if external.is_impl(backend):  # what the implementation did not give is listed, never passed
@@ -440,7 +455,7 @@ def run_case_safely(task: Task, j: Judge, case: Case, progress: Callable[..., No
     except competitor.CompetitorError:  # the benchmark run does not fit this one: the run stops, naming the case
         raise
     except Exception as exc:  # noqa: BLE001 - whatever a case raises is reported as that case's failure
-        return not_run(task, case, f"raised {type(exc).__name__}: {exc}")
+        return _failed_everywhere(task, case, raised(exc))
 
 
 def merge(outcomes: list[CaseOutcome]) -> tuple[list[CaseResult], list[PairStat], dict[str, tuple[int, str]]]:
