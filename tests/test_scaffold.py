@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from tileport.ops import spec as s
-from tileport.scaffold import ScaffoldError, class_name, default_like, default_root, plan
+from tileport.scaffold import ScaffoldError, class_name, default_like, default_root, plan, render
 
 ROOT = default_root()
 GATED = {"inputs": "x:rows,gate:rows,weight:vector?", "attrs": "eps=1e-6,activation=silu|sigmoid", "outputs": "y:rows,rstd:per_row"}
@@ -97,6 +98,51 @@ def test_default_like_is_the_simplest_operator():
     assert len(spec.inputs) + len(spec.attrs) == min(len(o.inputs) + len(o.attrs) for o in s.specs().values())
 
 
+class _OneOutput:
+    """A one-output operator (y = x * w) standing in for the scaffolded ``scaled``: its forward returns a lone
+    tensor, as the interface does for one output; ``wrong_row`` spoils that row of the tilelang side's y."""
+
+    def __init__(self, wrong_row=None):
+        self.wrong_row = wrong_row
+
+    def scaled_fwd(self, x, w, backend):
+        y = x * w
+        if backend == "tilelang" and self.wrong_row is not None:
+            y[self.wrong_row] += 1.0
+        return y
+
+    def scaled_bwd(self, x, w, dy, backend):
+        return dy * w, (dy * x).sum(0)
+
+    def scaled(self, x, w):
+        return x * w
+
+
+def _scaffolded_numerics(ops) -> dict:
+    """The numerics test scaffolded for a one-output signature, loaded with ``ops`` as the operator."""
+    sig = plan("scaled", inputs="x:rows,w:vector", outputs="y:rows").signature
+    ns = {"__name__": "test_scaled_numerics"}
+    exec(compile(render.numerics_text("scaled", sig, ops_import="OPS = None"), "test_scaled_numerics.py", "exec"), ns)
+    ns["OPS"], ns["_backend_or_skip"] = ops, lambda name: None
+    return ns
+
+
+def _scaled_golden(op, x, w, dy):
+    x, w, dy = x.double(), w.double(), dy.double()
+    return {"y": x * w, "dx": dy * w, "dw": (dy * x).sum(0)}
+
+
+@pytest.mark.parametrize("D", [7, 100])
+def test_the_scaffolded_numerics_test_compares_a_lone_output_whole(D, randn):
+    """One output: the forward returns a tensor, not a tuple; zipping it with ('y',) would judge its first row
+    alone. The scaffolded test passes a right operator and catches a wrong last row."""
+    test = _scaffolded_numerics(_OneOutput())["test_forward_and_backward_match_golden"]
+    test("tilelang", torch.float32, D, _scaled_golden, randn)
+    spoiled = _scaffolded_numerics(_OneOutput(wrong_row=-1))["test_forward_and_backward_match_golden"]
+    with pytest.raises(AssertionError, match="dual-benchmark"):
+        spoiled("tilelang", torch.float32, D, _scaled_golden, randn)
+
+
 def _copy_checkout(dest: Path) -> None:
     for part in ("tileport", "tests", "docs", "scripts"):
         shutil.copytree(ROOT / part, dest / part, ignore=shutil.ignore_patterns("__pycache__", "*-verify*", "*-bench"))
@@ -107,13 +153,22 @@ def _copy_checkout(dest: Path) -> None:
     subprocess.run(git + ["commit", "-qm", "checkout"], check=True)
 
 
+def _last_cell(table: str, name: str) -> str:
+    """The last column of the row of ``name`` in a printed table, its wrapped lines joined."""
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in table.splitlines() if line.startswith("│")]
+    start = next(i for i, r in enumerate(rows) if r[0] == name)
+    end = next((i for i in range(start + 1, len(rows)) if rows[i][0]), len(rows))
+    return " ".join(r[-1] for r in rows[start:end] if r[-1])
+
+
 # Tests that enumerate the operators: with a scaffolded one present they must still pass (or say it is unfinished).
 ENUMERATING = ["tests/backends/test_registry.py::test_available_backends_report", "tests/cases/test_schema.py",
                "tests/test_seam.py", "tests/ops/test_interface.py"]  # fmt: skip
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", [{"like": "rms_norm"}, GATED], ids=["like-rms_norm", "two-rows-signature"])
+@pytest.mark.parametrize("how", [{"like": "rms_norm"}, GATED, {"inputs": "x:rows,weight:vector", "outputs": "y:rows"}],
+                         ids=["like-rms_norm", "two-rows-signature", "one-output-signature"])  # fmt: skip
 def test_a_scaffolded_operator_is_wired_and_its_tests_fail_on_the_todos(tmp_path, how):
     _copy_checkout(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
@@ -127,18 +182,31 @@ def test_a_scaffolded_operator_is_wired_and_its_tests_fail_on_the_todos(tmp_path
     again = subprocess.run(cli + ["scaffold", "soft_gate"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert again.returncode != 0 and "exists already" in again.stdout + again.stderr
     listed = subprocess.run(cli + ["ops"], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert "soft_gate" in listed.stdout
+    assert _last_cell(listed.stdout, "soft_gate") == "stubs: tilelang, torch, triton", listed.stdout  # stubs are not support
+    assert _last_cell(listed.stdout, "rms_norm") == "tilelang, torch, triton", listed.stdout
+    served = subprocess.run([sys.executable, "-c", "import tileport; print({b.name: (b.serves, b.stubs) for b in tileport.available_backends()})"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True)  # fmt: skip
+    tilelang = eval(served.stdout)["tilelang"]
+    assert "soft_gate" not in tilelang[0] and "rms_norm" in tilelang[0] and tilelang[1] == ("soft_gate",), served.stdout + served.stderr
+    verified = subprocess.run(cli + ["verify", "soft_gate", "--level", "quick", "--dtype", "fp32", "--no-perf", "--out", str(tmp_path / "v")],
+                              cwd=tmp_path, env=env, capture_output=True, text=True)  # fmt: skip
+    said = verified.stdout + verified.stderr
+    assert verified.returncode == 1 and "not implemented: TODO(soft_gate)" in said and "Traceback" not in said, said[-3000:]
+    assert "not implemented: TODO(soft_gate): the torch forward" in (tmp_path / "v" / "report.md").read_text()
     lowered = subprocess.run(cli + ["lower", "soft_gate", "--target", "cuda", "--out", str(tmp_path / "low")], cwd=tmp_path, env=env,
                              capture_output=True, text=True)  # fmt: skip
     assert lowered.returncode == 2 and "TODO(soft_gate)" in lowered.stderr + lowered.stdout
     assert "Traceback" not in lowered.stderr + lowered.stdout
     tests = ["tests/ops/test_soft_gate_numerics.py", "tests/ops/test_soft_gate_errors.py"]
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=tmp_path, env=env, capture_output=True, text=True)
+    wide = dict(env, COLUMNS="1000")  # the summary's lines keep each failure's message whole
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=tmp_path, env=wide, capture_output=True, text=True)
     out = run.stdout
     assert run.returncode == 1, out[-3000:]
-    assert "NotImplementedError: TODO(soft_gate)" in out
     failed = [line for line in out.splitlines() if line.startswith("FAILED")]
     assert failed and all("test_soft_gate_numerics.py" in line for line in failed), out[-3000:]  # the checks pass
+    # every failure is the TODO, none a broken test (valid Python, names defined, calls that fit the operator)
+    assert all(" - NotImplementedError: TODO(soft_gate)" in line for line in failed), "\n".join(failed)
+    assert not any(e in out for e in ("NameError", "TypeError", "SyntaxError", "AttributeError")), out[-3000:]
     assert "test_empty_rows_give_empty_outputs_and_declared_statistics" not in "".join(failed)
     enum = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ENUMERATING], cwd=tmp_path, env=env,
                           capture_output=True, text=True)  # fmt: skip
