@@ -49,3 +49,28 @@ def test_a_stubbed_reference_fails_every_backend_naming_it(monkeypatch):
 def test_only_not_implemented_is_told_apart():
     assert raised(NotImplementedError("TODO(x): the cpu forward")) == "not implemented: TODO(x): the cpu forward"
     assert raised(TypeError("forward() takes 2 arguments")) == "did not run: raised TypeError: forward() takes 2 arguments"
+
+
+def test_performance_leaves_out_a_stubbed_backend_and_survives_a_stubbed_baseline(monkeypatch):
+    """verify's timings: a backend whose kernel module is a stub is not timed (it would raise), and a stub the
+    marker does not name (the spec's composite, the baseline every timing is against) gives no timings instead
+    of a traceback and no report."""
+    import importlib
+
+    from tileport.backends.registry import REGISTRY
+
+    performance = importlib.import_module("tileport.verify.performance")  # the module (the package exports its function)
+    timed = []
+    monkeypatch.setattr(REGISTRY, "stub", lambda name, op: "TODO(l2norm): the cpu kernels" if name == "tilelang" else None)
+    monkeypatch.setattr(performance, "run", lambda op, groups, backends, **kw: timed.append(backends) or [{"provider": "triton"}])
+    failed = {}
+    assert performance.performance("l2norm", [], ["tilelang", "triton", "torch"], failed=failed) == [{"provider": "triton"}]
+    assert timed == [["triton"]] and failed == {"tilelang": "not implemented: TODO(l2norm): the cpu kernels"}
+
+    def composite_stub(*args, **kw):
+        raise NotImplementedError("TODO(l2norm): the torch composite users write")
+
+    monkeypatch.setattr(performance, "run", composite_stub)
+    failed = {}
+    assert performance.performance("l2norm", [], ["triton"], failed=failed) == []
+    assert failed == {"l2norm": "not implemented: TODO(l2norm): the torch composite users write"}

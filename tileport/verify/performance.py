@@ -7,6 +7,7 @@ from typing import Callable
 
 import torch
 
+from ..backends.registry import REGISTRY
 from ..bench.run import Group, plan, run
 
 SIZES = [(33, 100), (1024, 512), (256, 4096), (2048, 4096)]
@@ -28,6 +29,17 @@ def performance(
 ) -> list[dict]:
     """The timings of verify's report: tileport's backends (an ``impl:`` provider is passed in ``impls``, as
     ``external.Impl``, and timed under its name). ``failed``: filled with {provider: why} for an
-    implementation whose call raised, which is then not timed."""
+    implementation whose call raised, which is then not timed. A scaffold stub (its kernels, or the spec's
+    composite, the baseline) is not timed either: it goes into ``failed`` as not implemented."""
+    failed = {} if failed is None else failed
     tested = [b for b in backends if b != "torch" and not b.startswith("impl:")]
-    return run(op, groups, backends=tested, budget_s=budget_s, progress=progress, device=device, impls=impls, failed=failed)
+    for b in tested:
+        note = REGISTRY.stub(b, op)
+        if note:
+            failed[b] = f"not implemented: {note}"
+    tested = [b for b in tested if b not in failed]
+    try:
+        return run(op, groups, backends=tested, budget_s=budget_s, progress=progress, device=device, impls=impls, failed=failed)
+    except NotImplementedError as exc:  # a stub without the marker, such as the composite: nothing to time against
+        failed[op] = f"not implemented: {exc}"
+        return []
