@@ -88,5 +88,5 @@ def tileport_backends(op: str, device_kind: str = "cpu") -> list[str]:
     interpreters (milliseconds per call: not a speed contender)."""
     return [
         b.name for b in tileport.available_backends()
-        if b.available and op in b.ops and device_kind in b.device_kinds and b.name != "torch" and not b.interpreted
+        if b.available and op in b.serves and device_kind in b.device_kinds and b.name != "torch" and not b.interpreted
     ]  # fmt: skip
