@@ -288,8 +288,9 @@ def _print_outcome(rep, out: Path, limit: int = 10) -> None:
     retested = [r for r in rep.results if r.retest is not None and not r.retest.awaiting]
     if retested:
         passed = sum(r.passed for r in retested)
-        say(f"Retests: {len(retested)} checks failed on their first seed and were retested over {rep.retest_seeds} new seeds: "
-            f"{passed} passed, {len(retested) - passed} failed")  # fmt: skip
+        seeds = sum(r.retest.seeds for r in retested)  # a retest stops once its outcome is decided
+        say(f"Retests: {len(retested)} checks failed on their first seed and were retested over at most {rep.retest_seeds} new "
+            f"seeds each ({seeds} in all): {passed} passed, {len(retested) - passed} failed")  # fmt: skip
     review = sum(bool(r.verdict.actual.nonfinite_review) for r in rep.results)
     if review:
         say(f"{review} checks have inf/nan positions to look at (not failures; listed in the report)")
