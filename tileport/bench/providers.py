@@ -19,18 +19,28 @@ from ..ops.spec import OpSpec
 from . import originals
 
 
+def _output_grads(outs: tuple, dy: torch.Tensor) -> tuple:
+    """The gradient of each output: ``dy`` where the output has its shape (a row-wise operator's outputs), else
+    a tensor drawn in that output's own shape and dtype from a fixed seed (a loss, a rotated q beside k)."""
+    g = torch.Generator().manual_seed(1)
+    return tuple(dy if o.shape == dy.shape else torch.randn(o.shape, generator=g).to(o.dtype).to(o.device) for o in outs)
+
+
 def _autograd(fn: Callable, inputs: dict, dy: torch.Tensor, mode: str, grads: list[str]):
-    """A callable running ``fn(**inputs)`` in ``mode``; grads flow to the tensor inputs named in ``grads``. An
-    operator with several rows outputs (a tuple) gets ``dy`` as the gradient of each."""
+    """A callable running ``fn(**inputs)`` in ``mode``; grads flow to the tensor inputs named in ``grads`` (the
+    differentiable ones). Each output gets a gradient in its own shape (``_output_grads``), drawn once."""
     if mode == "fwd":
         return lambda: fn(**inputs)
     leaves = {k: inputs[k].detach().requires_grad_(True) for k in grads}
     args = inputs | leaves
     wrt = list(leaves.values())
+    dys: list[tuple] = []  # drawn on the first call, from the outputs it gives
 
     def grad(out, **kw):
         outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-        return torch.autograd.grad(outs, wrt, (dy,) * len(outs), **kw)
+        if not dys:
+            dys.append(_output_grads(outs, dy))
+        return torch.autograd.grad(outs, wrt, dys[0], **kw)
 
     if mode == "fwdbwd":
         return lambda: grad(fn(**args))
@@ -47,12 +57,14 @@ def original(spec: OpSpec) -> dict[str, Callable]:
 
 
 def group_inputs(spec: OpSpec, shape, dtype, device="cpu") -> tuple[dict, torch.Tensor, list[str]]:
-    """(inputs, dy, the tensor inputs' names) of one group, drawn from a fixed seed: every provider, and any
-    other harness timing the same group, gets the same tensors."""
+    """(inputs, dy, the differentiable tensor inputs' names: those with a gradient ``d<name>`` in the spec) of one
+    group, drawn from a fixed seed: every provider, and any other harness timing the same group, gets the same
+    tensors."""
     g = torch.Generator().manual_seed(0)
     inputs = spec.example(shape, dtype, device, g)
     dy = torch.randn(shape, generator=g).to(dtype).to(device)
-    return inputs, dy, [t.name for t in spec.inputs if isinstance(inputs.get(t.name), torch.Tensor)]
+    differentiable = {t.name for t in spec.grads}
+    return inputs, dy, [t.name for t in spec.inputs if isinstance(inputs.get(t.name), torch.Tensor) and f"d{t.name}" in differentiable]
 
 
 def providers(spec: OpSpec, shape, dtype, mode: str, backends: list[str], compile_baseline: bool = True, device="cpu", impls=()) -> dict:
