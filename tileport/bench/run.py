@@ -46,19 +46,19 @@ def _budget(shape, budget_s: float) -> float:
 
 
 def _working(provs: dict, failed: dict) -> dict:
-    """The providers whose first call runs; each that raises goes into ``failed`` with its error (the
-    tileport backends and torch's own providers are not excused: their errors propagate)."""
+    """The providers to time: an external implementation (``impl:``) whose first call raises goes into ``failed``
+    with its error instead (its call is its warm-up too); the tileport backends and torch's own providers are
+    not excused: their errors propagate from the timing's own warm-up."""
     out = {}
     for name, fn in provs.items():
         if name in failed:
             continue
-        try:
-            fn()
-        except Exception as exc:  # an external implementation's own error, reported instead of timed
-            if not name.startswith("impl:"):
-                raise
-            failed[name] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            continue
+        if name.startswith("impl:"):
+            try:
+                fn()
+            except Exception as exc:  # the implementation's own error, reported instead of timed
+                failed[name] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+                continue
         out[name] = fn
     return out
 
@@ -79,8 +79,8 @@ def run(
     synchronize, so times are wall times of finished work. ``impls``: external implementations
     (``external.Impl``), timed beside the backends under their provider names. ``busy``: competing
     processes spinning while the groups are timed (``contention``), named in the rows' machine field.
-    ``failed``: filled with {provider: why} for providers whose first call raised (an implementation that
-    returns the wrong shape): they are left out of the timing instead of ending the run."""
+    ``failed``: filled with {provider: why} for external implementations whose first call raised: they are
+    left out of the timing instead of ending the run."""
     s = op_spec(op)
     kind = devices.kind(device)
     backends = tileport_backends(op, kind) if backends is None else backends
