@@ -109,13 +109,11 @@ class Interface:
         rows = [a.name for a in self.args if a.role == ROWS]
         contiguous = " && ".join(f"ld_{n} == D" for n in rows) or "true"
         partials = [a.name for a in self.args if a.role == PARTIAL]
-        # tp_parallel_for (threads.h) runs chunks of rows or blocks; one thread runs them inline.
+        # tp_parallel_ranges (threads.h) runs even ranges of rows or blocks; one thread runs them inline.
         if not partials:
             body = f"""
   // Rows are cut into even chunks that threads claim; strided rows (ld != D) go to the kernel one at a time.
-  const int64_t nc = tp_chunks(nthreads, M);
-  tp_parallel_for(nthreads, nc, [&](int64_t c) {{
-    const int64_t lo = M * c / nc, hi = M * (c + 1) / nc;
+  tp_parallel_ranges(nthreads, M, [&](int64_t lo, int64_t hi) {{
     if (contiguous) {{
       if (hi > lo) {self._call("lo", "hi - lo", "0")}
     }} else {{
@@ -139,9 +137,8 @@ class Interface:
       for (int64_t r = lo; r < hi; ++r) {self._call("r", "1", "b")}
     }}
   }};
-  const int64_t nc = tp_chunks(nthreads, nb);
-  tp_parallel_for(nthreads, nc, [&](int64_t c) {{
-    for (int64_t b = nb * c / nc; b < nb * (c + 1) / nc; ++b) block(b);
+  tp_parallel_ranges(nthreads, nb, [&](int64_t lo, int64_t hi) {{
+    for (int64_t b = lo; b < hi; ++b) block(b);
   }});
   {reduce}"""
         return f"""{decl}

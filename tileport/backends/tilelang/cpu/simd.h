@@ -652,11 +652,8 @@ extern "C" inline void tp_reduce_partials(float* part, int64_t nb, int64_t d, fl
       for (int64_t c = c0; c < c1; ++c) acc[c - c0] += (double)part[2 * b * d + c] - (double)part[(2 * b + 1) * d + c];
     for (int64_t c = c0; c < c1; ++c) out[c] = (float)acc[c - c0];
   };
-  const int64_t groups = (d + 63) / 64;
-  const int32_t threads = d < 256 ? 1 : nthreads;
-  const int64_t nc = tp_chunks(threads, groups);
-  tp_parallel_for(threads, nc, [&](int64_t c) {
-    for (int64_t g = groups * c / nc; g < groups * (c + 1) / nc; ++g) columns(g * 64);
+  tp_parallel_ranges(d < 256 ? 1 : nthreads, (d + 63) / 64, [&](int64_t lo, int64_t hi) {
+    for (int64_t g = lo; g < hi; ++g) columns(g * 64);
   });
 }
 

@@ -81,3 +81,10 @@ inline void tp_parallel_for(int32_t nthreads, int64_t n, F body) {
   }
   backoff.settle(own_done - start, tp_now_ns() - own_done);
 }
+
+// Run body(lo, hi) over [0, work) cut into tp_chunks(nthreads, work) even ranges (rows, blocks or columns).
+template <class F>
+inline void tp_parallel_ranges(int32_t nthreads, int64_t work, F body) {
+  const int64_t nc = tp_chunks(nthreads, work);
+  tp_parallel_for(nthreads, nc, [&](int64_t c) { body(work * c / nc, work * (c + 1) / nc); });
+}
