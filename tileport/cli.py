@@ -723,6 +723,32 @@ def scaffold(
         console.print(f"{i}. {item}", markup=False, highlight=False)
 
 
+@app.command()
+def generate(
+    ops: Optional[list[str]] = typer.Argument(None, metavar="[OP]...", help="operators to regenerate (default: every one)"),
+    check: bool = typer.Option(False, "--check", help="write nothing; exit 1 when a file differs from what its spec generates"),
+) -> None:
+    """Write each operator's interface (``<its package>/_interface.py``: checks, custom ops, autograd, public forms,
+    module) from its spec. Run it after changing a spec; ``--check`` is what the test suite runs."""
+    from .ops.interface import files
+    from .ops.spec import specs
+
+    stale = []
+    for name in ops or sorted(specs()):
+        spec = _spec(name)
+        path = files.package_file(spec)
+        if check:
+            if path is None or not path.exists() or path.read_text() != files.text(spec):
+                stale.append(name)
+                console.print(f"{name}: {path} differs from what its spec generates", markup=False)
+            continue
+        path, changed = files.write(spec)
+        console.print(f"{'wrote' if changed else 'unchanged'} {path}", markup=False)
+    if stale:
+        console.print(f"run `tileport generate {' '.join(stale)}`", markup=False)
+        raise typer.Exit(1)
+
+
 def _ray_flag(args: list[str]) -> list[str]:
     """``--ray`` takes an optional address (the parser has no optional values): a bare ``--ray`` becomes
     ``--ray local``; the next word is its address only if it looks like one (``auto``, ``local``, or with a

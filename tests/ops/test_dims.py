@@ -518,13 +518,13 @@ def test_a_sequence_of_declarations_is_cached():
 
 
 def test_roles_as_declarations():
-    assert [str(dims.from_role(n, r)) for n, r in [("x", s.ROWS), ("w", s.VECTOR), ("rstd", s.PER_ROW), ("dw", s.REDUCED)]] == [
+    assert [str(s.from_role(n, r)) for n, r in [("x", s.ROWS), ("w", s.VECTOR), ("rstd", s.PER_ROW), ("dw", s.REDUCED)]] == [
         "x: [*, D] float", "w: [D] float", "rstd: [*] float", "dw: [D] float"]  # fmt: skip
-    assert dims.from_role("w", s.VECTOR, optional=True, grad=True).optional
+    assert s.from_role("w", s.VECTOR, optional=True, grad=True).optional
     with pytest.raises(ValueError, match=r"^f: role 'free' has no short form \(one of rows, vector, per_row, reduced\)$"):
-        dims.from_role("f", s.FREE)
+        s.from_role("f", s.FREE)
     rms = s.get("rms_norm")
-    assert [str(t) for t in dims.rowwise(rms.inputs).inputs] == ["x: [*, D] float", "weight: [D] float optional"]
+    assert [str(t) for t in s.rowwise(rms.inputs).inputs] == ["x: [*, D] float", "weight: [D] float optional"]
 
 
 def _today(x, weight=None, rstd=None, dy=None):
@@ -537,8 +537,8 @@ def _today(x, weight=None, rstd=None, dy=None):
         _checks.like_rows(dy, "dy", x)
 
 
-SHORT = Declaration((dims.from_role("x", s.ROWS), dims.from_role("weight", s.VECTOR, optional=True),
-                     dims.from_role("rstd", s.PER_ROW, optional=True), dims.from_role("dy", s.ROWS, optional=True)))  # fmt: skip
+SHORT = Declaration((s.from_role("x", s.ROWS), s.from_role("weight", s.VECTOR, optional=True),
+                     s.from_role("rstd", s.PER_ROW, optional=True), s.from_role("dy", s.ROWS, optional=True)))  # fmt: skip
 
 
 def _outcome(check, **tensors):

@@ -18,6 +18,8 @@ from typing import Any, Callable
 
 import torch
 
+from .dims import Declaration, TensorDecl, decl, gradient_of
+
 ROWS, VECTOR, PER_ROW, REDUCED = "rows", "vector", "per_row", "reduced"
 FREE = "free"  # a reference operator's tensor (``tileport.reference``): whatever shape the function gives or takes
 FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -42,6 +44,23 @@ class Tensor:
     dtype: str | None = None
     empty: float | Callable[..., float] = math.nan
     init: float = 1.0
+
+
+# The row-wise roles as short forms of the general declaration: ``*`` is one run for the whole declaration (x's
+# leading dimensions), D the reduced last dimension.
+ROLE_SHAPES = {ROWS: "[*, D]", VECTOR: "[D]", PER_ROW: "[*]", REDUCED: "[D]"}
+
+
+def from_role(name: str, role: str, *, optional: bool = False, grad: bool = False) -> TensorDecl:
+    """The declaration of a row-wise tensor of ``role`` (floating, as the row-wise checks ask of every role)."""
+    if role not in ROLE_SHAPES:
+        raise ValueError(f"{name}: role {role!r} has no short form (one of {', '.join(ROLE_SHAPES)})")
+    return TensorDecl(name, ROLE_SHAPES[role], "float", grad=grad, optional=optional)
+
+
+def rowwise(tensors) -> Declaration:
+    """A declaration from an OpSpec's row-wise tensors (``spec.inputs``, ``spec.outputs``...), each by its role."""
+    return Declaration(tuple(from_role(t.name, t.role, optional=t.optional) for t in tensors))
 
 
 # Attribute kinds: what the interface checks (and the custom op's schema type).
@@ -262,8 +281,16 @@ class OpSpec:
     grad_shapes: Callable[[dict], dict] | None = None
     reference: bool = False  # made from a reference callable: it has no interface of its own
     exact: tuple[str, ...] = ()  # outputs that are not floating point: equal to the golden's, element for element
+    # An operator declared by named dimensions (``general``): constraints between its dimensions and attributes.
+    where: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        for group in ("inputs", "outputs", "grads"):  # one-line declarations parsed (``"q: [B, T, H, D] float grad"``)
+            items = tuple(decl(t) if isinstance(t, str) else t for t in getattr(self, group))
+            object.__setattr__(self, group, items)
+        kinds = {isinstance(t, TensorDecl) for t in self.inputs + self.outputs + self.grads}
+        if len(kinds) > 1:
+            raise ValueError(f"{self.name}: tensors are declared either by role (Tensor) or by named dimensions, not both")
         object.__setattr__(self, "own_run", self.run is not None)  # False: the derived executor below
         if self.run is None:  # the derived executor: forward, then backward from what it saved
             object.__setattr__(self, "run", lambda inputs, backend, backward: self.api.run(inputs, backend, backward))
@@ -304,8 +331,34 @@ class OpSpec:
         return self.golden(inputs, backward) if self.golden else self.run(inputs, "torch", backward)
 
     @property
+    def general(self) -> bool:
+        """Declared by named dimensions (TensorDecls), not by the row-wise roles."""
+        return bool(self.inputs) and isinstance(self.inputs[0], TensorDecl)
+
+    @property
+    def declaration(self) -> Declaration:
+        """Every tensor of the operator by named dimensions: the inputs, then the outputs, the output gradients
+        (``d<output>`` in its output's shape: the first required, the others optional) and the input gradients;
+        the row-wise roles as their short forms (``from_role``)."""
+
+        def make() -> Declaration:
+            if self.general:
+                ins, outs, grads = self.inputs, self.outputs, self.grads
+            else:
+                ins, outs, grads = ([from_role(t.name, t.role, optional=t.optional) for t in group]
+                                    for group in (self.inputs, self.outputs, self.grads))  # fmt: skip
+            dys = tuple(gradient_of(t, optional=i > 0) for i, t in enumerate(outs))
+            names = {t.name for t in (*ins, *outs, *grads)}
+            extra = tuple(t for t in dys if t.name not in names)
+            return Declaration(tuple(ins), tuple(outs) + extra + tuple(grads), self.where, tuple(a.name for a in self.attrs))
+
+        return self._cached("_declaration", make)
+
+    @property
     def stackable(self) -> bool:
         """Cases can be stacked along a new leading dimension (retests batched): only rows go in and come out."""
+        if self.general:
+            return False
         roles = {t.role for t in self.inputs + self.outputs + self.grads}
         return roles <= {ROWS, PER_ROW}
 

@@ -24,10 +24,9 @@ gradients' declarations.
     dims.fake_outputs(["loss"], b)        # (torch.empty(()),) in input's dtype
 
 The grammar of a shape is in ``shape``, of a one-line declaration in ``decl``, of a constraint in
-``constraint``; the row-wise roles of ``tileport.ops.spec`` are short forms (``rowwise``).
-
-The interface derivation (``tileport.ops.interface``) does not use this module yet: rebuilding it on these
-declarations is the next step of issue 38.
+``constraint``; the row-wise roles of ``tileport.ops.spec`` are short forms of these (``spec.from_role``).
+An operator declared this way (``OpSpec.general``) has its interface generated from the declaration
+(``tileport.ops.interface``), its checks written out as straight-line code whose messages are ``bind``'s.
 """
 
 from .bind import Binding, Origin, bind, bind_sizes
@@ -35,11 +34,9 @@ from .constraint import Constraint, constraint
 from .decl import CLASSES, TensorDecl, decl
 from .declaration import Declaration, as_declaration
 from .outputs import fake_outputs, gradient_of, schema_type
-from .rowwise import from_role, rowwise
 from .shape import Dim, Shape, parse_shape
 
 __all__ = [
     "CLASSES", "Binding", "Constraint", "Declaration", "Dim", "Origin", "Shape", "TensorDecl", "as_declaration",
-    "bind", "bind_sizes", "constraint", "decl", "fake_outputs", "from_role", "gradient_of", "parse_shape",
-    "rowwise", "schema_type",
+    "bind", "bind_sizes", "constraint", "decl", "fake_outputs", "gradient_of", "parse_shape", "schema_type",
 ]  # fmt: skip

@@ -18,19 +18,22 @@ declaration types. See ``docs/interface.md``.
 
 from __future__ import annotations
 
-import linecache
+import importlib.util
+import os
 import sys
 import threading
 import types
+import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
 
 from ...backends.registry import REGISTRY
-from .. import _checks
 from .. import spec as s
-from . import codegen, runtime
+from . import files, runtime
+from .declared import general
 from .layout import DeclarationError, layout
 
 __all__ = ["Api", "DeclarationError", "derive"]
@@ -44,7 +47,7 @@ class Api:
     function: Callable  # differentiable; returns the rows outputs (one tensor, or a tuple)
     forward: Callable  # every output, without autograd; ``out=`` where the spec has ``kernel_out``
     backward: Callable  # the backward's results from what the forward saved and the output gradients
-    source: str  # the generated code, for reading (tracebacks show its lines)
+    source: str  # the generated module's text (``<package>/_interface.py``)
     namespace: dict
 
     @property
@@ -66,14 +69,11 @@ class Api:
 
 _DERIVED: dict[str, Api] = {}
 _LOCK = threading.Lock()
-
-
-def public_names(op: str) -> dict[str, str]:
-    return {"function": op, "forward": f"{op}_fwd", "backward": f"{op}_bwd"}
+public_names = files.public_names
 
 
 def derive(spec: s.OpSpec, module: str | None = None) -> Api:
-    """The interface of ``spec``'s operator, built on the first call and the same object after (custom ops
+    """The interface of ``spec``'s operator, imported on the first call and the same object after (custom ops
     are registered once per process). ``module``: the ``__module__`` its functions report (default
     ``tileport.ops.<name>``). DeclarationError when the declaration is inconsistent."""
     found = _DERIVED.get(spec.name)  # no lock once built: torch.compile traces this lookup
@@ -82,57 +82,54 @@ def derive(spec: s.OpSpec, module: str | None = None) -> Api:
     with _LOCK:
         found = _DERIVED.get(spec.name)
         if found is None:
-            found = _DERIVED[spec.name] = _build(spec, module or _home(spec))
+            found = _DERIVED[spec.name] = _build(spec, module or files.home(spec))
         return found
 
 
-def _home(spec: s.OpSpec) -> str:
-    """The package the operator's public names live in: ``tileport.ops.<name>``, or a plugin's package (the
-    one holding the module that declares its spec)."""
-    declared = getattr(spec.composite, "__module__", "") or ""
-    if declared.startswith("tileport.ops.") or not declared:
-        return f"tileport.ops.{spec.name}"
-    return declared.rsplit(".", 1)[0] if "." in declared else declared
+def _load(spec: s.OpSpec, name: str) -> types.ModuleType:
+    """The generated module: ``<package>/_interface.py`` where it is what the spec generates now, else the text
+    written under the cache folder (a plugin's, or a spec changed since ``tileport generate``: warned)."""
+    source = files.text(spec)  # also checks the declaration: DeclarationError before anything is imported
+    path = files.package_file(spec)
+    current = path is not None and path.exists() and path.read_text() == source
+    if not current:
+        if path is not None and path.exists():
+            warnings.warn(f"{path} is not what {spec.name}'s spec generates now: run `tileport generate {spec.name}`",
+                          stacklevel=4)  # fmt: skip
+        path = files.cache_file(spec, source)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(source)
+            os.replace(tmp, path)
+    runtime.DERIVING[spec.name] = spec
+    found = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(found)
+    # A real module holds the code (torch.compile's guards look globals up through sys.modules by __name__).
+    sys.modules[name] = mod
+    try:
+        found.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return mod
 
 
 def _build(spec: s.OpSpec, module: str) -> Api:
     if spec.kernels:  # an operator outside tileport: its backend modules, by backend (and device kind)
         REGISTRY.register_kernels(spec.name, spec.kernels, spec.dtypes)
     names = public_names(spec.name)
-    src = codegen.source(spec, names)
-    filename = f"<tileport interface of {spec.name}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(keepends=True), filename)
-    # A real module holds the code (torch.compile's guards look globals up through sys.modules by __name__).
-    mod = types.ModuleType(f"{module}._interface", f"The interface of {spec.name}, derived from its spec.")
-    mod.__file__ = filename
-    sys.modules[mod.__name__] = mod
+    mod = _load(spec, f"{module}._interface")
     ns = mod.__dict__
-    ns.update({"torch": torch, "REGISTRY": REGISTRY, "OP": spec.name, "SPEC": spec, "_c": _checks, "_rt": runtime,
-               "_TO_GRADS": spec.backward.to_grads if spec.backward else None})  # fmt: skip
-    for a in spec.attrs + spec.options:
-        ns[f"_DEFAULT_{a.name}"] = a.default
-        ns[f"_CHOICES_{a.name}"] = tuple(a.choices)
-        ns[f"_ALIASES_{a.name}"] = tuple(a.aliases)
-    for t in spec.inputs:
-        ns[f"_DEFAULT_{t.name}"] = None
-    lay = layout(spec)
-    for n in lay.bwd_tensors:
-        ns[f"_DEFAULT_{n}"] = None
-    ns["_DEFAULT_backend"] = ns["_DEFAULT_out"] = None
-    for k in [k for k in ns if k.startswith("_DEFAULT_")]:
-        ns["_BWD" + k] = ns[k]
-    for n in lay.bwd_given:
-        ns[f"_BWD_DEFAULT_{n}"] = None  # the backward's given attributes: not given unless passed
-    exec(compile(src, filename, "exec"), ns)
-    if len(spec.outputs) > 1:  # the forward returns a tuple itself
-        ns["_forward_tuple"] = ns[names["forward"]]
+    returns = general(spec).returns if spec.general else layout(spec).returns
     defaults = {
         "function": f"Differentiable {spec.name}: {spec.math} (the contract: ``{module}``).",
         "forward": f"The outputs of {spec.name} ({', '.join(t.name for t in spec.outputs)}), without autograd.",
-        "backward": f"The gradients of {spec.name} ({', '.join(lay.returns)}) from what the forward saved.",
+        "backward": f"The gradients of {spec.name} ({', '.join(returns)}) from what the forward saved.",
     }
     for form, name in names.items():
         fn = ns[name]
         fn.__module__, fn.__qualname__ = module, name
         fn.__doc__ = spec.docs.get(form, defaults[form])
-    return Api(spec.name, ns[names["function"]], ns[names["forward"]], ns[names["backward"]], src, ns)
+    source = Path(mod.__file__).read_text()
+    return Api(spec.name, ns[names["function"]], ns[names["forward"]], ns[names["backward"]], source, ns)

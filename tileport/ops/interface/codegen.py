@@ -1,6 +1,7 @@
-"""The source of an operator's interface, written from its declaration: straight-line Python with the
-operator's own parameter names, so an eager call costs what a hand-written one does (no argument binding, no
-loops over the declaration) and a traceback shows readable lines. ``tileport.ops.interface.derive`` runs it.
+"""The interface source of a row-wise operator (roles ``rows``, ``vector``, ``per_row``, ``reduced``: the (M, D)
+view its kernels ask for), written from its declaration: straight-line Python with the operator's own parameter
+names, so an eager call costs what a hand-written one does (no argument binding, no loops over the declaration)
+and a traceback shows readable lines. ``files.text`` puts it in a module; ``derive`` imports it.
 """
 
 from __future__ import annotations
@@ -330,9 +331,9 @@ def module(spec: s.OpSpec, lay: Layout, function: str) -> str:
     return src
 
 
-def source(spec: s.OpSpec, names: dict[str, str]) -> str:
-    """The whole interface module of ``spec``'s operator."""
+def parts(spec: s.OpSpec, names: dict[str, str]) -> list[str]:
+    """The sections of a row-wise operator's interface module (after the shared header: ``files.text``)."""
     lay = layout(spec)
-    parts = [forward_impl(spec, lay), backward_impl(spec, lay), custom_ops(spec, lay), autograd(spec, lay),
-             public(spec, lay, names), module(spec, lay, names["function"])]  # fmt: skip
-    return "\n\n".join(p.rstrip("\n") + "\n" for p in parts)
+    tail = f"_forward_tuple = {names['forward']}\n" if len(spec.outputs) > 1 else ""
+    return [forward_impl(spec, lay), backward_impl(spec, lay), custom_ops(spec, lay), autograd(spec, lay),
+            public(spec, lay, names), module(spec, lay, names["function"]), tail]  # fmt: skip

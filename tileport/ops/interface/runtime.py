@@ -5,13 +5,15 @@ by the code generator)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
 from ...dtypes import stat_dtype
-from .. import _checks
+from .. import _checks, dims
 from .. import spec as s
+from .declared import general
 from .._checks import rows_2d  # noqa: F401  (the generated code's name for it)
 
 
@@ -115,3 +117,62 @@ def derived_run(spec: s.OpSpec, api, inputs: dict, backend: str | None, backward
         grads = grads if isinstance(grads, tuple) else (grads,)
         out |= {t.name: g for t, g in zip(bwd.returns or spec.grads, grads) if g is not None}
     return out
+
+
+# ---------------------------------------------------------------- the generated module's bindings
+
+DERIVING: dict[str, s.OpSpec] = {}  # operator -> its spec, for a generated module that cannot import it by name
+
+
+def deriving(op: str) -> s.OpSpec:
+    """The spec ``derive`` is importing ``op``'s interface for (a plugin's, or one not in its package's spec)."""
+    return DERIVING[op]
+
+
+def default(spec: s.OpSpec, name: str):
+    """An attribute's default that has no literal form in the source."""
+    return next(a.default for a in spec.attrs + spec.options if a.name == name)
+
+
+# ---------------------------------------------------------------- operators declared by named dimensions
+
+
+def form_declaration(spec: s.OpSpec, form: str) -> dims.Declaration:
+    """The declaration a general operator's ``form`` ("forward", "backward") is checked against (bind's messages)."""
+    g = general(spec)
+    return (g.forward if form == "forward" else g.backward).declaration
+
+
+def explain(declaration: dims.Declaration, tensors: dict, attrs: dict) -> None:
+    """Raise the error of a call the generated checks refused: ``dims.bind`` of the same declaration, whose message
+    names the tensor, the dimension and both sizes. A call bind accepts here is a fault of the generated checks."""
+    dims.bind(declaration, tensors, attrs)
+    shown = ", ".join(f"{n}: {tuple(t.shape) if isinstance(t, torch.Tensor) else t!r}" for n, t in tensors.items())
+    raise RuntimeError(f"tileport: the generated checks refused a call the declaration accepts ({shown}): please report it")
+
+
+def check_values(declaration: dims.Declaration, tensors: dict, attrs: dict) -> None:
+    """Integer tensors' values within their declared ranges (IndexError naming the first outside)."""
+    dims.bind(declaration, tensors, attrs).check_values()
+
+
+def all_empty(shapes: tuple) -> bool:
+    """Whether every present result (its shape, or None for an absent one) has no elements."""
+    return all(sh is None or math.prod(sh) == 0 for sh in shapes)
+
+
+def allocate(shapes: tuple, dtypes: tuple, device) -> tuple:
+    """Empty results of these shapes (None stays None): what an input with no elements gives."""
+    return tuple(None if sh is None else torch.empty(sh, dtype=dt, device=device) for sh, dt in zip(shapes, dtypes))
+
+
+def as_tensors(results, like: torch.Tensor):
+    """A custom op's results: an absent (None) result as an empty tensor (custom ops return tensors only)."""
+    if isinstance(results, tuple):
+        return tuple(like.new_empty(0) if r is None else r for r in results)
+    return results
+
+
+def fake(shapes: tuple, dtypes: tuple, like: torch.Tensor) -> tuple:
+    """A fake implementation's results: uninitialized, of the declared shapes (an absent one empty)."""
+    return tuple(like.new_empty(0) if sh is None else like.new_empty(sh, dtype=dt) for sh, dt in zip(shapes, dtypes))
