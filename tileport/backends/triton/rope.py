@@ -16,6 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .ascend import chip_of
 from .common import blocks, check_size, launch_context, storage, store
 from .. import outputs
 
@@ -140,6 +141,8 @@ def _run(kernel, q, k, cos, sin, position_ids, offsets, interleaved: bool, offse
     HK = k.shape[2] if has_k else 0
     N = B * T
     block_m, block_d, grid, _ = blocks(N, max(HALF, D - 2 * HALF), q.device, LIVE["fwd"])
+    if block_m == 1 and chip_of(q.device) is not None:  # triton-ascend 3.2 cannot lower a gathered [1, BLOCK_D] load
+        block_m, block_d, grid, _ = blocks(max(N, 2), max(1, block_d // 2), q.device, LIVE["fwd"])
     pos = position_ids if position_ids is not None else q
     offs = offsets if offsets is not None else q
     spb, spt = position_ids.stride() if position_ids is not None else (0, 0)
