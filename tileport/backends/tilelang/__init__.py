@@ -34,7 +34,8 @@ def _probe() -> Availability:
     return Availability(True, f"tilelang {tilelang.__version__}, C target via {cxx} for {settings.isa().summary()}")
 
 
-_CPU_SUPPORT = ("disasm", "interface", "norm_stats", "rowwise", "runtime", "settings")  # cpu/ modules that are not ops
+# cpu/ modules that are not ops
+_CPU_SUPPORT = ("disasm", "interface", "norm_stats", "pairs", "rowwise", "runtime", "settings")
 _TARGET_PACKAGE = {platform.CUDA: "cuda", platform.NPU_ARCH35: "ascend", platform.CPU: "cpu"}
 
 

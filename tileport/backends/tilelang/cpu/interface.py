@@ -1,11 +1,20 @@
-"""The C interface of a row-wise CPU kernel, derived from its ``T.prim_func``: the one declaration.
+"""The C interface of a CPU kernel, derived from its ``T.prim_func``: the one declaration.
 
-From the prim_func's parameters (their roles come from their shapes, ``rowwise.py``) and the prototype
-TileLang generates for ``<name>_kernel`` (read from the lowered source, so no assumption about TileLang's
-parameter order or about which unused parameters it drops), this module writes the driver
-``<name>_drive`` and the ctypes launcher that calls it by name: ``kernel(x=x, y=y, rstd=rstd, eps=eps)``,
-with pointers, row strides, M, D and the thread count filled in. A name missing or unknown, or a tensor of
-the wrong shape or dtype, raises instead of passing a pointer in the wrong slot.
+From the prim_func's parameters and the prototype TileLang generates for ``<name>_kernel`` (read from the
+lowered source, so no assumption about TileLang's parameter order or about which unused parameters it drops),
+this module writes the driver ``<name>_drive`` and the ctypes launcher that calls it by name:
+``kernel(x=x, y=y, rstd=rstd, eps=eps)``, with pointers, sizes, strides and the thread count filled in. A name
+missing or unknown, or a tensor of the wrong shape or dtype, raises instead of passing a pointer in the wrong slot.
+
+Two kinds of kernel:
+- row-wise (``rowwise.py``): buffers of shape (M, D), (M,), (D,) or (2, D), their roles read from the shape;
+  the driver hands each thread ranges of rows.
+- grid kernels (``pairs.py``), whose prim_func sets the attribute ``tileport.grid`` to the names of the
+  dimensions whose product is the work (tokens: ("B", "T")): every buffer is an N-D tensor with its sizes and
+  strides (``T.StridedTensor``, unit stride in the last dimension; tables, float or integer), the kernel takes
+  the range of work items it runs as scalars ``first`` and ``count``, and a buffer with an int32 scalar
+  ``has_<name>`` is optional (None: a null pointer, the flag 0, zero strides, and 0 for any size no given
+  tensor binds). The other scalars are the caller's.
 """
 
 from __future__ import annotations
@@ -17,11 +26,16 @@ from dataclasses import dataclass
 import torch
 
 ROWS, PER_ROW, BROADCAST, PARTIAL, SCALAR = "rows", "per_row", "broadcast", "partial", "scalar"
+STRIDED, RANGE, FLAG = "strided", "range", "flag"  # a grid kernel's N-D tensors, its work range, optional flags
 PARTIAL_BLOCK_ROWS = 32  # rows per partial of a reduced gradient: fixed, so the sum is the same for any threads
+GRID = "tileport.grid"  # the prim_func attribute naming a grid kernel's work dimensions
+FIRST, COUNT = "first", "count"  # a grid kernel's scalars: the work items [first, first + count) it runs
+MAX_SIZE = 2**31 - 1  # sizes are int32 in the generated kernel
 
 _CTYPE = {"float32": "float", "float64": "double", "uint16": "uint16_t", "int32": "int32_t", "int64": "int64_t"}
 _CTYPES = {"float": ctypes.c_float, "double": ctypes.c_double, "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64}
 _STORAGE_DTYPES = {"float32": {torch.float32}, "uint16": {torch.float16, torch.bfloat16}}
+_INDEX_DTYPES = {"int32": {torch.int32}, "int64": {torch.int64}}  # integer buffers (grid kernels)
 
 
 @dataclass(frozen=True)
@@ -29,10 +43,58 @@ class Arg:
     name: str
     role: str
     dtype: str  # TileLang dtype (storage dtype for buffers)
+    sizes: tuple = ()  # a strided tensor's sizes and strides: dimension names or ints
+    strides: tuple = ()
+    optional: bool = False  # a strided tensor that may be None (it has a ``has_<name>`` flag)
 
     @property
     def ctype(self) -> str:
         return _CTYPE[self.dtype]
+
+    @property
+    def torch_dtypes(self) -> set:
+        return (_STORAGE_DTYPES | _INDEX_DTYPES)[self.dtype]
+
+
+def _names(exprs, buffer: str = "") -> tuple:
+    """Each size or stride as its variable's name or an int (a grid kernel's tensors are ``T.StridedTensor``s)."""
+    out = []
+    for e in exprs:
+        if getattr(e, "name", None):
+            out.append(e.name)
+        elif hasattr(e, "value"):
+            out.append(int(e.value))
+        else:
+            raise ValueError(f"{buffer}: sizes and strides are names or ints (T.StridedTensor), got {e}")
+    return tuple(out)
+
+
+def _grid_args(func) -> tuple[Arg, ...]:
+    """A grid kernel's arguments: strided tensors, its range, optional flags and the caller's scalars."""
+    buffers = {func.buffer_map[p].name for p in func.params if p in func.buffer_map}
+    args = []
+    for p in func.params:
+        buf = func.buffer_map.get(p)
+        if buf is not None:
+            strides = _names(buf.strides, buf.name)
+            if len(strides) != len(buf.shape) or strides[-1] != 1:
+                raise ValueError(f"{buf.name}: a grid kernel's tensors have unit stride in their last dimension")
+            optional = any(q.name == f"has_{buf.name}" for q in func.params)
+            args.append(Arg(buf.name, STRIDED, str(buf.dtype), _names(buf.shape, buf.name), strides, optional))
+        elif p.name in (FIRST, COUNT):
+            args.append(Arg(p.name, RANGE, str(p.dtype)))
+        elif p.name.startswith("has_") and p.name[4:] in buffers:
+            args.append(Arg(p.name, FLAG, str(p.dtype)))
+        else:
+            args.append(Arg(p.name, SCALAR, str(p.dtype)))
+    return tuple(args)
+
+
+def pass_configs(func) -> dict:
+    """TileLang pass settings of a kernel: a grid kernel computes its own indices (table rows chosen by
+    position, strided tensors) and guards them itself, so TileLang's bounds guards, which would skip the
+    accesses it cannot prove in range, are off; row-wise kernels keep the defaults."""
+    return {"tl.disable_safe_memory_legalize": True} if GRID in func.attrs else {}
 
 
 def _role(shape) -> str:
@@ -50,12 +112,19 @@ class Interface:
     name: str
     args: tuple[Arg, ...]
     prototype: tuple[tuple[str, str], ...]  # (C type, name) in the generated kernel's order
+    grid: tuple[str, ...] = ()  # a grid kernel's work dimensions (empty: a row-wise kernel)
 
     @classmethod
     def of(cls, func, kernel_source: str) -> "Interface":
         name = str(func.attrs["global_symbol"])
+        grid = tuple(str(g) for g in func.attrs[GRID]) if GRID in func.attrs else ()
         args = []
-        for p in func.params:
+        if grid:
+            args = list(_grid_args(func))
+            missing = [g for g in grid if g not in {d for a in args for d in a.sizes}]
+            if missing or {FIRST, COUNT} - {a.name for a in args if a.role == RANGE}:
+                raise ValueError(f"{name}: a grid kernel takes scalars first and count and tensors sized by {grid}")
+        for p in func.params if not grid else ():
             buf = func.buffer_map.get(p)
             if buf is None:
                 args.append(Arg(p.name, SCALAR, str(p.dtype)))
@@ -65,10 +134,19 @@ class Interface:
         if m is None:
             raise RuntimeError(f"no declaration of {name}_kernel in the generated source")
         proto = tuple(tuple(p.strip().rsplit(" ", 1)) for p in m.group(1).split(","))
-        return cls(name, tuple(args), proto)  # type: ignore[arg-type]
+        return cls(name, tuple(args), proto, grid)  # type: ignore[arg-type]
+
+    def dims(self) -> list[str]:
+        """A grid kernel's size names, in order of first appearance."""
+        return list(dict.fromkeys(d for a in self.args if a.role == STRIDED for d in a.sizes if isinstance(d, str)))
+
+    def stride_names(self) -> list[str]:
+        return [s for a in self.args if a.role == STRIDED for s in a.strides if isinstance(s, str)]
 
     def driver_params(self) -> list[tuple[str, type]]:
         """(C declaration, ctypes type) of the driver's parameters, in call order."""
+        if self.grid:
+            return self._grid_driver_params()
         out: list[tuple[str, type]] = []
         for a in self.args:
             if a.role == SCALAR:
@@ -102,9 +180,44 @@ class Interface:
                 args.append(pname)
         return f"{self.name}_kernel({', '.join(args)});"
 
+    def _grid_driver_params(self) -> list[tuple[str, type]]:
+        out: list[tuple[str, type]] = [
+            (f"{a.ctype}* {a.name}", ctypes.c_void_p) for a in self.args if a.role == STRIDED
+        ]
+        out += [(f"int64_t {n}", ctypes.c_int64) for n in self.dims() + self.stride_names()]
+        out += [(f"{a.ctype} {a.name}", _CTYPES[a.ctype]) for a in self.args if a.role in (SCALAR, FLAG)]
+        out.append(("int32_t nthreads", ctypes.c_int32))
+        return out
+
+    def _grid_driver(self, decl: str) -> str:
+        dims = set(self.dims())
+        args = []
+        for ctype, pname in self.prototype:
+            if pname == FIRST:
+                args.append(f"({ctype})lo")
+            elif pname == COUNT:
+                args.append(f"({ctype})(hi - lo)")
+            elif pname in dims:
+                args.append(f"({ctype}){pname}")
+            else:  # tensors, strides, flags and scalars pass through
+                args.append(pname)
+        work = " * ".join(f"(int64_t){g}" for g in self.grid)
+        return f"""{decl}
+extern "C" int32_t {self.name}_drive({", ".join(d for d, _ in self.driver_params())}) {{
+  // The work items (the product of {", ".join(self.grid)}) are cut into even ranges that threads claim.
+  tp_parallel_ranges(nthreads, {work}, [&](int64_t lo, int64_t hi) {{
+    if (hi > lo) {self.name}_kernel({", ".join(args)});
+  }});
+  tp_store_fence();
+  return 0;
+}}
+"""
+
     def driver(self) -> str:
-        """The kernel's declaration and its driver over chunks of rows (C source for the prelude)."""
+        """The kernel's declaration and its driver over chunks of rows or work items (C source for the prelude)."""
         decl = f'extern "C" int32_t {self.name}_kernel({", ".join(f"{t} {n}" for t, n in self.prototype)});'
+        if self.grid:
+            return self._grid_driver(decl)
         params = ", ".join(d for d, _ in self.driver_params())
         rows = [a.name for a in self.args if a.role == ROWS]
         contiguous = " && ".join(f"ld_{n} == D" for n in rows) or "true"
@@ -170,6 +283,8 @@ def launcher(lib, iface: Interface, source: str = ""):
     fn = getattr(lib, f"{iface.name}_drive")
     fn.argtypes = [t for _, t in iface.driver_params()]
     fn.restype = ctypes.c_int32
+    if iface.grid:
+        return _grid_launcher(fn, lib, iface, source)
     tensors = [a for a in iface.args if a.role != SCALAR]
     first = next(a.name for a in tensors if a.role == ROWS)
     ns = {"_c": fn, "_empty": torch.empty, "_f32": torch.float32, "_refuse": _refuser(iface)}
@@ -217,5 +332,65 @@ def _refuser(iface: Interface):
                     f"{iface.name}: {a.name} must be a {a.role} tensor of shape {want} with unit-stride "
                     f"rows and dtype {sorted(map(str, _STORAGE_DTYPES[a.dtype]))}, got {tuple(t.shape)} {t.dtype}"
                 )
+
+    return refuse
+
+
+def _grid_launcher(fn, lib, iface: Interface, source: str):
+    """The launcher of a grid kernel, generated as straight-line code like ``launcher``'s: per tensor its rank,
+    dtype and unit last stride, its sizes bound to the names they declare (the first tensor giving a size binds
+    it, the others must agree), its strides read; an optional tensor may be None."""
+    ns = {"_c": fn, "_refuse": _grid_refuser(iface), "_MAX": MAX_SIZE}
+    tensors = [a for a in iface.args if a.role == STRIDED]
+    first_by = {d: next(a for a in tensors if d in a.sizes) for d in iface.dims()}
+    body = [f"_d_{d} = None" for d, a in first_by.items() if a.optional]  # may stay unbound: 0 at the end
+    bound: set[str] = set()  # sizes surely bound at this point (by a required tensor)
+    for a in tensors:
+        n, rank = a.name, len(a.sizes)
+        ns[f"_dt_{n}"] = tuple(a.torch_dtypes)
+        unit = f"({n}.stride({rank - 1}) != 1 and {n}.shape[{rank - 1}] > 1)"
+        lines = [f"if {n}.dim() != {rank} or {n}.dtype not in _dt_{n} or {unit}:", f"    _refuse({n}={n})"]
+        for i, d in enumerate(a.sizes):
+            if isinstance(d, int) or d in bound:
+                lines += [f"if {n}.shape[{i}] != {d if isinstance(d, int) else '_d_' + d}:", f"    _refuse({n}={n})"]
+            elif first_by[d].optional:  # None until some tensor gives it
+                lines += [f"if _d_{d} is None:", f"    _d_{d} = {n}.shape[{i}]"]
+                lines += [f"elif {n}.shape[{i}] != _d_{d}:", f"    _refuse({n}={n})"]
+            else:  # a required tensor is the first to give it
+                lines.append(f"_d_{d} = {n}.shape[{i}]")
+        stride_vars = [(s, i) for i, s in enumerate(a.strides) if isinstance(s, str)]
+        lines += [f"_p_{n} = {n}.data_ptr()"] + [f"_s_{s} = {n}.stride({i})" for s, i in stride_vars]
+        if a.optional:
+            body += [f"if {n} is None:", f"    _p_{n} = has_{n} = 0"] + [f"    _s_{s} = 0" for s, _ in stride_vars]
+            body += ["else:", f"    has_{n} = 1"] + [f"    {line}" for line in lines]
+        else:
+            body += [f"if {n} is None:", f"    _refuse({n}={n})"] + lines
+            bound |= {d for d in a.sizes if isinstance(d, str)}
+    body += [f"_d_{d} = 0 if _d_{d} is None else _d_{d}" for d, a in first_by.items() if a.optional and d not in bound]
+    dims = [f"_d_{d}" for d in iface.dims()]
+    body += [f"if {' or '.join(f'{d} > _MAX' for d in dims)}:", f"    _refuse(sizes=({', '.join(dims)},))"]
+    call = [f"_p_{a.name}" for a in tensors] + dims + [f"_s_{s}" for s in iface.stride_names()]
+    call += [a.name for a in iface.args if a.role in (SCALAR, FLAG)] + ["nthreads"]
+    body.append(f"_c({', '.join(call)})")
+    params = ", ".join(a.name for a in iface.args if a.role in (STRIDED, SCALAR))
+    src = f"def {iface.name}(nthreads=1, *, {params}):\n" + "".join(f"    {line}\n" for line in body)
+    exec(compile(src, f"<tileport launcher {iface.name}>", "exec"), ns)  # noqa: S102 (generated from the declaration)
+    launch = ns[iface.name]
+    launch.iface, launch.lib, launch.source, launch.python_source = iface, lib, (lambda: source), src
+    return launch
+
+
+def _grid_refuser(iface: Interface):
+    def refuse(**given):
+        if "sizes" in given:
+            raise ValueError(f"{iface.name}: sizes {dict(zip(iface.dims(), given['sizes']))} exceed {MAX_SIZE}")
+        (name, t), = given.items()
+        a = next(a for a in iface.args if a.name == name)
+        want = f"a tensor of shape ({', '.join(map(str, a.sizes))}) with unit stride in its last dimension and dtype " \
+               f"{sorted(map(str, a.torch_dtypes))}"
+        if t is None:
+            raise ValueError(f"{iface.name}: {name} must be {want}, got None")
+        raise ValueError(f"{iface.name}: {name} must be {want} (sizes agreeing with the other tensors'), "
+                         f"got {tuple(t.shape)} {t.dtype} strides {tuple(t.stride())}")
 
     return refuse

@@ -23,7 +23,7 @@ from tilelang.env import env as _tl_env
 
 from ..cache import KernelCache
 from . import settings
-from .interface import Interface, launcher
+from .interface import Interface, launcher, pass_configs
 
 GRAIN = 1 << 15  # elements per thread below which a second thread costs more than it saves
 MAX_ROWS = 2**31 - 1  # the generated kernel counts rows and columns in int32
@@ -34,14 +34,42 @@ HEADER = "".join((Path(__file__).with_name(name)).read_text() for name in ("thre
 logging.getLogger("tilelang").setLevel(logging.WARNING)  # one INFO line per compile otherwise
 
 
-def with_prelude(func, text: str):
+def _wrapper_passes_symbolic_strides() -> None:
+    """TileLang's C wrapper (the ``call`` function it adds to a kernel's source) passes the symbolic sizes of
+    the buffers but not their symbolic strides, so a kernel declaring ``T.StridedTensor``s (a grid kernel,
+    ``interface.py``) failed to build: too few arguments to ``<name>_kernel``. The strides are added after the
+    sizes; a kernel without symbolic strides gets the same wrapper as before."""
+    from tilelang.jit.adapter.wrapper import TLCPUSourceWrapper
+
+    sizes = TLCPUSourceWrapper.get_dynamic_symbolic_set
+    if getattr(sizes, "with_strides", False):
+        return
+
+    def get_dynamic_symbolic_set(self, prim_func):
+        out = list(sizes(self, prim_func))
+        for p in prim_func.params:
+            buf = prim_func.buffer_map.get(p)
+            for s in buf.strides if buf is not None else ():
+                if isinstance(s, tvm.tirx.Var) and s.name not in {n for n, _ in out}:
+                    out.append((s.name, str(s.dtype)))
+        return out
+
+    get_dynamic_symbolic_set.with_strides = True
+    TLCPUSourceWrapper.get_dynamic_symbolic_set = get_dynamic_symbolic_set
+
+
+_wrapper_passes_symbolic_strides()
+
+
+def with_prelude(func, text: str, after: str = ""):
     """``func`` with ``text`` as its C prelude (what ``T.Kernel(..., prelude=)`` sets, set after parsing so
-    the driver can be derived from the parsed function)."""
+    the driver can be derived from the parsed function); a prelude the kernel sets itself (helpers of its
+    family, using ``text``'s) is kept between ``text`` and ``after``."""
 
     def visit(stmt):
         if isinstance(stmt, tvm.tirx.SBlock) and stmt.name_hint == "tilelang_root":
             notes = dict(stmt.annotations)
-            notes["pragma_import_c"] = text
+            notes["pragma_import_c"] = text + str(notes.get("pragma_import_c", "")) + after
             return tvm.tirx.SBlock(
                 stmt.iter_vars, stmt.reads, stmt.writes, stmt.name_hint, stmt.body, stmt.init,
                 stmt.alloc_buffers, stmt.match_buffers, notes,
@@ -78,14 +106,17 @@ def _tilelang_cache_at(path: Path):
 
 
 def compile_kernel(func):
-    """Build a row-wise prim_func for the C target with its derived driver; a launcher by argument name."""
-    iface = Interface.of(func, tilelang.lower(func, target="c").kernel_source)
+    """Build a prim_func for the C target with its derived driver; a launcher by argument name."""
+    configs = pass_configs(func)  # a grid kernel's (interface.py); none for row-wise kernels
+    with tvm.transform.PassContext(config=configs) if configs else contextlib.nullcontext():
+        iface = Interface.of(func, tilelang.lower(func, target="c").kernel_source)
     with _tilelang_cache_at(cache_dir()):
         jit = tilelang.compile(
-            with_prelude(func, HEADER + iface.driver()),
+            with_prelude(func, HEADER, iface.driver()),
             target="c",
             execution_backend="cython",
             compile_flags=list(settings.compile_flags()),
+            pass_configs=configs or None,
         )
     return launcher(jit.adapter.lib, iface, jit.get_kernel_source())
 
