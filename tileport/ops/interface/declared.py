@@ -65,14 +65,13 @@ def form(spec: s.OpSpec, names: tuple[str, ...]) -> Form:
     out: list[TensorDecl] = []
     for n in names:
         t = every[n]
-        if t.like is not None:
-            group = root(every, n)
-            earlier = [u for u in out if root(every, u.name) == group]
-            if earlier:  # a required one where there is one: its dtype is always there to compare with
-                ref = next((u for u in earlier if not u.optional), earlier[-1])
-                t = replace(t, dtype=f"like:{ref.name}")
-            else:  # the first of its group here: its class is the root's
-                t = replace(t, dtype=every[group].dtype)
+        group = root(every, n)
+        earlier = [u for u in out if root(every, u.name) == group]
+        if earlier:  # a required one where there is one: its dtype is always there to compare with
+            ref = next((u for u in earlier if not u.optional), earlier[-1])
+            t = replace(t, dtype=f"like:{ref.name}")
+        elif t.like is not None:  # the first of its group here: its class is the root's
+            t = replace(t, dtype=every[group].dtype)
         out.append(t)
     attrs = tuple(a.name for a in spec.attrs)
     return Form(tuple(out), Declaration(tuple(out), (), spec.where, attrs))

@@ -56,7 +56,8 @@ def _shape(t: TensorDecl, bound: dict[str, str]) -> str:
             parts.append(f"*{bound[item.key]}")
         else:
             v = bound[item.key]
-            parts.append(v if item.mul == item.div == 1 else f"{v} * {item.mul} // {item.div}")
+            parts.append(v if item.mul == item.div == 1 else f"{v} * {item.mul}" if item.div == 1 else
+                         f"{v} // {item.div}" if item.mul == 1 else f"{v} * {item.mul} // {item.div}")  # fmt: skip
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
@@ -160,7 +161,7 @@ class Writer:
         src += f"def _{tag}({_join(call)}):\n"
         src += "    if torch.compiler.is_compiling():\n"
         if any(r in self.g.present for r in results):
-            src += f"        {_join(results)}{',' if len(results) == 1 else ''} = _{tag}_custom({_join(call)})\n"
+            src += f"        {_join(results)} = _{tag}_custom({_join(call)})\n"
             back = [f"({r} if {' and '.join(f'{f} is not None' for f in self.g.present[r])} else None)" if r in self.g.present else r for r in results]
             src += f"        return {_tuple(back)}\n"
         else:
@@ -185,7 +186,7 @@ class Writer:
         stats = [o for o in outs if self.every[o].dtype not in ("float",) and self.every[o].like is None]
         src = "class _Function(torch.autograd.Function):\n    @staticmethod\n"
         src += f"    def forward(ctx, {_join(fwd)}):\n"
-        src += f"        {_join(outs)}{',' if len(outs) == 1 else ''} = _fwd({_join(fwd)})\n"
+        src += f"        {_join(outs)} = _fwd({_join(fwd)})\n"
         src += f"        ctx.save_for_backward({_join(g.saved)})\n"
         src += f"        ctx.options = ({_join(options)},)\n"
         if stats:
@@ -196,7 +197,7 @@ class Writer:
             src += f"        {_join(g.saved)}{',' if len(g.saved) == 1 else ''} = ctx.saved_tensors\n"
         src += f"        {_join(options)}{',' if len(options) == 1 else ''} = ctx.options\n"
         rets = list(g.returns)
-        src += f"        {_join(rets)}{',' if len(rets) == 1 else ''} = _bwd({_join([*g.backward.names, *g.bwd_attrs, 'backend'])})\n"
+        src += f"        {_join(rets)} = _bwd({_join([*g.backward.names, *g.bwd_attrs, 'backend'])})\n"
         src += "        need = ctx.needs_input_grad\n"
         values = []
         for i, n in enumerate(g.inputs):

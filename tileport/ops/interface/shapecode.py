@@ -101,12 +101,18 @@ class Checks:
             conds.append(f"{n}.device == {first}.device")
         inner = indent + ("    " if t.optional else "")
         body = f"{inner}if not ({' and '.join(conds)}):\n{inner}    {self.explain}\n"
+        unpack = len(here) == len(shape.items) > 1 and all(value == f"{n}.shape[{i}]" for i, value in enumerate(here.values()))
+        names = []
         for key, value in here.items():
             var = variable(key, self.params)
-            body += f"{inner}{var} = {value}\n"
+            names.append(var)
+            if not unpack:
+                body += f"{inner}{var} = {value}\n"
             self.bound[key] = var
             if t.optional:
                 self.maybe.add(key)
+        if unpack:  # every dimension new and whole: ``B, T, H, D = q.shape``
+            body += f"{inner}{', '.join(names)} = {n}.shape\n"
         for b in binds:
             body += "".join(f"{inner}{line}\n" for line in b.split("\n"))
         if t.optional:

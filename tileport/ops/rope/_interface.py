@@ -29,10 +29,7 @@ def _check_forward(q, k, cos, sin, position_ids, offsets, interleaved, offset):
     """The forward's tensors against the declaration: each dimension bound once, checked everywhere."""
     if not (isinstance(q, torch.Tensor) and q.dtype in _FLOAT and q.dim() == 4):
         _rt.explain(_FORWARD, {'q': q, 'k': k, 'cos': cos, 'sin': sin, 'position_ids': position_ids, 'offsets': offsets}, {'interleaved': interleaved, 'offset': offset})
-    B = q.shape[0]
-    T = q.shape[1]
-    Hq = q.shape[2]
-    D = q.shape[3]
+    B, T, Hq, D = q.shape
     Hk = None
     if k is not None:
         if not (isinstance(k, torch.Tensor) and k.dtype == q.dtype and k.dim() == 4 and k.shape[0] == B and k.shape[1] == T and k.shape[3] == D and k.device == q.device):
@@ -58,10 +55,7 @@ def _check_backward(dq_out, dk_out, cos, sin, position_ids, offsets, interleaved
     """The backward's tensors against the declaration: each dimension bound once, checked everywhere."""
     if not (isinstance(dq_out, torch.Tensor) and dq_out.dtype in _FLOAT and dq_out.dim() == 4):
         _rt.explain(_BACKWARD, {'dq_out': dq_out, 'dk_out': dk_out, 'cos': cos, 'sin': sin, 'position_ids': position_ids, 'offsets': offsets}, {'interleaved': interleaved, 'offset': offset})
-    B = dq_out.shape[0]
-    T = dq_out.shape[1]
-    Hq = dq_out.shape[2]
-    D = dq_out.shape[3]
+    B, T, Hq, D = dq_out.shape
     Hk = None
     if dk_out is not None:
         if not (isinstance(dk_out, torch.Tensor) and dk_out.dtype == dq_out.dtype and dk_out.dim() == 4 and dk_out.shape[0] == B and dk_out.shape[1] == T and dk_out.shape[3] == D and dk_out.device == dq_out.device):
