@@ -386,8 +386,8 @@ def _grid_refuser(iface: Interface):
             raise ValueError(f"{iface.name}: sizes {dict(zip(iface.dims(), given['sizes']))} exceed {MAX_SIZE}")
         (name, t), = given.items()
         a = next(a for a in iface.args if a.name == name)
-        want = f"a tensor of shape ({', '.join(map(str, a.sizes))}) with unit stride in its last dimension and dtype " \
-               f"{sorted(map(str, a.torch_dtypes))}"
+        shape = str(tuple(a.sizes)).replace("'", "")
+        want = f"a tensor of shape {shape} with unit stride in its last dimension and dtype {sorted(map(str, a.torch_dtypes))}"
         if t is None:
             raise ValueError(f"{iface.name}: {name} must be {want}, got None")
         raise ValueError(f"{iface.name}: {name} must be {want} (sizes agreeing with the other tensors'), "

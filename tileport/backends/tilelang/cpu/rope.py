@@ -71,7 +71,8 @@ def build(x_dtype: torch.dtype, table_dtype: torch.dtype, positions: str = "int6
                 if has_offsets != 0:
                     p[0] = p[0] + T.cast(offsets[b], "int64")
             sign[0] = T.if_then_else(conjugate != 0, T.float32(-1), T.float32(1))
-            groups = [(X, q, q_out, HQ), (X, k, k_out, HK)]
+            k_heads = T.if_then_else(T.And(has_k != 0, has_k_out != 0), HK, 0)  # k None: no heads
+            groups = [(X, q, q_out, HQ), (X, k, k_out, k_heads)]
             rotation = rotation_by(sign[0])
             if T.And(p[0] >= 0, p[0] < T.cast(T_RO, "int64")):
                 if interleaved != 0:
