@@ -29,7 +29,7 @@ def _values(names) -> str:
 
 def params(spec: s.OpSpec, sig: tuple[str, ...], optional: set[str]) -> str:
     """A def's parameters: an optional tensor defaults to None where every later positional one has a default
-    too (``rope(q, k, cos, sin)``: k may be None but is passed), attributes to their declared defaults."""
+    too (``f(q, k, cos)``: k may be None but is always passed), attributes to their declared defaults."""
     out: list[str] = []
     star = sig.index("*") if "*" in sig else len(sig)
     attrs = {a.name for a in spec.attrs}
