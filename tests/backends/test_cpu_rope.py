@@ -167,7 +167,7 @@ def test_strided_inputs_are_read_in_place_and_keep_their_layout(interleaved, dty
     pos = torch.tensor([[7, 1, 0, 3, 2]]).expand(B, T)
     assert not q.is_contiguous() and not cos.is_contiguous() and pos.stride(0) == 0
     for m, mod in _modules().items():
-        fwd, bwd = _check(mod, dtype, q, k, cos, sin, pos, None, 0, interleaved, f"{m} strided")
+        fwd, _ = _check(mod, dtype, q, k, cos, sin, pos, None, 0, interleaved, f"{m} strided")
         copies = (q.contiguous(), k.contiguous(), cos.contiguous(), sin.contiguous(), pos.contiguous(), None)
         want = mod.forward(*copies, interleaved, 0)
         for got, ref, x in zip(fwd, want, (q, k)):

@@ -61,9 +61,8 @@ def _ref(buf, *index):
 
 
 def _when(cond, body) -> None:
-    with T.If(cond):
-        with T.Then():
-            body()
+    with T.If(cond), T.Then():
+        body()
 
 
 def mul(a, b):

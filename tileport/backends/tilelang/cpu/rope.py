@@ -15,22 +15,11 @@ once to q's dtype. A token whose p is outside the table gets c = s = 0. The back
 import tilelang.cpu.language as T
 import torch
 
-from ... import outputs
 from .interface import GRID
-from .pairs import (
-    PRELUDE,
-    SEQ,
-    T_RO,
-    B,
-    copy_rest,
-    index,
-    mul,
-    rotate_heads,
-    table,
-    tokens,
-)
+from .pairs import PRELUDE, SEQ, T_RO, B, copy_rest, index, mul, rotate_heads, table, tokens
 from .rowwise import Io, splat
 from .runtime import CACHE, threads_for
+from ... import outputs
 
 HQ, HK = T.dynamic("Hq"), T.dynamic("Hk")
 _INDEX = {torch.int32: "int32", torch.int64: "int64"}
