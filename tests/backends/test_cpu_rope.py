@@ -316,3 +316,43 @@ def test_other_isas_give_the_same_bits(arch, monkeypatch, tmp_path):
                       offset=offset, interleaved=int(inter), conjugate=0)  # fmt: skip
             assert torch.equal(q_out, native[i][0]) and torch.equal(k_out, native[i][1]), f"{arch} {dt} {inter}"
             i += 1
+
+
+def _grid_kernel():
+    """A grid kernel using what rope does not: a size given as an int, a float scalar, an optional integer input."""
+    import tilelang.cpu.language as T
+
+    from tileport.backends.tilelang.cpu.interface import GRID
+    from tileport.backends.tilelang.cpu.runtime import compile_kernel
+
+    N, D = T.dynamic("N"), T.dynamic("D")
+
+    @T.prim_func
+    def tp_test_grid(
+        x: T.StridedTensor((N, D), (T.dynamic("x_s0", "int64"), 1), "float32"),
+        y: T.StridedTensor((N, D), (T.dynamic("y_s0", "int64"), 1), "float32"),
+        ab: T.StridedTensor((2,), (1,), "float32"), idx: T.StridedTensor((N,), (1,), "int32"), has_idx: T.int32,
+        bias: T.float32, first: T.int64, count: T.int64,
+    ):  # fmt: skip
+        T.func_attr({GRID: ["N"]})
+        with T.Kernel(count) as i:
+            for d in T.serial(D):
+                extra = T.if_then_else(has_idx != 0, T.cast(idx[first + i], "float32"), T.float32(0))
+                y[first + i, d] = x[first + i, d] * ab[0] + ab[1] + bias + extra
+
+    return compile_kernel(tp_test_grid)
+
+
+def test_grid_interface_sizes_scalars_and_optional_integer_inputs():
+    kernel = _grid_kernel()
+    base = torch.randn(6, 9)
+    x, ab, idx = base[:, 2:7], torch.tensor([2.0, 0.5]), torch.arange(6, dtype=torch.int32)
+    for given, nthreads in ((None, 1), (idx, 2)):
+        y = torch.empty(6, 5)
+        kernel(nthreads, x=x, y=y, ab=ab, idx=given, bias=0.25)
+        want = x * 2.0 + 0.5 + 0.25 + (0 if given is None else given.float()[:, None])
+        torch.testing.assert_close(y, want)
+    with pytest.raises(ValueError, match=r"ab must be a tensor of shape \(2,\)"):
+        kernel(1, x=x, y=torch.empty(6, 5), ab=torch.ones(3), idx=None, bias=0.0)
+    with pytest.raises(ValueError, match=r"idx must be a tensor of shape \(N,\) .* dtype \['torch.int32'\]"):
+        kernel(1, x=x, y=torch.empty(6, 5), ab=ab, idx=torch.arange(6), bias=0.0)
