@@ -356,3 +356,15 @@ def test_grid_interface_sizes_scalars_and_optional_integer_inputs():
         kernel(1, x=x, y=torch.empty(6, 5), ab=torch.ones(3), idx=None, bias=0.0)
     with pytest.raises(ValueError, match=r"idx must be a tensor of shape \(N,\) .* dtype \['torch.int32'\]"):
         kernel(1, x=x, y=torch.empty(6, 5), ab=ab, idx=torch.arange(6), bias=0.0)
+
+
+def test_inputs_whose_last_dimension_is_not_unit_stride():
+    """An expanded gradient (stride 0 everywhere, as autograd gives for a sum) and a table of every other column:
+    the same bits as contiguous copies."""
+    q, k = torch.ones(1, 1, 1, 32).expand(2, 3, 4, 32), _heads(2, 3, 1, 32, torch.float32, 13)
+    cos_full, sin_full = _tables(5, 32, torch.float32)
+    cos, sin = cos_full[:, ::2], sin_full[:, ::2]
+    for m, mod in _modules().items():
+        got = mod.backward(q, k, cos, sin, None, None, False, 1)
+        want = mod.backward(q.contiguous(), k, cos.contiguous(), sin.contiguous(), None, None, False, 1)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), m

@@ -84,13 +84,22 @@ PACKED_CHECKS = ()
 
 
 def _empty_like(x: torch.Tensor) -> torch.Tensor:
-    """``torch.empty_like(x)``'s layout (x's order of strides, dense) from ``outputs.empty`` (poisoned in verify)."""
-    order = sorted(range(x.dim()), key=lambda i: -x.stride(i))
-    y = outputs.empty(tuple(x.shape[i] for i in order), x.dtype, x.device)
-    return y.permute(*sorted(range(x.dim()), key=lambda i: order[i]))
+    """``torch.empty_like(x)`` (its layout: x's strides where x is dense, else dense in x's order) from
+    ``outputs.empty`` (huge pages for large outputs, NaN inside verify's ``poisoned()``)."""
+    if x.is_contiguous():
+        return outputs.empty(x.shape, x.dtype, x.device)
+    strides = torch.empty_like(x, device="meta").stride()  # dense: numel elements hold it
+    return outputs.empty((x.numel(),), x.dtype, x.device).as_strided(x.shape, strides)
+
+
+def _unit_last(x):
+    """x, or a contiguous copy where its last dimension is not unit-stride (the contract rules it out; an
+    expanded gradient such as ``ones.expand(...)`` has stride 0 there)."""
+    return x if x is None or x.stride(-1) == 1 or x.shape[-1] <= 1 else x.contiguous()
 
 
 def _run(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int, conjugate: bool):
+    q, k, cos, sin, position_ids, offsets = map(_unit_last, (q, k, cos, sin, position_ids, offsets))
     if q.dim() != 4 or 2 * cos.shape[-1] > q.shape[-1]:
         raise ValueError(f"rope: q [B, T, H, D], tables [T_ro, R/2], R <= D; got {tuple(q.shape)}, {tuple(cos.shape)}")
     q_out = _empty_like(q)
