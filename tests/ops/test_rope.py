@@ -234,3 +234,15 @@ def test_the_module_form_takes_every_tensor_input():
     assert ko is None and torch.equal(qo, tileport.rope(q, None, cos, sin, interleaved=True, backend="torch")[0])
     assert "interleaved=True" in repr(layer)
     assert math.isclose(float(qo[0, 0].norm()), float(q[0, 0].norm()), rel_tol=1e-6)  # position 0: the identity
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_expanded_gradient_reaches_the_kernel_with_unit_stride(backend):
+    """autograd's gradient of ``.sum()`` is expanded (stride 0 everywhere): the interface hands the kernels stride 1
+    in the last dimension, as the contract says (``unit_stride``)."""
+    q = torch.randn(2, 3, 2, 8, requires_grad=True)
+    cos, sin = _tables(3, 8)
+    tileport.rope(q, None, cos, sin, backend=backend)[0].sum().backward()
+    ones = torch.ones(2, 3, 2, 8)
+    want = _golden(ones, cos, -sin, torch.arange(3).expand(2, 3))
+    torch.testing.assert_close(q.grad.double(), want, rtol=1e-6, atol=1e-6)

@@ -281,8 +281,11 @@ class OpSpec:
     grad_shapes: Callable[[dict], dict] | None = None
     reference: bool = False  # made from a reference callable: it has no interface of its own
     exact: tuple[str, ...] = ()  # outputs that are not floating point: equal to the golden's, element for element
-    # An operator declared by named dimensions (``general``): constraints between its dimensions and attributes.
+    # An operator declared by named dimensions (``general``): constraints between its dimensions and attributes;
+    # ``unit_stride``: its kernels are handed every tensor with stride 1 in its last dimension (a copy where it
+    # has not, such as autograd's expanded gradient of a sum), else the tensors as given.
     where: tuple[str, ...] = ()
+    unit_stride: bool = False
 
     def __post_init__(self) -> None:
         for group in ("inputs", "outputs", "grads"):  # one-line declarations parsed (``"q: [B, T, H, D] float grad"``)

@@ -139,6 +139,10 @@ class Writer:
         src += "        if _rt.all_empty(shapes):\n"
         dts = "(" + _join(self.dtype(r, form) for r in results) + ("," if one else "") + ")"
         src += f"            return _rt.allocate(shapes, {dts}, {p}.device){'[0]' if one else ''}\n"
+        if self.spec.unit_stride:  # the kernels ask for stride 1 in the last dimension
+            for t in form.tensors:
+                line = f"{t.name} = _rt.unit_last({t.name})"
+                src += f"    if {t.name} is not None:\n        {line}\n" if t.optional else f"    {line}\n"
         src += f"    return impl.{kernel}({_join(call)})\n"
         return src
 

@@ -156,6 +156,14 @@ def check_values(declaration: dims.Declaration, tensors: dict, attrs: dict) -> N
     dims.bind(declaration, tensors, attrs).check_values()
 
 
+def unit_last(t: torch.Tensor) -> torch.Tensor:
+    """``t`` with stride 1 in its last dimension: itself where it has it (or the dimension has one element), else
+    a contiguous copy (an expanded gradient, a transposed view)."""
+    if t.dim() == 0 or t.stride(-1) == 1 or t.shape[-1] <= 1:
+        return t
+    return t.contiguous()
+
+
 def all_empty(shapes: tuple) -> bool:
     """Whether every present result (its shape, or None for an absent one) has no elements."""
     return all(sh is None or math.prod(sh) == 0 for sh in shapes)

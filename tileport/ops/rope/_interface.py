@@ -107,6 +107,15 @@ def _forward_impl(q, k, cos, sin, position_ids, offsets, interleaved, offset, ba
         shapes = _forward_shapes(q, k, cos, sin, position_ids, offsets)
         if _rt.all_empty(shapes):
             return _rt.allocate(shapes, (q.dtype, q.dtype), q.device)
+    q = _rt.unit_last(q)
+    if k is not None:
+        k = _rt.unit_last(k)
+    cos = _rt.unit_last(cos)
+    sin = _rt.unit_last(sin)
+    if position_ids is not None:
+        position_ids = _rt.unit_last(position_ids)
+    if offsets is not None:
+        offsets = _rt.unit_last(offsets)
     return impl.forward(q, k, cos, sin, position_ids, offsets, interleaved, offset)
 
 
@@ -116,6 +125,15 @@ def _backward_impl(dq_out, dk_out, cos, sin, position_ids, offsets, interleaved,
         shapes = _backward_shapes(dq_out, dk_out, cos, sin, position_ids, offsets)
         if _rt.all_empty(shapes):
             return _rt.allocate(shapes, (dq_out.dtype, dq_out.dtype), dq_out.device)
+    dq_out = _rt.unit_last(dq_out)
+    if dk_out is not None:
+        dk_out = _rt.unit_last(dk_out)
+    cos = _rt.unit_last(cos)
+    sin = _rt.unit_last(sin)
+    if position_ids is not None:
+        position_ids = _rt.unit_last(position_ids)
+    if offsets is not None:
+        offsets = _rt.unit_last(offsets)
     return impl.backward(dq_out, dk_out, cos, sin, position_ids, offsets, interleaved, offset)
 
 
