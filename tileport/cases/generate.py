@@ -15,106 +15,28 @@ Per dtype, in this order:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..ops.spec import VECTOR, get as op_spec
+from ..ops.spec import VECTOR
 from ..precision.standard import DISTRIBUTIONS, MODEL_SHARE
-from . import modelcases
+from . import general, modelcases
+from .case import EXTRA_RANK, OMIT_SHARE, SPECIAL_RANK, UPPER, Case, spec_of  # noqa: F401
+from .case import draw_attrs as _draw_attrs, mix as _mix
 from .schema import DTYPES, Suite
 from .shapes import draw_shape
 from .values import FILLS, draw_mu_sigma, fill, plant, standard_values, suite_values
 
-OMIT_SHARE = 0.25  # of the generalized cases leave out each optional input (the API's None path)
-UPPER = 2**31  # the upper border's one long dimension
 FILL_SHAPES = ((1,), (7,), (4, 33), (2, 3, 128))  # the 4 shapes of each all-nan/inf scenario
 EMPTY_BASE = (2, 3, 16)  # each dimension 0 in turn
-SPECIAL_RANK, EXTRA_RANK = 1_000_000, 2_000_000  # rank offsets: seeds apart from the scale's cases
-
-
-@dataclass(frozen=True)
-class Case:
-    index: int
-    dtype: torch.dtype
-    shape: tuple[int, ...]
-    value_range: str  # the standard's distribution (uniform, normal, tiny, outliers) or a suite range's name
-    attrs: dict[str, Any] = field(default_factory=dict)
-    scenario: str | None = None  # a special scenario or a row scenario; None for the scale's cases
-    seed: int = 0
-    rank: int = 0  # position among the cases of its dtype: a smaller level's cases are a prefix of a larger's
-    omitted: tuple[str, ...] = ()  # optional inputs this case leaves out (passed as None)
-    mu: float | None = None  # N(mu, sigma)'s parameters, drawn per case
-    sigma: float | None = None
-    filled: str | None = None  # the input an all-nan/inf or invalid scenario fills
-    fill_value: float | None = None  # an invalid scenario's value
-    source: tuple | None = None  # a model case's (config, capture index, first row, rows)
-
-    @property
-    def expects_rejection(self) -> bool:
-        """An input out of the operator's valid range: it must raise a clear TypeError or ValueError."""
-        return self.scenario == "invalid"
-
-    @property
-    def elements(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def counted(self) -> bool:
-        """Whether the case is part of the level's scale (special scenarios and extras are not)."""
-        return self.rank < SPECIAL_RANK
-
-    def describe(self) -> str:
-        b = f" {self.scenario}" if self.scenario else ""
-        b += f"({self.filled})" if self.filled else ""
-        b += "".join(f" no-{name}" for name in self.omitted)
-        return f"#{self.index} {str(self.dtype).removeprefix('torch.')} {'x'.join(map(str, self.shape))} {self.value_range}{b}"
-
-
-def spec_of(suite: Suite):
-    """The spec a suite's cases run through: its operator's, or the one made from its reference callable."""
-    if suite.reference is None:
-        return op_spec(suite.name)
-    from .. import reference
-
-    declared = reference.Declared(suite.reference, tuple(t.name for t in suite.tensors), tuple((a.name, a.values[0]) for a in suite.attrs),
-                                  suite.derived, suite.backward)  # fmt: skip
-    rule = suite.primary.shapes
-    first = rule.fixed[0] if rule.fixed else (2,) * max(rule.dim_numbers)
-    return reference.spec_for(declared, suite.name, tuple(t.shape or first for t in suite.tensors))
-
-
-def _mix(limits: str, n: int) -> list[str]:
-    """n distribution names in the level's shares, spread evenly (a smooth weighted round robin)."""
-    shares = DISTRIBUTIONS[limits]
-    credit = {name: 0.0 for name, _ in shares}
-    out = []
-    for _ in range(n):
-        for name, share in shares:
-            credit[name] += share
-        pick = max(credit, key=credit.get)
-        credit[pick] -= 1.0
-        out.append(pick)
-    return out
 
 
 def _pick_range(rng: np.random.Generator, ranges) -> str:
     w = np.array([r.weight for r in ranges])
     return ranges[int(rng.choice(len(ranges), p=w / w.sum()))].name
-
-
-def _draw_attrs(suite: Suite, rng) -> dict:
-    """One value of each attribute among its equivalence classes: uniformly, or by the file's weights."""
-    out = {}
-    for a in suite.attrs:
-        if a.weights:
-            w = np.asarray(a.weights, dtype=np.float64)
-            out[a.name] = a.values[int(rng.choice(len(a.values), p=w / w.sum()))]
-        else:
-            out[a.name] = a.values[int(rng.integers(len(a.values)))]
-    return out
 
 
 def _model_cases(suite: Suite, n: int, rng) -> list[Case]:
@@ -210,10 +132,12 @@ def generate(suite: Suite, level: str, dtypes: list[torch.dtype] | None = None, 
     attrs_default = {a.name: a.values[0] for a in suite.attrs}
     cases: list[Case] = []
     for d_index, dtype in enumerate(dtypes):
+        scale, specials = (general.scale, general.specials) if suite.general else (_scale, _specials)
         groups = (
-            (0, _scale(suite, lv.limits, per_dtype, np.random.default_rng([seed, d_index]), attrs_default)),
-            (SPECIAL_RANK, _specials(suite, attrs_default)),
-            (EXTRA_RANK, _extras(suite, math.ceil(suite.extra_share * per_dtype), np.random.default_rng([seed, d_index, 1]), attrs_default)),
+            (0, scale(suite, lv.limits, per_dtype, np.random.default_rng([seed, d_index]), attrs_default)),
+            (SPECIAL_RANK, specials(suite, attrs_default)),
+            (EXTRA_RANK, [] if suite.general else
+             _extras(suite, math.ceil(suite.extra_share * per_dtype), np.random.default_rng([seed, d_index, 1]), attrs_default)),
         )
         for offset, group in groups:
             # a case's seed depends on (seed, dtype, rank) only, so quick's cases are L0's first ones, input for input
@@ -225,7 +149,10 @@ def generate(suite: Suite, level: str, dtypes: list[torch.dtype] | None = None, 
 
 
 def input_shapes(suite: Suite, case: Case) -> dict[str, tuple[int, ...]]:
-    """Each tensor input's shape: a vector-role input (a weight) is (D,), the others the case's shape."""
+    """Each tensor input's shape: a vector-role input (a weight) is (D,), the others the case's shape; by named
+    dimensions each tensor the case draws in its declared shape (``general``)."""
+    if suite.general:
+        return general.input_shapes(suite, case)
     spec = spec_of(suite)
     D = case.shape[-1] if case.shape else 1
     out = {}
@@ -238,6 +165,8 @@ def input_shapes(suite: Suite, case: Case) -> dict[str, tuple[int, ...]]:
 
 def make_inputs(suite: Suite, case: Case) -> dict[str, Any]:
     """The tensors and attributes of ``case``, from its seed (values drawn in fp32/fp64, then cast)."""
+    if suite.general:
+        return general.make_inputs(suite, case)
     gen = torch.Generator().manual_seed(case.seed)
     spec = spec_of(suite)
     D = case.shape[-1] if case.shape else 1

@@ -53,6 +53,42 @@ class ShapeRule:
 
 
 @dataclass(frozen=True)
+class DimOption:
+    """One way to draw a named dimension: a range [low, high] (each bound an int or an expression over the
+    dimensions drawn before it, such as ``D`` or ``2*T + 16``) in multiples of ``step``, or one of ``choices``;
+    ``weight``: how often this option is taken among a dimension's options."""
+
+    low: int | str = 1
+    high: int | str = 1
+    step: int = 1
+    choices: tuple[int, ...] = ()
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class DimRule:
+    """How a suite by named dimensions draws one dimension (``T``) or variadic run (``*batch``): its options, and
+    for a run its ranks (each item of the run drawn by the options)."""
+
+    name: str
+    options: tuple[DimOption, ...]
+    ranks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class IntRule:
+    """The values of an integer tensor: ``index`` (the declaration's range, ``ignore`` of them its allowed values
+    such as ignore_index), ``positions`` (in [low, high), ``outside`` of them out of it: negative or past high) or
+    ``lengths`` (in [low, high], high included). Bounds are ints or expressions over the dimensions."""
+
+    kind: str
+    low: int | str | None = None
+    high: int | str | None = None
+    outside: float = 0.0
+    ignore: float = 0.0
+
+
+@dataclass(frozen=True)
 class TensorInput:
     name: str
     required: bool
@@ -64,6 +100,8 @@ class TensorInput:
     valid: tuple[tuple[float, float, float], ...] = ()  # (low, high, weight): where the uniform cases draw from
     invalid: tuple[tuple[float, float], ...] = ()  # values the operator must reject with a clear error
     shape: tuple[int, ...] | None = None  # a shape of its own (a problem's second input), not the first's
+    values: IntRule | None = None  # an integer tensor's value rule (a suite by named dimensions)
+    omit: float | None = None  # an optional input: the share of the scale's cases that leave it out (None: default)
 
 
 @dataclass(frozen=True)
@@ -104,11 +142,24 @@ class Suite:
     extra_share: float = 0.0  # tileport's stress cases (the tensors' own ranges, row scenarios), beyond the scale
     reference: str | None = None  # a reference callable's target (``tileport.reference``) where name is no operator
     derived: tuple[str, ...] = ()  # the reference's parameters derived from the first tensor (normalized_shape)
+    # A suite by named dimensions (its operator's tensors declared so): how each dimension is drawn, extra
+    # constraints, the largest tensor's elements, the special scenarios' base sizes, sizes always included.
+    dims: tuple[DimRule, ...] = ()
+    where: tuple[str, ...] = ()
+    max_length: int = 0
+    base: dict[str, Any] = field(default_factory=dict)
+    fixed: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def general(self) -> bool:
+        """Sized by named dimensions (``dims``), not by the first tensor's shape rule."""
+        return bool(self.dims)
 
     @property
     def primary(self) -> TensorInput:
-        """The tensor input that carries dtypes and shapes; the others are ``like`` it."""
-        return next(t for t in self.tensors if t.like is None)
+        """The tensor input that carries the floating dtypes (and, row-wise, the shapes); the others are ``like``
+        it (row-wise) or take the case's dtype by their declaration (by named dimensions)."""
+        return next(t for t in self.tensors if t.like is None and t.dtypes and t.dtypes[0].is_floating_point)
 
     def level(self, name: str) -> Level:
         if name not in self.levels:
@@ -316,6 +367,10 @@ def load_suite(source: str | Path) -> Suite:
         from .atk import load_atk
 
         return load_atk(path, data)
+    if isinstance(data, dict) and "dims" in data:  # a suite by named dimensions
+        from .named import load_named
+
+        return load_named(path, data)
     top = _Reader(path, data).only(*TOP_KEYS)
     tensors, attrs = _inputs(path, top.get("inputs", list, "a list of inputs"))
     return Suite(

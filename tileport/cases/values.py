@@ -99,3 +99,23 @@ def plant(v: torch.Tensor, scenario: str | None, gen: torch.Generator) -> torch.
         cols = torch.randint(0, rows.shape[1], (3,), generator=gen)
         rows[1, cols[0]], rows[3, cols[1]], rows[5, cols[2]] = math.inf, -math.inf, math.nan
     return v
+
+
+def integer_values(kind: str, shape, low: int, high: int, outside: float, allowed: tuple[int, ...], ignore: float,
+                   gen: torch.Generator) -> torch.Tensor:  # fmt: skip
+    """An integer tensor's values (int64): uniform in [low, high) (``lengths``: [low, high]); a share ``outside``
+    of the elements out of that range, half below low (negative where low is 0), half at or past high, within one
+    range's width; a share ``ignore`` set to one of the ``allowed`` values (ignore_index). An empty range puts every
+    element outside."""
+    high = high + 1 if kind == "lengths" else high
+    width = max(1, high - low)
+    inside = torch.randint(low, high, shape, generator=gen) if high > low else torch.full(shape, low, dtype=torch.int64)
+    u = torch.rand(shape, generator=gen)
+    below = low - 1 - torch.randint(0, width, shape, generator=gen)
+    above = max(high, low) + torch.randint(0, width, shape, generator=gen)
+    out_share = 1.0 if high <= low else outside
+    v = torch.where(u < out_share / 2, below, torch.where(u < out_share, above, inside))
+    if allowed and ignore:
+        pick = torch.tensor(allowed, dtype=torch.int64)[torch.randint(0, len(allowed), shape, generator=gen)]
+        v = torch.where(torch.rand(shape, generator=gen) < ignore, pick, v)
+    return v

@@ -29,6 +29,13 @@ class CaseResult:
     retest: RetestResult | None = None
     deterministic: bool = True  # repeated runs gave bit-identical outputs
     runs: int = 1
+    shapes: tuple = ()  # a case by named dimensions: each tensor's (name, shape); ``shape`` is then its first's
+
+    def shape_text(self) -> str:
+        """The case's shape as reports print it: ``4x16``, or each tensor's (``q 2x5x4x64, cos 8x16``)."""
+        if not self.shapes:
+            return "x".join(map(str, self.shape))
+        return ", ".join(f"{n} {'x'.join(map(str, s)) or '[]'}" for n, s in self.shapes)
 
     @property
     def passed(self) -> bool:
@@ -58,7 +65,7 @@ class CaseResult:
         a, b, r = self.verdict.actual, self.verdict.benchmark, self.verdict.ratios
         return {
             "op": self.op, "backend": self.backend, "case": self.case, "dtype": self.dtype,
-            "shape": "x".join(map(str, self.shape)), "range": self.value_range, "attrs": self.attrs_text(),
+            "shape": self.shape_text(), "range": self.value_range, "attrs": self.attrs_text(),
             "output": self.output, "level": self.verdict.level, "elements": a.elements,
             "mare": a.mare, "mere": a.mere, "rmse": a.rmse, "small_errors": a.small_errors,
             "bm_mare": b.mare, "bm_mere": b.mere, "bm_rmse": b.rmse, "bm_small_errors": b.small_errors,

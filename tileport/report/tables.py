@@ -112,7 +112,7 @@ def every_check(rep, limit: int = 3000) -> Table:
     group, its failed checks first (folded: the full list is results.csv)."""
     shown, cut = _sampled(rep.results, limit)
     rows = tuple(
-        (r.backend, str(r.case), r.dtype, "x".join(map(str, r.shape)), r.value_range, r.attrs_text(), r.output,
+        (r.backend, str(r.case), r.dtype, r.shape_text(), r.value_range, r.attrs_text(), r.output,
          _g(r.verdict.ratios["mare"]), _g(r.verdict.ratios["mere"]), _g(r.verdict.ratios["rmse"]),
          "pass" if r.passed else "FAIL")
         for r in shown
@@ -224,7 +224,7 @@ def failures(rep, limit: int = 60) -> Table:
     """The failed checks, a share of each (backend, dtype, output) so every failed cell of the grid has rows here."""
     shown, cut = _sampled(rep.failures, limit, floor=3)
     rows = tuple(
-        (r.backend, str(r.case), r.dtype, "x".join(map(str, r.shape)), r.value_range, r.attrs_text(), r.output, "; ".join(r.failures))
+        (r.backend, str(r.case), r.dtype, r.shape_text(), r.value_range, r.attrs_text(), r.output, "; ".join(r.failures))
         for r in shown
     )  # fmt: skip
     note = (f"{len(shown)} of the {len(rep.failures)} failed checks, a share of each backend, dtype and output; all in results.csv "
@@ -237,7 +237,7 @@ def retested(rep, limit: int = 60) -> Table:
     """Checks that passed on retest, a share of each (backend, dtype, output)."""
     passed = [r for r in rep.results if r.retest is not None and r.passed]
     shown, cut = _sampled(passed, limit, floor=3)
-    rows = tuple((r.backend, str(r.case), r.dtype, "x".join(map(str, r.shape)), r.output, "; ".join(r.failures)) for r in shown)
+    rows = tuple((r.backend, str(r.case), r.dtype, r.shape_text(), r.output, "; ".join(r.failures)) for r in shown)
     note = f"{len(shown)} of {len(passed)}, a share of each backend, dtype and output; all in results.csv (retested True)." if cut else ""
     return Table("Checks that failed on their first seed and passed the retest", ("backend", "case", "dtype", "shape", "output", "detail"),
                  rows, note, row_ids=_first_ids(shown, "retest-"))  # fmt: skip
@@ -246,7 +246,7 @@ def retested(rep, limit: int = 60) -> Table:
 def investigate(rep) -> Table:
     """Clause 5.3.3's third outcome: golden, output and benchmark all differ at an inf/nan."""
     rows = tuple(
-        (r.backend, str(r.case), r.dtype, "x".join(map(str, r.shape)), r.output, str(r.verdict.actual.nonfinite_review))
+        (r.backend, str(r.case), r.dtype, r.shape_text(), r.output, str(r.verdict.actual.nonfinite_review))
         for r in rep.results if r.verdict.actual.nonfinite_review
     )  # fmt: skip
     return Table(

@@ -109,7 +109,10 @@ def available_bytes() -> int | None:
 
 def bytes_needed(suite: Suite, case: Case) -> int:
     """A generous estimate of a case's peak memory: every tensor input and output, held in float64 by the
-    golden and in the case's dtype by the benchmark and the backend, with temporaries."""
+    golden and in the case's dtype by the benchmark and the backend, with temporaries. By named dimensions each
+    tensor drawn counts at its own size, and the outputs as much again."""
+    if case.shapes:
+        return case.all_elements * 2 * (8 + 2 * case.dtype.itemsize) * 2
     tensors = len(suite.tensors) + len(suite.outputs) + len(suite.grad_outputs)
     return case.elements * tensors * (8 + 2 * case.dtype.itemsize) * 2
 
@@ -163,11 +166,15 @@ class Judge:
             run = lambda i, b: impl.run(self.spec, i, b)  # noqa: E731
         run = run or (lambda i, b: self.spec.run(i, backend, b))
         device = device or self.device
-        with outputs.poisoned():
+        with outputs.poisoned():  # an absent output (k_out where k is None) is not judged: left out
             if device == "cpu":
-                return run(inputs, backward)
+                return {k: v for k, v in run(inputs, backward).items() if v is not None}
             moved = {k: devices.to(v, device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
-            return {k: v.cpu() for k, v in run(moved, backward).items()}
+            return {k: v.cpu() for k, v in run(moved, backward).items() if v is not None}
+
+    def exact(self, name: str, out: dict) -> bool:
+        """Whether output ``name`` is judged by equality: the spec says so, or it is not floating (indices, masks)."""
+        return name in self.spec.exact or (name in out and not out[name].is_floating_point())
 
     def references(self, inputs: dict, backward: bool):
         """The benchmark's and the golden's outputs for these inputs. The golden is the benchmark backend in
@@ -183,7 +190,7 @@ class Judge:
     def verdict(self, name: str, case: Case, under, bm, gold, seed: int | None = None) -> Verdict:
         """The standard's verdict of output ``name``: against the same-dtype benchmark ``bm``, or against the
         rival run's side of this case (``seed``: a retest seed's)."""
-        if name in self.spec.exact:  # indices, masks: equal to the golden's, element for element
+        if self.exact(name, under):  # indices, masks: equal to the golden's, element for element
             return compare_equal(under[name], gold[name], self.limits)
         dtype = self.spec.precision_dtype(name, case.dtype)
         if self.rival is not None:
@@ -247,7 +254,8 @@ def _finding(suite: Suite, case: Case, backend: str, output: str, failures: list
     """A result with no metrics: a check that is only its findings (a rejection, a case that did not run)."""
     none = Metrics(0.0, 0.0, 0.0, 0, 0, 0)
     verdict = Verdict(limits, none, none, {"mare": 0.0, "mere": 0.0, "rmse": 0.0, "small": 0.0}, failures, acc)
-    return CaseResult(suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range, case_attrs(case), output, verdict)
+    return CaseResult(suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range, case_attrs(case), output, verdict,
+                      shapes=case.shapes)  # fmt: skip
 
 
 def raised(exc: BaseException) -> str:
@@ -351,15 +359,16 @@ def _judged(task: Task, j: Judge, case: Case, backend: str, cut, inputs: dict, u
     repeats = [j.execute(inputs, backend, suite.backward) for _ in range(backend_runs - 1)]
     results = []
     for name in under:
-        if name not in j.spec.exact:  # what a run on another machine needs of this output as its benchmark
+        exact = j.exact(name, under)
+        if not exact:  # what a run on another machine needs of this output as its benchmark
             out.sides[(backend, name)] = competitor.Side.of(under[name], gold[name], j.spec.precision_dtype(name, case.dtype))
-        if j.rival is not None and name not in j.spec.exact and name not in j.rival.outputs:  # the competitor never gives it
+        if j.rival is not None and not exact and name not in j.rival.outputs:  # the competitor never gives it
             out.skipped.setdefault(f"{backend} {name}", [0, f"no benchmark: {j.rival.provider} gives no {name} in run {j.rival.folders[0]}"])[0] += 1
             continue
         v = j.verdict(name, case, under, bm, gold)
-        missing = j.rival is not None and (case.index, j.rival.provider, name) not in j.rival.sides and name not in j.spec.exact
+        missing = j.rival is not None and (case.index, j.rival.provider, name) not in j.rival.sides and not exact
         redo = None
-        if not v.passed and j.acc == "double_bm" and name not in j.spec.exact and not missing:  # the dual benchmark's rule; a wrong index is wrong
+        if not v.passed and j.acc == "double_bm" and not exact and not missing:  # the dual benchmark's rule; a wrong index is wrong
             if progress:
                 progress(f"{case.describe()}: retest {name} on {backend} over {task.seeds(backend)} new seeds", advance=0)
             seeds = task.seeds(backend)
@@ -372,7 +381,7 @@ def _judged(task: Task, j: Judge, case: Case, backend: str, cut, inputs: dict, u
             CaseResult(
                 suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range,
                 case_attrs(case), name, v, redo,
-                deterministic=all(same_bits(r[name], under[name]) for r in repeats), runs=backend_runs,
+                deterministic=all(same_bits(r[name], under[name]) for r in repeats), runs=backend_runs, shapes=case.shapes,
             )
         )  # fmt: skip
     return results

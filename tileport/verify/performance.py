@@ -3,18 +3,24 @@ torch.compile over a few sizes, and peak allocated bytes, through the benchmark 
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
 
 from ..backends.registry import REGISTRY
 from ..bench.run import Group, plan, run
+from ..ops.spec import get as op_spec
 
 SIZES = [(33, 100), (1024, 512), (256, 4096), (2048, 4096)]
 
 
 def performance_groups(op: str, dtypes: list[torch.dtype]) -> list[Group]:
-    return plan(op, ["fwd", "fwdbwd"], dtypes, SIZES, [torch.get_num_threads()])
+    """fwd and fwdbwd at a few sizes: the row-wise (M, D) ones, or an operator by named dimensions' four smallest
+    bench shapes (its sweep's)."""
+    spec = op_spec(op)
+    sizes = sorted(spec.sweep, key=math.prod)[:4] if spec.general else SIZES
+    return plan(op, ["fwd", "fwdbwd"], dtypes, sizes, [torch.get_num_threads()])
 
 
 def performance(
