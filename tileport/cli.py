@@ -474,7 +474,7 @@ def _shape(text: str) -> tuple[int, ...]:
     except ValueError:
         dims = ()
     if not dims or any(d < 1 for d in dims):
-        raise typer.BadParameter(f"shape {text!r} is not like 1024x512 (positive integers joined by x)", param_hint="--shape")
+        raise typer.BadParameter(f"shape {text!r} is not like 1024x512 or 1x128x8x64 (positive integers joined by x)", param_hint="--shape")
     return dims
 
 
@@ -484,7 +484,7 @@ def bench(
     mode: Optional[list[str]] = typer.Option(None, metavar="MODE", help="fwd, bwd, fwdbwd (repeatable; default: all)"),
     dtype: Optional[list[str]] = typer.Option(None, metavar="DTYPE", help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: all three)"),
     threads: Optional[list[int]] = typer.Option(None, metavar="N", help="thread counts (repeatable; default: 1 and 2)"),
-    shape: Optional[list[str]] = typer.Option(None, metavar="SHAPE", help="shapes like 1024x512 (repeatable; default: the sweep)"),
+    shape: Optional[list[str]] = typer.Option(None, metavar="SHAPE", help="shapes in the form of OP's sweep (`tileport ops`): 1024x512 rows x D, 1x128x8x64 by named dimensions (repeatable; default: the sweep)"),
     workload: Optional[list[str]] = typer.Option(None, metavar="NAME", help="named workloads (repeatable), 'all' for every one"),
     backend: Optional[list[str]] = typer.Option(None, metavar="NAME", help="tileport backends to time (default: every available one)"),
     quick: bool = typer.Option(False, help="small shapes only, short budgets"),
@@ -523,6 +523,12 @@ def bench(
         if bad:
             raise typer.BadParameter(f"unknown workload {bad[0]!r}; choose from {', '.join(s.workloads)}", param_hint="--workload")
         shapes = [_shape(t) for t in shape] if shape else ([] if names else s.sweep[:4] if quick else s.sweep)
+        ranks = {len(x) for x in s.sweep}
+        bad = [x for x in shapes if s.general and len(x) not in ranks]  # a row-wise op takes any [*, D]
+        if bad:
+            like = "x".join(map(str, s.sweep[0]))
+            raise typer.BadParameter(f"{'x'.join(map(str, bad[0]))} is not a shape of {op}'s benchmarks: {'/'.join(map(str, sorted(ranks)))} "
+                                     f"dimensions, as its sweep's {like}", param_hint="--shape")  # fmt: skip
         from . import devices
 
         try:
@@ -695,9 +701,10 @@ def lower(
 def scaffold(
     name: str = typer.Argument(..., help="the new operator's name, a lower-case identifier (group_norm)"),
     like: Optional[str] = typer.Option(None, help="the operator whose signature, spec fields and case suite it starts from (default, without a signature: the simplest operator)"),
-    inputs: Optional[str] = typer.Option(None, help="tensor inputs NAME:ROLE, comma-separated, ROLE rows or vector, ? for optional: x:rows,gate:rows,weight:vector?"),
+    inputs: Optional[str] = typer.Option(None, help="tensor inputs, comma-separated, ? for optional: by role, NAME:ROLE with ROLE rows or vector (x:rows,gate:rows,weight:vector?), or by named dimensions, NAME:[SHAPE] then :-separated words float, int64, int32, index, bool, like:OTHER, nograd, in[LOW,HIGH) (q:[B,T,H,D],k:[B,T,Hk,D]?,cos:[T,R/2]:nograd,pos:[B,T]:index?; the first float grad, other floating ones like it with a gradient)"),
     attrs: Optional[str] = typer.Option(None, help="attributes NAME=DEFAULT, comma-separated; a choice A|B|C: eps=1e-6,activation=silu|sigmoid"),
-    outputs: Optional[str] = typer.Option(None, help="outputs NAME:ROLE, ROLE rows or per_row: y:rows,rstd:per_row"),
+    outputs: Optional[str] = typer.Option(None, help="outputs, as --inputs gives its tensors: NAME:ROLE with ROLE rows or per_row (y:rows,rstd:per_row), or NAME:[SHAPE] with a dtype word, like the first input by default (q_out:[B,T,H,D])"),
+    where: Optional[str] = typer.Option(None, help="constraints between the named dimensions, comma-separated: \"R <= D\""),
     root: Optional[Path] = typer.Option(None, help="the source checkout to write into (default: the one tileport runs from)"),
     package: Optional[Path] = typer.Option(None, help="write an operator package outside tileport into this (new or empty) folder: its pyproject declares the tileport.ops entry point"),
     dry_run: bool = typer.Option(False, "--dry-run", help="list the files it would write, write nothing"),
@@ -708,10 +715,11 @@ def scaffold(
 
     \b
     Example: tileport scaffold gated_norm --inputs x:rows,gate:rows,weight:vector? --attrs eps=1e-6 --outputs y:rows,rstd:per_row
+    Example: tileport scaffold my_rope --inputs "q:[B,T,H,D],cos:[T,R/2]:nograd,sin:[T,R/2]:nograd" --outputs "q_out:[B,T,H,D]" --where "R <= D"
     """
     from .scaffold import EXPORTS, ScaffoldError, plan, scaffold as write
 
-    sig = {"inputs": inputs, "attrs": attrs, "outputs": outputs, "package": package}
+    sig = {"inputs": inputs, "attrs": attrs, "outputs": outputs, "package": package, "where": where}
     try:
         p = plan(name, like, root, **sig) if dry_run else write(name, like, root, **sig)
     except ScaffoldError as exc:

@@ -1,12 +1,14 @@
 """A new operator's signature for ``tileport scaffold``: from an existing operator's declaration (``--like``),
 from the command line (``--inputs x:rows,gate:rows,weight:vector? --attrs eps=1e-6 --outputs y:rows,rstd:per_row``),
-or the first with the second's parts replacing its own."""
+or the first with the second's parts replacing its own. Tensors by named dimensions (``--inputs "q:[B,T,H,D]"``,
+a general operator's) are read by ``declared``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from ..ops import spec as s
+from ..ops.dims import TensorDecl
 
 ROLES_IN = (s.ROWS, s.VECTOR)
 ROLES_OUT = (s.ROWS, s.PER_ROW)
@@ -25,10 +27,16 @@ class Signature:
     backward: s.Backward
     grads: tuple[s.Tensor, ...]
     signatures: dict = field(default_factory=dict)
+    where: tuple[str, ...] = ()  # a general operator's constraints between its dimensions
+
+    @property
+    def general(self) -> bool:
+        """Tensors by named dimensions (``TensorDecl``s), not by the row-wise roles."""
+        return isinstance(self.inputs[0], TensorDecl)
 
     @property
     def weighted(self) -> bool:
-        return any(t.role == s.VECTOR for t in self.inputs)
+        return not self.general and any(t.role == s.VECTOR for t in self.inputs)
 
 
 def parse_tensors(text: str, what: str, roles: tuple[str, ...]) -> tuple[s.Tensor, ...]:
@@ -103,18 +111,34 @@ def default_backward(inputs, attrs, outputs) -> tuple[s.Backward, tuple[s.Tensor
 
 
 def from_spec(spec: s.OpSpec) -> Signature:
-    """An operator's own signature. A backward of its own making (a result for two inputs, ``to_grads``) is
-    replaced by the default one: the new operator's math is its own."""
+    """An operator's own signature (a general one's with its constraints). A backward of its own making (a result
+    for two inputs, ``to_grads``) is replaced by the default one: the new operator's math is its own."""
     if spec.backward is not None and spec.backward.to_grads is None and not spec.backward.returns:
         bwd, grads = spec.backward, spec.grads
+    elif spec.general:
+        from .declared import default_backward as general_backward
+
+        bwd, grads = general_backward(spec.inputs, spec.attrs, spec.outputs)
     else:
         bwd, grads = default_backward(spec.inputs, spec.attrs, spec.outputs)
-    return Signature(spec.inputs, spec.attrs, spec.options, spec.outputs, bwd, grads, dict(spec.signatures))
+    return Signature(spec.inputs, spec.attrs, spec.options, spec.outputs, bwd, grads, dict(spec.signatures), tuple(spec.where))
 
 
-def build(like: s.OpSpec | None, inputs: str | None, attrs: str | None, outputs: str | None) -> Signature:
+def build(like: s.OpSpec | None, inputs: str | None, attrs: str | None, outputs: str | None,
+          where: str | None = None) -> Signature:  # fmt: skip
     """``like``'s signature with the given parts replaced (without ``like``, the parts given: --inputs and
-    --outputs are then required)."""
+    --outputs are then required). Inputs by named dimensions (a ``[`` in ``--inputs``), or ``like`` a general
+    operator with no row-wise inputs given: a general signature (``declared.build``)."""
+    from . import declared
+
+    if declared.is_general(inputs) or (inputs is None and like is not None and like.general):
+        return declared.build(like, inputs, attrs, outputs, where)
+    if where is not None:
+        raise SignatureError("--where: constraints are between named dimensions: give --inputs by them (NAME:[SHAPE])")
+    if declared.is_general(outputs):
+        raise SignatureError("--outputs: by named dimensions (NAME:[SHAPE]) needs --inputs by named dimensions too")
+    if like is not None and like.general and outputs is None:
+        raise SignatureError(f"--outputs: {like.name}'s are by named dimensions: give row-wise ones with row-wise --inputs")
     if like is None and (inputs is None or outputs is None):
         raise SignatureError("give --like OP, or --inputs and --outputs (and --attrs) for a new signature")
     base = from_spec(like) if like is not None else None
