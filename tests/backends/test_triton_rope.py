@@ -7,14 +7,14 @@ import pytest
 import torch
 
 pytest.importorskip("triton", reason="triton is an optional extra: pip install tileport[triton]")
-from tileport.backends.registry import REGISTRY  # noqa: E402
+from tileport.backends.registry import REGISTRY
 
 if not REGISTRY.availability("triton").ok:
     pytest.skip(REGISTRY.availability("triton").reason, allow_module_level=True)
 
-from tileport import BackendUnavailableError  # noqa: E402
-from tileport.backends import outputs  # noqa: E402
-from tileport.backends.triton import ascend, rope  # noqa: E402
+from tileport import BackendUnavailableError
+from tileport.backends import outputs
+from tileport.backends.triton import ascend, rope
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -40,7 +40,7 @@ def golden(x, cos, sin, position_ids=None, offsets=None, interleaved=False, offs
            dt=torch.float64):
     """The contract's rope of x [B, T, H, D] computed in ``dt`` (float64: the golden; fp32: the kernels' math,
     each product rounded, torch's CPU ops fusing none), with the sum of the pairs' products' magnitudes."""
-    B, T, H, D = x.shape
+    B, T = x.shape[:2]
     rows, half = cos.shape
     p, ok = positions(B, T, rows, position_ids, offsets, offset)
     idx = p.clamp(0, max(rows - 1, 0))
@@ -211,7 +211,7 @@ def test_ascend_forms_persistent_grid(monkeypatch, randn):
     monkeypatch.setenv(ascend.EMULATE, "ascend-a2")
     from tileport.backends.triton.common import blocks
 
-    block_m, _, grid, n = blocks(5200, 2, torch.device("cpu"), rope.LIVE["fwd"])
+    _, _, grid, n = blocks(5200, 2, torch.device("cpu"), rope.LIVE["fwd"])
     assert grid == (ascend.CHIPS["ascend-a2"].vector_cores,) and n > grid[0]
     got = run(q, k, cos, sin, offset=-3)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
