@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import torch
 
+from .ops import dims
 from .ops import spec as s
 
 PREFIX = "impl:"
@@ -184,13 +185,13 @@ class Impl:
                 p = self._param(name)
                 kwargs[p] = kwargs[p].detach().requires_grad_(True)
         if self.takes_out:
-            kwargs["out"] = self._poisoned(spec, inputs[primary])
+            kwargs["out"] = self._poisoned(spec, inputs[primary], inputs)
         fn = self.fn
         if inspect.isclass(fn) and spec.build is not None:  # a module class (a problem's ModelNew), built per dtype
             fn = spec.build(fn, inputs[primary].dtype)
         with torch.enable_grad() if backward else torch.no_grad():
             returned = fn(**kwargs)
-        outs = self._outputs(spec, returned, inputs[primary])
+        outs = self._outputs(spec, returned, inputs[primary], inputs)
         result = {name: t.detach() for name, t in outs.items()}
         if backward:
             result |= self._grads(spec, outs, inputs, kwargs, grads)
@@ -199,23 +200,31 @@ class Impl:
     def _param(self, name: str) -> str | None:
         return next((p for p, n in self.mapping.items() if n == name), None)
 
-    def _poisoned(self, spec: s.OpSpec, x: torch.Tensor) -> torch.Tensor:
+    def _poisoned(self, spec: s.OpSpec, x: torch.Tensor, inputs: dict) -> torch.Tensor:
         """The first output NaN-filled, its shape and dtype (the standard's section 3): ``out=`` as torch's
         functions take it, one tensor for the main result."""
         t = spec.outputs[0]
+        if spec.general:
+            b = _bound(spec, inputs)
+            return torch.full(b.shape_of(t.name), math.nan, dtype=b.dtype(t.name))
         return torch.full(tuple(x.shape[:-1]) if t.role == s.PER_ROW else tuple(x.shape), math.nan,
                           dtype=torch.float32 if t.dtype == "stat" and x.dtype != torch.float64 else x.dtype)
 
-    def _outputs(self, spec: s.OpSpec, returned, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    def _outputs(self, spec: s.OpSpec, returned, x: torch.Tensor, inputs: dict) -> dict[str, torch.Tensor]:
         values = tuple(returned) if isinstance(returned, (tuple, list)) else (returned,)
         out = {}
+        b = _bound(spec, inputs) if spec.general else None
         for t, v in zip(spec.outputs, values):
+            want = _declared_shape(b, t.name) if b is not None else None
+            if v is None and b is not None and t.optional and want is None:  # absent as the inputs make it (k_out of k None)
+                continue
             if not isinstance(v, torch.Tensor):
                 raise ImplCaseError(f"returned {type(v).__name__} for {t.name}, expected a tensor")
-            if t.role == s.FREE:  # a reference's output: its shape is judged against the golden's
+            if b is None and t.role == s.FREE:  # a reference's output: its shape is judged against the golden's
                 out[t.name] = v
                 continue
-            want = tuple(x.shape[:-1]) if t.role == s.PER_ROW else tuple(x.shape)
+            if b is None:
+                want = tuple(x.shape[:-1]) if t.role == s.PER_ROW else tuple(x.shape)
             if tuple(v.shape) != want:
                 raise ImplCaseError(f"returned {t.name} of shape {tuple(v.shape)}, expected {want}")
             out[t.name] = v
@@ -239,6 +248,20 @@ class Impl:
             else:
                 out[f"d{name}"] = g
         return out
+
+
+def _bound(spec: s.OpSpec, inputs: dict):
+    """An operator by named dimensions' declaration bound to a case's inputs (its outputs' shapes and dtypes)."""
+    tensors = {t.name: inputs.get(t.name) for t in spec.inputs}
+    return dims.bind(spec.declaration, tensors, {a.name: inputs[a.name] for a in spec.attrs if a.name in inputs})
+
+
+def _declared_shape(b, name: str) -> tuple[int, ...] | None:
+    """An output's shape by the binding; None for one whose dimensions no given input binds (an absent output)."""
+    try:
+        return b.shape_of(name)
+    except ValueError:
+        return None
 
 
 def bind(spec: s.OpSpec, fn: Callable, target: str, args: dict[str, str]) -> dict[str, str]:

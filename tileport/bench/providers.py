@@ -28,7 +28,7 @@ def _output_grads(outs: tuple, dy: torch.Tensor) -> tuple:
 
 def _autograd(fn: Callable, inputs: dict, dy: torch.Tensor, mode: str, grads: list[str]):
     """A callable running ``fn(**inputs)`` in ``mode``; grads flow to the tensor inputs named in ``grads`` (the
-    differentiable ones). Each output gets a gradient in its own shape (``_output_grads``), drawn once."""
+    differentiable ones). Each output present gets a gradient in its own shape (``_output_grads``), drawn once."""
     if mode == "fwd":
         return lambda: fn(**inputs)
     leaves = {k: inputs[k].detach().requires_grad_(True) for k in grads}
@@ -36,8 +36,8 @@ def _autograd(fn: Callable, inputs: dict, dy: torch.Tensor, mode: str, grads: li
     wrt = list(leaves.values())
     dys: list[tuple] = []  # drawn on the first call, from the outputs it gives
 
-    def grad(out, **kw):
-        outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    def grad(out, **kw):  # an absent output (None: k_out where k is None) has no gradient
+        outs = tuple(o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o is not None)
         if not dys:
             dys.append(_output_grads(outs, dy))
         return torch.autograd.grad(outs, wrt, dys[0], **kw)

@@ -14,21 +14,23 @@ from .values import outlier_count
 
 def record(suite: Suite, case: Case) -> dict[str, Any]:
     """One case: id, scenario tag, inputs (shape, dtype, outliers; None where left out), attributes and the
-    value distribution with its drawn parameters."""
+    value distribution with its drawn parameters; by named dimensions also its dimensions' sizes."""
     inputs = {}
+    ints = dict(case.int_dtypes)  # by named dimensions: the integer tensors' own dtypes
     for name, shape in input_shapes(suite, case).items():
-        if name in case.omitted:
+        if name in case.omitted or shape is None:
             inputs[name] = None
             continue
         n = 1
         for d in shape:
             n *= d
-        entry: dict[str, Any] = {"shape": list(shape), "dtype": dtype_name(case.dtype)}
+        entry: dict[str, Any] = {"shape": list(shape), "dtype": dtype_name(ints.get(name, case.dtype))}
         if case.filled == name:
             entry["fill"] = case.scenario.removeprefix("all_")
-        elif case.value_range == "outliers":
+        elif case.value_range == "outliers" and name not in ints:
             entry["outliers"] = outlier_count(n)
         inputs[name] = entry
+    sizes = {"sizes": {k: list(v) if isinstance(v, tuple) else v for k, v in case.sizes}} if case.sizes else {}
     return {
         "id": case.index,
         "counted": case.counted,  # part of the level's case scale (special scenarios and extras are not)
@@ -41,7 +43,7 @@ def record(suite: Suite, case: Case) -> dict[str, Any]:
         "sigma": case.sigma,
         "model": None if case.source is None else dict(zip(("config", "capture", "first_row", "rows"), case.source)),
         "seed": case.seed,
-    }
+    } | sizes
 
 
 def coverage(records: list[dict]) -> dict[str, Any]:
