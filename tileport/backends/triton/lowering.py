@@ -94,6 +94,17 @@ def capturing(chip: ascend.Chip):
         REGISTRY.kernels = kernels  # type: ignore[method-assign]
 
 
+def _output_grads(spec, inputs: dict, gen: torch.Generator) -> dict:
+    """The gradients a backward takes by its outputs' names (``d<output>``, where it takes no row-wise ``dy``),
+    drawn in the shapes the forward gives (captured: nothing runs)."""
+    bwd = spec.backward
+    if bwd is None or "dy" in bwd.tensors:
+        return {}
+    outs = spec.run(inputs, "triton", False)
+    return {f"d{name}": torch.randn(t.shape, generator=gen).to(t.dtype) for name, t in outs.items()
+            if f"d{name}" in bwd.tensors and isinstance(t, torch.Tensor)}  # fmt: skip
+
+
 def launches(op: str, chip: ascend.Chip, dtype: torch.dtype, dim: int, rows: int = 256) -> list[Launch]:
     """The kernels op's forward and backward launch for rows of ``dim`` columns (one per kernel and constants)."""
     from ...ops.spec import get
@@ -103,6 +114,7 @@ def launches(op: str, chip: ascend.Chip, dtype: torch.dtype, dim: int, rows: int
     inputs = spec.example((rows, dim), dtype, "cpu", gen)
     inputs["dy"] = torch.randn((rows, dim), generator=gen).to(dtype)
     with capturing(chip) as found:
+        inputs |= _output_grads(spec, inputs, gen)
         spec.run(inputs, "triton", True)
     unique: dict[tuple, Launch] = {}
     for launch in found:
