@@ -2,6 +2,7 @@
 derived from the declaration it writes; its tests run at once and fail on the TODOs."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -86,7 +87,10 @@ def test_like_any_operator_writes_valid_python_and_keeps_its_fields(like):
         assert f"{field}=LIKE.{field},  # kept from {like}" in spec_text
     if base.near_eps is not None:
         assert f"near_eps=LIKE.near_eps,  # kept from {like}" in spec_text
-    assert f"kernel_out={base.kernel_out!r}" in spec_text
+    if base.general:  # its kernels are handed tensors as its own are; no out= buffers
+        assert f"unit_stride=LIKE.unit_stride,  # kept from {like}" in spec_text
+    else:
+        assert f"kernel_out={base.kernel_out!r}" in spec_text
     own = {f for f in ("originals", "competitors", "studies", "golden", "aliases", "case_attrs", "docs") if getattr(base, f)}
     assert set(p.left_out) == own | ({"run"} if base.own_run else set())
     if p.left_out:
@@ -239,3 +243,133 @@ def test_an_out_of_tree_package_installs_is_listed_and_fails_honestly_on_its_tod
     failed = [line for line in tests.stdout.splitlines() if line.startswith("FAILED")]
     assert tests.returncode == 1 and "NotImplementedError: TODO(soft_gate)" in tests.stdout, tests.stdout[-3000:]
     assert failed and all("test_soft_gate_numerics.py" in line for line in failed), tests.stdout[-3000:]
+
+
+# ---------------------------------------------------------------- operators of any shape (named dimensions)
+
+ROPE_LIKE = {"inputs": "q:[B,T,H,D],cos:[T,R/2]:nograd,sin:[T,R/2]:nograd", "outputs": "q_out:[B,T,H,D]", "where": "R <= D"}
+
+
+def _text(p, name: str) -> str:
+    return next(t for path, t in p.files.items() if path.name == name)
+
+
+def test_a_general_signature_is_read_into_declarations():
+    """NAME:[SHAPE] items: the first input float with a gradient, other floating ones like it with one unless
+    nograd, integer ones without, ``?`` optional; outputs like the first input; the constraints kept."""
+    sig = plan("soft_rope", inputs="q:[B,T,H,D],k:[B,T,Hk,D]?,cos:[T,R/2]:nograd,pos:[B,T]:index?,lab:[B]:int32:in[0,T),m:[B]:bool,"
+               "w:[D]:float:nograd", attrs="interleaved=false,dim=-1", outputs="q_out:[B,T,H,D],k_out:[B,T,Hk,D]?,n:[B]:int64",
+               where="R <= D; Hk <= H").signature  # fmt: skip
+    assert sig.general and sig.where == ("R <= D", "Hk <= H")
+    assert [str(t) for t in sig.inputs] == [
+        "q: [B, T, H, D] float grad", "k: [B, T, Hk, D] like:q grad optional", "cos: [T, R/2] like:q", "pos: [B, T] index optional",
+        "lab: [B] int32 in [0, T)", "m: [B] bool", "w: [D] float"]  # fmt: skip
+    assert [str(t) for t in sig.outputs] == ["q_out: [B, T, H, D] like:q", "k_out: [B, T, Hk, D] like:q optional", "n: [B] int64"]
+    assert [(a.name, a.kind) for a in sig.attrs] == [("interleaved", s.BOOL), ("dim", s.INT)]  # no reduced dim to move here
+    assert sig.options == ()
+
+
+def test_the_general_backward_takes_each_output_gradient_and_every_input():
+    """``d<output>`` of each floating output (its shape: the declaration's), then every input and attribute; it gives
+    ``d<input>`` for each input with a gradient, like it and optional where it is."""
+    sig = plan("soft_rope", inputs="q:[B,T,H,D],k:[B,T,Hk,D]?,cos:[T,R/2]:nograd", attrs="scale=1.0",
+               outputs="q_out:[B,T,H,D],k_out:[B,T,Hk,D]?,n:[B]:int64", where="R <= D").signature  # fmt: skip
+    assert sig.backward.tensors == ("dq_out", "dk_out", "q", "k", "cos") and sig.backward.attrs == ("scale",)
+    assert [str(t) for t in sig.grads] == ["dq: [B, T, H, D] like:q", "dk: [B, T, Hk, D] like:k optional"]
+
+
+@pytest.mark.parametrize(
+    "signature,message",
+    [
+        ({"inputs": "q:[B,,D]", "outputs": "y:[B,D]"}, r"--inputs: 'q:\[B,,D\]': .*item 2 \(column 3\) is empty"),
+        ({"inputs": "q:[B,D]:half", "outputs": "y:[B,D]"}, r"--inputs: 'q:\[B,D\]:half': unknown word 'half'"),
+        ({"inputs": "q:[B,D],p:[B]:index:grad", "outputs": "y:[B,D]"}, r"'p:\[B\]:index:grad': only a floating tensor has a gradient"),
+        ({"inputs": "q:[B,D],p:[B]:in[0,D)", "outputs": "y:[B,D]"}, r"'p:\[B\]:in\[0,D\)': a value range belongs to an integer tensor"),
+        ({"inputs": "q:[B,D]?", "outputs": "y:[B,D]"}, "the first input is the primary, a required floating tensor"),
+        ({"inputs": "q:[B,D]:nograd", "outputs": "y:[B,D]"}, "no input has a gradient"),
+        ({"inputs": "q:[B,D],c:[D]:like:z", "outputs": "y:[B,D]"}, "--inputs: c has the dtype of z, which is not declared"),
+        ({"inputs": "q:[B,D],q:[D]", "outputs": "y:[B,D]"}, "--inputs: names used twice: q"),
+        ({"inputs": "q:[B,D]", "outputs": "y:[B,X]"}, r"--outputs: y: y \[B, X\] has X, which no input has"),
+        ({"inputs": "q:[B,D]", "outputs": "y:rows"}, "give the outputs by named dimensions"),
+        ({"inputs": "q:[B,D]", "outputs": "y:[B,D]:nograd"}, "an output takes a dtype and"),
+        ({"inputs": "q:[B,D]", "outputs": "y:[B,D]", "where": "R < D"}, "--where: the constraint R < D reads R, which is neither"),
+        ({"inputs": "q:[B,D]", "outputs": "y:[B,D]", "where": "D <"}, "--where: 'D <': malformed constraint"),
+        ({"inputs": "q:[B,D]", "outputs": "y:[B,D]", "where": "D > 2 * D"}, "no sizes of q's dimensions found that satisfy D > 2 \\* D"),
+        ({"inputs": "q:[B,D],w:[D]?", "outputs": "y:[B,D]"}, "w is optional with a gradient, but each of its dimensions is one a required"),
+        ({"inputs": "q:[B,D],backend:[D]", "outputs": "y:[B,D]"}, "names used twice or reserved: backend"),
+        ({"inputs": "q:[B,D]", "outputs": "y:[B,D]", "attrs": "t=x|y|z,B=1"}, "B named both a dimension and an attribute"),
+        ({"inputs": "x:rows", "outputs": "y:rows", "where": "R <= D"}, "--where: constraints are between named dimensions"),
+        ({"inputs": "x:rows", "outputs": "y:[B,D]"}, "needs --inputs by named dimensions too"),
+        ({"like": "rope", "inputs": "x:rows"}, "--outputs: rope's are by named dimensions"),
+    ],
+)
+def test_a_general_signature_that_cannot_be_written_is_refused_by_name(signature, message):
+    with pytest.raises(ScaffoldError, match=message):
+        plan("soft_rope", **signature)
+
+
+def test_a_general_plan_writes_its_interface_and_tests_with_the_checks_own_messages():
+    p = plan("soft_rope", **ROPE_LIKE)
+    written = {str(path.relative_to(ROOT)) for path in p.files}
+    assert "tileport/ops/soft_rope/_interface.py" in written and "tileport/cases/suites/soft_rope.yaml" in written
+    assert p.export.startswith("from .soft_rope import SoftRope, soft_rope, soft_rope_bwd, soft_rope_fwd")
+    for path, text in p.files.items():
+        assert not re.search(r"\$\{?[A-Za-z_]", text), path  # every placeholder filled
+        if path.suffix == ".py":
+            compile(text, str(path), "exec")
+    interface = _text(p, "_interface.py")
+    assert interface.startswith('"""The interface of soft_rope, generated from its spec by `tileport generate`.')
+    assert "from .spec import SPEC\n" in interface and "def soft_rope(q, cos, sin, *, backend=None):" in interface
+    spec = _text(p, "spec.py")
+    assert '"q: [B, T, H, D] float grad",' in spec and 'WHERE = ("R <= D",)' in spec and '"R": b.size("D")' in spec
+    assert 's.Backward(("dq_out", "q", "cos", "sin"), ())' in spec and "bandwidth_share\", 0.8, kernel_only=True" in spec
+    cpu = next(t for path, t in p.files.items() if "tilelang/cpu" in str(path))
+    assert "def forward(q, cos, sin):" in cpu and "def backward(dq_out, q, cos, sin):" in cpu and 'STUB = "TODO(soft_rope)' in cpu
+    errors = _text(p, "test_soft_rope_errors.py")
+    assert '("cos", (4, 4), "cos has T = 4 (its dim 0) but q has T = 3 (its dim 1)")' in errors
+    assert '("sin", (3, 5), "sin has R/2 = 5 (its dim 1) but cos has R/2 = 4 (its dim 1)")' in errors
+    assert '("cos", torch.float16, "cos must have the dtype of q (torch.float32), got torch.float16")' in errors
+    assert "the sizes must satisfy R <= D, got R = 10, D = 8" in errors
+    numerics = _text(p, "test_soft_rope_numerics.py")
+    assert '{"B": 2, "T": 3, "H": 2, "D": 8, "R": 8},' in numerics and 'BACKWARD = ("dq_out", "q", "cos", "sin")' in numerics
+    docs = _text(p, "soft_rope.md")
+    assert all(item in docs for item in p.remains) and "--where 'R <= D'" in docs and "`rotate_heads`" in docs
+
+
+@pytest.mark.parametrize(
+    "signature",
+    [
+        ROPE_LIKE,
+        {"inputs": "x:[*batch,2*F]", "outputs": "y:[*batch,F]"},
+        {"inputs": "logits:[N,C],target:[N]:index:in[0,C)", "attrs": "smoothing=0.0", "outputs": "loss:[]"},
+        {"inputs": "q:[B,T,H,D],k:[B,T,Hk,D]?,cos:[T_ro,R/2]:nograd", "outputs": "q_out:[B,T,H,D],k_out:[B,T,Hk,D]?",
+         "where": "R <= D, H % Hk == 0, T <= T_ro"},
+        {"inputs": "x:[M,D],w:[D]", "outputs": "y:[M,D]", "where": "D % 64 == 0"},
+    ],
+    ids=["rope-like", "glu-like", "cross-entropy-like", "gqa", "primary-constraint"],
+)  # fmt: skip
+def test_the_sizes_drawn_satisfy_the_constraints(signature):
+    """Every test size, and the spec's ``sizes`` at every bench shape, binds the whole declaration with its constraints."""
+    from tileport.ops import dims
+    from tileport.scaffold import declared
+
+    sig = plan("soft_rope", **signature).signature
+    sizing = declared.sizing(sig)
+    decl = declared.as_spec("soft_rope", sig).declaration
+    for sizes in sizing.tests:
+        b = dims.bind_sizes(decl, sizes)
+        assert all(isinstance(b.shape_of(t), tuple) for t in decl.tensors)
+    for shape in sizing.sweep:
+        q = dims.bind(sig.inputs[:1], {sig.inputs[0].name: torch.empty(shape, device="meta")})
+        rules = {k: q.size(r) if isinstance(r, str) else r for k, r in sizing.rules.items()}
+        dims.bind_sizes(decl, q.sizes | rules)
+
+
+def test_like_a_general_operator_keeps_its_signature_and_its_suite():
+    p = plan("rope_copy", like="rope")
+    rope = s.get("rope")
+    assert p.signature.inputs == rope.inputs and p.signature.backward == rope.backward and p.signature.where == rope.where
+    suite = _text(p, "rope_copy.yaml")
+    assert "name: rope_copy" in suite and "api: tileport.rope_copy_fwd" in suite and "kind: positions" in suite
+    changed = plan("rope_copy", like="rope", attrs="interleaved=false").signature  # a part replaced: the default backward
+    assert changed.backward.tensors == ("dq_out", "dk_out", "q", "k", "cos", "sin", "position_ids", "offsets")

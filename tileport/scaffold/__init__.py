@@ -217,7 +217,7 @@ def _general_files(name: str, sig: Signature, like: s.OpSpec | None, paths: dict
         paths["ops_spec"]: spec_text,
         paths["interface"]: render_general.interface_text(spec_text, module, str(paths["ops_spec"])),
         **{paths[t]: render_general.backend_text(name, sig, t, rel[t]) for t in render.BACKENDS},
-        paths["suite"]: render_general.suite_text(name, sig, sizing),
+        paths["suite"]: render_general.suite_text(name, sig, sizing, like),
         paths["test_numerics"]: render_general.numerics_text(name, sig, sizing, ops_import),
         paths["test_errors"]: render_general.errors_text(name, sig, sizing, ops_import),
         paths["docs"]: render_general.docs_text(name, how, sig, "\n".join(f"{i}. {t}" for i, t in enumerate(todo, 1))),

@@ -388,13 +388,14 @@ def _fits(decl: Declaration, sizes: dict, units: dict[str, int], attrs: dict) ->
 
 
 def _variants(profile: dict) -> list[dict]:
-    """The profile, then with one dimension (or every one) doubled or quadrupled: for constraints among the
-    primary's dimensions."""
+    """The profile, then with one dimension (or every one) multiplied by 2, 4 or 8 or rounded up to a multiple of a
+    power of two: for constraints among the primary's dimensions."""
     out = [profile]
     singles = [k for k, v in profile.items() if isinstance(v, int)]
-    for f in (2, 4, 8):
-        out += [profile | {k: profile[k] * f} for k in singles]
-        out.append(profile | {k: profile[k] * f for k in singles})
+    changes = [lambda v, f=f: v * f for f in (2, 4, 8)] + [lambda v, m=m: _up(v, m) for m in (2, 4, 8, 16, 32, 64, 128)]
+    for change in changes:
+        out += [profile | {k: change(profile[k])} for k in singles]
+        out.append(profile | {k: change(profile[k]) for k in singles})
     return out
 
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 import math
 import re
 import sys
+import textwrap
 import types
 from pathlib import Path
 
 import torch
+import yaml
 
 from ..ops import dims
 from ..ops import spec as s
@@ -23,7 +25,7 @@ from .render import _fill, _tuple, attr_src
 from .signature import Signature
 
 # The spec fields a new operator keeps from a general one it is made like, where its tensors are that one's.
-KEPT = ("dtypes", "modes", "workloads", "sweep", "bar")
+KEPT = ("dtypes", "modes", "workloads", "sweep", "bar", "unit_stride")
 LEFT_OUT = ("originals", "competitors", "studies", "golden", "aliases", "docs", "signatures")
 
 # backend module -> (what it is, how to write it)
@@ -174,13 +176,15 @@ def spec_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None, 
     itemsize = {t.name: _test_dtype(t, every).itemsize for t in sig.inputs + sig.outputs if root_class(t, every) != "float"}
     b = sig.backward
     reads_b = [n for n in b.tensors]
-    kept = ["    dtypes=s.FLOATS,"]
+    kept = ["    dtypes=s.FLOATS,"]  # the kept fields, or a new operator's
     sweep = "[" + ", ".join(_shape_src(sh) for sh in sizing.sweep) + "]"
     workloads = f'{{"in-cache": {_shape_src(sizing.sweep[IN_CACHE])}, "large": {_shape_src(sizing.sweep[LARGE])}}}'
-    fields = {"workloads": f"{workloads},  # TODO({name}): a model's shapes of {p}", "sweep": f"{sweep},  # shapes of {p}", "bar": "BAR,"}
+    fields = {"workloads": f"{workloads},  # TODO({name}): a model's shapes of {p}", "sweep": f"{sweep},  # shapes of {p}", "bar": "BAR,",
+              "unit_stride": "True,  # kernels get stride 1 in every tensor's last dimension (a copy where not); False: as given"}
     if keep:
-        kept = [f"    {f}=LIKE.{f},  # kept from {like.name}" if getattr(like, f) else f"    {f}={fields[f]}" if f in fields else f"    {f}={getattr(like, f)!r},"
+        kept = [f"    {f}=LIKE.{f},  # kept from {like.name}" if getattr(like, f) or f == "unit_stride" else f"    {f}={fields[f]}"
                 for f in KEPT]  # fmt: skip
+        kept = [line for line in kept if "=LIKE." in line or not line.startswith(("    dtypes=", "    modes="))]
     else:
         kept += [f"    {k}={v}" for k, v in fields.items()]
     bwd = f"s.Backward({_tuple(map(_q, b.tensors))}, {_tuple(map(_q, b.attrs))})"
@@ -238,8 +242,8 @@ def contract(sig: Signature) -> str:
     return (f"- Inputs {ins}; attributes {attrs}{where}.\n- Outputs {outs}.\n- Backward: "
             f"{', '.join(f'``{t.name}``' for t in sig.grads)} from {', '.join(f'``{n}``' for n in b.tensors)}.\n"
             f"- Empty inputs give empty outputs (no kernel is called).\n\nWhat a backend's kernel module gives (called by the "
-            f"interface for a non-empty ``{sig.inputs[0].name}``; each tensor as given: N-D, with its strides; an optional "
-            f"one may be None):\n\n    forward({fwd}) -> {', '.join(t.name for t in sig.outputs)}\n"
+            f"interface for a non-empty ``{sig.inputs[0].name}``; each tensor N-D with its strides, stride 1 in its last "
+            f"dimension (``unit_stride``); an optional one may be None):\n\n    forward({fwd}) -> {', '.join(t.name for t in sig.outputs)}\n"
             f"    backward({bwd}) -> {rets}\n")  # fmt: skip
 
 
@@ -567,6 +571,129 @@ def left_out(sig: Signature, like: s.OpSpec | None) -> list[str]:
     return [f for f in own if getattr(like, f)] + (["run"] if like.own_run else [])
 
 
-def suite_text(name: str, sig: Signature, sizing: Sizing) -> str:
-    """The case suite (TODO: the general suite format)."""
-    return f"# {name} case suite, written by `tileport scaffold` (TODO({name}): the general suite format)\n"
+# A primary dimension's range by its place from the right (the last: a head or row; then heads, tokens, batch).
+PRIMARY_RANGES = ((1, 160), (1, 8), (1, 64), (1, 4))
+SINGLE_RANGE = (1, 4096)  # a primary of one dimension
+RUN_RULE = {"ranks": [0, 1, 2], "range": [1, 8]}  # a variadic run's ranks, and each of its items
+INT_DTYPE_NAMES = {"index": ["int64", "int32"], "int64": ["int64"], "int32": ["int32"]}
+BASE_SUITE = "rope"  # the general suite whose standard and levels a new one starts from
+
+
+def _dim_rules(sig: Signature, sizing: Sizing) -> dict:
+    """Every dimension's rule, the primary's first (the others' bounds read them): a range by its place, in steps
+    that keep every ``NAME/k`` whole; another dimension mostly equal to the one ``sizes`` sets it to (its
+    constraints then hold), sometimes anywhere up to it."""
+    decl = as_spec("op", sig).declaration
+    units: dict[str, int] = {}
+    for t in decl.tensors:
+        for item in t.shape.items:
+            if item.value is None and not item.variadic:
+                units[item.key] = math.lcm(units.get(item.key, 1), item.div)
+    steps = dict(units)
+    for other, rule in sizing.rules.items():  # a primary dimension another one equals takes its steps too
+        if isinstance(rule, str) and not rule.startswith("*"):
+            steps[rule] = math.lcm(steps.get(rule, 1), units.get(other, 1))
+    keys = list(sizing.primary.shape.names())
+    singles = [k for k in keys if not k.startswith("*")]
+    rules: dict = {}
+    for k in keys:
+        if k.startswith("*"):
+            rules[k] = dict(RUN_RULE)
+            continue
+        j = len(singles) - 1 - singles.index(k)
+        low, high = SINGLE_RANGE if len(singles) == 1 and not keys[0].startswith("*") else PRIMARY_RANGES[min(j, 3)]
+        if j == 1 and singles.index(k) == 0:
+            low, high = PRIMARY_RANGES[2]  # the first of two: rows, as many as tokens
+        step = steps.get(k, 1)
+        rules[k] = [max(low, step), high] if step == 1 else {"range": [step, max(high, step)], "step": step}
+    for other, rule in sizing.rules.items():
+        step = units.get(other, 1)
+        if other.startswith("*"):
+            rules[other] = {"ranks": [len(rule)], "range": [1, 8]} if isinstance(rule, tuple) else dict(RUN_RULE)
+        elif isinstance(rule, str):
+            rules[other] = [{"range": [rule, rule], "weight": 3}, {"range": [step, rule], "weight": 1}]
+        else:
+            rules[other] = [{"choices": [rule], "weight": 3}, {"range": [step, 4 * rule], "weight": 1}]
+        for option in rules[other] if isinstance(rules[other], list) else ():
+            option.update({"step": step} if step > 1 and "range" in option else {})
+    return rules
+
+
+def _value_rule(t: TensorDecl) -> dict | None:
+    """An integer input's suite value rule: its declared range (``index``, a share at its allowed values), else
+    positions in [0, the size of its last dimension), as the tests draw them."""
+    if t.ranged:
+        return {"kind": "index", "ignore": 0.1} if t.allow else None
+    last = t.shape.items[-1] if t.shape.items else None
+    if last is None or last.variadic:
+        high: int | str = 2
+    elif last.value is not None:
+        high = last.value
+    else:
+        high = last.name if last.mul == last.div == 1 else f"{last.mul}*{last.name}" if last.div == 1 else f"{last.name} // {last.div}"
+    return {"kind": "positions", "low": 0, "high": high}
+
+
+def _suite_path(op: str) -> Path | None:
+    from ..cases.schema import SUITES
+
+    path = SUITES / f"{op}.yaml"
+    return path if path.exists() else None
+
+
+def _base_suite() -> dict:
+    path = _suite_path(BASE_SUITE)
+    return yaml.safe_load(path.read_text()) if path is not None else {}
+
+
+def suite_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None = None) -> str:
+    """The case suite by named dimensions (``tileport.cases.named``): rope's standard and levels, every dimension's
+    rule, every input (the first floating one with the case dtypes and the special scenarios, the optional ones
+    left out in a share of the cases, integer ones with their value rules), the attributes' values."""
+    if like is not None and like.general and (like.inputs, like.outputs, like.grads) == (sig.inputs, sig.outputs, sig.grads):
+        own = _suite_path(like.name)
+        if own is not None:  # the same tensors: that operator's own rules
+            data = yaml.safe_load(own.read_text()) | {"name": name, "api": f"tileport.{name}_fwd"}
+            head = f"# {name} case suite, written by `tileport scaffold` from {like.name}'s (the same declaration).\n"
+            return head + yaml.safe_dump(data, sort_keys=False, width=110, default_flow_style=None)
+    every = _every(sig)
+    base = _base_suite()
+    g = general(as_spec(name, sig))
+    inputs: list[dict] = []
+    first = True
+    for t in sig.inputs:
+        item: dict = {"name": t.name, "type": "tensor"}
+        if t.optional:
+            item |= {"required": False, "omit": 0.25}
+        cls = root_class(t, every)
+        if cls == "float" and first:
+            item["dtypes"] = {"values": ["float16", "bfloat16", "float32"]}
+            item["boundary"] = {f: True for f in ("has_empty", "has_infnan", "has_scalar", "has_upper_border", "has_lower_border")}
+            first = False
+        elif cls != "float":
+            item["dtypes"] = {"values": list(INT_DTYPE_NAMES.get(cls, [cls]))}
+            rule = _value_rule(t)
+            if rule is not None:
+                item["values"] = rule
+        inputs.append(item)
+    for a in sig.attrs:
+        values = list(a.choices) if a.kind == s.CHOICE else ([a.default, not a.default] if a.kind == s.BOOL else [a.default])
+        inputs.append({"name": a.name, "type": "attrs", "values": values})
+    suite = {
+        "name": name, "api": f"tileport.{name}_fwd", "api_type": base.get("api_type", "function"), "version": base.get("version", 2),
+        "backward": True, "outputs": list(g.outputs), "grad_outputs": list(g.returns),
+        "standard": base.get("standard", {"acc": "double_bm", "golden": "float64", "benchmark": "torch"}),
+        "levels": base.get("levels", {"quick": {"cases": 48, "runs": 2, "limits": "L0"}}),
+        "dims": _dim_rules(sig, sizing), "max_length": 65536, "fixed": [sizing.tests[1]], "base": sizing.tests[0],
+        "inputs": inputs,
+    }  # fmt: skip
+    shapes = ", ".join(f"{t.name} {t.shape}" for t in sig.inputs)
+    header = "\n".join("# " + line for line in textwrap.wrap(
+        f"{name} case suite, by named dimensions, written by `tileport scaffold` with {BASE_SUITE}'s standard and levels: "
+        f"`tileport verify {name}` expands it into seeded cases, each tensor in the shape its declaration gives it "
+        f"({shapes}) from the case's sizes, d<output> in its output's shape. A dimension the primary does not have is "
+        f"mostly the size `sizes` in spec.py gives it (the constraints then hold), sometimes smaller. TODO({name}): the "
+        f"dimensions' ranges, the integer inputs' value rules and the attribute values a model uses.", 114)) + "\n"
+    if any(root_class(t, every) == "bool" for t in sig.inputs):
+        header += f"# TODO({name}): a bool input has no suite value rule yet (the suite format takes int64/int32 only).\n"
+    return header + yaml.safe_dump(suite, sort_keys=False, width=110, default_flow_style=None)
