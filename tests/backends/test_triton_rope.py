@@ -230,3 +230,48 @@ def test_no_fp64_in_the_kernels():
 
     src = inspect.getsource(rope)
     assert "float64" not in src and "fp64" not in src
+
+
+def test_ascend_blocks_hold_two_tokens_within_the_unified_buffer(monkeypatch, randn):
+    """triton-ascend 3.2 stops on a gathered [1, BLOCK_D] load (the table rows by position): on a chip a block
+    holds at least two tokens, half as many pairs per chunk, still within half the unified buffer."""
+    from tileport.backends.triton import common
+
+    chosen = []
+
+    def recording(*args):
+        chosen.append(common.blocks(*args))
+        return chosen[-1]
+
+    q = randn(1, 3, 2, 4100, dtype=torch.bfloat16)  # R = 4096 of 4100: 2048 pairs a token
+    cos, sin = tables(3, 2048, torch.bfloat16)
+    ids = torch.tensor([[2, 0, 5]])
+    want = run(q, None, cos, sin, position_ids=ids)
+    monkeypatch.setenv(ascend.EMULATE, "ascend-a2")
+    monkeypatch.setattr(rope, "blocks", recording)
+    got = run(q, None, cos, sin, position_ids=ids)
+    assert torch.equal(got[0], want[0])
+    chip = ascend.CHIPS["ascend-a2"]
+    (m1, d1, _, _), (m2, d2, grid, _) = chosen
+    assert m1 == 1 and (m2, d2) == (2, d1 // 2) and grid[0] <= chip.vector_cores
+    assert m2 * d2 * 4 * rope.LIVE["fwd"] <= chip.ub_bytes // 2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_through_the_public_api_with_autograd(dtype, randn):
+    """``tileport.rope`` on the Triton kernels: outputs and gradients equal to the torch backend's."""
+    import tileport
+
+    if not hasattr(tileport, "rope"):
+        pytest.skip("tileport.rope is not exported here")
+    q = randn(2, 4, 5, 24, dtype=dtype).transpose(1, 2)
+    k = randn(2, 5, 2, 24, dtype=dtype, seed=1)
+    cos, sin = tables(7, 8, dtype)
+    pos = torch.tensor([[0, 1, 2, 9, -1], [6, 5, 4, 3, 2]])
+    got = {}
+    for backend in ("triton", "torch"):
+        qq, kk = q.detach().requires_grad_(), k.detach().requires_grad_()
+        q_out, k_out = tileport.rope(qq, kk, cos, sin, position_ids=pos, interleaved=True, backend=backend)
+        (q_out.float().square().sum() + k_out.float().sum()).backward()
+        got[backend] = (q_out, k_out, qq.grad, kk.grad)
+    assert all(torch.equal(a, b) for a, b in zip(got["triton"], got["torch"]))
