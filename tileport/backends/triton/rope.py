@@ -35,9 +35,10 @@ def _rotate_heads(X, O, x_tok, o_tok, sxh, soh, H, cols, m, ok, c, s, HALF, INTE
     else:
         i1 = cols
         i2 = cols + HALF
-    for h in range(H):
-        xp = X + (x_tok + h * sxh)[:, None]
-        op = O + (o_tok + h * soh)[:, None]
+    xh, oh = x_tok, o_tok  # int64 head offsets, advanced by a stride per head (no int32 product)
+    for _ in range(H):
+        xp = X + xh[:, None]
+        op = O + oh[:, None]
         x1 = tl.load(xp + i1[None, :], mask=m, other=0.0).to(tl.float32)
         x2 = tl.load(xp + i2[None, :], mask=m, other=0.0).to(tl.float32)
         a = x1 * c  # each product rounded before the sum (no fma): bit for bit with torch's composite
@@ -48,14 +49,19 @@ def _rotate_heads(X, O, x_tok, o_tok, sxh, soh, H, cols, m, ok, c, s, HALF, INTE
         o2 = tl.where(ok, a2 + b2, 0.0)
         store(op + i1[None, :], o1, m, BF16)
         store(op + i2[None, :], o2, m, BF16)
+        xh += sxh
+        oh += soh
 
 
 @triton.jit
 def _copy_heads(X, O, x_tok, o_tok, sxh, soh, H, cols, m, BF16: tl.constexpr):
     """Columns ``cols`` (past R) of every head of X copied into O (exact: widened to fp32 and rounded back)."""
-    for h in range(H):
-        x = tl.load(X + (x_tok + h * sxh)[:, None] + cols[None, :], mask=m, other=0.0).to(tl.float32)
-        store(O + (o_tok + h * soh)[:, None] + cols[None, :], x, m, BF16)
+    xh, oh = x_tok, o_tok
+    for _ in range(H):
+        x = tl.load(X + xh[:, None] + cols[None, :], mask=m, other=0.0).to(tl.float32)
+        store(O + oh[:, None] + cols[None, :], x, m, BF16)
+        xh += sxh
+        oh += soh
 
 
 @triton.jit
