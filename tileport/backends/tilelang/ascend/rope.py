@@ -1,13 +1,15 @@
 """rope forward and backward (``tileport.ops.rope``'s contract) for Ascend arch35 (Ascend 950) in TileLang's
-ascend dialect, one kernel per (dtype, width bucket, pair chunk, interleaved, with k); tokens, heads, D, R and
-the table's rows are runtime values.
+ascend dialect, one kernel per (dtype, width bucket, pair chunk, interleaved), launched once for q and once for
+k; tokens, heads, D, R and the table's rows are runtime values.
 
 A persistent grid of ``CORES`` vector cores walks the tokens. Per token: its table row (an int32 per token made
-on the host, ``cuda/rope.py``'s ``table_rows``), a chunk of cos and sin moved GM -> UB once, then the heads of q,
-then of k, in blocks of ``heads``: GM -> UB (the pair's halves as two tiles; GPT-J's pairs as one tile read at
-even and odd columns), rotated in a SIMT sub-kernel in fp32, rounded once, UB -> GM, double-buffered by
-``T.Pipelined``. Columns past R are moved through UB unchanged. Every copy has runtime lengths, so none leaves
-the tensor. A token off the table gets zeros in its rotated columns; the backward is the conjugate (sin negated).
+on the host, ``cuda/rope.py``'s ``table_rows``), a chunk of cos and sin moved GM -> UB once, then the heads in
+blocks of ``heads``: GM -> UB (the pair's halves as two tiles; GPT-J's pairs as one tile read at even and odd
+columns), rotated in a SIMT sub-kernel in fp32, rounded once, UB -> GM, double-buffered by ``T.Pipelined``.
+Columns past R are moved through UB unchanged. Every copy has runtime lengths, so none leaves the tensor. A
+token off the table gets zeros in its rotated columns; the backward is the conjugate (sin negated). One tensor
+per launch: two head walks in one kernel stop tilelang 0.1.15's lowering ("__cond_0 has been used before
+definition").
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
