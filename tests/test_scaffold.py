@@ -373,3 +373,83 @@ def test_like_a_general_operator_keeps_its_signature_and_its_suite():
     assert "name: rope_copy" in suite and "api: tileport.rope_copy_fwd" in suite and "kind: positions" in suite
     changed = plan("rope_copy", like="rope", attrs="interleaved=false").signature  # a part replaced: the default backward
     assert changed.backward.tensors == ("dq_out", "dk_out", "q", "k", "cos", "sin", "position_ids", "offsets")
+
+
+def _run(args, cwd, env, **kw):
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, **kw)
+
+
+@pytest.mark.slow
+def test_a_scaffolded_general_operator_is_wired_and_its_tests_fail_on_the_todos(tmp_path):
+    """A rope-like operator from its declaration by named dimensions: only new files and the export line; its
+    ``_interface.py`` is what its spec generates; ``tileport ops`` lists it as stubs; verify and lower name the TODO
+    without a traceback; its numerics tests fail on the TODOs alone, its errors tests pass."""
+    _copy_checkout(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    cli = [sys.executable, "-m", "tileport.cli"]
+    args = [a for k, v in ROPE_LIKE.items() for a in (f"--{k}", v)]
+    made = _run(cli + ["scaffold", "soft_rope", *args], tmp_path, env)
+    assert made.returncode == 0, made.stderr
+    assert "tileport/ops/soft_rope/_interface.py" in made.stdout and "What remains to write" in made.stdout
+    status = _run(["git", "-C", str(tmp_path), "status", "--porcelain"], tmp_path, env).stdout.splitlines()
+    assert [s for s in status if not s.startswith("?? ")] == [" M tileport/ops/__init__.py"]  # new files + the export line
+    assert _run(cli + ["generate", "--check", "soft_rope"], tmp_path, env).returncode == 0
+    listed = _run(cli + ["ops"], tmp_path, env)
+    assert _last_cell(listed.stdout, "soft_rope") == "stubs: tilelang, torch, triton", listed.stdout
+    verified = _run(cli + ["verify", "soft_rope", "--level", "quick", "--dtype", "fp32", "--no-perf", "--out", str(tmp_path / "v")], tmp_path, env)
+    said = verified.stdout + verified.stderr
+    assert verified.returncode == 1 and "not implemented: TODO(soft_rope)" in said and "Traceback" not in said, said[-3000:]
+    assert "not implemented: TODO(soft_rope): the torch forward" in (tmp_path / "v" / "report.md").read_text()
+    lowered = _run(cli + ["lower", "soft_rope", "--target", "cuda", "--out", str(tmp_path / "low")], tmp_path, env)
+    assert lowered.returncode == 2 and "TODO(soft_rope)" in lowered.stderr + lowered.stdout
+    assert "Traceback" not in lowered.stderr + lowered.stdout
+    tests = ["tests/ops/test_soft_rope_numerics.py", "tests/ops/test_soft_rope_errors.py"]
+    run = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", *tests], tmp_path, dict(env, COLUMNS="1000"))
+    out = run.stdout
+    assert run.returncode == 1, out[-3000:]
+    failed = [line for line in out.splitlines() if line.startswith("FAILED")]
+    passed = [line for line in out.splitlines() if line.startswith("PASSED")]
+    assert failed and all("test_soft_rope_numerics.py" in line for line in failed), out[-3000:]  # the checks pass
+    assert all(" - NotImplementedError: TODO(soft_rope)" in line for line in failed), "\n".join(failed)
+    assert not any(e in out for e in ("NameError", "TypeError", "SyntaxError", "AttributeError")), out[-3000:]
+    names = " ".join(passed)
+    for test in ("test_a_dimension_that_disagrees", "test_a_dtype_outside_its_class", "test_sizes_that_break_r_le_d",
+                 "test_an_empty_call_gives_empty_results_without_a_kernel", "test_not_a_tensor"):  # fmt: skip
+        assert test in names, out[-3000:]
+    enum = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ENUMERATING,
+                 "tests/ops/test_generated_interface.py::test_each_file_is_what_its_spec_generates"], tmp_path, env)  # fmt: skip
+    assert enum.returncode == 0, enum.stdout[-3000:]
+
+
+ROPE_DECLARED = {
+    "inputs": "q:[B,T,Hq,D],k:[B,T,Hk,D]?,cos:[T_ro,R/2]:nograd,sin:[T_ro,R/2]:nograd,position_ids:[B,T]:index?,offsets:[B]:index?",
+    "attrs": "interleaved=false,offset=0", "outputs": "q_out:[B,T,Hq,D],k_out:[B,T,Hk,D]?", "where": "R <= D",
+}  # fmt: skip
+ADAPTER = '''from .rope import forward  # noqa: F401
+from .rope import backward as _backward
+
+
+def backward(dq_out, dk_out, q, k, cos, sin, position_ids, offsets, interleaved, offset):
+    return _backward(dq_out, dk_out, cos, sin, position_ids, offsets, interleaved, offset)
+'''
+
+
+@pytest.mark.slow
+def test_the_scaffolded_tests_and_suite_pass_once_the_math_is_written(tmp_path):
+    """The scaffolded tests are right, not only failing: rope's declaration given on the command line (so the
+    default backward, the output gradients and every input), its kernel modules then written as rope's kernels
+    behind that backward: the scaffolded numerics and errors tests pass, and so does ``tileport verify`` on the
+    scaffolded suite."""
+    _copy_checkout(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    cli = [sys.executable, "-m", "tileport.cli"]
+    made = _run(cli + ["scaffold", "my_rope", *[a for k, v in ROPE_DECLARED.items() for a in (f"--{k}", v)]], tmp_path, env)
+    assert made.returncode == 0, made.stderr
+    for backend in ("torch", "tilelang/cpu", "triton"):
+        (tmp_path / "tileport" / "backends" / backend / "my_rope.py").write_text(ADAPTER)
+    tests = ["tests/ops/test_my_rope_numerics.py", "tests/ops/test_my_rope_errors.py"]
+    run = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], tmp_path, env)
+    assert run.returncode == 0, run.stdout[-3000:]
+    verified = _run(cli + ["verify", "my_rope", "--level", "quick", "--dtype", "fp32", "--no-perf", "--backend", "tilelang",
+                           "--out", str(tmp_path / "v")], tmp_path, env)  # fmt: skip
+    assert verified.returncode == 0 and "PASS" in verified.stdout, (verified.stdout + verified.stderr)[-3000:]

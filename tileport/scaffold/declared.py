@@ -1,6 +1,6 @@
 """A general operator's signature for ``tileport scaffold``: its tensors by named dimensions, from the command line
 (``--inputs "q:[B,T,H,D],k:[B,T,Hk,D]?,cos:[T,R/2]:nograd,pos:[B,T]:index?" --outputs "q_out:[B,T,H,D]"
---where "R <= D"``) or from an operator declared so (``--like rope``); the backward a new one starts from; and
+--where "R <= D"``) or from an operator declared so (``--like OP``); the backward a new one starts from; and
 the sizes its example, tests and suite draw every dimension at (the primary's from a shape, the others from
 those, so that the constraints hold).
 

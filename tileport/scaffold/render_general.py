@@ -28,18 +28,18 @@ from .signature import Signature
 KEPT = ("dtypes", "modes", "workloads", "sweep", "bar", "unit_stride")
 LEFT_OUT = ("originals", "competitors", "studies", "golden", "aliases", "docs", "signatures")
 
-# backend module -> (what it is, how to write it)
+# backend module -> (what it is, how to write it); {example}: a general operator's module beside it
 BACKENDS = {
     "torch": ("as the torch composite: the reference (the float64 golden) and the precision benchmark",
               "the math in fp32, fp64 for fp64 inputs (``tileport.backends.torch.compute_dtype``)."),
     "tilelang/cpu": ("as TileLang CPU grid kernels (C target) over the tensors as given, one compiled kernel per dtype "
                      "combination serving every shape",
                      "the kernels as grid kernels (interface.py: N-D strided tensors, tables, integer and optional "
-                     "buffers, scalars), as rope.py does with pairs.py's helpers (docs page: the helpers)."),
+                     "buffers, scalars), as {example} does with pairs.py's helpers (docs page: the helpers)."),
     "triton": ("in Triton (natively on a GPU, under the interpreter on the CPU for small shapes)",
-               "the kernels over the tensors' strides, as rope.py beside it does (common.py: blocking, bf16 rounding, "
+               "the kernels over the tensors' strides, as {example} beside it does (common.py: blocking, bf16 rounding, "
                "the interpreter's size limit)."),
-    "tilelang/cuda": ("as TileLang CUDA kernels", "``build`` and ``lowered``, as rope.py beside it does."),
+    "tilelang/cuda": ("as TileLang CUDA kernels", "``build`` and ``lowered``, as {example} beside it does."),
     "tilelang/ascend": ("for Ascend arch35 in TileLang's ascend dialect (tiles in the UB)",
                         "the kernels and ``lowered``, as the modules beside it do."),
 }  # fmt: skip
@@ -50,12 +50,20 @@ HELPERS = """- TileLang CPU: a grid kernel (`tileport/backends/tilelang/cpu/inte
   `index`, `rotate_heads` (pairs or halves of a head, 16 lanes, the table row chosen by position), `copy_rest`,
   `mul` (a product rounded on its own); `rowwise.py`: `row_map`, `row_sum`, `splat`, `rounded`; `simd.h`: `tp_exp`.
 - Triton (`tileport/backends/triton/common.py`): `blocks`, `store`, `round_to`, `check_size`, `launch_context`;
-  `rope.py` for strided N-D tensors, tables gathered by position and optional inputs.
-- TileLang CUDA (`cuda/_common.py`, `cuda/rope.py`); Ascend (`ascend/_common.py`): `bucket`, `CORES`, the UB
-  budget (`lower` checks it).
+  {example} for strided N-D tensors, tables gathered by position and optional inputs.
+- TileLang CUDA (`cuda/_common.py`, {example}); Ascend (`ascend/_common.py`): `bucket`, `CORES`, the UB budget
+  (`lower` checks it).
 - The interface: nothing to write; `tileport generate` writes `_interface.py` from the spec's declaration
   (`docs/interface.md`): checks naming the tensor, the dimension and both sizes, empty calls answered without a
   kernel, custom ops, autograd (gradients of the `grad` inputs only), the public forms and the module."""
+
+
+def example_op(new: str) -> str | None:
+    """A general operator already written, whose kernel modules and suite a new one's are modelled on (the first
+    with a suite), or None: the generic layers name no operator."""
+    from ..ops.spec import specs
+
+    return next((n for n, spec in specs().items() if spec.general and n != new and _suite_path(n) is not None), None)
 
 
 # ---------------------------------------------------------------- what the declaration gives the texts
@@ -250,6 +258,8 @@ def contract(sig: Signature) -> str:
 def backend_text(name: str, sig: Signature, target: str, path: str) -> str:
     b = sig.backward
     what, how = BACKENDS[target]
+    op = example_op(name)
+    how = how.replace("{example}", f"{op}.py" if op else "the general operators' modules")
     device = target in ("tilelang/cuda", "tilelang/ascend")
     lowered = ""
     if device:
@@ -556,7 +566,9 @@ def docs_text(name: str, how: str, sig: Signature, remains: str) -> str:
     signature = "; ".join(f"`{t}`" for t in sig.inputs) + (f"; where {', '.join(sig.where)}" if sig.where else "")
     signature += f"; attributes {', '.join(f'{a.name}={a.default!r}' for a in sig.attrs) or 'none'}"
     signature += f" -> {', '.join(f'`{t}`' for t in sig.outputs)}; backward -> {', '.join(f'`{t}`' for t in sig.grads)}"
-    return _fill("docs.md.tmpl", name=name, how=how, signature=signature, remains=remains, helpers=HELPERS)
+    op = example_op(name)
+    helpers = HELPERS.replace("{example}", f"`{op}.py`" if op else "the general operators' modules")
+    return _fill("docs.md.tmpl", name=name, how=how, signature=signature, remains=remains, helpers=helpers)
 
 
 def module_path(root: Path, name: str) -> str:
@@ -576,7 +588,6 @@ PRIMARY_RANGES = ((1, 160), (1, 8), (1, 64), (1, 4))
 SINGLE_RANGE = (1, 4096)  # a primary of one dimension
 RUN_RULE = {"ranks": [0, 1, 2], "range": [1, 8]}  # a variadic run's ranks, and each of its items
 INT_DTYPE_NAMES = {"index": ["int64", "int32"], "int64": ["int64"], "int32": ["int32"]}
-BASE_SUITE = "rope"  # the general suite whose standard and levels a new one starts from
 
 
 def _dim_rules(sig: Signature, sizing: Sizing) -> dict:
@@ -641,13 +652,14 @@ def _suite_path(op: str) -> Path | None:
     return path if path.exists() else None
 
 
-def _base_suite() -> dict:
-    path = _suite_path(BASE_SUITE)
-    return yaml.safe_load(path.read_text()) if path is not None else {}
+def _base_suite(new: str) -> tuple[str, dict]:
+    """A general operator's suite whose standard and levels a new one starts from (its name, its data)."""
+    op = example_op(new)
+    return (op, yaml.safe_load(_suite_path(op).read_text())) if op else ("the standard", {})
 
 
 def suite_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None = None) -> str:
-    """The case suite by named dimensions (``tileport.cases.named``): rope's standard and levels, every dimension's
+    """The case suite by named dimensions (``tileport.cases.named``): a general operator's standard and levels, every dimension's
     rule, every input (the first floating one with the case dtypes and the special scenarios, the optional ones
     left out in a share of the cases, integer ones with their value rules), the attributes' values."""
     if like is not None and like.general and (like.inputs, like.outputs, like.grads) == (sig.inputs, sig.outputs, sig.grads):
@@ -657,7 +669,7 @@ def suite_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None 
             head = f"# {name} case suite, written by `tileport scaffold` from {like.name}'s (the same declaration).\n"
             return head + yaml.safe_dump(data, sort_keys=False, width=110, default_flow_style=None)
     every = _every(sig)
-    base = _base_suite()
+    base_op, base = _base_suite(name)
     g = general(as_spec(name, sig))
     inputs: list[dict] = []
     first = True
@@ -689,7 +701,7 @@ def suite_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None 
     }  # fmt: skip
     shapes = ", ".join(f"{t.name} {t.shape}" for t in sig.inputs)
     header = "\n".join("# " + line for line in textwrap.wrap(
-        f"{name} case suite, by named dimensions, written by `tileport scaffold` with {BASE_SUITE}'s standard and levels: "
+        f"{name} case suite, by named dimensions, written by `tileport scaffold` with {base_op}'s standard and levels: "
         f"`tileport verify {name}` expands it into seeded cases, each tensor in the shape its declaration gives it "
         f"({shapes}) from the case's sizes, d<output> in its output's shape. A dimension the primary does not have is "
         f"mostly the size `sizes` in spec.py gives it (the constraints then hold), sometimes smaller. TODO({name}): the "
