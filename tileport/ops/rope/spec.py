@@ -48,21 +48,27 @@ def composite(q, k, cos, sin, position_ids=None, offsets=None, interleaved=False
     return qo, None if k is None else _rotate(k, cos, sin, position_ids, interleaved)
 
 
+def _qshape(shape) -> tuple[int, int, int, int]:
+    """q's (B, T, Hq, D); a (tokens, D) shape (the Triton lowering's rows and width) is one head of tokens."""
+    return (1, shape[0], 1, shape[1]) if len(shape) == 2 else tuple(shape)
+
+
 def example(shape, dtype, device, generator) -> dict:
-    """Inputs for a (B, T, Hq, D) benchmark: GQA with Hk = Hq / 4 (at least 1), full rotary, the model's table."""
-    b, t, h, d = shape
-    q = torch.randn(shape, generator=generator).to(dtype).to(device)
+    """Inputs for q of ``shape`` (B, T, Hq, D): GQA with Hk = Hq / 4 (at least 1), rotary over D's even part, the
+    tables of a model's rotary embedding (base 10000)."""
+    b, t, h, d = _qshape(shape)
+    q = torch.randn((b, t, h, d), generator=generator).to(dtype).to(device)
     k = torch.randn((b, t, max(1, h // 4), d), generator=generator).to(dtype).to(device)
-    inv = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    inv = 1.0 / (10000 ** (torch.arange(0, d // 2, dtype=torch.float64) * 2 / max(d, 1)))
     angles = torch.arange(t, dtype=torch.float64)[:, None] * inv[None, :]
     return {"q": q, "k": k, "cos": angles.cos().to(dtype).to(device), "sin": angles.sin().to(dtype).to(device)}
 
 
 def bytes_moved(shape, dtype, mode: str) -> int:
     """fwd and bwd each read q and k (or their gradients) and the two tables, and write as many as they read."""
-    b, t, h, d = shape
+    b, t, h, d = _qshape(shape)
     heads = h + max(1, h // 4)
-    once = (2 * b * t * heads * d + 2 * t * d // 2) * dtype.itemsize
+    once = (2 * b * t * heads * d + 2 * t * (d // 2)) * dtype.itemsize
     return {"fwd": once, "bwd": once, "fwdbwd": 2 * once}[mode]
 
 
