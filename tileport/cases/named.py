@@ -63,7 +63,7 @@ def _bound(r: _Reader, key: str, value: Any, known: list[str]) -> int | str:
                             value) from exc  # fmt: skip
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise CaseFileError(r.file, r.key(key), f"a bound over the dimensions above it ({', '.join(known) or 'none'})", unknown[0])
+        raise CaseFileError(r.file, r.key(key), f"a bound over the dimensions above it and the attributes ({', '.join(known) or 'none'})", unknown[0])
     return value
 
 
