@@ -701,10 +701,16 @@ def lower(
 def scaffold(
     name: str = typer.Argument(..., help="the new operator's name, a lower-case identifier (group_norm)"),
     like: Optional[str] = typer.Option(None, help="the operator whose signature, spec fields and case suite it starts from (default, without a signature: the simplest operator)"),
-    inputs: Optional[str] = typer.Option(None, help="tensor inputs, comma-separated, ? for optional: by role, NAME:ROLE with ROLE rows or vector (x:rows,gate:rows,weight:vector?), or by named dimensions, NAME:[SHAPE] then :-separated words float, int64, int32, index, bool, like:OTHER, nograd, in[LOW,HIGH) (q:[B,T,H,D],k:[B,T,Hk,D]?,cos:[T,R/2]:nograd,pos:[B,T]:index?; the first float grad, other floating ones like it with a gradient)"),
+    inputs: Optional[str] = typer.Option(None, help=(
+        "tensor inputs, comma-separated, ? for optional: by role, NAME:ROLE with ROLE rows or vector "
+        "(x:rows,gate:rows,weight:vector?), or by named dimensions, NAME:[SHAPE] then :-separated words float, int64, "
+        "int32, index, bool, like:OTHER, nograd, in[LOW,HIGH) (q:[B,T,H,D],k:[B,T,Hk,D]?,cos:[T,R/2]:nograd,"
+        "pos:[B,T]:index?; the first is float with a gradient, other floating ones like it with one)")),
     attrs: Optional[str] = typer.Option(None, help="attributes NAME=DEFAULT, comma-separated; a choice A|B|C: eps=1e-6,activation=silu|sigmoid"),
-    outputs: Optional[str] = typer.Option(None, help="outputs, as --inputs gives its tensors: NAME:ROLE with ROLE rows or per_row (y:rows,rstd:per_row), or NAME:[SHAPE] with a dtype word, like the first input by default (q_out:[B,T,H,D])"),
-    where: Optional[str] = typer.Option(None, help="constraints between the named dimensions, comma-separated: \"R <= D\""),
+    outputs: Optional[str] = typer.Option(None, help=(
+        "outputs, as --inputs gives its tensors: NAME:ROLE with ROLE rows or per_row (y:rows,rstd:per_row), or "
+        "NAME:[SHAPE] with a dtype word, like the first input by default (q_out:[B,T,H,D])")),
+    where: Optional[str] = typer.Option(None, help="constraints between named dimensions, comma-separated: 'R <= D'"),
     root: Optional[Path] = typer.Option(None, help="the source checkout to write into (default: the one tileport runs from)"),
     package: Optional[Path] = typer.Option(None, help="write an operator package outside tileport into this (new or empty) folder: its pyproject declares the tileport.ops entry point"),
     dry_run: bool = typer.Option(False, "--dry-run", help="list the files it would write, write nothing"),
@@ -715,7 +721,8 @@ def scaffold(
 
     \b
     Example: tileport scaffold gated_norm --inputs x:rows,gate:rows,weight:vector? --attrs eps=1e-6 --outputs y:rows,rstd:per_row
-    Example: tileport scaffold my_rope --inputs "q:[B,T,H,D],cos:[T,R/2]:nograd,sin:[T,R/2]:nograd" --outputs "q_out:[B,T,H,D]" --where "R <= D"
+    Example: tileport scaffold my_rope --inputs "q:[B,T,H,D],cos:[T,R/2]:nograd,sin:[T,R/2]:nograd"
+    --outputs "q_out:[B,T,H,D]" --where "R <= D"
     """
     from .scaffold import EXPORTS, ScaffoldError, plan, scaffold as write
 

@@ -106,7 +106,8 @@ def _check(name: str, like: str | None, root: Path) -> None:
         raise ScaffoldError(f"{root} is not a tileport source checkout (no pyproject.toml and tileport/ops): pass --root")
 
 
-def remains(name: str, paths: dict[str, Path], root: Path, left_out: list[str], like: str | None, general: bool = False) -> list[str]:
+def remains(name: str, paths: dict[str, Path], root: Path, left_out: list[str], like: str | None,
+            general: bool = False) -> list[str]:  # fmt: skip
     """What is left to write after the scaffold, in the order to write it."""
     rel = {k: str(p.relative_to(root)) for k, p in paths.items()}
     if general:
@@ -137,7 +138,8 @@ def _general_remains(name: str, rel: dict[str, str], left_out: list[str], like: 
         f"`{rel['torch']}`: the reference forward and backward (the float64 golden and the benchmark)",
         f"`{rel['tilelang/cpu']}`: the TileLang CPU grid kernels (the default backend)",
         f"`{rel['triton']}`: the Triton kernels",
-        f"`{rel['tilelang/cuda']}`, `{rel['tilelang/ascend']}`: the device kernels and `lowered` (`tileport lower {name}`)",
+        f"`{rel['tilelang/cuda']}`, `{rel['tilelang/ascend']}`: the device kernels and `lowered` "
+        f"(`tileport lower {name}`)",
         f"`{rel['suite']}`: each tensor's sizes, dtypes and value rules, the attribute values of the cases",
         f"then `pytest {rel['test_numerics']} {rel['test_errors']}`, `tileport verify {name} --level quick`, "
         f"`tileport verify {name}` (L0) and `python scripts/make_docs.py {name}`",
@@ -158,7 +160,8 @@ def _how(like: str | None, **parts) -> str:
     given = {k: v for k, v in parts.items() if v is not None}
     if like and not given:
         return f"--like {like}"
-    return " ".join(f"--{k} {v!r}" if any(c in v for c in " []?") else f"--{k} {v}" for k, v in {"like": like, **given}.items() if v)
+    shown = {"like": like, **given}
+    return " ".join(f"--{k} {v!r}" if any(c in v for c in " []?") else f"--{k} {v}" for k, v in shown.items() if v)
 
 
 def plan(name: str, like: str | None = None, root: Path | None = None, inputs: str | None = None, attrs: str | None = None,
@@ -180,7 +183,8 @@ def plan(name: str, like: str | None = None, root: Path | None = None, inputs: s
     except SignatureError as exc:
         raise ScaffoldError(str(exc)) from exc
     if sig.general:
-        return _general_plan(name, like_spec, root, sig, _how(like, inputs=inputs, attrs=attrs, outputs=outputs, where=where))
+        how = _how(like, inputs=inputs, attrs=attrs, outputs=outputs, where=where)
+        return _general_plan(name, like_spec, root, sig, how)
     paths = {k: root / p.format(name=name) for k, p in FILES.items()}
     existing = [str(p.relative_to(root)) for p in paths.values() if p.exists()]
     if existing:
@@ -213,7 +217,8 @@ def _general_files(name: str, sig: Signature, like: s.OpSpec | None, paths: dict
     spec_text, _ = render_general.spec_text(name, sig, sizing, like, rel["ops_spec"], package)
     ops_import = f"import {package} as OPS" if package else "OPS = tileport"
     return {
-        paths["ops_init"]: render._fill("ops_init.py.tmpl", name=name, Name=class_name(name), contract=render_general.contract(sig)),
+        paths["ops_init"]: render._fill("ops_init.py.tmpl", name=name, Name=class_name(name),
+                                        contract=render_general.contract(sig)),
         paths["ops_spec"]: spec_text,
         paths["interface"]: render_general.interface_text(spec_text, module, str(paths["ops_spec"])),
         **{paths[t]: render_general.backend_text(name, sig, t, rel[t]) for t in render.BACKENDS},
@@ -255,7 +260,8 @@ def _package_plan(name: str, like: str | None, folder: Path, inputs, attrs, outp
     except SignatureError as exc:
         raise ScaffoldError(str(exc)) from exc
     pkg = package_name(root)
-    paths = {k: root / p.format(name=name, pkg=pkg) for k, p in (GENERAL_PACKAGE_FILES if sig.general else PACKAGE_FILES).items()}
+    layout = GENERAL_PACKAGE_FILES if sig.general else PACKAGE_FILES
+    paths = {k: root / p.format(name=name, pkg=pkg) for k, p in layout.items()}
     rel = {k: str(p.relative_to(root)) for k, p in paths.items()}
     if sig.general:
         spec_text, left_out = "", render_general.left_out(sig, like_spec)
@@ -276,11 +282,12 @@ def _package_plan(name: str, like: str | None, folder: Path, inputs, attrs, outp
     ops_import = f"import {pkg} as OPS"
     conftest = ('"""tileport\'s test fixtures: the float64 golden of an operator, seeded samples."""\n\n'
                 "from tileport.testing import golden, randn  # noqa: F401\n")
+    kernels_init = f'"""{name}\'s kernel modules, one per backend (named in spec.py\'s ``kernels``)."""\n'
     if sig.general:
         how = f"--package {folder} {_how(like, inputs=inputs, attrs=attrs, outputs=outputs, where=where)}"
         files = {
             paths["pyproject"]: render.pyproject_text(name, root.name, pkg),
-            paths["kernels_init"]: f'"""{name}\'s kernel modules, one per backend (named in spec.py\'s ``kernels``)."""\n',
+            paths["kernels_init"]: kernels_init,
             paths["conftest"]: conftest,
             **_general_files(name, sig, like_spec, paths, rel, how, items, f"{pkg}.spec", package=pkg),
         }

@@ -136,7 +136,9 @@ def parse_inputs(text: str) -> tuple[TensorDecl, ...]:
         raise SignatureError("--inputs: no tensors given")
     first = items[0]
     if first.optional or first.dtype not in (None, "float"):
-        raise SignatureError(f"--inputs: the first input is the primary, a required floating tensor; got {first.text!r}")
+        raise SignatureError(
+            f"--inputs: the first input is the primary, a required floating tensor; got {first.text!r}"
+        )
     names = [it.name for it in items]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -145,7 +147,9 @@ def parse_inputs(text: str) -> tuple[TensorDecl, ...]:
     out = []
     for k, it in enumerate(items):
         if it.range and it.dtype not in INTEGER:
-            raise SignatureError(f"--inputs: {it.text!r}: a value range belongs to an integer tensor (int64, int32, index)")
+            raise SignatureError(
+                f"--inputs: {it.text!r}: a value range belongs to an integer tensor (int64, int32, index)"
+            )
         if k == 0:
             dtype = "float"
         elif it.dtype is None:
@@ -168,7 +172,9 @@ def parse_outputs(text: str, primary: str) -> tuple[TensorDecl, ...]:
     out = []
     for it in items:
         if it.grad is not None or it.range:
-            raise SignatureError(f"--outputs: {it.text!r}: an output takes a dtype and ? only (its gradient is d{it.name})")
+            raise SignatureError(
+                f"--outputs: {it.text!r}: an output takes a dtype and ? only (its gradient is d{it.name})"
+            )
         out.append(_decl(it, "outputs", _line(it, it.dtype or f"like:{primary}", False)))
     return tuple(out)
 
@@ -271,7 +277,9 @@ def build(like: s.OpSpec | None, inputs: str | None, attrs: str | None, outputs:
     if outputs is None and base is None:
         raise SignatureError("--outputs: give the outputs by named dimensions too (NAME:[SHAPE]), as --inputs are")
     if outputs is not None and not is_general(outputs):
-        raise SignatureError(f"--outputs: {outputs!r}: give the outputs by named dimensions (NAME:[SHAPE]), as --inputs are")
+        raise SignatureError(
+            f"--outputs: {outputs!r}: give the outputs by named dimensions (NAME:[SHAPE]), as --inputs are"
+        )
     outs = parse_outputs(outputs, ins[0].name) if outputs is not None else base.outputs
     ats = general_attrs(parse_attrs(attrs) if attrs is not None else (like.attrs if like is not None else ()))
     if any(a.kind == s.DTYPE for a in ats):
@@ -285,7 +293,11 @@ def build(like: s.OpSpec | None, inputs: str | None, attrs: str | None, outputs:
 
 # ---------------------------------------------------------------- the sizes every dimension is drawn at
 
-LEAD = {"small": (2, 3, 2), "odd": (3, 17, 1), "single": (1, 1, 3)}  # the tests' dimensions before the last, from the right
+LEAD = {
+    "small": (2, 3, 2),
+    "odd": (3, 17, 1),
+    "single": (1, 1, 3),
+}  # the tests' dimensions before the last, from the right
 LAST = {"small": 8, "odd": 100, "single": 16}  # and their last
 RUN = {"small": (2,), "odd": (3, 2), "single": ()}  # a variadic run's sizes
 SWEEP_TOTALS = (128, 1 << 18, 1 << 21, 1 << 25)  # the bench's primary shapes: decode-like, in cache, mid, large
@@ -415,7 +427,9 @@ def sizing(sig: Signature) -> Sizing:
     for p in profiles:
         ok = next((v for v in _variants(p) if _fits(decl, v, units, attrs)), None)
         if ok is None:
-            raise SignatureError(f"--where: no sizes of {primary.name}'s dimensions found that satisfy {', '.join(sig.where)}")
+            raise SignatureError(
+                f"--where: no sizes of {primary.name}'s dimensions found that satisfy {', '.join(sig.where)}"
+            )
         fixed.append(ok)
     choices = [_candidates(k, pkeys, units.get(k, 1)) for k in others]
     for n, combo in enumerate(itertools.product(*choices)):
@@ -423,7 +437,9 @@ def sizing(sig: Signature) -> Sizing:
             break
         rules = dict(zip(others, combo))
         order = decl.dims()
-        full = [{k: (p | {o: p[r] if isinstance(r, str) else r for o, r in rules.items()})[k] for k in order} for p in fixed]
+        full = [
+            {k: (p | {o: p[r] if isinstance(r, str) else r for o, r in rules.items()})[k] for k in order} for p in fixed
+        ]
         if all(_fits(decl, f, units, attrs) for f in full):
             k = len(LEAD)
             return Sizing(primary, rules, tuple(full[:k]), tuple(_shape(primary, p) for p in fixed[k:]))

@@ -20,7 +20,7 @@ from ..ops import spec as s
 from ..ops.dims import TensorDecl
 from ..ops.interface import files as interface_files
 from ..ops.interface.declared import general
-from .declared import IN_CACHE, LARGE, Sizing, as_spec, floating
+from .declared import IN_CACHE, LARGE, Sizing, as_spec
 from .render import _fill, _tuple, attr_src
 from .signature import Signature
 
@@ -37,8 +37,8 @@ BACKENDS = {
                      "the kernels as grid kernels (interface.py: N-D strided tensors, tables, integer and optional "
                      "buffers, scalars), as {example} does with pairs.py's helpers (docs page: the helpers)."),
     "triton": ("in Triton (natively on a GPU, under the interpreter on the CPU for small shapes)",
-               "the kernels over the tensors' strides, as {example} beside it does (common.py: blocking, bf16 rounding, "
-               "the interpreter's size limit)."),
+               "the kernels over the tensors' strides, as {example} beside it does (common.py: blocking, bf16 "
+               "rounding, the interpreter's size limit)."),
     "tilelang/cuda": ("as TileLang CUDA kernels", "``build`` and ``lowered``, as {example} beside it does."),
     "tilelang/ascend": ("for Ascend arch35 in TileLang's ascend dialect (tiles in the UB)",
                         "the kernels and ``lowered``, as the modules beside it do."),
@@ -152,10 +152,12 @@ def _bar(name: str, sig: Signature, sizing: Sizing) -> str:
         "# An elementwise operator (each output in an input's shape): kernel-only at 0.8 of the copy of its bytes or\n"
         "# better, in cache and large.\n"
         "BAR = (\n"
-        '    s.Criterion("fwd in cache: kernel-only share of copy", ("fwd",), IN_CACHE, "bandwidth_share", 0.8, kernel_only=True),\n'
-        '    s.Criterion("fwd large: kernel-only share of copy", ("fwd",), LARGE, "bandwidth_share", 0.8, kernel_only=True),\n'
+        '    s.Criterion("fwd in cache: kernel-only share of copy", ("fwd",), IN_CACHE, "bandwidth_share", 0.8,\n'
+        "                kernel_only=True),\n"
+        '    s.Criterion("fwd large: kernel-only share of copy", ("fwd",), LARGE, "bandwidth_share", 0.8,\n'
+        "                kernel_only=True),\n"
         ")\n"
-    )  # fmt: skip
+    )
 
 
 def spec_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None, spec_path: str,
@@ -176,28 +178,39 @@ def spec_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None, 
     said = ", ".join(others)
     if not others:
         rules = None
-    sizes_doc = (f"those it binds, and {said} from them.\n    TODO({name}): {said} as a real workload sizes "
-                 f"{'it' if len(others) == 1 else 'them'}.") if others else "those it binds (every dimension is one of its)."  # fmt: skip
-    draws = [f'        "{t.name}": ' + draw_src(t, every, attrs, "torch.randn({shape}, generator=generator).to(dtype)", "generator")
-             + ".to(device)," for t in sig.inputs]  # fmt: skip
+    if others:
+        them = "it" if len(others) == 1 else "them"
+        sizes_doc = f"those it binds, and {said} from them.\n    TODO({name}): {said} as a real workload sizes {them}."
+    else:
+        sizes_doc = "those it binds (every dimension is one of its)."
+    floats = "torch.randn({shape}, generator=generator).to(dtype)"
+    draws = [f'        "{t.name}": {draw_src(t, every, attrs, floats, "generator")}.to(device),' for t in sig.inputs]
     draws += [f'        "{a.name}": {a.default!r},' for a in sig.attrs]
-    itemsize = {t.name: _test_dtype(t, every).itemsize for t in sig.inputs + sig.outputs if root_class(t, every) != "float"}
+    itemsize = {
+        t.name: _test_dtype(t, every).itemsize for t in sig.inputs + sig.outputs if root_class(t, every) != "float"
+    }
     b = sig.backward
     reads_b = [n for n in b.tensors]
     kept = ["    dtypes=s.FLOATS,"]  # the kept fields, or a new operator's
     sweep = "[" + ", ".join(_shape_src(sh) for sh in sizing.sweep) + "]"
     workloads = f'{{"in-cache": {_shape_src(sizing.sweep[IN_CACHE])}, "large": {_shape_src(sizing.sweep[LARGE])}}}'
-    fields = {"workloads": f"{workloads},  # TODO({name}): a model's shapes of {p}", "sweep": f"{sweep},  # shapes of {p}", "bar": "BAR,",
-              "unit_stride": "True,  # kernels get stride 1 in every tensor's last dimension (a copy where not); False: as given"}
+    fields = {
+        "workloads": f"{workloads},  # TODO({name}): a model's shapes of {p}",
+        "sweep": f"{sweep},  # shapes of {p}",
+        "bar": "BAR,",
+        "unit_stride": "True,  # the kernels get stride 1 in each tensor's last dimension (False: as given)",
+    }
     if keep:
-        kept = [f"    {f}=LIKE.{f},  # kept from {like.name}" if getattr(like, f) or f == "unit_stride" else f"    {f}={fields[f]}"
-                for f in KEPT]  # fmt: skip
+        own = [f for f in KEPT if getattr(like, f) or f == "unit_stride"]
+        kept = [f"    {f}=LIKE.{f},  # kept from {like.name}" if f in own else f"    {f}={fields[f]}" for f in KEPT]
         kept = [line for line in kept if "=LIKE." in line or not line.startswith(("    dtypes=", "    modes="))]
     else:
         kept += [f"    {k}={v}" for k, v in fields.items()]
     bwd = f"s.Backward({_tuple(map(_q, b.tensors))}, {_tuple(map(_q, b.attrs))})"
-    usage = [f"{_tuple(o.name for o in sig.outputs).strip('()').rstrip(',')} = {package or 'tileport'}.{name}({', '.join(t.name for t in sig.inputs)})",
-             f"grads = {package or 'tileport'}.{name}_bwd({', '.join(b.tensors)})"]  # fmt: skip
+    api = package or "tileport"
+    outs = ", ".join(o.name for o in sig.outputs)
+    usage = [f"{outs} = {api}.{name}({', '.join(t.name for t in sig.inputs)})",
+             f"grads = {api}.{name}_bwd({', '.join(b.tensors)})"]
     text = _fill(
         "general_spec.py.tmpl", name=name, like_note=f" like {like.name}" if like else "", imports=imports,
         declarations=declarations(sig), composite_params=", ".join(params), spec_path=spec_path, primary=p,
@@ -206,7 +219,7 @@ def spec_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None, 
         fwd_reads=", ".join(_q(t.name) for t in sig.inputs), fwd_writes=", ".join(_q(t.name) for t in sig.outputs),
         bwd_reads=", ".join(map(_q, reads_b)), bwd_writes=", ".join(_q(t.name) for t in sig.grads),
         bar="" if keep else _bar(name, sig, sizing) + "\n", attrs=_tuple(attr_src(a) for a in sig.attrs), backward=bwd,
-        kept="\n".join(kept) + (_package_fields(package) if package else ""), usage="\n".join(usage), api=package or "tileport",
+        kept="\n".join(kept) + (_package_fields(package) if package else ""), usage="\n".join(usage), api=api,
     )  # fmt: skip
     return text, left_out(sig, like)
 
@@ -215,7 +228,7 @@ def _package_fields(package: str) -> str:
     from .render import PACKAGE_KERNELS
 
     mods = ", ".join(f"{k!r}: '{package}.kernels.{v}'" for k, v in PACKAGE_KERNELS.items())
-    return f"\n    kernels={{{mods}}},\n    suite=\"suite.yaml\","
+    return f'\n    kernels={{{mods}}},\n    suite="suite.yaml",'
 
 
 def interface_text(spec_source: str, module: str, path: str) -> str:
@@ -239,20 +252,25 @@ def interface_text(spec_source: str, module: str, path: str) -> str:
 
 
 def contract(sig: Signature) -> str:
-    ins = ", ".join(f"``{t}``" for t in sig.inputs)
-    outs = ", ".join(f"``{t}``" for t in sig.outputs)
+    """The contract paragraph of the operator's docstring: its declarations, and what each kernel is handed."""
     attrs = ", ".join(f"``{a.name}`` (default {a.default!r}: {a.valid})" for a in sig.attrs) or "none"
+    where = f"; where {', '.join(sig.where)}" if sig.where else ""
     b = sig.backward
+    items = [
+        f"Inputs {', '.join(f'``{t}``' for t in sig.inputs)}; attributes {attrs}{where}.",
+        f"Outputs {', '.join(f'``{t}``' for t in sig.outputs)}.",
+        f"Backward: {', '.join(f'``{t.name}``' for t in sig.grads)} from {', '.join(f'``{n}``' for n in b.tensors)}.",
+        "Empty inputs give empty outputs (no kernel is called).",
+    ]
+    text = "".join(textwrap.fill(item, 116, initial_indent="- ", subsequent_indent="  ") + "\n" for item in items)
+    handed = (f"What a backend's kernel module gives (called by the interface for a non-empty "
+              f"``{sig.inputs[0].name}``; each tensor N-D with its strides, stride 1 in its last dimension "
+              "(``unit_stride``); an optional one may be None):")  # fmt: skip
     fwd = ", ".join([t.name for t in sig.inputs] + [a.name for a in sig.attrs])
     bwd = ", ".join([*b.tensors, *b.attrs])
-    rets = ", ".join(t.name for t in sig.grads)
-    where = f"; where {', '.join(sig.where)}" if sig.where else ""
-    return (f"- Inputs {ins}; attributes {attrs}{where}.\n- Outputs {outs}.\n- Backward: "
-            f"{', '.join(f'``{t.name}``' for t in sig.grads)} from {', '.join(f'``{n}``' for n in b.tensors)}.\n"
-            f"- Empty inputs give empty outputs (no kernel is called).\n\nWhat a backend's kernel module gives (called by the "
-            f"interface for a non-empty ``{sig.inputs[0].name}``; each tensor N-D with its strides, stride 1 in its last "
-            f"dimension (``unit_stride``); an optional one may be None):\n\n    forward({fwd}) -> {', '.join(t.name for t in sig.outputs)}\n"
-            f"    backward({bwd}) -> {rets}\n")  # fmt: skip
+    calls = (f"    forward({fwd}) -> {', '.join(t.name for t in sig.outputs)}\n"
+             f"    backward({bwd}) -> {', '.join(t.name for t in sig.grads)}\n")  # fmt: skip
+    return f"{text}\n{textwrap.fill(handed, 116)}\n\n{calls}"
 
 
 def backend_text(name: str, sig: Signature, target: str, path: str) -> str:
@@ -266,11 +284,13 @@ def backend_text(name: str, sig: Signature, target: str, path: str) -> str:
         lowered = f'''
 
 def lowered(dtype: torch.dtype, dim: int, **options) -> dict:
-    """{{kernel name: prim_func}} of the forward and backward for a last dimension of ``dim``, for ``tileport lower``."""
-    raise NotImplementedError("TODO({name}): the {target.split('/')[-1]} kernels, in {path}")
+    """{{kernel name: prim_func}} of the forward and backward for a last dimension of ``dim`` (``tileport lower``)."""
+    raise NotImplementedError("TODO({name}): the {target.split("/")[-1]} kernels, in {path}")
 '''
     if target.startswith("tilelang"):  # kernel modules: annotations stay evaluated (T.prim_func reads them)
-        imports = "\n# No `from __future__ import annotations`: it breaks T.prim_func annotations.\n" + ("import torch\n" if device else "")
+        imports = "\n# No `from __future__ import annotations`: it breaks T.prim_func annotations.\n" + (
+            "import torch\n" if device else ""
+        )
     else:
         imports = "\nfrom __future__ import annotations\n"
     return _fill(
@@ -325,21 +345,28 @@ def _mismatches(sig: Signature, sizes: dict, form_decl, every: dict, attrs: dict
 _WRONG = {"float": torch.int32, "int64": torch.int32, "int32": torch.int64, "index": torch.float32, "bool": torch.int64}
 
 
-def _dtype_errors(sig: Signature, sizes: dict, form_decl, every: dict, attrs: dict) -> list[tuple[str, torch.dtype, str]]:
+def _dtype_errors(
+    sig: Signature, sizes: dict, form_decl, every: dict, attrs: dict
+) -> list[tuple[str, torch.dtype, str]]:
     """(input, a dtype outside its class, the message) for each input."""
     b = dims.bind_sizes(sig.inputs, sizes)
     base = {t.name: _meta(t, b.shape_of(t.name), every) for t in sig.inputs}
     out = []
     for t in sig.inputs:
-        wrong = torch.float16 if t.like is not None and root_class(t, every) == "float" else _WRONG[root_class(t, every)]
+        wrong = (
+            torch.float16 if t.like is not None and root_class(t, every) == "float" else _WRONG[root_class(t, every)]
+        )
         exc = _error(form_decl, base | {t.name: _meta(t, b.shape_of(t.name), every, wrong)}, attrs)
         if isinstance(exc, TypeError):
             out.append((t.name, wrong, str(exc)))
     return out
 
 
-def _constraint_errors(sig: Signature, sizing: Sizing, form_decl, every: dict, attrs: dict) -> list[tuple[str, dict, str]]:
-    """(the constraint, the sizes changed, the message) breaking each constraint, where changing one of its dimensions does."""
+def _constraint_errors(
+    sig: Signature, sizing: Sizing, form_decl, every: dict, attrs: dict
+) -> list[tuple[str, dict, str]]:
+    """(the constraint, the sizes changed, the message) breaking each constraint, where changing one of its
+    dimensions does."""
     sizes = sizing.tests[0]
     units = {d.key: d.div for t in sig.inputs for d in t.shape.items if d.value is None and not d.variadic}
     out = []
@@ -390,6 +417,16 @@ def _range_errors(sig: Signature, sizes: dict, form_decl, every: dict, attrs: di
     return out
 
 
+# an attribute kind -> (a value it refuses, the error, what the message says)
+BAD_ATTRS = {
+    s.EPS: ("-1.0", "ValueError", "must be finite and >= 0"),
+    s.REAL: ("math.inf", "ValueError", "must be finite"),
+    s.CHOICE: ("'no such choice'", "ValueError", "must be one of"),
+    s.BOOL: ("1", "TypeError", "must be a bool"),
+    s.INT: ("1.5", "TypeError", "must be an int"),
+}
+
+
 def _empty(sig: Signature, sizing: Sizing) -> tuple[dict, dict] | None:
     """(sizes with one of the primary's dimensions 0, each result's shape then) where every output and gradient is
     then empty and the constraints still hold; None where no such dimension is."""
@@ -414,11 +451,16 @@ def numerics_text(name: str, sig: Signature, sizing: Sizing, ops_import: str = "
     attrs = {a.name: a.default for a in sig.attrs}
     g = general(as_spec(name, sig))
     p = sig.inputs[0].name
-    inputs = "\n".join(f'        "{t.name}": ' + draw_src(t, every, attrs, f"randn({{shape}}, dtype=dtype, seed={i})", "g") + ","
-                       for i, t in enumerate(sig.inputs))  # fmt: skip
+    inputs = "\n".join(
+        f'        "{t.name}": {draw_src(t, every, attrs, f"randn({{shape}}, dtype=dtype, seed={i})", "g")},'
+        for i, t in enumerate(sig.inputs)
+    )
     outs = {t.name for t in sig.outputs}
     douts = [n for n in sig.backward.tensors if n.startswith("d") and n[1:] in outs]
-    grads = "\n".join(f'        "{n}": randn(b.shape_of(SPEC.declaration["{n}"]), dtype=dtype, seed={20 + i}),' for i, n in enumerate(douts))
+    grads = "\n".join(
+        f'        "{n}": randn(b.shape_of(SPEC.declaration["{n}"]), dtype=dtype, seed={20 + i}),'
+        for i, n in enumerate(douts)
+    )
     sizes = "\n".join(f"    {_sizes_src(z)}," for z in sizing.tests)
     strided = ""
     if sig.inputs[0].shape.items:
@@ -437,8 +479,9 @@ def test_a_strided_{p}_gives_the_bits_of_its_contiguous_copy(randn):
 '''
     return _fill(
         "general_test_numerics.py.tmpl", name=name, primary=p, ops_import=ops_import, sizes=sizes,
-        ids="[" + ", ".join(map(_q, ("small", "odd", "single")[: len(sizing.tests)])) + "]", outputs=_tuple(map(_q, g.outputs)),
-        results=_tuple(map(_q, g.returns)), backward=_tuple(map(_q, g.backward.names)), input_draws=inputs,
+        ids="[" + ", ".join(map(_q, ("small", "odd", "single")[: len(sizing.tests)])) + "]",
+        outputs=_tuple(map(_q, g.outputs)), results=_tuple(map(_q, g.returns)),
+        backward=_tuple(map(_q, g.backward.names)), input_draws=inputs,
         grad_draws=grads, strided=strided,
     )  # fmt: skip
 
@@ -466,7 +509,9 @@ def errors_text(name: str, sig: Signature, sizing: Sizing, ops_import: str = "OP
     form = g.forward.declaration
     sizes = sizing.tests[0]
     p = sig.inputs[0].name
-    draws = "\n".join(f'        "{t.name}": ' + draw_src(t, every, attrs, "torch.randn({shape})", "g") + "," for t in sig.inputs)
+    draws = "\n".join(
+        f'        "{t.name}": ' + draw_src(t, every, attrs, "torch.randn({shape})", "g") + "," for t in sig.inputs
+    )
     tests = []
     mismatches = _mismatches(sig, sizes, form, every, attrs)
     if mismatches:
@@ -490,7 +535,7 @@ def test_a_dimension_that_disagrees_is_named_with_both_sizes(name, shape, messag
     wrong = _dtype_errors(sig, sizes, form, every, attrs)
     if wrong:
         rows = "".join(f"        ({_q(n)}, {d}, {_q(m)}),\n" for n, d, m in wrong)
-        tests.append(f'''
+        tests.append(f"""
 
 
 @pytest.mark.parametrize(
@@ -502,7 +547,7 @@ def test_a_dtype_outside_its_class_is_refused(name, dtype, message):
     ins = _inputs()
     ins[name] = ins[name].to(dtype)
     with pytest.raises(TypeError, match=f"^{{re.escape(message)}}$"):
-        OPS.{name}(**ins)''')
+        OPS.{name}(**ins)""")
     for c, change, message in _constraint_errors(sig, sizing, form, every, attrs):
         said = ", ".join(f"{k} = {v}" for k, v in change.items())
         tests.append(f'''
@@ -523,11 +568,8 @@ def test_{t}_outside_its_range():
     with pytest.raises(IndexError, match=re.escape({_q(message)})):
         OPS.{name}(**ins)''')
     for a in sig.attrs:
-        bad, exc, match = {s.EPS: ("-1.0", "ValueError", f"{a.name} must be finite and >= 0"),
-                           s.REAL: ("math.inf", "ValueError", f"{a.name} must be finite"),
-                           s.CHOICE: ("'no such choice'", "ValueError", f"{a.name} must be one of"),
-                           s.BOOL: ("1", "TypeError", f"{a.name} must be a bool"),
-                           s.INT: ("1.5", "TypeError", f"{a.name} must be an int")}.get(a.kind, (None, None, None))  # fmt: skip
+        bad, exc, match = BAD_ATTRS.get(a.kind, (None, None, None))
+        match = f"{a.name} {match}"
         if bad is not None:
             tests.append(f'''
 
@@ -641,7 +683,13 @@ def _value_rule(t: TensorDecl) -> dict | None:
     elif last.value is not None:
         high = last.value
     else:
-        high = last.name if last.mul == last.div == 1 else f"{last.mul}*{last.name}" if last.div == 1 else f"{last.name} // {last.div}"
+        high = (
+            last.name
+            if last.mul == last.div == 1
+            else f"{last.mul}*{last.name}"
+            if last.div == 1
+            else f"{last.name} // {last.div}"
+        )
     return {"kind": "positions", "low": 0, "high": high}
 
 
@@ -659,10 +707,14 @@ def _base_suite(new: str) -> tuple[str, dict]:
 
 
 def suite_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None = None) -> str:
-    """The case suite by named dimensions (``tileport.cases.named``): a general operator's standard and levels, every dimension's
-    rule, every input (the first floating one with the case dtypes and the special scenarios, the optional ones
-    left out in a share of the cases, integer ones with their value rules), the attributes' values."""
-    if like is not None and like.general and (like.inputs, like.outputs, like.grads) == (sig.inputs, sig.outputs, sig.grads):
+    """The case suite by named dimensions (``tileport.cases.named``): a general operator's standard and levels,
+    every dimension's rule, every input (the first floating one with the case dtypes and the special scenarios, the
+    optional ones left out in a share of the cases, integer ones with their value rules), the attributes' values."""
+    if (
+        like is not None
+        and like.general
+        and (like.inputs, like.outputs, like.grads) == (sig.inputs, sig.outputs, sig.grads)
+    ):
         own = _suite_path(like.name)
         if own is not None:  # the same tensors: that operator's own rules
             data = yaml.safe_load(own.read_text()) | {"name": name, "api": f"tileport.{name}_fwd"}
@@ -680,7 +732,9 @@ def suite_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None 
         cls = root_class(t, every)
         if cls == "float" and first:
             item["dtypes"] = {"values": ["float16", "bfloat16", "float32"]}
-            item["boundary"] = {f: True for f in ("has_empty", "has_infnan", "has_scalar", "has_upper_border", "has_lower_border")}
+            item["boundary"] = {
+                f: True for f in ("has_empty", "has_infnan", "has_scalar", "has_upper_border", "has_lower_border")
+            }
             first = False
         elif cls != "float":
             item["dtypes"] = {"values": list(INT_DTYPE_NAMES.get(cls, [cls]))}
@@ -689,23 +743,28 @@ def suite_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None 
                 item["values"] = rule
         inputs.append(item)
     for a in sig.attrs:
-        values = list(a.choices) if a.kind == s.CHOICE else ([a.default, not a.default] if a.kind == s.BOOL else [a.default])
+        values = (
+            list(a.choices) if a.kind == s.CHOICE else ([a.default, not a.default] if a.kind == s.BOOL else [a.default])
+        )
         inputs.append({"name": a.name, "type": "attrs", "values": values})
     suite = {
-        "name": name, "api": f"tileport.{name}_fwd", "api_type": base.get("api_type", "function"), "version": base.get("version", 2),
-        "backward": True, "outputs": list(g.outputs), "grad_outputs": list(g.returns),
+        "name": name, "api": f"tileport.{name}_fwd", "api_type": base.get("api_type", "function"),
+        "version": base.get("version", 2), "backward": True, "outputs": list(g.outputs),
+        "grad_outputs": list(g.returns),
         "standard": base.get("standard", {"acc": "double_bm", "golden": "float64", "benchmark": "torch"}),
         "levels": base.get("levels", {"quick": {"cases": 48, "runs": 2, "limits": "L0"}}),
         "dims": _dim_rules(sig, sizing), "max_length": 65536, "fixed": [sizing.tests[1]], "base": sizing.tests[0],
         "inputs": inputs,
     }  # fmt: skip
     shapes = ", ".join(f"{t.name} {t.shape}" for t in sig.inputs)
-    header = "\n".join("# " + line for line in textwrap.wrap(
-        f"{name} case suite, by named dimensions, written by `tileport scaffold` with {base_op}'s standard and levels: "
-        f"`tileport verify {name}` expands it into seeded cases, each tensor in the shape its declaration gives it "
-        f"({shapes}) from the case's sizes, d<output> in its output's shape. A dimension the primary does not have is "
-        f"mostly the size `sizes` in spec.py gives it (the constraints then hold), sometimes smaller. TODO({name}): the "
-        f"dimensions' ranges, the integer inputs' value rules and the attribute values a model uses.", 114)) + "\n"
+    said = (
+        f"{name} case suite, by named dimensions, written by `tileport scaffold` with {base_op}'s standard and "
+        f"levels: `tileport verify {name}` expands it into seeded cases, each tensor in the shape its declaration "
+        f"gives it ({shapes}) from the case's sizes, d<output> in its output's shape. A dimension the primary does "
+        f"not have is mostly the size `sizes` in spec.py gives it (the constraints then hold), sometimes smaller. "
+        f"TODO({name}): the dimensions' ranges, the integer inputs' value rules and the attribute values a model uses."
+    )
+    header = "\n".join("# " + line for line in textwrap.wrap(said, 114)) + "\n"
     if any(root_class(t, every) == "bool" for t in sig.inputs):
-        header += f"# TODO({name}): a bool input has no suite value rule yet (the suite format takes int64/int32 only).\n"
+        header += f"# TODO({name}): a bool input has no suite value rule yet (the format takes int64/int32 only).\n"
     return header + yaml.safe_dump(suite, sort_keys=False, width=110, default_flow_style=None)

@@ -121,7 +121,8 @@ def from_spec(spec: s.OpSpec) -> Signature:
         bwd, grads = general_backward(spec.inputs, spec.attrs, spec.outputs)
     else:
         bwd, grads = default_backward(spec.inputs, spec.attrs, spec.outputs)
-    return Signature(spec.inputs, spec.attrs, spec.options, spec.outputs, bwd, grads, dict(spec.signatures), tuple(spec.where))
+    return Signature(spec.inputs, spec.attrs, spec.options, spec.outputs, bwd, grads, dict(spec.signatures),
+                     tuple(spec.where))
 
 
 def build(like: s.OpSpec | None, inputs: str | None, attrs: str | None, outputs: str | None,
@@ -138,7 +139,7 @@ def build(like: s.OpSpec | None, inputs: str | None, attrs: str | None, outputs:
     if declared.is_general(outputs):
         raise SignatureError("--outputs: by named dimensions (NAME:[SHAPE]) needs --inputs by named dimensions too")
     if like is not None and like.general and outputs is None:
-        raise SignatureError(f"--outputs: {like.name}'s are by named dimensions: give row-wise ones with row-wise --inputs")
+        raise SignatureError(f"--outputs: {like.name}'s are by named dimensions: give row-wise ones with --inputs")
     if like is None and (inputs is None or outputs is None):
         raise SignatureError("give --like OP, or --inputs and --outputs (and --attrs) for a new signature")
     base = from_spec(like) if like is not None else None
