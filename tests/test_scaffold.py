@@ -370,6 +370,22 @@ def test_the_sizes_drawn_satisfy_the_constraints(signature):
         dims.bind_sizes(decl, q.sizes | rules)
 
 
+def test_a_general_operator_package_out_of_tree_has_its_interface_kernels_and_suite(tmp_path):
+    """``--package DIR`` with a general signature: the package's spec names its kernel modules and suite, and its
+    ``_interface.py`` binds that spec (what ``tileport generate`` writes once the package is installed)."""
+    p = plan("soft_rope", package=tmp_path / "my-rope", **ROPE_LIKE)
+    written = {str(path.relative_to(tmp_path / "my-rope")) for path in p.files}
+    assert {"pyproject.toml", "my_rope/spec.py", "my_rope/_interface.py", "my_rope/kernels/cpu.py", "my_rope/suite.yaml",
+            "tests/test_soft_rope_numerics.py", "tests/conftest.py"} <= written  # fmt: skip
+    for path, text in p.files.items():
+        if path.suffix == ".py":
+            compile(text, str(path), "exec")
+    spec = _text(p, "spec.py")
+    assert "'tilelang': 'my_rope.kernels.cpu'" in spec and 'suite="suite.yaml"' in spec
+    assert "from .spec import SPEC\n" in _text(p, "_interface.py")
+    assert "import my_rope as OPS" in _text(p, "test_soft_rope_errors.py") and p.export == ""
+
+
 def test_like_a_general_operator_keeps_its_signature_and_its_suite():
     p = plan("rope_copy", like="rope")
     rope = s.get("rope")
