@@ -214,7 +214,7 @@ def spec_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None, 
     text = _fill(
         "general_spec.py.tmpl", name=name, like_note=f" like {like.name}" if like else "", imports=imports,
         declarations=declarations(sig), composite_params=", ".join(params), spec_path=spec_path, primary=p,
-        sizes_doc=sizes_doc, rules=f"{{**b.sizes, {rules}}}" if rules else "b.sizes", draws="\n".join(draws),
+        sizes_doc=sizes_doc, rows_shape=_rows_shape(sig.inputs[0]), rules=f"{{**b.sizes, {rules}}}" if rules else "b.sizes", draws="\n".join(draws),
         itemsize=f"ITEMSIZE = {_sizes_src(itemsize)}" if itemsize else "ITEMSIZE: dict[str, int] = {}",
         fwd_reads=", ".join(_q(t.name) for t in sig.inputs), fwd_writes=", ".join(_q(t.name) for t in sig.outputs),
         bwd_reads=", ".join(map(_q, reads_b)), bwd_writes=", ".join(_q(t.name) for t in sig.grads),
@@ -222,6 +222,16 @@ def spec_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None, 
         kept="\n".join(kept) + (_package_fields(package) if package else ""), usage="\n".join(usage), api=api,
     )  # fmt: skip
     return text, left_out(sig, like)
+
+
+def _rows_shape(primary: TensorDecl) -> str:
+    """The lines of ``sizes`` reading a (rows, width) shape (the Triton lowering's) as the primary's: the rows in
+    its first dimension, the width in its last, 1 elsewhere; none where a 2-D shape is one of its own already."""
+    rank = len(primary.shape.items)
+    if primary.shape.variadic is not None or rank == 2 or rank == 0:
+        return ""
+    as_primary = "(shape[0] * shape[1],)" if rank == 1 else f"(shape[0], {'1, ' * (rank - 2)}shape[1])"
+    return f"    if len(shape) == 2:  # (rows, width): the Triton lowering's\n        shape = {as_primary}\n"
 
 
 def _package_fields(package: str) -> str:
