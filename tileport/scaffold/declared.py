@@ -195,13 +195,16 @@ def general_attrs(attrs: tuple[s.Attr, ...]) -> tuple[s.Attr, ...]:
     return tuple(s.Attr(a.name, a.default, "an int", s.INT) if a.kind == s.DIM else a for a in attrs)
 
 
+def root_class(t: TensorDecl, decls: dict[str, TensorDecl]) -> str:
+    """The dtype class at the end of ``t``'s ``like:`` chain (``decls``: the tensors by name)."""
+    while t.like is not None:
+        t = decls[t.like]
+    return t.dtype
+
+
 def floating(t: TensorDecl, decls: dict[str, TensorDecl]) -> bool:
     """Whether ``t``'s dtype class (its ``like:`` chain followed) is floating."""
-    seen = set()
-    while t.like is not None and t.like in decls and t.name not in seen:
-        seen.add(t.name)
-        t = decls[t.like]
-    return t.like is None and t.dtype == "float"
+    return root_class(t, decls) == "float"
 
 
 def default_backward(inputs, attrs, outputs) -> tuple[s.Backward, tuple[TensorDecl, ...]]:
@@ -320,7 +323,7 @@ class Sizing:
         return f'{binding}.size("{rule}")' if isinstance(rule, str) else repr(rule)
 
 
-def _units(decl: Declaration) -> dict[str, int]:
+def units_of(decl: Declaration) -> dict[str, int]:
     """Each single dimension's size must be a multiple of this (every ``NAME/k`` item whole)."""
     units: dict[str, int] = {}
     for t in decl.tensors:
@@ -418,7 +421,7 @@ def sizing(sig: Signature) -> Sizing:
     decl = Declaration(sig.inputs, sig.outputs + sig.grads, sig.where, tuple(a.name for a in sig.attrs))
     attrs = {a.name: a.default for a in sig.attrs}
     primary = sig.inputs[0]
-    units = _units(decl)
+    units = units_of(decl)
     pkeys = list(primary.shape.names())
     others = [k for k in decl.dims() if k not in pkeys]
     profiles = [_primary_profile(primary, units, LEAD[n], LAST[n], RUN[n]) for n in LEAD]
@@ -432,11 +435,11 @@ def sizing(sig: Signature) -> Sizing:
             )
         fixed.append(ok)
     choices = [_candidates(k, pkeys, units.get(k, 1)) for k in others]
+    order = decl.dims()
     for n, combo in enumerate(itertools.product(*choices)):
         if n > 20000:
             break
         rules = dict(zip(others, combo))
-        order = decl.dims()
         full = [
             {k: (p | {o: p[r] if isinstance(r, str) else r for o, r in rules.items()})[k] for k in order} for p in fixed
         ]

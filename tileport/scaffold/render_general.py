@@ -20,7 +20,7 @@ from ..ops import spec as s
 from ..ops.dims import TensorDecl
 from ..ops.interface import files as interface_files
 from ..ops.interface.declared import general
-from .declared import IN_CACHE, LARGE, Sizing, as_spec
+from .declared import IN_CACHE, LARGE, Sizing, as_spec, root_class, units_of
 from .render import _fill, _tuple, attr_src
 from .signature import Signature
 
@@ -71,13 +71,6 @@ def example_op(new: str) -> str | None:
 
 def _every(sig: Signature) -> dict[str, TensorDecl]:
     return {t.name: t for t in as_spec("op", sig).declaration.tensors}
-
-
-def root_class(t: TensorDecl, every: dict[str, TensorDecl]) -> str:
-    """The dtype class at the end of ``t``'s ``like:`` chain."""
-    while t.like is not None:
-        t = every[t.like]
-    return t.dtype
 
 
 def _test_dtype(t: TensorDecl, every: dict[str, TensorDecl], dtype: torch.dtype = torch.float32) -> torch.dtype:
@@ -378,7 +371,7 @@ def _constraint_errors(
     """(the constraint, the sizes changed, the message) breaking each constraint, where changing one of its
     dimensions does."""
     sizes = sizing.tests[0]
-    units = {d.key: d.div for t in sig.inputs for d in t.shape.items if d.value is None and not d.variadic}
+    units = units_of(as_spec("op", sig).declaration)
     out = []
     for c in dims.Declaration(sig.inputs, (), sig.where, tuple(attrs)).where:
         for n in (n for n in c.names if isinstance(sizes.get(n), int)):
@@ -646,12 +639,7 @@ def _dim_rules(sig: Signature, sizing: Sizing) -> dict:
     """Every dimension's rule, the primary's first (the others' bounds read them): a range by its place, in steps
     that keep every ``NAME/k`` whole; another dimension mostly equal to the one ``sizes`` sets it to (its
     constraints then hold), sometimes anywhere up to it."""
-    decl = as_spec("op", sig).declaration
-    units: dict[str, int] = {}
-    for t in decl.tensors:
-        for item in t.shape.items:
-            if item.value is None and not item.variadic:
-                units[item.key] = math.lcm(units.get(item.key, 1), item.div)
+    units = units_of(as_spec("op", sig).declaration)
     steps = dict(units)
     for other, rule in sizing.rules.items():  # a primary dimension another one equals takes its steps too
         if isinstance(rule, str) and not rule.startswith("*"):
