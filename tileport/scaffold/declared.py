@@ -316,11 +316,16 @@ class Sizing:
     rules: dict[str, str | int | tuple]
     tests: tuple[dict[str, int | tuple], ...]
     sweep: tuple[tuple[int, ...], ...]
+    units: dict[str, int]  # each single dimension's size is a multiple of its unit
 
     def rule_src(self, key: str, binding: str = "b") -> str:
-        """A rule as the source of the spec's ``sizes``: ``b.size("D")`` or a literal."""
-        rule = self.rules[key]
-        return f'{binding}.size("{rule}")' if isinstance(rule, str) else repr(rule)
+        """A rule as the source of the spec's ``sizes``: ``b.size("D")`` (rounded down to the dimension's unit
+        where the one it follows has another: R of an odd D is D - 1) or a literal."""
+        rule, unit = self.rules[key], self.units.get(key, 1)
+        if not isinstance(rule, str):
+            return repr(rule)
+        size = f'{binding}.size("{rule}")'
+        return f"{size} // {unit} * {unit}" if self.units.get(rule, 1) % unit else size
 
 
 def units_of(decl: Declaration) -> dict[str, int]:
@@ -445,7 +450,7 @@ def sizing(sig: Signature) -> Sizing:
         ]
         if all(_fits(decl, f, units, attrs) for f in full):
             k = len(LEAD)
-            return Sizing(primary, rules, tuple(full[:k]), tuple(_shape(primary, p) for p in fixed[k:]))
+            return Sizing(primary, rules, tuple(full[:k]), tuple(_shape(primary, p) for p in fixed[k:]), units)
     said = ", ".join(sig.where) or "the shapes"
     raise SignatureError(
         f"--where: no sizes found for {', '.join(others)} (each equal to one of {primary.name}'s dimensions or a "
