@@ -523,12 +523,13 @@ def bench(
         if bad:
             raise typer.BadParameter(f"unknown workload {bad[0]!r}; choose from {', '.join(s.workloads)}", param_hint="--workload")
         shapes = [_shape(t) for t in shape] if shape else ([] if names else s.sweep[:4] if quick else s.sweep)
-        ranks = {len(x) for x in s.sweep}
-        bad = [x for x in shapes if s.general and len(x) not in ranks]  # a row-wise op takes any [*, D]
-        if bad:
-            like = "x".join(map(str, s.sweep[0]))
-            raise typer.BadParameter(f"{'x'.join(map(str, bad[0]))} is not a shape of {op}'s benchmarks: {'/'.join(map(str, sorted(ranks)))} "
-                                     f"dimensions, as its sweep's {like}", param_hint="--shape")  # fmt: skip
+        for x in shapes:  # the spec's example says which forms it takes (tried at that rank with every size 1)
+            try:
+                s.example((1,) * len(x), torch.float32, "cpu", torch.Generator().manual_seed(0))
+            except (ValueError, TypeError, IndexError, RuntimeError) as exc:
+                like = "x".join(map(str, s.sweep[0]))
+                raise typer.BadParameter(f"{'x'.join(map(str, x))} is not a shape {op}'s benchmarks take (its sweep's are like {like}): "
+                                         f"{type(exc).__name__}: {exc}", param_hint="--shape") from None  # fmt: skip
         from . import devices
 
         try:

@@ -116,11 +116,11 @@ TOY = s.OpSpec(
     name="toy_gather",
     summary="each row's value at its target column (a test-only operator)",
     math="y[n] = x[n, target[n]]",
-    inputs=("x: [N, C] float grad", "target: [N] index in [0, C) or ignore_index", "lengths: [N] index"),
+    inputs=("x: [N, C] float grad", "target: [N] index in [0, C) or ignore_index", "lengths: [N] index", "mask: [N] bool optional"),
     attrs=(s.Attr("ignore_index", -100, "an int", s.INT),),
     outputs=("y: [N] like:x",),
     grads=("dx: [N, C] like:x",),
-    composite=lambda x, target, lengths=None, ignore_index=-100: x.gather(1, target.clamp(0)[:, None])[:, 0],
+    composite=lambda x, target, lengths=None, mask=None, ignore_index=-100: x.gather(1, target.clamp(0)[:, None])[:, 0],
     example=lambda shape, dtype, device, generator: {},
     bytes_moved=lambda shape, dtype, mode: 0,
 )
@@ -138,6 +138,7 @@ inputs:
   - {{name: x, type: tensor, dtypes: {{values: [float32, float16]}}}}
   - {{name: target, type: tensor, values: {{kind: index, ignore: 0.2}}}}
   - {{name: lengths, type: tensor, dtypes: {{values: [int32]}}, values: {{kind: lengths, low: 0, high: C}}}}
+  - {{name: mask, type: tensor, required: false}}
   - {{name: ignore_index, type: attrs, values: [-100, -1]}}
 """
 
@@ -152,6 +153,7 @@ def toy(tmp_path, monkeypatch):
 
 def test_class_indices_in_range_with_a_share_of_ignore_index(toy):
     ignored = total = 0
+    masks = []
     for c in [c for c in generate(toy, "quick") if c.counted]:
         inputs = make_inputs(toy, c)
         t, n = inputs["target"], dict(c.sizes)
@@ -163,7 +165,9 @@ def test_class_indices_in_range_with_a_share_of_ignore_index(toy):
         lengths = inputs["lengths"]
         assert lengths.dtype == torch.int32 and bool(((lengths >= 0) & (lengths <= n["C"])).all())  # lengths: C included
         assert tuple(inputs["dy"].shape) == (n["N"],) and inputs["dy"].dtype == c.dtype  # the output's gradient, its shape
+        masks += [inputs["mask"]] if inputs["mask"] is not None else []
     assert 0.15 < ignored / total < 0.25
+    assert masks and all(m.dtype == torch.bool for m in masks) and {True, False} == set(torch.cat(masks).tolist())
     assert {c.attrs["ignore_index"] for c in generate(toy, "quick")} == {-100, -1}
 
 
@@ -173,7 +177,7 @@ def test_a_forward_suite_draws_no_output_gradients(tmp_path, monkeypatch):
     path.write_text(TOY_SUITE.format(backward="false"))
     suite = load_suite(path)
     case = next(c for c in generate(suite, "quick") if c.counted)
-    assert [n for n, _ in case.shapes] == ["x", "target", "lengths"] and make_inputs(suite, case)["dy"] is None
+    assert [n for n, _ in case.shapes][:3] == ["x", "target", "lengths"] and make_inputs(suite, case)["dy"] is None
 
 
 @pytest.mark.parametrize(
@@ -186,6 +190,8 @@ def test_a_forward_suite_draws_no_output_gradients(tmp_path, monkeypatch):
          "inputs", "missing: lengths"),
         ("values: {kind: lengths, low: 0, high: C}", "dtypes: {values: [int32]}", "inputs[2].values", "a value rule"),
         ("dtypes: {values: [int32]}, values", "dtypes: {values: [float32]}, values", "inputs[2].dtypes.values", "int64, int32"),
+        ("{name: mask, type: tensor, required: false}", "{name: mask, type: tensor, values: {kind: index}}", "inputs[3].values",
+         "no value rule for a bool"),
         ("{kind: index, ignore: 0.2}", "{kind: index, ignore: 1.5}", "inputs[1].values.ignore", "a share from 0 to 1"),
         ("max_length: 6000", "max_length: 6000\nextra_share: 0.1", "extra_share", "no extra cases yet"),
         ("outputs: [y]", "outputs: [z]", "outputs", "names of toy_gather's outputs"),

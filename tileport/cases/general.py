@@ -140,8 +140,8 @@ def _bound(value: int | str, values: dict) -> int | None:
 
 
 def _integers(suite: Suite, t: d.TensorDecl, shape, values: dict, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
-    """An integer (or bool) tensor by its suite value rule."""
-    if t.dtype == "bool":
+    """An integer tensor by its suite value rule; a bool one at even odds."""
+    if dtype == torch.bool:
         return torch.rand(shape, generator=gen) < 0.5
     rule = next(x for x in suite.tensors if x.name == t.name).values
     if rule.kind == "index":

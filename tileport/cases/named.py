@@ -23,7 +23,7 @@ Besides the keys every suite has (name, api, backward, outputs, grad_outputs, st
 
 Every input the declaration has is listed; the first floating one holds the case dtypes and the boundary flags,
 the other floating ones take the case's dtype; integer ones their own dtypes and a value rule (``values``:
-``index``, ``positions`` or ``lengths``, see ``schema.IntRule``). Output gradients are not listed: each is drawn in
+``index``, ``positions`` or ``lengths``, see ``schema.IntRule``); bool ones are masks at even odds. Output gradients are not listed: each is drawn in
 its output's shape where the output is present.
 """
 
@@ -43,15 +43,20 @@ from .sizes import expression
 
 NAMED_KEYS = (*TOP_KEYS, "dims", "where", "max_length", "base", "fixed")
 INT_KINDS = ("index", "positions", "lengths")
-INT_DTYPES = {"int64": torch.int64, "int32": torch.int32}
+INT_DTYPES = {"int64": torch.int64, "int32": torch.int32, "bool": torch.bool}
+
+
+def root_class(declaration: d.Declaration, name: str) -> str:
+    """A declared tensor's dtype class at the end of its ``like:`` chain (``float``, ``index``, ``bool``...)."""
+    t = declaration[name]
+    while t.like is not None:
+        t = declaration[t.like]
+    return t.dtype
 
 
 def floating(declaration: d.Declaration, name: str) -> bool:
     """Whether a declared tensor is floating (its ``like:`` chain ends at a floating class)."""
-    t = declaration[name]
-    while t.like is not None:
-        t = declaration[t.like]
-    return t.dtype == "float"
+    return root_class(declaration, name) == "float"
 
 
 def _bound(r: _Reader, key: str, value: Any, known: list[str]) -> int | str:
@@ -173,14 +178,18 @@ def _tensor(r: _Reader, t: d.TensorDecl, first: bool, declaration: d.Declaration
                 raise CaseFileError(r.file, b.key(flag), f"one of {', '.join(BOUNDARY_FLAGS)}: true/false", value)
             flags[flag] = value
         return TensorInput(t.name, required, (), _dtypes(r), boundary=flags, omit=omit)
-    admitted = d.CLASSES[t.dtype][0]
-    names = [n for n, dt in INT_DTYPES.items() if dt in admitted]
+    cls = root_class(declaration, t.name)
+    names = [n for n, dt in INT_DTYPES.items() if dt in d.CLASSES[cls][0]]
     given = r.child("dtypes", {"values": names[:1]}).only("values").get("values", list, f"a list of {', '.join(names)}")
     if not given or any(n not in names for n in given):
         raise CaseFileError(r.file, r.key("dtypes.values"), f"dtype names from {', '.join(names)} (what {t.dtype} admits)", given)
     if "boundary" in r.data:
         raise CaseFileError(r.file, r.key("boundary"), "no boundary flags on an integer tensor (special scenarios fill floating ones)")
     dtypes = tuple(INT_DTYPES[n] for n in dict.fromkeys(given))
+    if cls == "bool":  # a mask: each element True or False at even odds
+        if "values" in r.data:
+            raise CaseFileError(r.file, r.key("values"), "no value rule for a bool tensor (its elements are drawn at even odds)")
+        return TensorInput(t.name, required, (), dtypes, omit=omit)
     return TensorInput(t.name, required, (), dtypes, omit=omit, values=_int_rule(r, t, known))
 
 
