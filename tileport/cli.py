@@ -474,7 +474,8 @@ def _shape(text: str) -> tuple[int, ...]:
     except ValueError:
         dims = ()
     if not dims or any(d < 1 for d in dims):
-        raise typer.BadParameter(f"shape {text!r} is not like 1024x512 or 1x128x8x64 (positive integers joined by x)", param_hint="--shape")
+        raise typer.BadParameter(f"shape {text!r} is not like 1024x512 or 1x128x8x64 (positive integers joined by x)",
+                                 param_hint="--shape")
     return dims
 
 
@@ -484,7 +485,10 @@ def bench(
     mode: Optional[list[str]] = typer.Option(None, metavar="MODE", help="fwd, bwd, fwdbwd (repeatable; default: all)"),
     dtype: Optional[list[str]] = typer.Option(None, metavar="DTYPE", help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: all three)"),
     threads: Optional[list[int]] = typer.Option(None, metavar="N", help="thread counts (repeatable; default: 1 and 2)"),
-    shape: Optional[list[str]] = typer.Option(None, metavar="SHAPE", help="shapes in the form of OP's sweep (`tileport ops`): 1024x512 rows x D, 1x128x8x64 by named dimensions (repeatable; default: the sweep)"),
+    shape: Optional[list[str]] = typer.Option(
+        None, metavar="SHAPE", help="shapes in the form of OP's sweep: 1024x512 (rows x D), 1x128x8x64 (by named "
+        "dimensions, as OP declares them; repeatable; default: the sweep)",
+    ),
     workload: Optional[list[str]] = typer.Option(None, metavar="NAME", help="named workloads (repeatable), 'all' for every one"),
     backend: Optional[list[str]] = typer.Option(None, metavar="NAME", help="tileport backends to time (default: every available one)"),
     quick: bool = typer.Option(False, help="small shapes only, short budgets"),
@@ -528,8 +532,9 @@ def bench(
                 s.example((1,) * len(x), torch.float32, "cpu", torch.Generator().manual_seed(0))
             except (ValueError, TypeError, IndexError, RuntimeError) as exc:
                 like = "x".join(map(str, s.sweep[0]))
-                raise typer.BadParameter(f"{'x'.join(map(str, x))} is not a shape {op}'s benchmarks take (its sweep's are like {like}): "
-                                         f"{type(exc).__name__}: {exc}", param_hint="--shape") from None  # fmt: skip
+                given = "x".join(map(str, x))
+                raise typer.BadParameter(f"{given} is not a shape {op}'s benchmarks take (its sweep's are like "
+                                         f"{like}): {type(exc).__name__}: {exc}", param_hint="--shape") from None
         from . import devices
 
         try:

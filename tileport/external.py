@@ -216,7 +216,7 @@ class Impl:
         b = _bound(spec, inputs) if spec.general else None
         for t, v in zip(spec.outputs, values):
             want = _declared_shape(b, t.name) if b is not None else None
-            if v is None and b is not None and t.optional and want is None:  # absent as the inputs make it (k_out of k None)
+            if v is None and b is not None and t.optional and want is None:  # absent as the inputs say (k=None's k_out)
                 continue
             if not isinstance(v, torch.Tensor):
                 raise ImplCaseError(f"returned {type(v).__name__} for {t.name}, expected a tensor")

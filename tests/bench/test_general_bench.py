@@ -19,7 +19,9 @@ def test_a_tiny_shape_runs_eager_compile_and_the_backends():
     spec = get("rope")
     backends = ["torch", *tileport_backends("rope")]
     groups = plan("rope", ["fwd", "bwd", "fwdbwd"], [torch.float32], [SHAPE], [1])
-    rows = run("rope", groups[:1], backends, budget_s=0.01) + run("rope", groups[1:], backends, budget_s=0.01, compile_baseline=False)
+    rows = run("rope", groups[:1], backends, budget_s=0.01) + run(
+        "rope", groups[1:], backends, budget_s=0.01, compile_baseline=False
+    )
     timed = {(r["mode"], r["provider"]) for r in rows if r["statistic"] == "min_us"}
     for mode in ("fwd", "bwd", "fwdbwd"):
         assert {(mode, p) for p in (*backends, "torch-eager", "copy")} <= timed, mode
@@ -27,7 +29,11 @@ def test_a_tiny_shape_runs_eager_compile_and_the_backends():
     assert {r["shape"] for r in rows} == {"1x8x4x16"}
     for r in rows:  # GB/s from the spec's bytes moved at that shape, not rows x D
         if r["statistic"] == "gbps":
-            us = next(x["value"] for x in rows if x["statistic"] == "min_us" and x["provider"] == r["provider"] and x["mode"] == r["mode"])
+            us = next(
+                x["value"]
+                for x in rows
+                if x["statistic"] == "min_us" and x["provider"] == r["provider"] and x["mode"] == r["mode"]
+            )
             assert r["value"] == pytest.approx(spec.bytes_moved(SHAPE, torch.float32, r["mode"]) / (us * 1e-6) / 1e9)
 
 
@@ -52,4 +58,8 @@ def test_an_absent_output_gets_no_gradient():
 
 def test_a_shape_the_example_does_not_take_is_a_usage_error(tmp_path):
     result = CliRunner().invoke(app, ["bench", "rope", "--shape", "4x1024x512", "--out", str(tmp_path)])
-    assert result.exit_code == 2 and "not a shape rope's benchmarks take" in result.output and "1x1x32x128" in result.output
+    assert (
+        result.exit_code == 2
+        and "not a shape rope's benchmarks take" in result.output
+        and "1x1x32x128" in result.output
+    )

@@ -56,7 +56,9 @@ def test_optional_inputs_present_and_absent(l0_fp32):
     assert 0.2 < share["k"] < 0.3 and 0.5 < share["position_ids"] < 0.7 and 0.5 < share["offsets"] < 0.7
     no_k = next(c for c in scale if "k" in c.omitted)
     inputs = make_inputs(ROPE, no_k)
-    assert inputs["k"] is None and inputs["dk_out"] is None and inputs["dq_out"] is not None  # k_out absent, its gradient too
+    assert (
+        inputs["k"] is None and inputs["dk_out"] is None and inputs["dq_out"] is not None
+    )  # k_out absent, its gradient too
     assert "no-k" in no_k.describe() and record(ROPE, no_k)["inputs"]["k"] is None
     both = next(c for c in scale if not c.omitted)
     assert all(make_inputs(ROPE, both)[n] is not None for n in ("k", "position_ids", "offsets", "dk_out"))
@@ -74,9 +76,15 @@ def test_positions_by_their_rule_some_out_of_range(l0_fp32):
         below += int((p < 0).sum())
         assert bool((p >= -z["T_ro"] - 1).all() and (p < 2 * z["T_ro"] + 1).all())  # within one range's width
     assert dtypes == {torch.int32, torch.int64}
-    assert 0.07 < outside / (inside + outside) < 0.2 and below > 0  # 10% outside, half of them negative (plus empty tables)
-    offsets = [(dict(c.sizes), make_inputs(ROPE, c)["offsets"]) for c in l0_fp32 if c.counted and "offsets" not in c.omitted][:200]
-    assert all(bool(((o >= -z["T"]) & (o < max(z["T_ro"], -z["T"] + 1))).all()) for z, o in offsets if z["T_ro"] > -z["T"])
+    assert (
+        0.07 < outside / (inside + outside) < 0.2 and below > 0
+    )  # 10% outside, half of them negative (plus empty tables)
+    offsets = [
+        (dict(c.sizes), make_inputs(ROPE, c)["offsets"]) for c in l0_fp32 if c.counted and "offsets" not in c.omitted
+    ][:200]
+    assert all(
+        bool(((o >= -z["T"]) & (o < max(z["T_ro"], -z["T"] + 1))).all()) for z, o in offsets if z["T_ro"] > -z["T"]
+    )
     assert any(bool((o < 0).any()) for _, o in offsets)  # left-padded rows
 
 
@@ -96,7 +104,9 @@ def test_special_scenarios_per_dimension_and_floating_tensor():
     c = next(c for c in by["all_nan"] if c.filled == "cos" and math.prod(dict(c.shapes)["cos"]) > 1)
     inputs = make_inputs(ROPE, c)
     assert inputs["cos"].isnan().all() and torch.isfinite(inputs["q"]).all() and inputs["cos"].dtype == torch.bfloat16
-    mixed = make_inputs(ROPE, next(c for c in by["all_mixed_inf"] if c.filled == "dq_out" and dict(c.shapes)["dq_out"] != (1, 1, 1, 1)))
+    mixed = make_inputs(
+        ROPE, next(c for c in by["all_mixed_inf"] if c.filled == "dq_out" and dict(c.shapes)["dq_out"] != (1, 1, 1, 1))
+    )
     assert mixed["dq_out"].isinf().all() and {True, False} == set((mixed["dq_out"] > 0).flatten().tolist())
 
 
@@ -105,7 +115,11 @@ def test_same_seed_same_cases_and_inputs():
     assert a == b and generate(ROPE, "quick", seed=6) != a
     for case in (a[3], a[10]):
         x, y = make_inputs(ROPE, case), make_inputs(ROPE, case)
-        assert all((x[n] is None and y[n] is None) or torch.equal(x[n], y[n]) for n in x if isinstance(x[n], torch.Tensor) or x[n] is None)
+        assert all(
+            (x[n] is None and y[n] is None) or torch.equal(x[n], y[n])
+            for n in x
+            if isinstance(x[n], torch.Tensor) or x[n] is None
+        )
     quick, l0 = generate(ROPE, "quick"), generate(ROPE, "L0")
     assert [c for c in quick if c.counted][:8] == [c for c in l0 if c.counted and c.dtype == quick[0].dtype][:8]
 
@@ -116,7 +130,12 @@ TOY = s.OpSpec(
     name="toy_gather",
     summary="each row's value at its target column (a test-only operator)",
     math="y[n] = x[n, target[n]]",
-    inputs=("x: [N, C] float grad", "target: [N] index in [0, C) or ignore_index", "lengths: [N] index", "mask: [N] bool optional"),
+    inputs=(
+        "x: [N, C] float grad",
+        "target: [N] index in [0, C) or ignore_index",
+        "lengths: [N] index",
+        "mask: [N] bool optional",
+    ),
     attrs=(s.Attr("ignore_index", -100, "an int", s.INT),),
     outputs=("y: [N] like:x",),
     grads=("dx: [N, C] like:x",),
@@ -160,11 +179,17 @@ def test_class_indices_in_range_with_a_share_of_ignore_index(toy):
         ignore = c.attrs["ignore_index"]
         assert t.dtype == torch.int64 and tuple(t.shape) == (n["N"],)
         assert bool((((t >= 0) & (t < n["C"])) | (t == ignore)).all())
-        dims.bind(TOY.declaration, {"x": inputs["x"], "target": t, "lengths": inputs["lengths"]}, c.attrs).check_values()
+        dims.bind(
+            TOY.declaration, {"x": inputs["x"], "target": t, "lengths": inputs["lengths"]}, c.attrs
+        ).check_values()
         ignored, total = ignored + int((t == ignore).sum()), total + t.numel()
         lengths = inputs["lengths"]
-        assert lengths.dtype == torch.int32 and bool(((lengths >= 0) & (lengths <= n["C"])).all())  # lengths: C included
-        assert tuple(inputs["dy"].shape) == (n["N"],) and inputs["dy"].dtype == c.dtype  # the output's gradient, its shape
+        assert lengths.dtype == torch.int32 and bool(
+            ((lengths >= 0) & (lengths <= n["C"])).all()
+        )  # lengths: C included
+        assert (
+            tuple(inputs["dy"].shape) == (n["N"],) and inputs["dy"].dtype == c.dtype
+        )  # the output's gradient, its shape
         masks += [inputs["mask"]] if inputs["mask"] is not None else []
     assert 0.15 < ignored / total < 0.25
     assert masks and all(m.dtype == torch.bool for m in masks) and {True, False} == set(torch.cat(masks).tolist())
@@ -189,8 +214,8 @@ def test_a_forward_suite_draws_no_output_gradients(tmp_path, monkeypatch):
         ("  - {name: lengths, type: tensor, dtypes: {values: [int32]}, values: {kind: lengths, low: 0, high: C}}\n", "",
          "inputs", "missing: lengths"),
         ("values: {kind: lengths, low: 0, high: C}", "dtypes: {values: [int32]}", "inputs[2].values", "a value rule"),
-        ("dtypes: {values: [int32]}, values", "dtypes: {values: [float32]}, values", "inputs[2].dtypes.values", "int64, int32"),
-        ("{name: mask, type: tensor, required: false}", "{name: mask, type: tensor, values: {kind: index}}", "inputs[3].values",
+        ("{values: [int32]}, values", "{values: [float32]}, values", "inputs[2].dtypes.values", "int64, int32"),
+        ("mask, type: tensor, required: false}", "mask, type: tensor, values: {kind: index}}", "inputs[3].values",
          "no value rule for a bool"),
         ("{kind: index, ignore: 0.2}", "{kind: index, ignore: 1.5}", "inputs[1].values.ignore", "a share from 0 to 1"),
         ("max_length: 6000", "max_length: 6000\nextra_share: 0.1", "extra_share", "no extra cases yet"),

@@ -10,7 +10,7 @@ import torch
 from tileport.report import write_report
 from tileport.verify import prepare, run
 
-IMPL = '''\
+IMPL = """\
 from tileport.ops.rope.spec import composite
 
 
@@ -20,7 +20,7 @@ def wrong_sign(q, k, cos, sin, position_ids=None, offsets=None, interleaved=Fals
 
 def todo(q, k, cos, sin, position_ids=None, offsets=None, interleaved=False, offset=0):
     raise NotImplementedError("TODO: rope's kernel")
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,9 @@ def test_quick_on_the_torch_backend_passes_both_layouts(torch_run, tmp_path):
 
 def _impl_run(tmp_path, name: str, cases: int = 6):
     (tmp_path / "impl.py").write_text(IMPL)
-    plan = prepare("rope", "quick", backends=["torch"], dtypes=[torch.float32], impls=[f"{tmp_path / 'impl.py'}:{name}"])
+    plan = prepare(
+        "rope", "quick", backends=["torch"], dtypes=[torch.float32], impls=[f"{tmp_path / 'impl.py'}:{name}"]
+    )
     plan.cases = [c for c in plan.cases if c.counted][:cases]
     return run(plan, with_perf=False)
 
@@ -76,13 +78,20 @@ def test_the_commands_take_an_operator_by_named_dimensions(tmp_path):
 
     runner = CliRunner()
     out = tmp_path / "rep"
-    result = runner.invoke(app, ["verify", "rope", "--level", "quick", "--backend", "torch", "--dtype", "bf16", "--no-perf", "--out", str(out)])
+    result = runner.invoke(
+        app,
+        ["verify", "rope", "--level", "quick", "--backend", "torch", "--dtype", "bf16", "--no-perf", "--out", str(out)],
+    )
     assert result.exit_code == 0, result.output
     assert "checks passed at quick" in result.output and "q 1x128x8x128" in (out / "report.md").read_text()
-    result = runner.invoke(app, ["cases", "rope", "--level", "quick", "--dtype", "fp16", "--out", str(tmp_path / "c.json")])
+    result = runner.invoke(
+        app, ["cases", "rope", "--level", "quick", "--dtype", "fp16", "--out", str(tmp_path / "c.json")]
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads((tmp_path / "c.json").read_text())
     first = doc["cases"][0]
     assert first["sizes"] == {"B": 1, "T": 128, "Hk": 2, "Hq": 8, "D": 128, "R": 128, "T_ro": 128}
-    assert first["inputs"]["cos"] == {"shape": [128, 64], "dtype": "float16"} and first["inputs"]["position_ids"]["dtype"] in ("int32", "int64")
+    assert first["inputs"]["cos"] == {"shape": [128, 64], "dtype": "float16"} and first["inputs"]["position_ids"][
+        "dtype"
+    ] in ("int32", "int64")
     assert doc["coverage"]["scenarios"]["empty"] == 7 and doc["coverage"]["dimension_counts"] == {"4": 48}

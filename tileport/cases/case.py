@@ -81,7 +81,8 @@ def spec_of(suite: Suite):
         return op_spec(suite.name)
     from .. import reference
 
-    declared = reference.Declared(suite.reference, tuple(t.name for t in suite.tensors), tuple((a.name, a.values[0]) for a in suite.attrs),
+    attrs = tuple((a.name, a.values[0]) for a in suite.attrs)
+    declared = reference.Declared(suite.reference, tuple(t.name for t in suite.tensors), attrs,
                                   suite.derived, suite.backward)  # fmt: skip
     rule = suite.primary.shapes
     first = rule.fixed[0] if rule.fixed else (2,) * max(rule.dim_numbers)

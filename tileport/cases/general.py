@@ -85,7 +85,9 @@ def scale(suite: Suite, limits: str, n: int, rng: np.random.Generator, attrs_def
         attrs = draw_attrs(suite, rng)
         omitted = tuple(t.name for t in lay.optional if rng.random() < (OMIT_SHARE if t.omit is None else t.omit))
         turn = i - len(suite.fixed)
-        sizes = sz.scale_sizes(suite, lay.declaration, rng, limits == "L0", turn, attrs, lambda s, o=omitted: lay.present(o))
+        sizes = sz.scale_sizes(
+            suite, lay.declaration, rng, limits == "L0", turn, attrs, lambda s, o=omitted: lay.present(o)
+        )
         out.append(lay.case(sizes, dist, attrs, omitted, rng, mu=mu, sigma=sigma))
     return out
 
@@ -107,13 +109,15 @@ def specials(suite: Suite, attrs: dict) -> list[Case]:
             made += [(s, "empty", None) for i in items if (s := sz.with_dim(decl, where, suite.base, rule.name, 0, i))]
     if flags.get("has_lower_border"):
         made += [(sz.least(suite, r), "lower_border", None) for r in _least_ranks(suite)]
-    if flags.get("has_upper_border"):  # a long dimension only empty tensors have (T_ro of a table of R = 0) tests nothing
+    if flags.get(
+        "has_upper_border"
+    ):  # a long dimension only empty tensors have (T_ro of a table of R = 0) tests nothing
         runs = [r for rule in suite.dims for r in rule.ranks if r > 0]
         low = sz.least(suite, min(runs) if runs else None)
         for rule in suite.dims:
             items = range(len(low[rule.name])) if rule.ranks else [None]
-            made += [(s, "upper_border", None) for i in items
-                     if (s := sz.with_dim(decl, where, low, rule.name, UPPER, i)) and lay.fills(s, rule.name)]  # fmt: skip
+            longs = [sz.with_dim(decl, where, low, rule.name, UPPER, i) for i in items]
+            made += [(s, "upper_border", None) for s in longs if s and lay.fills(s, rule.name)]
     if flags.get("has_scalar"):
         made.append((sz.least(suite, 0 if any(0 in rule.ranks for rule in suite.dims) else None), "scalar", None))
     if flags.get("has_infnan"):
@@ -139,7 +143,9 @@ def _bound(value: int | str, values: dict) -> int | None:
     return None if v is None else int(v)
 
 
-def _integers(suite: Suite, t: d.TensorDecl, shape, values: dict, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+def _integers(
+    suite: Suite, t: d.TensorDecl, shape, values: dict, dtype: torch.dtype, gen: torch.Generator
+) -> torch.Tensor:
     """An integer tensor by its suite value rule; a bool one at even odds."""
     if dtype == torch.bool:
         return torch.rand(shape, generator=gen) < 0.5
@@ -170,5 +176,7 @@ def make_inputs(suite: Suite, case: Case) -> dict[str, Any]:
         elif case.filled == name:
             out[name] = fill(shape, case.dtype, case.scenario.removeprefix("all_"), gen).to(case.dtype)
         else:
-            out[name] = standard_values(case.value_range, shape, case.dtype, case.mu or 0.0, case.sigma or 1.0, gen).to(case.dtype)
+            out[name] = standard_values(case.value_range, shape, case.dtype, case.mu or 0.0, case.sigma or 1.0, gen).to(
+                case.dtype
+            )
     return out

@@ -136,8 +136,8 @@ def generate(suite: Suite, level: str, dtypes: list[torch.dtype] | None = None, 
         groups = (
             (0, scale(suite, lv.limits, per_dtype, np.random.default_rng([seed, d_index]), attrs_default)),
             (SPECIAL_RANK, specials(suite, attrs_default)),
-            (EXTRA_RANK, [] if suite.general else
-             _extras(suite, math.ceil(suite.extra_share * per_dtype), np.random.default_rng([seed, d_index, 1]), attrs_default)),
+            (EXTRA_RANK, [] if suite.general else _extras(suite, math.ceil(suite.extra_share * per_dtype),
+                                                          np.random.default_rng([seed, d_index, 1]), attrs_default)),
         )
         for offset, group in groups:
             # a case's seed depends on (seed, dtype, rank) only, so quick's cases are L0's first ones, input for input

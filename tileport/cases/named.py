@@ -23,8 +23,8 @@ Besides the keys every suite has (name, api, backward, outputs, grad_outputs, st
 
 Every input the declaration has is listed; the first floating one holds the case dtypes and the boundary flags,
 the other floating ones take the case's dtype; integer ones their own dtypes and a value rule (``values``:
-``index``, ``positions`` or ``lengths``, see ``schema.IntRule``); bool ones are masks at even odds. Output gradients are not listed: each is drawn in
-its output's shape where the output is present.
+``index``, ``positions`` or ``lengths``, see ``schema.IntRule``); bool ones are masks at even odds. Output
+gradients are not listed: each is drawn in its output's shape where the output is present.
 """
 
 from __future__ import annotations
@@ -64,16 +64,22 @@ def _bound(r: _Reader, key: str, value: Any, known: list[str]) -> int | str:
     try:
         names = expression(value)
     except ValueError as exc:
-        raise CaseFileError(r.file, r.key(key), "an int or an expression over the dimensions above (names, ints, + - * //)",
+        expected = "an int or an expression over the dimensions above (names, ints, + - * //)"
+        raise CaseFileError(r.file, r.key(key), expected,
                             value) from exc  # fmt: skip
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise CaseFileError(r.file, r.key(key), f"a bound over the dimensions above it and the attributes ({', '.join(known) or 'none'})", unknown[0])
+        raise CaseFileError(
+            r.file,
+            r.key(key),
+            f"a bound over the dimensions above it and the attributes ({', '.join(known) or 'none'})",
+            unknown[0],
+        )
     return value
 
 
 def _option(r: _Reader, data: Any, known: list[str], variadic: bool) -> DimOption:
-    """One option of a dimension: ``[low, high]``, or ``{range: [low, high], step, weight}``, or ``{choices, weight}``."""
+    """One option of a dimension: ``[low, high]``, ``{range: [low, high], step, weight}`` or ``{choices, weight}``."""
     if isinstance(data, list):
         data = {"range": data}
     o = _Reader(r.file, data, r.prefix).only("range", "choices", "step", "weight", *(("ranks",) if variadic else ()))
@@ -98,11 +104,15 @@ def _dims(top: _Reader, declaration: d.Declaration, attrs: list[str]) -> tuple[D
     rules: list[DimRule] = []
     for name in dims.data:
         if name not in declared:
-            raise CaseFileError(top.file, dims.key(str(name)), f"a dimension of the declaration ({', '.join(declared)})", name)
+            raise CaseFileError(
+                top.file, dims.key(str(name)), f"a dimension of the declaration ({', '.join(declared)})", name
+            )
         raw, variadic = dims.data[name], str(name).startswith("*")
         known = [*attrs, *(r.name for r in rules if not r.ranks)]
         options = raw if isinstance(raw, list) and raw and all(isinstance(x, dict) for x in raw) else [raw]
-        parsed = tuple(_option(_Reader(top.file, {}, dims.key(f"{name}[{i}]")), x, known, variadic) for i, x in enumerate(options))
+        parsed = tuple(
+            _option(_Reader(top.file, {}, dims.key(f"{name}[{i}]")), x, known, variadic) for i, x in enumerate(options)
+        )
         ranks = ()
         if variadic:
             r = _Reader(top.file, options[0] if isinstance(options[0], dict) else {}, dims.key(str(name)))
@@ -110,7 +120,9 @@ def _dims(top: _Reader, declaration: d.Declaration, attrs: list[str]) -> tuple[D
         rules.append(DimRule(str(name), parsed, ranks))
     missing = [k for k in declared if k not in dims.data]
     if missing:
-        raise CaseFileError(top.file, "dims", f"a rule for every dimension of the declaration (missing: {', '.join(missing)})")
+        raise CaseFileError(
+            top.file, "dims", f"a rule for every dimension of the declaration (missing: {', '.join(missing)})"
+        )
     return tuple(rules)
 
 
@@ -134,14 +146,18 @@ def _int_rule(r: _Reader, t: d.TensorDecl, known: list[str]) -> IntRule:
     """An integer tensor's ``values``; default ``index`` over the declaration's own range."""
     if "values" not in r.data:
         if not t.ranged:
-            raise CaseFileError(r.file, r.key("values"), f"a value rule for the integer tensor {t.name} ({', '.join(INT_KINDS)})")
+            raise CaseFileError(
+                r.file, r.key("values"), f"a value rule for the integer tensor {t.name} ({', '.join(INT_KINDS)})"
+            )
         return IntRule("index")
     v = r.child("values").only("kind", "low", "high", "outside", "ignore")
     kind = v.get("kind", str, f"one of {', '.join(INT_KINDS)}")
     if kind not in INT_KINDS:
         raise CaseFileError(r.file, v.key("kind"), f"one of {', '.join(INT_KINDS)}", kind)
     if kind == "index" and not t.ranged:
-        raise CaseFileError(r.file, v.key("kind"), f"positions or lengths ({t.name} declares no range 'in [LOW, HIGH)')", kind)
+        raise CaseFileError(
+            r.file, v.key("kind"), f"positions or lengths ({t.name} declares no range 'in [LOW, HIGH)')", kind
+        )
     low = _bound(v, "low", v.data["low"], known) if "low" in v.data else (0 if kind != "index" else None)
     high = _bound(v, "high", v.data["high"], known) if "high" in v.data else None
     if kind != "index" and high is None:
@@ -152,7 +168,9 @@ def _int_rule(r: _Reader, t: d.TensorDecl, known: list[str]) -> IntRule:
         if not 0.0 <= shares[key] <= 1.0:
             raise CaseFileError(r.file, v.key(key), "a share from 0 to 1", shares[key])
     if shares["ignore"] and not t.allow:
-        raise CaseFileError(r.file, v.key("ignore"), f"no share: {t.name} declares no allowed value ('or ignore_index')")
+        raise CaseFileError(
+            r.file, v.key("ignore"), f"no share: {t.name} declares no allowed value ('or ignore_index')"
+        )
     return IntRule(kind, low, high, shares["outside"], shares["ignore"])
 
 
@@ -160,13 +178,18 @@ def _tensor(r: _Reader, t: d.TensorDecl, first: bool, declaration: d.Declaration
     """One tensor input checked against its declaration."""
     required = r.get("required", bool, "true or false", True)
     if not required and not t.optional:
-        raise CaseFileError(r.file, r.key("required"), f"true: the declaration does not make {t.name} optional", required)
+        raise CaseFileError(
+            r.file, r.key("required"), f"true: the declaration does not make {t.name} optional", required
+        )
     omit = r.get("omit", (int, float), "a share from 0 to 1", None)
     if omit is not None and (required or not 0 <= omit <= 1):
         raise CaseFileError(r.file, r.key("omit"), "a share from 0 to 1, on an input that is not required", omit)
     if floating(declaration, t.name):
-        for key, why in (("values", "a floating tensor takes the standard's value mix"), ("boundary", "only the first floating input holds them"),
-                         ("dtypes", "the floating tensors take the case's dtype, which the first one's dtypes give")):  # fmt: skip
+        for key, why in (
+            ("values", "a floating tensor takes the standard's value mix"),
+            ("boundary", "only the first floating input holds them"),
+            ("dtypes", "the floating tensors take the case's dtype, which the first one's dtypes give"),
+        ):
             if key in r.data and not (first and key != "values"):
                 raise CaseFileError(r.file, r.key(key), f"no {key} ({why})", r.data[key])
         if not first:
@@ -182,13 +205,19 @@ def _tensor(r: _Reader, t: d.TensorDecl, first: bool, declaration: d.Declaration
     names = [n for n, dt in INT_DTYPES.items() if dt in d.CLASSES[cls][0]]
     given = r.child("dtypes", {"values": names[:1]}).only("values").get("values", list, f"a list of {', '.join(names)}")
     if not given or any(n not in names for n in given):
-        raise CaseFileError(r.file, r.key("dtypes.values"), f"dtype names from {', '.join(names)} (what {t.dtype} admits)", given)
+        raise CaseFileError(
+            r.file, r.key("dtypes.values"), f"dtype names from {', '.join(names)} (what {t.dtype} admits)", given
+        )
     if "boundary" in r.data:
-        raise CaseFileError(r.file, r.key("boundary"), "no boundary flags on an integer tensor (special scenarios fill floating ones)")
+        raise CaseFileError(
+            r.file, r.key("boundary"), "no boundary flags on an integer tensor (special scenarios fill floating ones)"
+        )
     dtypes = tuple(INT_DTYPES[n] for n in dict.fromkeys(given))
     if cls == "bool":  # a mask: each element True or False at even odds
         if "values" in r.data:
-            raise CaseFileError(r.file, r.key("values"), "no value rule for a bool tensor (its elements are drawn at even odds)")
+            raise CaseFileError(
+                r.file, r.key("values"), "no value rule for a bool tensor (its elements are drawn at even odds)"
+            )
         return TensorInput(t.name, required, (), dtypes, omit=omit)
     return TensorInput(t.name, required, (), dtypes, omit=omit, values=_int_rule(r, t, known))
 
@@ -201,7 +230,9 @@ def load_named(path: Path, data: dict) -> Suite:
     name = top.get("name", str, "the operator's name")
     spec = specs().get(name)
     if spec is None:
-        raise CaseFileError(path, "name", f"an operator ({', '.join(specs())}): a suite by named dimensions reads its declaration", name)
+        raise CaseFileError(
+            path, "name", f"an operator ({', '.join(specs())}): a suite by named dimensions reads its declaration", name
+        )
     declaration = spec.declaration
     items = top.get("inputs", list, "a list of inputs")
     attr_names = [str(x.get("name")) for x in items if isinstance(x, dict) and x.get("type") == "attrs"]
@@ -212,13 +243,19 @@ def load_named(path: Path, data: dict) -> Suite:
         try:
             c = d.constraint(text)
         except (TypeError, ValueError) as exc:
-            raise CaseFileError(path, f"where[{i}]", "a constraint over the dimensions such as 'Hq % Hk == 0'", text) from exc
+            raise CaseFileError(
+                path, f"where[{i}]", "a constraint over the dimensions such as 'Hq % Hk == 0'", text
+            ) from exc
         if any(n not in known + attr_names for n in c.names):
-            raise CaseFileError(path, f"where[{i}]", f"a constraint over the dimensions ({', '.join(known)}) and attributes", text)
+            raise CaseFileError(
+                path, f"where[{i}]", f"a constraint over the dimensions ({', '.join(known)}) and attributes", text
+            )
     tensors, attrs = [], []
     inputs = {t.name: t for t in spec.declaration.inputs}
     for i, item in enumerate(items):
-        r = _Reader(path, item, f"inputs[{i}]").only("name", "type", "required", "values", "weights", "dtypes", "boundary", "omit")
+        r = _Reader(path, item, f"inputs[{i}]").only(
+            "name", "type", "required", "values", "weights", "dtypes", "boundary", "omit"
+        )
         n, kind = r.get("name", str, "the input's name"), r.get("type", str, "tensor or attrs")
         if kind == "attrs":
             values = r.get("values", list, "a non-empty list of values")
@@ -237,7 +274,9 @@ def load_named(path: Path, data: dict) -> Suite:
     if missing:
         raise CaseFileError(path, "inputs", f"every input of {name}'s declaration (missing: {', '.join(missing)})")
     if float(top.get("extra_share", (int, float), "0", 0)):
-        raise CaseFileError(path, "extra_share", "0: a suite by named dimensions has no extra cases yet", top.data["extra_share"])
+        raise CaseFileError(
+            path, "extra_share", "0: a suite by named dimensions has no extra cases yet", top.data["extra_share"]
+        )
     max_length = top.get("max_length", int, "a positive integer (elements of a case's largest tensor)")
     if max_length < 1:
         raise CaseFileError(path, "max_length", "a positive integer", max_length)
@@ -246,9 +285,17 @@ def load_named(path: Path, data: dict) -> Suite:
     for key, given, declared in (("outputs", outputs, spec.outputs), ("grad_outputs", grads, spec.grads)):
         unknown = [g for g in given if g not in {t.name for t in declared}]
         if unknown:
-            raise CaseFileError(path, key, f"names of {name}'s {key.replace('_', ' ')} ({', '.join(t.name for t in declared)})", unknown[0])
+            raise CaseFileError(
+                path,
+                key,
+                f"names of {name}'s {key.replace('_', ' ')} ({', '.join(t.name for t in declared)})",
+                unknown[0],
+            )
     base = _sizes(top, "base", top.data["base"], rules, declaration, where) if "base" in top.data else {}
-    fixed = tuple(_sizes(top, f"fixed[{i}]", f, rules, declaration, where) for i, f in enumerate(top.get("fixed", list, "a list of sizes", [])))
+    fixed = tuple(
+        _sizes(top, f"fixed[{i}]", f, rules, declaration, where)
+        for i, f in enumerate(top.get("fixed", list, "a list of sizes", []))
+    )
     suite = Suite(
         file=path, name=name, api=top.get("api", str, "the dotted name of the API under test"),
         backward=top.get("backward", bool, "true or false", False), outputs=outputs, grad_outputs=grads,

@@ -148,8 +148,9 @@ def scale_sizes(suite: Suite, declaration: d.Declaration, rng: np.random.Generat
         b = None if sizes is None else binding(declaration, sizes, attrs, suite.where)
         if b is not None and largest(b, present(sizes)) <= budget:
             return sizes
+    where = ", ".join(map(str, declaration.where + tuple(suite.where))) or "none"
     raise ValueError(f"{suite.file}: no draw of its dims in {TRIES} fits max_length {budget} and the constraints "
-                     f"({', '.join(map(str, declaration.where + tuple(suite.where))) or 'none'}): widen them")  # fmt: skip
+                     f"({where}): widen them")  # fmt: skip
 
 
 def _least(rule: DimRule, values: dict, at_least: int) -> int:
@@ -178,7 +179,9 @@ def least(suite: Suite, rank: int | None = None, at_least: int = 1) -> dict[str,
     return sizes
 
 
-def with_dim(declaration: d.Declaration, where, sizes: dict, key: str, value: int, item: int | None = None) -> dict | None:
+def with_dim(
+    declaration: d.Declaration, where, sizes: dict, key: str, value: int, item: int | None = None
+) -> dict | None:
     """``sizes`` with one dimension (or one item of a variadic run) set to ``value``; a constraint this breaks
     (``R <= D`` with D = 0) sets the other dimensions it reads to ``value`` too; None where that does not mend it."""
     out = dict(sizes)

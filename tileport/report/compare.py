@@ -82,7 +82,8 @@ def compare(a_spec: str, b_spec: str) -> tuple[list[Table], list[dict]]:
                 for i, sa, sb, ra, rb in items:
                     points.append({"a": pa, "b": pb, "dtype": dtype, "output": name, "mere_a": sa.metrics.mere, "mere_b": sb.metrics.mere})
                     if ra is not None and rb is not None and ra.passed != rb.passed:
-                        disagree.append((str(i), dtype, ra.shape_text(), ra.value_range, name, pa, "pass" if ra.passed else "FAIL",
+                        disagree.append((str(i), dtype, ra.shape_text(), ra.value_range, name, pa,
+                                         "pass" if ra.passed else "FAIL",
                                          pb, "pass" if rb.passed else "FAIL", _g(sa.metrics.mere), _g(sb.metrics.mere)))  # fmt: skip
     if not rows:
         raise CompetitorError(f"compare: {a.folder} ({', '.join(a.providers)}) and {b.folder} ({', '.join(b.providers)}) share no output to compare")

@@ -224,7 +224,8 @@ def failures(rep, limit: int = 60) -> Table:
     """The failed checks, a share of each (backend, dtype, output) so every failed cell of the grid has rows here."""
     shown, cut = _sampled(rep.failures, limit, floor=3)
     rows = tuple(
-        (r.backend, str(r.case), r.dtype, r.shape_text(), r.value_range, r.attrs_text(), r.output, "; ".join(r.failures))
+        (r.backend, str(r.case), r.dtype, r.shape_text(), r.value_range, r.attrs_text(), r.output,
+         "; ".join(r.failures))
         for r in shown
     )  # fmt: skip
     note = (f"{len(shown)} of the {len(rep.failures)} failed checks, a share of each backend, dtype and output; all in results.csv "

@@ -254,8 +254,8 @@ def _finding(suite: Suite, case: Case, backend: str, output: str, failures: list
     """A result with no metrics: a check that is only its findings (a rejection, a case that did not run)."""
     none = Metrics(0.0, 0.0, 0.0, 0, 0, 0)
     verdict = Verdict(limits, none, none, {"mare": 0.0, "mere": 0.0, "rmse": 0.0, "small": 0.0}, failures, acc)
-    return CaseResult(suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range, case_attrs(case), output, verdict,
-                      shapes=case.shapes)  # fmt: skip
+    return CaseResult(suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range,
+                      case_attrs(case), output, verdict, shapes=case.shapes)  # fmt: skip
 
 
 def raised(exc: BaseException) -> str:
@@ -368,7 +368,8 @@ def _judged(task: Task, j: Judge, case: Case, backend: str, cut, inputs: dict, u
         v = j.verdict(name, case, under, bm, gold)
         missing = j.rival is not None and (case.index, j.rival.provider, name) not in j.rival.sides and not exact
         redo = None
-        if not v.passed and j.acc == "double_bm" and not exact and not missing:  # the dual benchmark's rule; a wrong index is wrong
+        # the dual benchmark's rule; a wrong index is wrong
+        if not v.passed and j.acc == "double_bm" and not exact and not missing:
             if progress:
                 progress(f"{case.describe()}: retest {name} on {backend} over {task.seeds(backend)} new seeds", advance=0)
             seeds = task.seeds(backend)
@@ -381,7 +382,8 @@ def _judged(task: Task, j: Judge, case: Case, backend: str, cut, inputs: dict, u
             CaseResult(
                 suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range,
                 case_attrs(case), name, v, redo,
-                deterministic=all(same_bits(r[name], under[name]) for r in repeats), runs=backend_runs, shapes=case.shapes,
+                deterministic=all(same_bits(r[name], under[name]) for r in repeats), runs=backend_runs,
+                shapes=case.shapes,
             )
         )  # fmt: skip
     return results
