@@ -32,6 +32,7 @@ NAME = re.compile(r"[a-z][a-z0-9_]*")
 FILES = {
     "ops_init": "tileport/ops/{name}/__init__.py",
     "ops_spec": "tileport/ops/{name}/spec.py",
+    "interface": "tileport/ops/{name}/_interface.py",  # generated from the spec (`tileport generate`'s text)
     "torch": "tileport/backends/torch/{name}.py",
     "tilelang/cpu": "tileport/backends/tilelang/cpu/{name}.py",
     "tilelang/cuda": "tileport/backends/tilelang/cuda/{name}.py",
@@ -43,7 +44,7 @@ FILES = {
     "docs": "docs/ops/{name}.md",
 }
 EXPORTS = "tileport/ops/__init__.py"
-GENERAL_FILES = {**FILES, "interface": "tileport/ops/{name}/_interface.py"}  # a general operator's: its interface too
+GENERAL_FILES = FILES
 
 
 # an out-of-tree package (--package DIR): what -> path under DIR, {pkg} its import name
@@ -51,6 +52,7 @@ PACKAGE_FILES = {
     "pyproject": "pyproject.toml",
     "ops_init": "{pkg}/__init__.py",
     "ops_spec": "{pkg}/spec.py",
+    "interface": "{pkg}/_interface.py",
     "kernels_init": "{pkg}/kernels/__init__.py",
     **{target: "{pkg}/kernels/" + module + ".py" for target, module in (
         ("torch", "torch_ref"), ("tilelang/cpu", "cpu"), ("triton", "triton"), ("tilelang/cuda", "cuda"), ("tilelang/ascend", "ascend"))},
@@ -60,7 +62,7 @@ PACKAGE_FILES = {
     "conftest": "tests/conftest.py",
     "docs": "docs/{name}.md",
 }  # fmt: skip
-GENERAL_PACKAGE_FILES = {**PACKAGE_FILES, "interface": "{pkg}/_interface.py"}
+GENERAL_PACKAGE_FILES = PACKAGE_FILES
 
 
 class ScaffoldError(ValueError):
@@ -114,7 +116,8 @@ def remains(name: str, paths: dict[str, Path], root: Path, left_out: list[str], 
         return _general_remains(name, rel, left_out, like)
     items = [
         f"`{rel['ops_init']}`: the contract docstring (the math, dtypes, what is saved, empty and nan/inf rows)",
-        f"`{rel['ops_spec']}`: summary, math, the torch composite (bench's baseline), bytes moved if the math reads more",
+        f"`{rel['ops_spec']}`: summary, math, the torch composite (bench's baseline), bytes moved if the math reads more "
+        f"(a change to its declaration: then `tileport generate {name}`, which rewrites `{rel['interface']}`)",
         f"`{rel['torch']}`: the reference forward and backward (the float64 golden and the benchmark)",
         f"`{rel['tilelang/cpu']}`: the TileLang CPU kernels (the default backend)",
         f"`{rel['triton']}`: the Triton kernels",
@@ -197,6 +200,7 @@ def plan(name: str, like: str | None = None, root: Path | None = None, inputs: s
     files = {
         paths["ops_init"]: render._fill("ops_init.py.tmpl", name=name, Name=class_name(name), contract=render.contract(sig)),
         paths["ops_spec"]: spec_text,
+        paths["interface"]: render_general.interface_text(spec_text, f"tileport.ops.{name}.spec", str(paths["ops_spec"])),
         **{paths[t]: render.backend_text(name, sig, t, rel[t]) for t in render.BACKENDS},
         paths["suite"]: render.suite_text(name, sig, root / "tileport" / "cases" / "suites" / f"{like or default_like()}.yaml"),
         paths["test_numerics"]: render.numerics_text(name, sig),
@@ -296,6 +300,7 @@ def _package_plan(name: str, like: str | None, folder: Path, inputs, attrs, outp
         paths["pyproject"]: render.pyproject_text(name, root.name, pkg),
         paths["ops_init"]: render._fill("ops_init.py.tmpl", name=name, Name=class_name(name), contract=render.contract(sig)),
         paths["ops_spec"]: spec_text,
+        paths["interface"]: render_general.interface_text(spec_text, f"{pkg}.spec", str(paths["ops_spec"])),
         paths["kernels_init"]: f'"""{name}\'s kernel modules, one per backend (named in spec.py\'s ``kernels``)."""\n',
         **{paths[t]: render.backend_text(name, sig, t, rel[t]) for t in render.BACKENDS},
         paths["suite"]: render.suite_text(name, sig, Path(tileport.__file__).resolve().parent / "cases" / "suites" / f"{like or default_like()}.yaml"),
