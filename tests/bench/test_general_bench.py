@@ -63,3 +63,15 @@ def test_a_shape_the_example_does_not_take_is_a_usage_error(tmp_path):
         and "not a shape rope's benchmarks take" in result.output
         and "1x1x32x128" in result.output
     )
+
+
+def test_the_speed_bar_judges_the_specs_own_shape_classes():
+    from tileport.bench.bar import judge_bar
+
+    spec = get("rope")
+    base = dict(mode="fwd", dtype="float32", threads=1)
+    rows = [base | dict(shape=shape, provider=p, statistic=stat, value=v)
+            for shape in ("1x1024x32x128", "1x1x32x128")  # a prefill shape of the bar, a decode shape it does not name
+            for p, stat, v in (("tilelang", "speedup_vs_compile", 1.3), ("tilelang", "min_us", 10.0), ("torch-eager", "min_us", 30.0))]  # fmt: skip
+    judged = judge_bar(rows, spec.bar)
+    assert [(j["criterion"], j["shape"], j["met"]) for j in judged] == [("fwd vs torch.compile", "1x1024x32x128", True)]
