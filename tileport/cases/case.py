@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ..ops.spec import get as op_spec
+from ..precision.results import shape_text
 from ..precision.standard import DISTRIBUTIONS
 from .schema import Suite
 
@@ -58,10 +59,7 @@ class Case:
         return sum(math.prod(s) for _, s in self.shapes) if self.shapes else self.elements
 
     def shape_text(self) -> str:
-        """Its shape as reports print it: ``4x16``, or each tensor's (``q 2x5x4x64, cos 8x16``)."""
-        if not self.shapes:
-            return "x".join(map(str, self.shape))
-        return ", ".join(f"{n} {'x'.join(map(str, s)) or '[]'}" for n, s in self.shapes)
+        return shape_text(self.shape, self.shapes)
 
     @property
     def counted(self) -> bool:

@@ -63,14 +63,14 @@ class Layout:
         b = sz.binding(self.declaration, sizes, attrs, self.suite.where)
         if b is None:
             return None
-        shapes = tuple((n, b.shape_of(n)) for n in self.drawn(omitted))
+        shapes = {n: b.shape_of(n) for n in self.drawn(omitted)}
         ints = []
         for t in self.suite.tensors:
-            if t.name in dict(shapes) and t.name not in self.floating:
+            if t.name in shapes and t.name not in self.floating:
                 ints.append((t.name, t.dtypes[int(rng.integers(len(t.dtypes)))] if rng is not None else t.dtypes[0]))
-        primary = dict(shapes).get(self.suite.primary.name, shapes[0][1] if shapes else ())
-        return Case(0, None, primary, dist, attrs, omitted=tuple(omitted), sizes=tuple(sizes.items()), shapes=shapes,
-                    int_dtypes=tuple(ints), **fields)  # fmt: skip
+        primary = shapes.get(self.suite.primary.name, next(iter(shapes.values()), ()))
+        return Case(0, None, primary, dist, attrs, omitted=tuple(omitted), sizes=tuple(sizes.items()),
+                    shapes=tuple(shapes.items()), int_dtypes=tuple(ints), **fields)  # fmt: skip
 
 
 def scale(suite: Suite, limits: str, n: int, rng: np.random.Generator, attrs_default: dict) -> list[Case]:
@@ -109,9 +109,7 @@ def specials(suite: Suite, attrs: dict) -> list[Case]:
             made += [(s, "empty", None) for i in items if (s := sz.with_dim(decl, where, suite.base, rule.name, 0, i))]
     if flags.get("has_lower_border"):
         made += [(sz.least(suite, r), "lower_border", None) for r in _least_ranks(suite)]
-    if flags.get(
-        "has_upper_border"
-    ):  # a long dimension only empty tensors have (T_ro of a table of R = 0) tests nothing
+    if flags.get("has_upper_border"):  # a long dimension only empty tensors have (a table of no columns) tests nothing
         runs = [r for rule in suite.dims for r in rule.ranks if r > 0]
         low = sz.least(suite, min(runs) if runs else None)
         for rule in suite.dims:
@@ -176,7 +174,6 @@ def make_inputs(suite: Suite, case: Case) -> dict[str, Any]:
         elif case.filled == name:
             out[name] = fill(shape, case.dtype, case.scenario.removeprefix("all_"), gen).to(case.dtype)
         else:
-            out[name] = standard_values(case.value_range, shape, case.dtype, case.mu or 0.0, case.sigma or 1.0, gen).to(
-                case.dtype
-            )
+            v = standard_values(case.value_range, shape, case.dtype, case.mu or 0.0, case.sigma or 1.0, gen)
+            out[name] = v.to(case.dtype)
     return out

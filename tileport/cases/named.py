@@ -65,16 +65,11 @@ def _bound(r: _Reader, key: str, value: Any, known: list[str]) -> int | str:
         names = expression(value)
     except ValueError as exc:
         expected = "an int or an expression over the dimensions above (names, ints, + - * //)"
-        raise CaseFileError(r.file, r.key(key), expected,
-                            value) from exc  # fmt: skip
+        raise CaseFileError(r.file, r.key(key), expected, value) from exc
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise CaseFileError(
-            r.file,
-            r.key(key),
-            f"a bound over the dimensions above it and the attributes ({', '.join(known) or 'none'})",
-            unknown[0],
-        )
+        expected = f"a bound over the dimensions above it and the attributes ({', '.join(known) or 'none'})"
+        raise CaseFileError(r.file, r.key(key), expected, unknown[0])
     return value
 
 

@@ -36,11 +36,14 @@ def expression(text: int | str) -> tuple[str, ...]:
         raise ValueError(f"malformed bound {text!r}: names, ints, + - * // and unary minus") from None
     names = []
     for node in ast.walk(tree):
-        ok = isinstance(node, (ast.Name, ast.Load, ast.USub, ast.UnaryOp, ast.BinOp)) or type(node) in _BINARY
-        ok = ok or (isinstance(node, ast.Constant) and type(node.value) is int)
-        if not ok or (isinstance(node, ast.BinOp) and type(node.op) not in _BINARY):
-            raise ValueError(f"malformed bound {text!r}: names, ints, + - * // and unary minus")
-        if isinstance(node, ast.UnaryOp) and not isinstance(node.op, ast.USub):
+        ok = (
+            isinstance(node, (ast.Name, ast.Load, ast.USub))
+            or type(node) in _BINARY
+            or (isinstance(node, ast.BinOp) and type(node.op) in _BINARY)
+            or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub))
+            or (isinstance(node, ast.Constant) and type(node.value) is int)
+        )
+        if not ok:
             raise ValueError(f"malformed bound {text!r}: names, ints, + - * // and unary minus")
         if isinstance(node, ast.Name) and node.id not in names:
             names.append(node.id)
@@ -56,8 +59,7 @@ def evaluate(text: int | str, values: dict[str, Any]) -> int:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
-            v = values[node.id]
-            return int(v)
+            return int(values[node.id])
         if isinstance(node, ast.UnaryOp):
             return -walk(node.operand)
         return _BINARY[type(node.op)](walk(node.left), walk(node.right))

@@ -15,6 +15,13 @@ from .retest import RetestResult
 from .standard import COUNTS, LEVELS, MIN_ELEMENTS
 
 
+def shape_text(shape: tuple[int, ...], shapes: tuple = ()) -> str:
+    """A case's shape as reports print it: ``4x16``, or by named dimensions each tensor's (``q 2x5x4x64, cos 8x16``)."""
+    if not shapes:
+        return "x".join(map(str, shape))
+    return ", ".join(f"{n} {'x'.join(map(str, s)) or '[]'}" for n, s in shapes)
+
+
 @dataclass
 class CaseResult:
     op: str
@@ -32,10 +39,7 @@ class CaseResult:
     shapes: tuple = ()  # a case by named dimensions: each tensor's (name, shape); ``shape`` is then its first's
 
     def shape_text(self) -> str:
-        """The case's shape as reports print it: ``4x16``, or each tensor's (``q 2x5x4x64, cos 8x16``)."""
-        if not self.shapes:
-            return "x".join(map(str, self.shape))
-        return ", ".join(f"{n} {'x'.join(map(str, s)) or '[]'}" for n, s in self.shapes)
+        return shape_text(self.shape, self.shapes)
 
     @property
     def passed(self) -> bool:
