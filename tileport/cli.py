@@ -278,11 +278,14 @@ def _print_verdict(rep, level: str, paths: dict) -> None:
 def _print_outcome(rep, out: Path, limit: int = 10) -> None:
     """After the verdict: the failures (the first ``limit``), the retests, what did not run, a summary per
     backend and dtype; the full tables are in the report (and ``--verbose``)."""
+    from .precision.results import shape_text
+
     say = lambda text: console.print(text, markup=False, highlight=False)  # noqa: E731
     if rep.failures:
         say(f"Failed checks (the first {min(limit, len(rep.failures))} of {len(rep.failures)}):")
-        for r in rep.failures[:limit]:
-            say(f"  {r.backend} {r.dtype} {r.output}, case {r.case} ({'x'.join(map(str, r.shape))}): {_first_failure(r.failures)}")
+        for r in rep.failures[:limit]:  # by named dimensions the first tensor's shape (all of them in the report)
+            shape = shape_text(r.shape, r.shapes[:1])
+            say(f"  {r.backend} {r.dtype} {r.output}, case {r.case} ({shape}): {_first_failure(r.failures)}")
         if len(rep.failures) > limit:
             say(f"  {len(rep.failures) - limit} more in {out / 'report.html'} and {out / 'results.csv'}")
     retested = [r for r in rep.results if r.retest is not None and not r.retest.awaiting]
