@@ -246,3 +246,24 @@ def test_an_expanded_gradient_reaches_the_kernel_with_unit_stride(backend):
     ones = torch.ones(2, 3, 2, 8)
     want = _golden(ones, cos, -sin, torch.arange(3).expand(2, 3))
     torch.testing.assert_close(q.grad.double(), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_forward_writes_into_out(backend):
+    """``rope_fwd(out=...)``: preallocated outputs written and returned (bench's kernel-only provider), checked
+    against the declared shapes; an absent output's slot must be None."""
+    q, k = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 2, 8)
+    cos, sin = _tables(3, 8)
+    want = tileport.rope_fwd(q, k, cos, sin, backend=backend)
+    outs = (torch.empty_like(q), torch.empty_like(k))
+    got = tileport.rope_fwd(q, k, cos, sin, backend=backend, out=outs)
+    assert got[0] is outs[0] and got[1] is outs[1]
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    alone = tileport.rope_fwd(q, None, cos, sin, backend=backend, out=(torch.empty_like(q), None))
+    assert alone[1] is None and torch.equal(alone[0], want[0])
+    with pytest.raises(ValueError, match=r"^out\[1\] \(k_out\) must be None: k_out is absent from this call$"):
+        tileport.rope_fwd(q, None, cos, sin, backend=backend, out=outs)
+    with pytest.raises(ValueError, match=r"^out\[0\] \(q_out\) must be torch.float32 of shape \(2, 3, 4, 8\)"):
+        tileport.rope_fwd(q, k, cos, sin, backend=backend, out=(torch.empty(2, 3, 4, 7), outs[1]))
+    with pytest.raises(TypeError, match=r"^out must be a tuple \(q_out, k_out\) of tensors, got Tensor$"):
+        tileport.rope_fwd(q, k, cos, sin, backend=backend, out=outs[0])

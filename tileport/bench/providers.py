@@ -76,7 +76,7 @@ def providers(spec: OpSpec, shape, dtype, mode: str, backends: list[str], compil
     for b in backends:
         if mode == "fwd":
             if spec.kernel_out:
-                outs = tuple(o.clone() for o in forward(**inputs, backend=b))  # preallocated, same shapes
+                outs = tuple(None if o is None else o.clone() for o in forward(**inputs, backend=b))  # preallocated, same shapes
                 out[f"{b}:kernel"] = lambda b=b, outs=outs: forward(**inputs, backend=b, out=outs)
             out[b] = lambda b=b: forward(**inputs, backend=b)
         else:

@@ -25,7 +25,7 @@ def _rows(table, p, cdt):
     return torch.where(((p >= 0) & (p < n))[..., None], rows, 0)
 
 
-def _rotate(x, c, s, interleaved: bool):
+def _rotate(x, c, s, interleaved: bool, into=None):
     """x [B, T, H, D] with its first R = 2 * c.shape[-1] columns rotated by (c, s) [B, T, R/2], the rest copied."""
     if x is None:
         return None
@@ -34,19 +34,20 @@ def _rotate(x, c, s, interleaved: bool):
     x1, x2 = (xr[..., 0::2], xr[..., 1::2]) if interleaved else (xr[..., :r2], xr[..., r2:])
     c, s = c[:, :, None], s[:, :, None]  # one table row for all of a token's heads
     o1, o2 = x1 * c - x2 * s, x2 * c + x1 * s
-    out = torch.empty_like(x)
+    out = torch.empty_like(x) if into is None else into
     out[..., : 2 * r2] = torch.stack((o1, o2), -1).flatten(-2) if interleaved else torch.cat((o1, o2), -1)
     out[..., 2 * r2 :] = x[..., 2 * r2 :]
     return out
 
 
-def forward(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int):
+def forward(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int, out=None):
     """(q_out, k_out): the pairs (x1, x2) of the first R columns of each head become (x1 c - x2 s, x2 c + x1 s)
-    with c, s the token's table row; k_out is None where k is."""
+    with c, s the token's table row; k_out is None where k is; ``out``: written into."""
     cdt = compute_dtype(q.dtype)
     p = _positions(q, position_ids, offsets, offset)
     c, s = _rows(cos, p, cdt), _rows(sin, p, cdt)
-    return _rotate(q, c, s, interleaved), _rotate(k, c, s, interleaved)
+    qo, ko = out if out is not None else (None, None)
+    return _rotate(q, c, s, interleaved, qo), _rotate(k, c, s, interleaved, ko)
 
 
 def backward(dq_out, dk_out, cos, sin, position_ids, offsets, interleaved: bool, offset: int):

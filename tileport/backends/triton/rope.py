@@ -134,14 +134,13 @@ def _bth(t: torch.Tensor) -> tuple[int, int, int]:
     return t.stride(0), t.stride(1), t.stride(2)
 
 
-def _run(kernel, q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int):
+def _run(kernel, q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int, out=None):
     check_size("rope", q)
     if k is not None:
         check_size("rope", k)
     B, T, HQ, D = q.shape
     TR, HALF = cos.shape
-    q_out = _empty_like(q)
-    k_out = None if k is None else _empty_like(k)
+    q_out, k_out = out if out is not None else (_empty_like(q), None if k is None else _empty_like(k))
     has_k = k is not None and k.numel() > 0
     kk, ko = (k, k_out) if has_k else (q, q_out)  # no k: its loop runs over 0 heads
     HK = k.shape[2] if has_k else 0
@@ -162,9 +161,9 @@ def _run(kernel, q, k, cos, sin, position_ids, offsets, interleaved: bool, offse
     return q_out, k_out
 
 
-def forward(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int):
-    """(q_out, k_out): q and k rotated (``tileport.ops.rope``); k_out None where k is."""
-    return _run(_fwd_kernel, q, k, cos, sin, position_ids, offsets, interleaved, offset)
+def forward(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int, out=None):
+    """(q_out, k_out): q and k rotated (``tileport.ops.rope``); k_out None where k is; ``out``: written into."""
+    return _run(_fwd_kernel, q, k, cos, sin, position_ids, offsets, interleaved, offset, out)
 
 
 def backward(dq_out, dk_out, cos, sin, position_ids, offsets, interleaved: bool, offset: int):

@@ -144,7 +144,8 @@ def signature(spec: s.OpSpec, form_name: str) -> tuple[str, ...]:
     attrs = [a for a in spec.attrs if form_name != "backward" or a.name in g.bwd_attrs]
     pos = [a.name for a in attrs if not a.kw_only and form_name != "backward"]
     kw = [a.name for a in attrs if a.name not in pos]
-    return (*tensors, *pos, "*", *kw, "backend")
+    out = ["out"] if form_name == "forward" and spec.kernel_out else []
+    return (*tensors, *pos, "*", *kw, "backend", *out)
 
 
 def gradients(spec: s.OpSpec) -> tuple[TensorDecl, ...]:

@@ -36,8 +36,8 @@ def params(spec: s.OpSpec, sig: tuple[str, ...], optional: set[str]) -> str:
     for i, n in enumerate(sig):
         if n == "*":
             out.append(n)
-        elif n == "backend":
-            out.append("backend=None")
+        elif n in ("backend", "out"):
+            out.append(f"{n}=None")
         elif n in attrs:
             out.append(f"{n}=_DEFAULT_{n}")
         elif n in optional and all(m in optional or m in attrs for m in sig[i + 1 : star]):
@@ -131,18 +131,24 @@ class Writer:
         dispatch = [t.name for t in form.tensors if t.dtype == "float" and t.like is None]
         dtypes = "(" + _join(f"{n}.dtype" for n in dispatch) + ("," if len(dispatch) == 1 else "") + ")"
         call = [*form.names, *attrs]
-        src = f"def {fn}({_join([*call, 'backend'])}):\n"
+        out = form is self.g.forward and self.spec.kernel_out  # ``out=``: written into (eager, checked by the caller)
+        src = f"def {fn}({_join([*call, 'backend', *(['out=None'] if out else [])])}):\n"
         src += f"    impl = REGISTRY.kernels(OP, {p}.device, {dtypes}, backend)\n"
         src += f"    if {p}.numel() == 0:  # every output empty: no kernel is called\n"
         one = len(results) == 1
         src += f"        shapes = {'(' if one else ''}{shapes}({_join(form.names)}){',)' if one else ''}\n"
         src += "        if _rt.all_empty(shapes):\n"
         dts = "(" + _join(self.dtype(r, form) for r in results) + ("," if one else "") + ")"
-        src += f"            return _rt.allocate(shapes, {dts}, {p}.device){'[0]' if one else ''}\n"
+        if out:
+            src += f"            return (out{'[0]' if one else ''} if out is not None else _rt.allocate(shapes, {dts}, {p}.device){'[0]' if one else ''})\n"
+        else:
+            src += f"            return _rt.allocate(shapes, {dts}, {p}.device){'[0]' if one else ''}\n"
         if self.spec.unit_stride:  # the kernels ask for stride 1 in the last dimension
             for t in form.tensors:
                 line = f"{t.name} = _rt.unit_last({t.name})"
                 src += f"    if {t.name} is not None:\n        {line}\n" if t.optional else f"    {line}\n"
+        if out:
+            src += f"    if out is not None:\n        return impl.{kernel}({_join(call)}, out=out)\n"
         src += f"    return impl.{kernel}({_join(call)})\n"
         return src
 
@@ -225,12 +231,21 @@ class Writer:
             src += f"    return _Function.apply({_join(fwd)})\n\n\n"
         else:
             src += f"    return _fwd({_join(fwd)})\n\n\n"
-        src += f"def {names['forward']}({params(spec, signature(spec, 'forward'), optional)}):\n"
+        fsig = signature(spec, "forward")
+        src += f"def {names['forward']}({params(spec, fsig, optional)}):\n"
         src += _doc(spec.docs.get("forward", f"The outputs of {spec.name} ({', '.join(g.outputs)}), without autograd.")) + checks
+        if "out" in fsig:
+            one = len(g.outputs) == 1
+            shapes = f"{'(' if one else ''}_forward_shapes({_join(g.inputs)}){',)' if one else ''}"
+            dts = "(" + _join(self.dtype(o, g.forward) for o in g.outputs) + ("," if one else "") + ")"
+            src += "    if out is not None:\n"
+            src += f"        out = _rt.check_outs({names['forward']!r}, out, {shapes}, {dts}, {g.primary}.device, {g.outputs!r})\n"
+            src += f"        return _forward_impl({_join(fwd)}, {'out[0]' if one else 'out'})\n"
         src += f"    return _fwd({_join(fwd)})\n\n\n"
         if len(g.outputs) == 1:
-            src += f"def _forward_tuple({params(spec, signature(spec, 'forward'), optional)}):\n"
-            src += f"    return ({names['forward']}({_join(f'{n}={n}' for n in [*g.inputs, *g.attrs, 'backend'])}),)\n\n\n"
+            passed = [*g.inputs, *g.attrs, "backend", *(["out"] if "out" in fsig else [])]
+            src += f"def _forward_tuple({params(spec, fsig, optional)}):\n"
+            src += f"    return ({names['forward']}({_join(f'{n}={n}' for n in passed)}),)\n\n\n"
         else:
             src += f"_forward_tuple = {names['forward']}\n\n\n"
         boptional = {t.name for t in g.backward.tensors if t.optional}

@@ -164,6 +164,22 @@ def unit_last(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous()
 
 
+def check_outs(fn: str, out: object, shapes: tuple, dtypes: tuple, device, names: tuple[str, ...]) -> tuple:
+    """``out=`` of a general operator: one contiguous tensor per output of its declared shape, dtype and the
+    inputs' device, None for an output absent from this call (k_out without k)."""
+    if torch.compiler.is_compiling():
+        raise NotImplementedError(f"{fn}(out=...) is eager-only; under torch.compile let it allocate")
+    if not (isinstance(out, (tuple, list)) and len(out) == len(names)):
+        raise TypeError(f"out must be a tuple ({', '.join(names)}) of tensors, got {type(out).__name__}")
+    for i, (name, o, shape, dtype) in enumerate(zip(names, out, shapes, dtypes)):
+        if shape is None:
+            if o is not None:
+                raise ValueError(f"out[{i}] ({name}) must be None: {name} is absent from this call")
+            continue
+        _checks.output_tensor(o, i, name, tuple(shape), dtype, device)
+    return tuple(out)
+
+
 def all_empty(shapes: tuple) -> bool:
     """Whether every present result (its shape, or None for an absent one) has no elements."""
     return all(sh is None or math.prod(sh) == 0 for sh in shapes)

@@ -101,12 +101,12 @@ def _backward_shapes(dq_out, dk_out, cos, sin, position_ids, offsets):
     return ((B, T, Hq, D), ((B, T, Hk, D) if dk_out is not None else None))
 
 
-def _forward_impl(q, k, cos, sin, position_ids, offsets, interleaved, offset, backend):
+def _forward_impl(q, k, cos, sin, position_ids, offsets, interleaved, offset, backend, out=None):
     impl = REGISTRY.kernels(OP, q.device, (q.dtype,), backend)
     if q.numel() == 0:  # every output empty: no kernel is called
         shapes = _forward_shapes(q, k, cos, sin, position_ids, offsets)
         if _rt.all_empty(shapes):
-            return _rt.allocate(shapes, (q.dtype, q.dtype), q.device)
+            return (out if out is not None else _rt.allocate(shapes, (q.dtype, q.dtype), q.device))
     q = _rt.unit_last(q)
     if k is not None:
         k = _rt.unit_last(k)
@@ -116,6 +116,8 @@ def _forward_impl(q, k, cos, sin, position_ids, offsets, interleaved, offset, ba
         position_ids = _rt.unit_last(position_ids)
     if offsets is not None:
         offsets = _rt.unit_last(offsets)
+    if out is not None:
+        return impl.forward(q, k, cos, sin, position_ids, offsets, interleaved, offset, out=out)
     return impl.forward(q, k, cos, sin, position_ids, offsets, interleaved, offset)
 
 
@@ -202,11 +204,14 @@ def rope(q, k, cos, sin, position_ids=None, offsets=None, *, interleaved=_DEFAUL
     return _Function.apply(q, k, cos, sin, position_ids, offsets, interleaved, offset, backend)
 
 
-def rope_fwd(q, k, cos, sin, position_ids=None, offsets=None, *, interleaved=_DEFAULT_interleaved, offset=_DEFAULT_offset, backend=None):
+def rope_fwd(q, k, cos, sin, position_ids=None, offsets=None, *, interleaved=_DEFAULT_interleaved, offset=_DEFAULT_offset, backend=None, out=None):
     """The outputs of rope (q_out, k_out), without autograd."""
     interleaved = _c.flag(interleaved, 'interleaved')
     offset = _c.integer(offset, 'offset')
     _check_forward(q, k, cos, sin, position_ids, offsets, interleaved, offset)
+    if out is not None:
+        out = _rt.check_outs('rope_fwd', out, _forward_shapes(q, k, cos, sin, position_ids, offsets), (q.dtype, q.dtype), q.device, ('q_out', 'k_out'))
+        return _forward_impl(q, k, cos, sin, position_ids, offsets, interleaved, offset, backend, out)
     return _fwd(q, k, cos, sin, position_ids, offsets, interleaved, offset, backend)
 
 

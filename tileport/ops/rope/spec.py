@@ -94,7 +94,8 @@ SPEC = s.OpSpec(
     outputs=("q_out: [B, T, Hq, D] like:q", "k_out: [B, T, Hk, D] like:q optional"),
     grads=("dq: [B, T, Hq, D] like:q", "dk: [B, T, Hk, D] like:q optional"),
     where=("R <= D",),
-    unit_stride=True,  # the contract: stride 1 in every tensor's last dimension, any other strides
+    unit_stride=True,
+    kernel_out=True,  # rope_fwd(out=...): bench's kernel-only provider  # the contract: stride 1 in every tensor's last dimension, any other strides
     backward=s.Backward(("dq_out", "dk_out", "cos", "sin", "position_ids", "offsets"), ("interleaved", "offset")),
     composite=composite,
     example=example,

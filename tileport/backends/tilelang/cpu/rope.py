@@ -98,12 +98,11 @@ def _unit_last(x):
     return x if x is None or x.stride(-1) == 1 or x.shape[-1] <= 1 else x.contiguous()
 
 
-def _run(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int, conjugate: bool):
+def _run(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int, conjugate: bool, out=None):
     q, k, cos, sin, position_ids, offsets = map(_unit_last, (q, k, cos, sin, position_ids, offsets))
     if q.dim() != 4 or 2 * cos.shape[-1] > q.shape[-1]:
         raise ValueError(f"rope: q [B, T, H, D], tables [T_ro, R/2], R <= D; got {tuple(q.shape)}, {tuple(cos.shape)}")
-    q_out = _empty_like(q)
-    k_out = None if k is None else _empty_like(k)
+    q_out, k_out = out if out is not None else (_empty_like(q), None if k is None else _empty_like(k))
     B_, T_, H, D_ = q.shape
     work = B_ * T_ * (H + (0 if k is None else k.shape[2])) * D_
     kernel = CACHE.kernel(
@@ -121,10 +120,10 @@ def _run(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int, 
     return q_out, k_out
 
 
-def forward(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int):
+def forward(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int, out=None):
     """(q_out, k_out): q and k with their first R = 2 * cos.shape[1] columns of each head rotated by the angle of
-    each token's table row (``tileport.ops.rope``'s contract); k_out None where k is."""
-    return _run(q, k, cos, sin, position_ids, offsets, interleaved, offset, False)
+    each token's table row (``tileport.ops.rope``'s contract); k_out None where k is; ``out``: written into."""
+    return _run(q, k, cos, sin, position_ids, offsets, interleaved, offset, False, out)
 
 
 def backward(dq_out, dk_out, cos, sin, position_ids, offsets, interleaved: bool, offset: int):

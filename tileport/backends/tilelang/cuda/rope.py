@@ -137,9 +137,15 @@ def _run(conjugate: bool, q, k, cos, sin, position_ids, offsets, interleaved: bo
     return q_out, k_out
 
 
-def forward(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int):
+def forward(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int, out=None):
     """(q_out, k_out) on the GPU (``tileport.ops.rope``'s contract)."""
-    return _run(False, q, k, cos, sin, position_ids, offsets, interleaved, offset)
+    q_out, k_out = _run(False, q, k, cos, sin, position_ids, offsets, interleaved, offset)
+    if out is None:
+        return q_out, k_out
+    for into, value in zip(out, (q_out, k_out)):  # ``out``: the results copied in (the launch writes its own)
+        if into is not None:
+            into.copy_(value)
+    return out
 
 
 def backward(dq_out, dk_out, cos, sin, position_ids, offsets, interleaved: bool, offset: int):
