@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import torch
 
 from ...backends.registry import REGISTRY
 from .. import spec as s

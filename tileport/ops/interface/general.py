@@ -302,8 +302,8 @@ def source_parts(spec: s.OpSpec, names: dict[str, str]) -> list[str]:
     w = Writer(spec, g)
     fa, ba = g.attrs, g.bwd_attrs
     return [
-        f"_FORWARD = _rt.form_declaration(SPEC, 'forward')\n_BACKWARD = _rt.form_declaration(SPEC, 'backward')\n"
-        f"_WHERE = SPEC.declaration.where\n",
+        "_FORWARD = _rt.form_declaration(SPEC, 'forward')\n_BACKWARD = _rt.form_declaration(SPEC, 'backward')\n"
+        "_WHERE = SPEC.declaration.where\n",
         w.check("_check_forward", g.forward, "_FORWARD", fa),
         w.check("_check_backward", g.backward, "_BACKWARD", ba),
         w.shapes("_forward_shapes", g.forward, g.outputs),

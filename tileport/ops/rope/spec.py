@@ -3,7 +3,6 @@ read about it."""
 
 from __future__ import annotations
 
-import math
 
 import torch
 
