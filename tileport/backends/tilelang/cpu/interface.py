@@ -348,18 +348,20 @@ def _grid_launcher(fn, lib, iface: Interface, source: str):
     for a in tensors:
         n, rank = a.name, len(a.sizes)
         ns[f"_dt_{n}"] = tuple(a.torch_dtypes)
-        unit = f"({n}.stride({rank - 1}) != 1 and {n}.shape[{rank - 1}] > 1)"
-        lines = [f"if {n}.dim() != {rank} or {n}.dtype not in _dt_{n} or {unit}:", f"    _refuse({n}={n})"]
+        # shape and strides read once each (a torch.Size and a tuple: indexing them costs no call into torch)
+        unit = f"(_st_{n}[{rank - 1}] != 1 and _sh_{n}[{rank - 1}] > 1)"
+        lines = [f"_sh_{n}, _st_{n} = {n}.shape, {n}.stride()"]
+        lines += [f"if len(_sh_{n}) != {rank} or {n}.dtype not in _dt_{n} or {unit}:", f"    _refuse({n}={n})"]
         for i, d in enumerate(a.sizes):
             if isinstance(d, int) or d in bound:
-                lines += [f"if {n}.shape[{i}] != {d if isinstance(d, int) else '_d_' + d}:", f"    _refuse({n}={n})"]
+                lines += [f"if _sh_{n}[{i}] != {d if isinstance(d, int) else '_d_' + d}:", f"    _refuse({n}={n})"]
             elif first_by[d].optional:  # None until some tensor gives it
-                lines += [f"if _d_{d} is None:", f"    _d_{d} = {n}.shape[{i}]"]
-                lines += [f"elif {n}.shape[{i}] != _d_{d}:", f"    _refuse({n}={n})"]
+                lines += [f"if _d_{d} is None:", f"    _d_{d} = _sh_{n}[{i}]"]
+                lines += [f"elif _sh_{n}[{i}] != _d_{d}:", f"    _refuse({n}={n})"]
             else:  # a required tensor is the first to give it
-                lines.append(f"_d_{d} = {n}.shape[{i}]")
+                lines.append(f"_d_{d} = _sh_{n}[{i}]")
         stride_vars = [(s, i) for i, s in enumerate(a.strides) if isinstance(s, str)]
-        lines += [f"_p_{n} = {n}.data_ptr()"] + [f"_s_{s} = {n}.stride({i})" for s, i in stride_vars]
+        lines += [f"_p_{n} = {n}.data_ptr()"] + [f"_s_{s} = _st_{n}[{i}]" for s, i in stride_vars]
         if a.optional:
             body += [f"if {n} is None:", f"    _p_{n} = has_{n} = 0"] + [f"    _s_{s} = 0" for s, _ in stride_vars]
             body += ["else:", f"    has_{n} = 1"] + [f"    {line}" for line in lines]
