@@ -368,3 +368,36 @@ def test_inputs_whose_last_dimension_is_not_unit_stride():
         got = mod.backward(q, k, cos, sin, None, None, False, 1)
         want = mod.backward(q.contiguous(), k, cos.contiguous(), sin.contiguous(), None, None, False, 1)
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), m
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_streamed_outputs_have_the_bits_of_plain_stores(interleaved, monkeypatch):
+    """Caller-provided outputs past STREAM_BYTES are written with streaming stores (no read-for-ownership of their
+    lines): the same bits as the plain stores, tails and unaligned heads included (D = 80: heads 320 bytes apart).
+    fp32 only: a 16-bit chunk is half a line, and those stay plain."""
+    from tileport.backends.tilelang.cpu import rope
+
+    dtype = torch.float32
+    g = torch.Generator().manual_seed(5)
+    q, k = torch.randn(2, 9, 4, 80, generator=g).to(dtype), torch.randn(2, 9, 2, 80, generator=g).to(dtype)
+    cos, sin = torch.randn(12, 40, generator=g).to(dtype)[:, :27], torch.randn(12, 40, generator=g).to(dtype)[:, :27]
+    plain = rope.forward(q, k, cos, sin, None, None, interleaved, 1)
+    monkeypatch.setattr(rope, "STREAM_BYTES", 0)
+    outs = (torch.empty_like(q), torch.empty_like(k))
+    streamed = rope.forward(q, k, cos, sin, None, None, interleaved, 1, out=outs)
+    assert streamed[0] is outs[0] and torch.equal(streamed[0], plain[0]) and torch.equal(streamed[1], plain[1])
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None or not X86, reason="objdump and x86 mnemonics")
+def test_the_streaming_build_streams():
+    from tileport.backends.tilelang.cpu import disasm, rope
+    from tileport.backends.tilelang.cpu.runtime import CACHE
+
+    mnemonics = {
+        streaming: collections.Counter(m for _, m, _ in disasm.function(
+            CACHE.kernel("rope", rope.build, torch.float32, torch.float32, "int64", "int64", streaming).lib._name,
+            "rope_kernel"))
+        for streaming in (False, True)
+    }  # fmt: skip
+    assert not [m for m in mnemonics[False] if m.startswith("vmovnt")]
+    assert [m for m in mnemonics[True] if m.startswith("vmovnt")], mnemonics[True]

@@ -69,7 +69,7 @@ static inline void tp_zip(const tp_v16& even, const tp_v16& odd, tp_v16* lo, tp_
 
 // 16 interleaved pairs from src (32 elements) as fp32: first and second of each pair; the *n forms move the
 // first n pairs (0 <= n <= 16) and zero the other lanes. Stores write pairs back interleaved, rounded to the
-// storage dtype.
+// storage dtype; the _nt form with streaming stores (simd.h's, where the destination is aligned).
 #define TP_PAIRS(tag, T)                                                                                 \
   extern "C" inline void* tp_load_pairs_##tag(T* src, tp_v16* first, tp_v16* second) {                  \
     tp_v16 lo, hi;                                                                                       \
@@ -97,6 +97,13 @@ static inline void tp_zip(const tp_v16& even, const tp_v16& odd, tp_v16* lo, tp_
     tp_zip(*first, *second, &lo, &hi);                                                                   \
     tp_storen_##tag(&lo, dst, 2 * n < 16 ? 2 * n : 16);                                                  \
     if (n > 8) tp_storen_##tag(&hi, dst + 16, 2 * n - 16);                                               \
+    return 0;                                                                                            \
+  }                                                                                                      \
+  extern "C" inline void* tp_store_pairs_##tag##_nt(tp_v16* first, tp_v16* second, T* dst) {             \
+    tp_v16 lo, hi;                                                                                       \
+    tp_zip(*first, *second, &lo, &hi);                                                                   \
+    tp_store_##tag##_nt(&lo, dst);                                                                       \
+    tp_store_##tag##_nt(&hi, dst + 16);                                                                  \
     return 0;                                                                                            \
   }                                                                                                      \
   extern "C" inline void* tp_copy_##tag(T* src, T* dst, int32_t n) {                                     \

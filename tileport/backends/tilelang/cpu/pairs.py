@@ -70,12 +70,13 @@ def mul(a, b):
     return T.call_extern(VEC, "tp_mul_rounded", a, b)
 
 
-def rotate_heads(fn, groups, b, t, interleaved: bool, cos=None, sin=None, p=None) -> None:
+def rotate_heads(fn, groups, b, t, interleaved: bool, cos=None, sin=None, p=None, streaming=False) -> None:
     """For token (b, t): ``y = fn(pairs of x, c, s)`` over its R/2 pairs, for every head of every group.
 
     ``groups``: (Io, x, y, heads) per input and output tensor (``tokens``). ``cos``/``sin``: (Io, table) and
     ``p`` the table row; None for a token with no row (its c and s are 0). ``interleaved``: pairs
-    (x[2i], x[2i + 1]), else halves (x[i], x[i + R/2]).
+    (x[2i], x[2i + 1]), else halves (x[i], x[i + R/2]). ``streaming``: whole 16-pair chunks are written with
+    streaming stores (no read-for-ownership of the output's lines; the driver's fence orders them).
     """
     v = vectors(6)
     C, S, X1, X2, O1, O2 = range(6)
@@ -92,6 +93,7 @@ def rotate_heads(fn, groups, b, t, interleaved: bool, cos=None, sin=None, p=None
             with T.serial(heads) as h:
                 tail = "" if n is None else "n"
                 more = () if n is None else (n,)
+                nt = "_nt" if streaming and n is None else ""
                 if interleaved:
                     _call(f"tp_load{tail}_pairs_{io.tag}", _ref(x, b, t, h, 2 * j), _ref(v, X1), _ref(v, X2), *more)
                 else:
@@ -101,10 +103,10 @@ def rotate_heads(fn, groups, b, t, interleaved: bool, cos=None, sin=None, p=None
                 put(v, O1, o1)
                 put(v, O2, o2)
                 if interleaved:
-                    _call(f"tp_store{tail}_pairs_{io.tag}", _ref(v, O1), _ref(v, O2), _ref(y, b, t, h, 2 * j), *more)
+                    _call(f"tp_store{tail}_pairs_{io.tag}{nt}", _ref(v, O1), _ref(v, O2), _ref(y, b, t, h, 2 * j), *more)
                 else:
-                    _call(f"tp_store{tail}_{io.tag}", _ref(v, O1), _ref(y, b, t, h, j), *more)
-                    _call(f"tp_store{tail}_{io.tag}", _ref(v, O2), _ref(y, b, t, h, R2 + j), *more)
+                    _call(f"tp_store{tail}_{io.tag}{nt}", _ref(v, O1), _ref(y, b, t, h, j), *more)
+                    _call(f"tp_store{tail}_{io.tag}{nt}", _ref(v, O2), _ref(y, b, t, h, R2 + j), *more)
 
     with T.serial(R2 // VL) as jj:
         step(jj * VL)

@@ -22,6 +22,7 @@ from .runtime import CACHE, threads_for
 from ... import outputs
 
 HQ, HK = T.dynamic("Hq"), T.dynamic("Hk")
+STREAM_BYTES = 32 << 20  # caller-provided q_out at least this large is written with streaming stores
 _INDEX = {torch.int32: "int32", torch.int64: "int64"}
 
 
@@ -35,8 +36,10 @@ def rotation_by(sign):
     return rotation
 
 
-def build(x_dtype: torch.dtype, table_dtype: torch.dtype, positions: str = "int64", offsets_dtype: str = "int64"):
-    """The kernel for q and k of ``x_dtype``, tables of ``table_dtype`` and integer inputs of the given dtypes."""
+def build(x_dtype: torch.dtype, table_dtype: torch.dtype, positions: str = "int64", offsets_dtype: str = "int64",
+          streaming: bool = False):  # fmt: skip
+    """The kernel for q and k of ``x_dtype``, tables of ``table_dtype`` and integer inputs of the given dtypes;
+    ``streaming``: the outputs written with streaming stores (caller-provided outputs of STREAM_BYTES or more)."""
     X, C = Io(x_dtype), Io(table_dtype)
 
     @T.prim_func
@@ -65,14 +68,14 @@ def build(x_dtype: torch.dtype, table_dtype: torch.dtype, positions: str = "int6
             rotation = rotation_by(sign[0])
             if T.And(p[0] >= 0, p[0] < T.cast(T_RO, "int64")):
                 if interleaved != 0:
-                    rotate_heads(rotation, groups, b, t, True, (C, cos), (C, sin), p[0])
+                    rotate_heads(rotation, groups, b, t, True, (C, cos), (C, sin), p[0], streaming)
                 else:
-                    rotate_heads(rotation, groups, b, t, False, (C, cos), (C, sin), p[0])
+                    rotate_heads(rotation, groups, b, t, False, (C, cos), (C, sin), p[0], streaming)
             else:
                 if interleaved != 0:
-                    rotate_heads(rotation, groups, b, t, True)
+                    rotate_heads(rotation, groups, b, t, True, streaming=streaming)
                 else:
-                    rotate_heads(rotation, groups, b, t, False)
+                    rotate_heads(rotation, groups, b, t, False, streaming=streaming)
             copy_rest(groups, b, t)
 
     return rope
@@ -105,6 +108,10 @@ def _run(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int, 
     q_out, k_out = out if out is not None else (_empty_like(q), None if k is None else _empty_like(k))
     B_, T_, H, D_ = q.shape
     work = B_ * T_ * (H + (0 if k is None else k.shape[2])) * D_
+    # caller-provided fp32 outputs this large are streamed (fresh ones keep plain stores: their first touch faults
+    # the page into the cache anyway), as l2norm's kernels do. A 16-bit chunk is half a cache line, and the
+    # heads between a line's two halves leave the write-combining buffers partial lines: those stay plain.
+    streaming = out is not None and q_out.element_size() == 4 and q_out.numel() * 4 >= STREAM_BYTES
     kernel = CACHE.kernel(
         "rope",
         build,
@@ -112,6 +119,7 @@ def _run(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int, 
         cos.dtype,
         _INDEX.get(getattr(position_ids, "dtype", None), "int64"),
         _INDEX.get(getattr(offsets, "dtype", None), "int64"),
+        streaming,
     )
     kernel(
         threads_for(work), q=q, k=k, q_out=q_out, k_out=k_out, cos=cos, sin=sin, position_ids=position_ids,
