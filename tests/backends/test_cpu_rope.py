@@ -370,14 +370,14 @@ def test_inputs_whose_last_dimension_is_not_unit_stride():
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), m
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("interleaved", [False, True])
-def test_streamed_outputs_have_the_bits_of_plain_stores(interleaved, monkeypatch):
+def test_streamed_outputs_have_the_bits_of_plain_stores(dtype, interleaved, monkeypatch):
     """Caller-provided outputs past STREAM_BYTES are written with streaming stores (no read-for-ownership of their
-    lines): the same bits as the plain stores, tails and unaligned heads included (D = 80: heads 320 bytes apart).
-    fp32 only: a 16-bit chunk is half a line, and those stay plain."""
+    lines), head by head: the same bits as the plain stores, tails and unaligned heads included (D = 80: heads
+    320 bytes apart)."""
     from tileport.backends.tilelang.cpu import rope
 
-    dtype = torch.float32
     g = torch.Generator().manual_seed(5)
     q, k = torch.randn(2, 9, 4, 80, generator=g).to(dtype), torch.randn(2, 9, 2, 80, generator=g).to(dtype)
     cos, sin = torch.randn(12, 40, generator=g).to(dtype)[:, :27], torch.randn(12, 40, generator=g).to(dtype)[:, :27]

@@ -75,13 +75,15 @@ def rotate_heads(fn, groups, b, t, interleaved: bool, cos=None, sin=None, p=None
 
     ``groups``: (Io, x, y, heads) per input and output tensor (``tokens``). ``cos``/``sin``: (Io, table) and
     ``p`` the table row; None for a token with no row (its c and s are 0). ``interleaved``: pairs
-    (x[2i], x[2i + 1]), else halves (x[i], x[i + R/2]). ``streaming``: whole 16-pair chunks are written with
-    streaming stores (no read-for-ownership of the output's lines; the driver's fence orders them).
+    (x[2i], x[2i + 1]), else halves (x[i], x[i + R/2]). Plain stores: each 16-column chunk of the tables loaded
+    once for every head. ``streaming``: whole chunks written with streaming stores, head by head (each head's
+    output lines then fill in order, whole, in the write-combining buffers; the table's chunks come from L1
+    again per head); the driver's fence orders them.
     """
     v = vectors(6)
     C, S, X1, X2, O1, O2 = range(6)
 
-    def step(j, n=None):  # pairs [j, j + 16), or the first n of them
+    def load_table(j, n):
         for k, src in ((C, cos), (S, sin)):
             if src is None:
                 put(v, k, splat(T.float32(0)))
@@ -89,28 +91,43 @@ def rotate_heads(fn, groups, b, t, interleaved: bool, cos=None, sin=None, p=None
                 _call(f"tp_load_{src[0].tag}", _ref(src[1], p, j), _ref(v, k))
             else:
                 _call(f"tp_loadn_{src[0].tag}", _ref(src[1], p, j), _ref(v, k), n)
+
+    def rotate(io, x, y, h, j, n):  # one head's pairs [j, j + 16), or the first n of them
+        tail = "" if n is None else "n"
+        more = () if n is None else (n,)
+        nt = "_nt" if streaming and n is None else ""
+        if interleaved:
+            _call(f"tp_load{tail}_pairs_{io.tag}", _ref(x, b, t, h, 2 * j), _ref(v, X1), _ref(v, X2), *more)
+        else:
+            _call(f"tp_load{tail}_{io.tag}", _ref(x, b, t, h, j), _ref(v, X1), *more)
+            _call(f"tp_load{tail}_{io.tag}", _ref(x, b, t, h, R2 + j), _ref(v, X2), *more)
+        o1, o2 = fn(get(v, X1), get(v, X2), get(v, C), get(v, S))
+        put(v, O1, o1)
+        put(v, O2, o2)
+        if interleaved:
+            _call(f"tp_store{tail}_pairs_{io.tag}{nt}", _ref(v, O1), _ref(v, O2), _ref(y, b, t, h, 2 * j), *more)
+        else:
+            _call(f"tp_store{tail}_{io.tag}{nt}", _ref(v, O1), _ref(y, b, t, h, j), *more)
+            _call(f"tp_store{tail}_{io.tag}{nt}", _ref(v, O2), _ref(y, b, t, h, R2 + j), *more)
+
+    def chunks(body) -> None:  # body(j, n) over the pairs: whole 16-pair chunks, then the tail
+        with T.serial(R2 // VL) as jj:
+            body(jj * VL, None)
+        _when(R2 % VL > 0, lambda: body(R2 - R2 % VL, R2 % VL))
+
+    if streaming:
         for io, x, y, heads in groups:
             with T.serial(heads) as h:
-                tail = "" if n is None else "n"
-                more = () if n is None else (n,)
-                nt = "_nt" if streaming and n is None else ""
-                if interleaved:
-                    _call(f"tp_load{tail}_pairs_{io.tag}", _ref(x, b, t, h, 2 * j), _ref(v, X1), _ref(v, X2), *more)
-                else:
-                    _call(f"tp_load{tail}_{io.tag}", _ref(x, b, t, h, j), _ref(v, X1), *more)
-                    _call(f"tp_load{tail}_{io.tag}", _ref(x, b, t, h, R2 + j), _ref(v, X2), *more)
-                o1, o2 = fn(get(v, X1), get(v, X2), get(v, C), get(v, S))
-                put(v, O1, o1)
-                put(v, O2, o2)
-                if interleaved:
-                    _call(f"tp_store{tail}_pairs_{io.tag}{nt}", _ref(v, O1), _ref(v, O2), _ref(y, b, t, h, 2 * j), *more)
-                else:
-                    _call(f"tp_store{tail}_{io.tag}{nt}", _ref(v, O1), _ref(y, b, t, h, j), *more)
-                    _call(f"tp_store{tail}_{io.tag}{nt}", _ref(v, O2), _ref(y, b, t, h, R2 + j), *more)
+                chunks(lambda j, n, io=io, x=x, y=y, h=h: (load_table(j, n), rotate(io, x, y, h, j, n)))
+        return
 
-    with T.serial(R2 // VL) as jj:
-        step(jj * VL)
-    _when(R2 % VL > 0, lambda: step(R2 - R2 % VL, R2 % VL))
+    def step(j, n):
+        load_table(j, n)
+        for io, x, y, heads in groups:
+            with T.serial(heads) as h:
+                rotate(io, x, y, h, j, n)
+
+    chunks(step)
 
 
 def copy_rest(groups, b, t) -> None:

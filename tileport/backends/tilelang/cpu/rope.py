@@ -108,10 +108,9 @@ def _run(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int, 
     q_out, k_out = out if out is not None else (_empty_like(q), None if k is None else _empty_like(k))
     B_, T_, H, D_ = q.shape
     work = B_ * T_ * (H + (0 if k is None else k.shape[2])) * D_
-    # caller-provided fp32 outputs this large are streamed (fresh ones keep plain stores: their first touch faults
-    # the page into the cache anyway), as l2norm's kernels do. A 16-bit chunk is half a cache line, and the
-    # heads between a line's two halves leave the write-combining buffers partial lines: those stay plain.
-    streaming = out is not None and q_out.element_size() == 4 and q_out.numel() * 4 >= STREAM_BYTES
+    # caller-provided outputs this large are streamed (fresh ones keep plain stores: their first touch faults
+    # the page into the cache anyway), as l2norm's kernels do
+    streaming = out is not None and q_out.numel() * q_out.element_size() >= STREAM_BYTES
     kernel = CACHE.kernel(
         "rope",
         build,
