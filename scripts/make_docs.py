@@ -151,6 +151,8 @@ def update_readme() -> None:
         if fig:
             machines.add(fig["machine"].split(" (")[0])
         speed = f"{fig['share']} / {fig['vs_compile']}" if fig else "no benchmark CSV yet"
+        if fig and fig["shape"] != performance_page.HEADLINE_SHAPE:
+            speed += f" (at {fig['shape']})"
         rows.append(f"| [{op}](docs/ops/{op}.md) | {_verdict(f'{op}-verify')} | {_verdict(f'{op}-verify-L1')} | {speed} |")
     table = (
         "\n| operator | L0 | L1 | fwd fp32 1024x512, 1 thread: kernel-only of copy / x torch.compile |\n|---|---|---|---|\n"

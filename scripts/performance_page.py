@@ -122,16 +122,29 @@ def section(op: str) -> str:
     ])
 
 
+HEADLINE_SHAPE = "1024x512"  # the row-wise operators' in-cache shape
+
+
+def headline_shape(op: str) -> str:
+    """The shape of an operator's README figures: 1024x512 for a row-wise one; an operator declared by named
+    dimensions, the first shape of its bar's first kernel-only criterion (its own in-cache shape)."""
+    spec = specs()[op]
+    if not spec.general:
+        return HEADLINE_SHAPE
+    return next((c.shapes[0] for c in spec.bar if c.kernel_only), spec.bar[0].shapes[0] if spec.bar else HEADLINE_SHAPE)
+
+
 def headline(op: str) -> dict | None:
-    """The README's figures of the latest run: fwd fp32 1024x512 at 1 thread, kernel-only share of the copy and
-    the public call's speed-up over torch.compile, and the run's machine."""
+    """The README's figures of the latest run: fwd fp32 at ``headline_shape`` and 1 thread, kernel-only share of
+    the copy and the public call's speed-up over torch.compile, and the run's machine."""
     rows = latest_run(op)
-    provs = pivot(rows, "min_us").get(("fwd", "float32", "1024x512", 1), {})
+    shape = headline_shape(op)
+    provs = pivot(rows, "min_us").get(("fwd", "float32", shape, 1), {})
     if not rows or "tilelang" not in provs:
         return None
     share = f"{provs['copy'] / provs['tilelang:kernel']:.2f}" if "copy" in provs and "tilelang:kernel" in provs else "-"
     speed = f"{provs['torch-compile'] / provs['tilelang']:.2f}x" if "torch-compile" in provs else "-"
-    return {"share": share, "vs_compile": speed, "machine": rows[0]["machine"]}
+    return {"share": share, "vs_compile": speed, "machine": rows[0]["machine"], "shape": shape}
 
 
 def render() -> str:
