@@ -86,6 +86,17 @@ def empty_like(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tenso
     return empty(x.shape, dtype or x.dtype, x.device)
 
 
+def copied_into(out, results: tuple):
+    """``results`` where ``out`` is None, else each result copied into its ``out`` slot (None slots skipped) and
+    ``out`` returned: ``out=`` for a kernel whose launch writes its own buffers."""
+    if out is None:
+        return results
+    for into, value in zip(out, results):
+        if into is not None:
+            into.copy_(value)
+    return out
+
+
 @contextmanager
 def poisoned():
     """Every output allocated here within the block starts as NaN."""
