@@ -86,6 +86,15 @@ def empty_like(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tenso
     return empty(x.shape, dtype or x.dtype, x.device)
 
 
+def empty_in_layout(x: torch.Tensor) -> torch.Tensor:
+    """``torch.empty_like(x)`` (x's strides where x is dense, else dense in x's dimension order: a transposed
+    input gives an output transposed alike) allocated here (huge pages, poison)."""
+    if x.is_contiguous():
+        return empty(x.shape, x.dtype, x.device)
+    strides = torch.empty_like(x, device="meta").stride()  # dense: numel elements hold it
+    return empty((x.numel(),), x.dtype, x.device).as_strided(x.shape, strides)
+
+
 def copied_into(out, results: tuple):
     """``results`` where ``out`` is None, else each result copied into its ``out`` slot (None slots skipped) and
     ``out`` returned: ``out=`` for a kernel whose launch writes its own buffers."""

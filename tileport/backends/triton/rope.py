@@ -124,12 +124,6 @@ def _bwd_kernel(Q, K, QO, KO, COS, SIN, POS, OFFS, N, T, HQ, HK, D, HALF, TR, of
           BLOCK_M, BLOCK_D, INTERLEAVED, HAS_POS, HAS_OFFSETS, True, BF16)  # fmt: skip
 
 
-def _empty_like(x: torch.Tensor) -> torch.Tensor:
-    """``torch.empty_like(x)`` (x's memory format kept) allocated through ``outputs`` (poisoned when asked)."""
-    strides = torch.empty_like(x, device="meta").stride()
-    return outputs.empty((x.numel(),), x.dtype, x.device).as_strided(x.shape, strides)
-
-
 def _bth(t: torch.Tensor) -> tuple[int, int, int]:
     return t.stride(0), t.stride(1), t.stride(2)
 
@@ -140,7 +134,7 @@ def _run(kernel, q, k, cos, sin, position_ids, offsets, interleaved: bool, offse
         check_size("rope", k)
     B, T, HQ, D = q.shape
     TR, HALF = cos.shape
-    q_out, k_out = out if out is not None else (_empty_like(q), None if k is None else _empty_like(k))
+    q_out, k_out = out if out is not None else (outputs.empty_in_layout(q), None if k is None else outputs.empty_in_layout(k))
     has_k = k is not None and k.numel() > 0
     kk, ko = (k, k_out) if has_k else (q, q_out)  # no k: its loop runs over 0 heads
     HK = k.shape[2] if has_k else 0

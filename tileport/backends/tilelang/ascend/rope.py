@@ -16,7 +16,7 @@ definition").
 import tilelang.ascend.language as T
 import torch
 
-from ..cuda.rope import empty_like, table_rows
+from ..cuda.rope import table_rows
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import CORES, MAX_WIDTH, THREADS, UB_BUDGET, bucket
 from ... import outputs
@@ -143,7 +143,7 @@ def _rotate(conjugate: bool, x, cos, sin, rows, interleaved: bool):
     fn = RUNNER.kernel("rope_bwd" if conjugate else "rope_fwd", build, bucket(D), pair_chunk(2 * cos.shape[1]), x.dtype,
                        bool(interleaved), conjugate)  # fmt: skip
     fn(x3, o3, cos, sin, rows)
-    out = empty_like(x)
+    out = outputs.empty_in_layout(x)
     out.copy_(o3.view(x.shape))
     return out
 
@@ -154,7 +154,7 @@ def _run(conjugate: bool, q, k, cos, sin, position_ids, offsets, interleaved: bo
     cos, sin = cos.contiguous(), sin.contiguous()
     q_out = _rotate(conjugate, q, cos, sin, rows, interleaved)
     if k is None or k.numel() == 0:
-        return q_out, None if k is None else empty_like(k)
+        return q_out, None if k is None else outputs.empty_in_layout(k)
     return q_out, _rotate(conjugate, k, cos, sin, rows, interleaved)
 
 

@@ -86,15 +86,6 @@ def build(x_dtype: torch.dtype, table_dtype: torch.dtype, positions: str = "int6
 PACKED_CHECKS = ()
 
 
-def _empty_like(x: torch.Tensor) -> torch.Tensor:
-    """``torch.empty_like(x)`` (its layout: x's strides where x is dense, else dense in x's order) from
-    ``outputs.empty`` (huge pages for large outputs, NaN inside verify's ``poisoned()``)."""
-    if x.is_contiguous():
-        return outputs.empty(x.shape, x.dtype, x.device)
-    strides = torch.empty_like(x, device="meta").stride()  # dense: numel elements hold it
-    return outputs.empty((x.numel(),), x.dtype, x.device).as_strided(x.shape, strides)
-
-
 def _unit_last(x):
     """x, or a contiguous copy where its last dimension is not unit-stride (the contract rules it out; an
     expanded gradient such as ``ones.expand(...)`` has stride 0 there)."""
@@ -105,7 +96,7 @@ def _run(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int, 
     q, k, cos, sin, position_ids, offsets = map(_unit_last, (q, k, cos, sin, position_ids, offsets))
     if q.dim() != 4 or 2 * cos.shape[-1] > q.shape[-1]:
         raise ValueError(f"rope: q [B, T, H, D], tables [T_ro, R/2], R <= D; got {tuple(q.shape)}, {tuple(cos.shape)}")
-    q_out, k_out = out if out is not None else (_empty_like(q), None if k is None else _empty_like(k))
+    q_out, k_out = out if out is not None else (outputs.empty_in_layout(q), None if k is None else outputs.empty_in_layout(k))
     B_, T_, H, D_ = q.shape
     work = B_ * T_ * (H + (0 if k is None else k.shape[2])) * D_
     # caller-provided outputs this large are streamed (fresh ones keep plain stores: their first touch faults

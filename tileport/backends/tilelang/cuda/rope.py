@@ -108,12 +108,6 @@ def table_rows(position_ids, offsets, offset: int, B: int, T_: int, rows: int, d
     return p.clamp(-1, rows).to(torch.int32).reshape(B * T_).contiguous()
 
 
-def empty_like(x: torch.Tensor) -> torch.Tensor:
-    """``torch.empty_like(x)`` (x's memory format kept) allocated through ``outputs`` (poisoned when asked)."""
-    strides = torch.empty_like(x, device="meta").stride()
-    return outputs.empty((x.numel(),), x.dtype, x.device).as_strided(x.shape, strides)
-
-
 def _run(conjugate: bool, q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int):
     """One launch for q and k: contiguous [tokens, heads, D] copies where the inputs are not, the table rows made
     on the host, outputs written back in the inputs' layouts."""
@@ -127,11 +121,11 @@ def _run(conjugate: bool, q, k, cos, sin, position_ids, offsets, interleaved: bo
     fn = RUNNER.kernel("rope_bwd" if conjugate else "rope_fwd", build, bucket(D), pair_chunk(2 * cos.shape[1]), q.dtype,
                        bool(interleaved), conjugate, with_k)  # fmt: skip
     fn(q3, k3, qo3, ko3, cos.contiguous(), sin.contiguous(), pos)
-    q_out = empty_like(q)
+    q_out = outputs.empty_in_layout(q)
     q_out.copy_(qo3.view(q.shape))
     if k is None:
         return q_out, None
-    k_out = empty_like(k)
+    k_out = outputs.empty_in_layout(k)
     if with_k:
         k_out.copy_(ko3.view(k.shape))
     return q_out, k_out
