@@ -25,7 +25,6 @@ import threading
 import types
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 
@@ -85,7 +84,7 @@ def derive(spec: s.OpSpec, module: str | None = None) -> Api:
         return found
 
 
-def _load(spec: s.OpSpec, name: str) -> types.ModuleType:
+def _load(spec: s.OpSpec, name: str) -> tuple[types.ModuleType, str]:
     """The generated module: ``<package>/_interface.py`` where it is what the spec generates now, else the text
     written under the cache folder (a plugin's, or a spec changed since ``tileport generate``: warned)."""
     source = files.text(spec)  # also checks the declaration: DeclarationError before anything is imported
@@ -111,14 +110,14 @@ def _load(spec: s.OpSpec, name: str) -> types.ModuleType:
     except BaseException:
         sys.modules.pop(name, None)
         raise
-    return mod
+    return mod, source  # the file holds this text (the package's is equal to it, the cache's is named by it)
 
 
 def _build(spec: s.OpSpec, module: str) -> Api:
     if spec.kernels:  # an operator outside tileport: its backend modules, by backend (and device kind)
         REGISTRY.register_kernels(spec.name, spec.kernels, spec.dtypes)
     names = public_names(spec.name)
-    mod = _load(spec, f"{module}._interface")
+    mod, source = _load(spec, f"{module}._interface")
     ns = mod.__dict__
     returns = general(spec).returns if spec.general else layout(spec).returns
     defaults = {
@@ -130,5 +129,4 @@ def _build(spec: s.OpSpec, module: str) -> Api:
         fn = ns[name]
         fn.__module__, fn.__qualname__ = module, name
         fn.__doc__ = spec.docs.get(form, defaults[form])
-    source = Path(mod.__file__).read_text()
     return Api(spec.name, ns[names["function"]], ns[names["forward"]], ns[names["backward"]], source, ns)
