@@ -11,7 +11,7 @@ from ..dims import TensorDecl
 from .codegen import _check_attr
 from .declared import Form, General, general, root, signature
 from .layout import SCHEMA_TYPES, attr_of
-from .shapecode import Checks, size_of, variable
+from .shapecode import Checks, index, run, size_of, variable
 
 
 def _join(names) -> str:
@@ -92,10 +92,9 @@ class Writer:
                 if item.value is None and item.key in needed and item.key not in bound:
                     var = variable(item.key, taken)
                     if item.variadic:
-                        run = Checks._run(t.shape, t.shape.variadic)
-                        value = f"{t.name}.shape[{run}]"
+                        value = f"{t.name}.shape[{run(t.shape)}]"
                     else:
-                        value = size_of(f"{t.name}.shape[{_index(i, t.shape)}]", item)
+                        value = size_of(f"{t.name}.shape[{index(i, t.shape)}]", item)
                     lines.append(f"{var} = {value}")
                     bound[item.key] = var
             if not lines:
@@ -276,11 +275,6 @@ class Writer:
         shown = [f"f'{n}={{self.{n}!r}}'" for n in g.attrs]
         src += f"    def extra_repr(self):\n        return ', '.join([{_join(shown)}])\n"
         return src
-
-
-def _index(i: int, shape) -> str:
-    v = shape.variadic
-    return str(i) if v is None or i < v else str(i - len(shape.items))
 
 
 def _where_in(spec: s.OpSpec, form: Form) -> list:

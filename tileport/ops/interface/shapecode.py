@@ -71,14 +71,13 @@ class Checks:
         conds.append(f"{n}.dim() >= {rank}" if shape.variadic is not None else f"{n}.dim() == {rank}")
         binds: list[str] = []
         here: dict[str, str] = {}  # keys first bound by this tensor -> the expression of their size
-        v = shape.variadic
         for i, item in enumerate(shape.items):
-            at = self._index(i, shape)
+            at = index(i, shape)
             if item.value is not None:
                 conds.append(f"{n}.shape[{at}] == {item.value}")
                 continue
             key = item.key
-            size = f"{n}.shape[{at}]" if not item.variadic else f"{n}.shape[{self._run(shape, v)}]"
+            size = f"{n}.shape[{at}]" if not item.variadic else f"{n}.shape[{run(shape)}]"
             if item.variadic:
                 value = size
             else:
@@ -122,19 +121,6 @@ class Checks:
         self.lines.append(body)
 
     @staticmethod
-    def _index(i: int, shape) -> str:
-        """Item ``i``'s index in the tensor: from the front before a variadic run, from the back after it."""
-        v = shape.variadic
-        if v is None or i < v:
-            return str(i)
-        return str(i - len(shape.items))
-
-    @staticmethod
-    def _run(shape, v: int) -> str:
-        after = len(shape.items) - v - 1
-        return f"{v}:{-after}" if after else f"{v}:"
-
-    @staticmethod
     def _equal(item, size: str, var: str) -> str:
         if item.variadic or item.mul == item.div == 1:
             return f"{size} == {var}"
@@ -153,6 +139,19 @@ class Checks:
             test = f"not ({_renamed(c, names)})"
         guard = " and ".join([f"{m} is not None" for m in maybe] + [test])
         self.lines.append(f"{indent}if {guard}:\n{indent}    {self.explain}\n")
+
+
+def index(i: int, shape) -> str:
+    """Item ``i``'s index in the tensor: from the front before a variadic run, from the back after it."""
+    v = shape.variadic
+    return str(i) if v is None or i < v else str(i - len(shape.items))
+
+
+def run(shape) -> str:
+    """The slice of the tensor's shape its variadic run spans."""
+    v = shape.variadic
+    after = len(shape.items) - v - 1
+    return f"{v}:{-after}" if after else f"{v}:"
 
 
 def size_of(size: str, item) -> str:
