@@ -1,0 +1,44 @@
+"""geglu as the torch composite, the precision benchmark (and, in float64, the golden): gelu(gate) * up in fp32
+(fp64 for fp64) rounded once, or with the activation rounded to the inputs' dtype first (``casting="eager"``,
+Gemma's ``gelu(gate, approximate) * up``). gelu "none" in the erfc form, "tanh" as v * sigmoid(2u): neither
+cancels for negative v, as ``1 + erf`` and ``1 + tanh`` do."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import compute_dtype
+
+K = math.sqrt(2 / math.pi)
+C = 0.044715
+
+
+def act(g, approximate: str):
+    """gelu(g) and gelu'(g) in g's dtype."""
+    if approximate == "none":
+        phi_cdf = 0.5 * torch.erfc(g * -math.sqrt(0.5))
+        pdf = torch.exp(-0.5 * g * g) * (1 / math.sqrt(2 * math.pi))
+        return g * phi_cdf, phi_cdf + g * pdf
+    u2 = 2 * K * (g + C * g * g * g)
+    s, t = torch.sigmoid(u2), torch.sigmoid(-u2)
+    return g * s, s + 2 * K * g * s * t * (1 + 3 * C * g * g)
+
+
+def forward(gate, up, approximate: str, casting: str):
+    """y = gelu(gate, approximate) * up (the contract: ``tileport.ops.geglu``)."""
+    cdt = compute_dtype(gate.dtype)
+    if casting == "eager" and gate.dtype != torch.float64:
+        return torch.nn.functional.gelu(gate, approximate=approximate) * up
+    return (act(gate.to(cdt), approximate)[0] * up.to(cdt)).to(gate.dtype)
+
+
+def backward(dy, gate, up, approximate: str, casting: str):
+    """(dgate, dup): dy * up * gelu'(gate), dy * gelu(gate) (eager: the rounded activation), rounded once."""
+    cdt = compute_dtype(gate.dtype)
+    g, u, d = gate.to(cdt), up.to(cdt), dy.to(cdt)
+    a, da = act(g, approximate)
+    if casting == "eager":
+        a = torch.nn.functional.gelu(gate, approximate=approximate).to(cdt)
+    return (d * u * da).to(gate.dtype), (d * a).to(gate.dtype)

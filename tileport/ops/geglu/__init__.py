@@ -1,0 +1,32 @@
+"""geglu: the GEGLU gate of an MLP, ``gelu(gate, approximate) * up`` (the contract, stated once here).
+
+Semantics (Liger-Kernel's ``LigerGELUMulFunction``, FlagGems' ``gelu_and_mul(x, y, approximate)``, Gemma's eager
+MLP ``gelu(gate_proj(x), approximate="tanh") * up_proj(x)``):
+- ``gate`` and ``up`` of one shape (any, 0-d included) and one floating dtype; ``y`` of that shape and dtype.
+- ``approximate="none"``: gelu(v) = v / 2 * erfc(-v / sqrt 2) (the erfc form: ``1 + erf(v / sqrt 2)`` cancels for
+  negative v); ``"tanh"``: gelu(v) = v / 2 * (1 + tanh(u)) = v * sigmoid(2u), u = sqrt(2/pi) * (v + 0.044715 v^3).
+- ``casting="fp32"``: ``gelu(gate) * up`` in fp32 (fp64 for fp64), rounded once to the inputs' dtype;
+  ``casting="eager"``: the activation rounded to the inputs' dtype first, then the product rounded (transformers'
+  eager MLPs and Liger's kernels).
+- Backward in fp32, each result rounded once: ``dup = dy * gelu(gate)`` (eager: the rounded activation),
+  ``dgate = dy * up * gelu'(gate)``: none ``Phi(v) + v * phi(v)`` with ``Phi(v) = erfc(-v / sqrt 2) / 2``; tanh
+  ``s + 2 v s (1 - s) u'``, ``s = sigmoid(2u)``, ``1 - s = sigmoid(-2u)`` (no cancellation at large |v|).
+- Empty inputs give empty outputs.
+
+What a backend's ``geglu`` kernel module gives (called by the interface for a non-empty ``gate``; the tensors
+as the caller gave them, N-D, stride 1 in the last dimension, one device):
+
+    forward(gate, up, approximate, casting) -> y
+    backward(dy, gate, up, approximate, casting) -> (dgate, dup)
+
+outputs allocated by the kernel, contiguous.
+"""
+
+from __future__ import annotations
+
+from .spec import SPEC  # noqa: F401
+
+OP = "geglu"
+_API = SPEC.api
+geglu, geglu_fwd, geglu_bwd = _API.function, _API.forward, _API.backward
+GEGLU = _API.module("GEGLU", "``torch.nn.Module`` form of :func:`geglu` (no parameters): ``forward(gate, up)``.")

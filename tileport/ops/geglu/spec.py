@@ -1,0 +1,73 @@
+"""geglu's spec: gate and up of one shape (any, 0-d included) by named dimensions, and what the generic layers
+(verify, bench, cases, docs, lower) read about it. Also the pieces both gated activations share (example,
+bytes moved, workloads, bar), which swiglu's spec imports."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import spec as s
+
+CASTINGS = ("fp32", "eager")
+APPROXIMATE = s.Attr("approximate", "tanh", "none (erf) or tanh", s.CHOICE, ("none", "tanh"), kw_only=False)
+CASTING = s.Attr("casting", "fp32", "fp32 (math in fp32, rounded once) or eager (the activation rounded first)",
+                 s.CHOICE, CASTINGS)  # fmt: skip
+
+
+def composite(gate, up, approximate="tanh", casting="fp32"):
+    """What users write today: Gemma's eager ``gelu(gate_proj(x), approximate) * up_proj(x)`` (eager), or the
+    same math in fp32 rounded once."""
+    gelu = torch.nn.functional.gelu
+    if casting == "eager":
+        return gelu(gate, approximate=approximate) * up
+    return (gelu(gate.float(), approximate=approximate) * up.float()).to(gate.dtype)
+
+
+def example(shape, dtype, device, generator) -> dict:
+    """gate and up of ``shape`` (tokens, F): normal activations of an MLP's projections."""
+    gate = torch.randn(tuple(shape), generator=generator).to(dtype).to(device)
+    return {"gate": gate, "up": torch.randn(tuple(shape), generator=generator).to(dtype).to(device)}
+
+
+def bytes_moved(shape, dtype, mode: str) -> int:
+    """fwd reads gate and up and writes y; bwd reads dy, gate, up and writes dgate, dup."""
+    n = 1
+    for size in shape:
+        n *= size
+    return {"fwd": 3 * n, "bwd": 5 * n, "fwdbwd": 8 * n}[mode] * dtype.itemsize
+
+
+SMALL = ("16x14336",)  # a decode step of Llama-3-8B's MLP: in cache
+IN_CACHE = ("256x4096",)
+LARGE = ("4096x14336", "2048x18944")
+WORKLOADS = {"llama3-8b-prefill": (4096, 14336), "llama3-8b-decode": (16, 14336), "qwen2.5-7b-prefill": (2048, 18944)}
+SWEEP = [(16, 14336), (256, 4096), (1024, 14336), (4096, 14336), (2048, 18944)]
+
+# An elementwise operator (issue 39): kernel-only at 0.8 of the copy of its bytes or better, in cache and large.
+BAR = (
+    s.Criterion("fwd in cache: kernel-only share of copy", ("fwd",), IN_CACHE, "bandwidth_share", 0.8,
+                kernel_only=True),
+    s.Criterion("fwd large: kernel-only share of copy", ("fwd",), LARGE, "bandwidth_share", 0.8, kernel_only=True),
+    s.Criterion("fwdbwd vs eager autograd", ("fwdbwd",), IN_CACHE + LARGE, "speedup_vs_eager", 1.0),
+)
+
+SPEC = s.OpSpec(
+    name="geglu",
+    aliases=("gelu_and_mul", "GELUMul", "LigerGELUMulFunction", "geglu_fwd"),
+    summary="the GEGLU gate of an MLP: gelu(gate, approximate) * up",
+    math="gelu(gate) * up, gelu(v) = v / 2 * erfc(-v / sqrt 2) (none) or "
+         "v * sigmoid(2 * sqrt(2/pi) * (v + 0.044715 v^3)) (tanh)",
+    inputs=("gate: [*] float grad", "up: [*] like:gate grad"),
+    attrs=(APPROXIMATE, CASTING),
+    outputs=("y: [*] like:gate",),
+    grads=("dgate: [*] like:gate", "dup: [*] like:gate"),
+    unit_stride=True,
+    backward=s.Backward(("dy", "gate", "up"), ("approximate", "casting")),
+    composite=composite,
+    example=example,
+    bytes_moved=bytes_moved,
+    dtypes=s.FLOATS,
+    workloads=WORKLOADS,
+    sweep=SWEEP,
+    bar=BAR,
+)

@@ -1,0 +1,30 @@
+"""swiglu: the SwiGLU gate of an MLP, ``silu(gate) * up`` (the contract, stated once here).
+
+Semantics (Liger-Kernel's ``LigerSiLUMulFunction``, FlagGems' ``silu_and_mul(x, y)``, transformers' eager
+``act_fn(gate_proj(x)) * up_proj(x)``):
+- ``gate`` and ``up`` of one shape (any, 0-d included) and one floating dtype; ``y`` of that shape and dtype.
+- ``casting="fp32"``: ``silu(gate) * up`` in fp32 (fp64 for fp64), rounded once to the inputs' dtype;
+  ``casting="eager"``: the activation ``silu(gate)`` rounded to the inputs' dtype first, then the product rounded
+  (bit for bit with transformers' eager MLP and Liger's kernels). silu(v) = v * sigmoid(v).
+- Backward in fp32, each result rounded once to the inputs' dtype: ``dup = dy * silu(gate)`` (eager: the rounded
+  activation, the product's own factor), ``dgate = dy * up * silu'(gate)`` with ``silu'(v) = s * (1 + v * (1 - s))``,
+  ``s = sigmoid(v)`` and ``1 - s = sigmoid(-v)`` (no cancellation at large |v|).
+- Empty inputs give empty outputs.
+
+What a backend's ``swiglu`` kernel module gives (called by the interface for a non-empty ``gate``; the tensors
+as the caller gave them, N-D, stride 1 in the last dimension, one device):
+
+    forward(gate, up, casting) -> y
+    backward(dy, gate, up, casting) -> (dgate, dup)
+
+outputs allocated by the kernel, contiguous.
+"""
+
+from __future__ import annotations
+
+from .spec import SPEC  # noqa: F401
+
+OP = "swiglu"
+_API = SPEC.api
+swiglu, swiglu_fwd, swiglu_bwd = _API.function, _API.forward, _API.backward
+SwiGLU = _API.module("SwiGLU", "``torch.nn.Module`` form of :func:`swiglu` (no parameters): ``forward(gate, up)``.")
