@@ -1,0 +1,108 @@
+"""swiglu forward and backward as TileLang CPU kernels (C target): one compiled kernel per (dtype, direction,
+casting), serving every shape.
+
+The gated activations are elementwise: gate and up (stride 1 in their last dimension) are viewed as (M, F) rows
+(``rows_of``: a copy only where no such view exists; 0-d as (1, 1)) and walked 16 lanes at a time by ``row_map``,
+math in fp32. silu(v) = v / (1 + exp(-v)) (torch's vectorized form), s = 1 / (1 + exp(-v)) and 1 - s =
+1 / (1 + exp(v)), each from its own packed exp (``tp_exp``), so silu'(v) = s * (1 + v * (1 - s)) has no
+cancellation at large |v|. ``casting="eager"`` rounds the activation to the storage dtype before the product
+(and dup's factor), as transformers' eager ``act_fn(gate) * up`` does.
+"""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+
+import tilelang.cpu.language as T
+import torch
+
+from .rowwise import VEC, M, Io, row_map, rounded, splat
+from .runtime import CACHE, check_shape, threads_for
+from ... import outputs
+
+
+def one():
+    return splat(T.float32(1.0))
+
+
+def sigmoid(v):
+    """1 / (1 + exp(-v)) of 16 lanes (0 at v = -inf, 1 at +inf: no nan)."""
+    return one() / (one() + T.call_extern(VEC, "tp_exp", splat(T.float32(0.0)) - v))
+
+
+def silu(v):
+    return v / (one() + T.call_extern(VEC, "tp_exp", splat(T.float32(0.0)) - v))
+
+
+def silu_grad(v):
+    """silu'(v) = s * (1 + v * (1 - s)) with 1 - s = sigmoid(-v) from its own exp."""
+    return sigmoid(v) * (one() + v * sigmoid(splat(T.float32(0.0)) - v))
+
+
+def build_forward(dtype: torch.dtype, casting: str, act=silu):
+    """y = act(gate) * up for (M, F) rows of ``dtype``; eager: act rounded to ``dtype`` first."""
+    X = Io(dtype)
+    a = (lambda g: rounded(X, act(g))) if casting == "eager" else act  # noqa: E731
+
+    @T.prim_func
+    def gated_fwd(gate: X.rows, up: X.rows, y: X.rows):
+        with T.Kernel(M) as row:
+            row_map(lambda g, u: a(g) * u, [(X, gate), (X, up)], [(X, y)], row)
+
+    return gated_fwd
+
+
+def build_backward(dtype: torch.dtype, casting: str, act=silu, act_grad=silu_grad):
+    """dgate = dy * up * act'(gate), dup = dy * act(gate) (eager: act rounded) for (M, F) rows of ``dtype``."""
+    X = Io(dtype)
+    a = (lambda g: rounded(X, act(g))) if casting == "eager" else act  # noqa: E731
+
+    @T.prim_func
+    def gated_bwd(dy: X.rows, gate: X.rows, up: X.rows, dgate: X.rows, dup: X.rows):
+        with T.Kernel(M) as row:
+            row_map(lambda d, g, u: [d * u * act_grad(g), d * a(g)], [(X, dy), (X, gate), (X, up)],
+                    [(X, dgate), (X, dup)], row)  # fmt: skip
+
+    return gated_bwd
+
+
+# The kernels tests/backends/test_cpu_simd.py checks for packed SIMD in the disassembly: (kernel, builder of a dtype).
+PACKED_CHECKS = ()  # elementwise: no row sums, hence no packed FMA to look for
+
+
+def rows_of(x: torch.Tensor) -> torch.Tensor:
+    """x as (M, F) rows with stride 1 in F (a view where one exists, else a contiguous copy; 0-d as (1, 1))."""
+    if x.dim() == 0:
+        return x.reshape(1, 1)
+    if x.stride(-1) != 1 and x.shape[-1] > 1:
+        x = x.contiguous()
+    return x.reshape(-1, x.shape[-1])
+
+
+def run_forward(name: str, builder, gate, up, *options):
+    """y (contiguous, gate's shape) from the kernel ``builder(dtype, *options)`` over the rows of gate and up."""
+    g, u = rows_of(gate), rows_of(up)
+    m, f = g.shape
+    check_shape(m, f)
+    y = outputs.empty(gate.shape, gate.dtype, gate.device)
+    CACHE.kernel(name, builder, gate.dtype, *options)(threads_for(m * f), gate=g, up=u, y=y.view(m, f))
+    return y
+
+
+def run_backward(name: str, builder, dy, gate, up, *options):
+    """(dgate, dup), contiguous in gate's shape, from the kernel ``builder(dtype, *options)``."""
+    d, g, u = rows_of(dy), rows_of(gate), rows_of(up)
+    m, f = g.shape
+    check_shape(m, f)
+    dgate, dup = (outputs.empty(gate.shape, gate.dtype, gate.device) for _ in range(2))
+    kernel = CACHE.kernel(name, builder, gate.dtype, *options)
+    kernel(threads_for(m * f), dy=d, gate=g, up=u, dgate=dgate.view(m, f), dup=dup.view(m, f))
+    return dgate, dup
+
+
+def forward(gate, up, casting: str):
+    """y = silu(gate) * up (``tileport.ops.swiglu``'s contract)."""
+    return run_forward("swiglu_fwd", build_forward, gate, up, casting)
+
+
+def backward(dy, gate, up, casting: str):
+    """(dgate, dup) = (dy * up * silu'(gate), dy * silu(gate))."""
+    return run_backward("swiglu_bwd", build_backward, dy, gate, up, casting)
