@@ -1,9 +1,9 @@
 """geglu forward and backward in Triton (``tileport.ops.geglu``'s contract): y = gelu(gate, approximate) * up,
 swiglu's flat walk and host side (``swiglu.launch``) with gelu for silu.
 
-"none": gelu(x) = x/2 * erfc(-x / sqrt 2), never 1 + erf(x / sqrt 2) (it cancels in fp32 for negative x); erfc
-is ``_erfc``, fp32 without fp64 or libdevice (the interpreter and Ascend have neither). gelu'(x) = Phi(x) + x *
-phi(x), phi's exp(-x^2 / 2) with x^2 split exactly by an fma. "tanh": 1 + tanh(u) = 2 sigmoid(2u), so gelu =
+"none": gelu(x) = x/2 * erfc(-x / sqrt 2), never 1 + erf(x / sqrt 2) (it cancels in fp32 for negative x);
+erfc is ``_cdf2``'s fit, fp32 without fp64 or libdevice (the interpreter and Ascend have neither);
+gelu'(x) = Phi(x) + x * phi(x), phi's exp(-x^2 / 2) with x^2 split exactly by an fma. "tanh": 1 + tanh(u) = 2 sigmoid(2u), so gelu =
 x / (1 + exp(-2u)) and its derivative s + 2 x s (1 - s) u' with s, 1 - s from exp(-2|u|): no tail cancels.
 """
 
@@ -23,22 +23,17 @@ KAPPA = 0.044715
 
 
 @triton.jit
-def _erfc(z):
-    """erfc(z) for z >= 0 in fp32: the Chebyshev fit t * exp(-z^2 + P(t)), t = 1 / (1 + z/2) (Numerical
-    Recipes' erfcc, relative error under 1.2e-7 for every z >= 0), with z^2 split exactly (an fma) so exp's
-    argument loses nothing at large z."""
+def _cdf2(x):
+    """2 Phi(x) = erfc(-x / sqrt 2) in fp32: erfc(z), z = |x| / sqrt 2, by the Chebyshev fit t * exp(-z^2 + P(t)),
+    t = 1 / (1 + z/2) (Numerical Recipes' erfcc, relative error under 1.2e-7 for every z >= 0), z^2 = x^2 / 2 split
+    exactly by an fma so exp's argument loses nothing at large |x|; 2 - erfc(z) for x >= 0 (no cancellation)."""
+    z = tl.abs(x) * SQRT1_2
     t = 1.0 / (1.0 + 0.5 * z)
     p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (
         0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
-    hi = z * z
-    lo = tl.fma(z, z, -hi)
-    return t * tl.exp(-hi) * tl.exp(p - lo)
-
-
-@triton.jit
-def _cdf2(x):
-    """2 Phi(x) = erfc(-x / sqrt 2): erfc itself for x < 0, 2 - erfc(|x| / sqrt 2) (no cancellation) else."""
-    e = _erfc(tl.abs(x) * SQRT1_2)
+    hi = x * x
+    lo = tl.fma(x, x, -hi)
+    e = t * tl.exp(-0.5 * hi) * tl.exp(p - 0.5 * lo)
     return tl.where(x < 0, e, 2.0 - e)
 
 
