@@ -1,0 +1,114 @@
+"""geglu forward and backward as TileLang CPU kernels (C target): one compiled kernel per (dtype, direction,
+approximate, casting), serving every shape; the rows, the walk and the eager rounding are swiglu's
+(``swiglu.py``).
+
+"tanh": gelu(v) = v * s with s = sigmoid(2u), u = sqrt(2/pi) * (v + 0.044715 v^3) (the same as v / 2 * (1 +
+tanh u), without its cancellation for negative v), gelu'(v) = s + 2 v s (1 - s) u', 1 - s = sigmoid(-2u) from
+its own packed exp. "none": Phi(v) = erfc(-v / sqrt 2) / 2 and gelu'(v) = Phi(v) + v phi(v) per lane in fp64
+(libm's erfc and exp, ``PRELUDE``: the erfc form does not cancel, and fp64 keeps the exp's argument -v^2 / 2
+exact enough), rounded to fp32; gelu = v * Phi(v) in fp32.
+"""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+
+import math
+
+import tilelang.cpu.language as T
+import torch
+
+from .rowwise import VEC, M, Io, row_map, rounded, splat
+from .swiglu import one, run_backward, run_forward, sigmoid
+
+K = math.sqrt(2 / math.pi)
+C = 0.044715
+
+PRELUDE = r"""
+#include <math.h>
+// Phi(v) = erfc(-v / sqrt 2) / 2 and gelu'(v) = Phi(v) + v phi(v) of each lane, in fp64, rounded to fp32.
+extern "C" inline tp_v16 tp_gelu_cdf(tp_v16 x) {
+  float in[16], out[16];
+  __builtin_memcpy(in, &x, sizeof in);
+  for (int i = 0; i < 16; ++i) out[i] = (float)(0.5 * erfc((double)in[i] * -0.70710678118654752440));
+  tp_v16 r;
+  __builtin_memcpy(&r, out, sizeof out);
+  return r;
+}
+extern "C" inline tp_v16 tp_gelu_grad(tp_v16 x) {
+  float in[16], out[16];
+  __builtin_memcpy(in, &x, sizeof in);
+  for (int i = 0; i < 16; ++i) {
+    double v = in[i];
+    out[i] = (float)(0.5 * erfc(v * -0.70710678118654752440) + v * exp(-0.5 * v * v) * 0.39894228040143267794);
+  }
+  tp_v16 r;
+  __builtin_memcpy(&r, out, sizeof out);
+  return r;
+}
+"""
+
+
+def _twice_u(v):
+    return splat(T.float32(2 * K)) * (v + splat(T.float32(C)) * v * v * v)
+
+
+def gelu(approximate: str):
+    """gelu(v) of 16 lanes."""
+    if approximate == "none":
+        return lambda v: v * T.call_extern(VEC, "tp_gelu_cdf", v)
+    return lambda v: v * sigmoid(_twice_u(v))
+
+
+def gelu_grad(approximate: str):
+    """gelu'(v) of 16 lanes."""
+    if approximate == "none":
+        return lambda v: T.call_extern(VEC, "tp_gelu_grad", v)
+
+    def grad(v):
+        u2 = _twice_u(v)
+        s, t = sigmoid(u2), sigmoid(splat(T.float32(0.0)) - u2)
+        du2 = splat(T.float32(2 * K)) * (one() + splat(T.float32(3 * C)) * v * v)
+        return s + v * s * t * du2
+
+    return grad
+
+
+def build_forward(dtype: torch.dtype, approximate: str, casting: str):
+    """y = gelu(gate) * up for (M, F) rows of ``dtype``; eager: gelu rounded to ``dtype`` first."""
+    X = Io(dtype)
+    act = gelu(approximate)
+    a = (lambda g: rounded(X, act(g))) if casting == "eager" else act  # noqa: E731
+
+    @T.prim_func
+    def geglu_fwd(gate: X.rows, up: X.rows, y: X.rows):
+        with T.Kernel(M, prelude=PRELUDE) as row:
+            row_map(lambda g, u: a(g) * u, [(X, gate), (X, up)], [(X, y)], row)
+
+    return geglu_fwd
+
+
+def build_backward(dtype: torch.dtype, approximate: str, casting: str):
+    """dgate = dy * up * gelu'(gate), dup = dy * gelu(gate) (eager: rounded) for (M, F) rows of ``dtype``."""
+    X = Io(dtype)
+    act, act_grad = gelu(approximate), gelu_grad(approximate)
+    a = (lambda g: rounded(X, act(g))) if casting == "eager" else act  # noqa: E731
+
+    @T.prim_func
+    def geglu_bwd(dy: X.rows, gate: X.rows, up: X.rows, dgate: X.rows, dup: X.rows):
+        with T.Kernel(M, prelude=PRELUDE) as row:
+            row_map(lambda d, g, u: [d * u * act_grad(g), d * a(g)], [(X, dy), (X, gate), (X, up)],
+                    [(X, dgate), (X, dup)], row)  # fmt: skip
+
+    return geglu_bwd
+
+
+PACKED_CHECKS = ()  # elementwise: no row sums, hence no packed FMA to look for
+
+
+def forward(gate, up, approximate: str, casting: str):
+    """y = gelu(gate, approximate) * up (``tileport.ops.geglu``'s contract)."""
+    return run_forward("geglu_fwd", build_forward, gate, up, approximate, casting)
+
+
+def backward(dy, gate, up, approximate: str, casting: str):
+    """(dgate, dup) = (dy * up * gelu'(gate), dy * gelu(gate))."""
+    return run_backward("geglu_bwd", build_backward, dy, gate, up, approximate, casting)
