@@ -16,10 +16,10 @@ import triton.language as tl
 from .common import round_to, store
 from .swiglu import LIVE, launch
 
-SQRT1_2 = 0.7071067811865476
-INV_SQRT_2PI = 0.3989422804014327
-SQRT_2_PI = 0.7978845608028654  # sqrt(2 / pi)
-KAPPA = 0.044715
+SQRT1_2 = tl.constexpr(0.7071067811865476)  # constexpr: triton-ascend's Triton takes no plain global in a kernel
+INV_SQRT_2PI = tl.constexpr(0.3989422804014327)
+SQRT_2_PI = tl.constexpr(0.7978845608028654)  # sqrt(2 / pi)
+KAPPA = tl.constexpr(0.044715)
 
 
 @triton.jit
