@@ -82,9 +82,9 @@ def run_forward(name: str, builder, gate, up, *options):
     g, u = rows_of(gate), rows_of(up)
     m, f = g.shape
     check_shape(m, f)
-    y = outputs.empty(gate.shape, gate.dtype, gate.device)
-    CACHE.kernel(name, builder, gate.dtype, *options)(threads_for(m * f), gate=g, up=u, y=y.view(m, f))
-    return y
+    y = outputs.empty((m, f), gate.dtype, gate.device)
+    CACHE.kernel(name, builder, gate.dtype, *options)(threads_for(m * f), gate=g, up=u, y=y)
+    return y.view(gate.shape)
 
 
 def run_backward(name: str, builder, dy, gate, up, *options):
@@ -92,10 +92,10 @@ def run_backward(name: str, builder, dy, gate, up, *options):
     d, g, u = rows_of(dy), rows_of(gate), rows_of(up)
     m, f = g.shape
     check_shape(m, f)
-    dgate, dup = (outputs.empty(gate.shape, gate.dtype, gate.device) for _ in range(2))
+    dgate, dup = (outputs.empty((m, f), gate.dtype, gate.device) for _ in range(2))
     kernel = CACHE.kernel(name, builder, gate.dtype, *options)
-    kernel(threads_for(m * f), dy=d, gate=g, up=u, dgate=dgate.view(m, f), dup=dup.view(m, f))
-    return dgate, dup
+    kernel(threads_for(m * f), dy=d, gate=g, up=u, dgate=dgate, dup=dup)
+    return dgate.view(gate.shape), dup.view(gate.shape)
 
 
 def forward(gate, up, casting: str):
