@@ -22,8 +22,13 @@ def act(g, approximate: str):
         pdf = torch.exp(-0.5 * g * g) * (1 / math.sqrt(2 * math.pi))
         return g * phi_cdf, phi_cdf + g * pdf
     u2 = 2 * K * (g + C * g * g * g)
-    s, t = torch.sigmoid(u2), torch.sigmoid(-u2)
-    return g * s, s + 2 * K * g * s * t * (1 + 3 * C * g * g)
+    s = torch.sigmoid(u2)
+    # the derivative's second term 2 v s (1 - s) u' is exactly 0 in fp32 for |v| >= 20 (s (1 - s) < e^-600):
+    # v clamped there, or at |v| ~ 1e19 (1 - s) = 0 times u' = inf gives nan
+    v = g.clamp(-20, 20)
+    w2 = 2 * K * (v + C * v * v * v)
+    t = torch.sigmoid(w2) * torch.sigmoid(-w2)
+    return g * s, s + 2 * K * v * t * (1 + 3 * C * v * v)
 
 
 def forward(gate, up, approximate: str, casting: str):
