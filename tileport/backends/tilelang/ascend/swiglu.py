@@ -1,0 +1,114 @@
+"""swiglu forward and backward (``tileport.ops.swiglu``'s contract) for Ascend arch35 (Ascend 950) in TileLang's
+ascend dialect, one kernel per (dtype, casting); the element count is a runtime value. Also the flat elementwise
+builder the gated activations share (``geglu.py`` passes gelu); the launcher is ``cuda/swiglu.py``'s ``run``
+(flat contiguous inputs, outputs of the input's shape) with the Ascend runner.
+
+A persistent grid of ``CORES`` vector cores, each walking its own contiguous run of ``BLOCK``-element tiles:
+GM -> UB (runtime lengths, so no copy leaves the tensor), the activation in a SIMT sub-kernel in fp32, rounded once
+to the dtype, UB -> GM, double-buffered by ``T.Pipelined``. One pipelined loop per core, never nested in another
+loop over a dynamic extent (that overflows tilelang 0.1.15's ascend latency estimate, see ``rope.py``). casting
+"eager" rounds the activation (and, backward, dy * up) to the dtype first, as ``F.silu(gate) * up`` and its
+autograd do. silu = x / (1 + exp(-x)); silu' takes sigmoid and 1 - sigmoid from exp(-|x|).
+"""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+import tilelang.ascend.language as T
+import torch
+
+from ..cuda.swiglu import run
+from ..targets import RUNNERS, TL_DTYPE
+from ._common import CORES, MAX_WIDTH, THREADS, UB_BUDGET
+
+RUNNER = RUNNERS["ascend"]
+BLOCK = MAX_WIDTH  # elements per tile: the backward's five fp32 tiles (80 KB) fit UB_BUDGET, two stages the UB
+assert 5 * 4 * BLOCK <= UB_BUDGET
+
+
+def silu(x):
+    return x / (1.0 + T.exp(-x))
+
+
+def silu_grad(x):
+    e = T.exp(-T.abs(x))
+    r = 1.0 / (1.0 + e)
+    s = T.if_then_else(x >= 0, r, e * r)
+    t = T.if_then_else(x >= 0, e * r, r)
+    return s * (1.0 + x * t)
+
+
+def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: bool):
+    """The kernel ``name`` over N runtime elements: y = act(g) * u, or (dg, du) with act_grad."""
+    dt = TL_DTYPE[dtype]
+    N = T.dynamic("N")
+
+    def rounded(v):
+        return v.astype(dt).astype("float32") if eager else v
+
+    @T.prim_func
+    def fwd(G: T.Tensor((N,), dt), U: T.Tensor((N,), dt), Y: T.Tensor((N,), dt)):
+        with T.Kernel(CORES) as core:
+            gu = T.alloc_shared((BLOCK,), dt)
+            uu = T.alloc_shared((BLOCK,), dt)
+            yu = T.alloc_shared((BLOCK,), dt)
+            blocks = T.ceildiv(N, BLOCK)
+            per = T.ceildiv(blocks, CORES)
+            b0 = core * per
+            for t in T.Pipelined(T.max(0, T.min(per, blocks - b0)), num_stages=2):
+                k0 = (b0 + t) * BLOCK
+                n = T.min(BLOCK, N - k0)
+                T.copy(G[k0 : k0 + n], gu[0:n])
+                T.copy(U[k0 : k0 + n], uu[0:n])
+                with T.SimtVF(threads=THREADS):
+                    for j in T.Parallel(BLOCK):
+                        g = gu[j].astype("float32")
+                        yu[j] = (rounded(act(g)) * uu[j].astype("float32")).astype(dt)
+                T.copy(yu[0:n], Y[k0 : k0 + n])
+
+    @T.prim_func
+    def bwd(DY: T.Tensor((N,), dt), G: T.Tensor((N,), dt), U: T.Tensor((N,), dt), DG: T.Tensor((N,), dt),
+            DU: T.Tensor((N,), dt)):  # fmt: skip
+        with T.Kernel(CORES) as core:
+            dyu = T.alloc_shared((BLOCK,), dt)
+            gu = T.alloc_shared((BLOCK,), dt)
+            uu = T.alloc_shared((BLOCK,), dt)
+            dgu = T.alloc_shared((BLOCK,), dt)
+            duu = T.alloc_shared((BLOCK,), dt)
+            blocks = T.ceildiv(N, BLOCK)
+            per = T.ceildiv(blocks, CORES)
+            b0 = core * per
+            for t in T.Pipelined(T.max(0, T.min(per, blocks - b0)), num_stages=2):
+                k0 = (b0 + t) * BLOCK
+                n = T.min(BLOCK, N - k0)
+                T.copy(DY[k0 : k0 + n], dyu[0:n])
+                T.copy(G[k0 : k0 + n], gu[0:n])
+                T.copy(U[k0 : k0 + n], uu[0:n])
+                with T.SimtVF(threads=THREADS):
+                    for j in T.Parallel(BLOCK):
+                        g = gu[j].astype("float32")
+                        dy = dyu[j].astype("float32")
+                        dgu[j] = (rounded(dy * uu[j].astype("float32")) * act_grad(g)).astype(dt)
+                        duu[j] = (dy * rounded(act(g))).astype(dt)
+                T.copy(dgu[0:n], DG[k0 : k0 + n])
+                T.copy(duu[0:n], DU[k0 : k0 + n])
+
+    return (bwd if backward else fwd).with_attr("global_symbol", name)
+
+
+def _build(dtype: torch.dtype, eager: bool, backward: bool):
+    return build("swiglu_bwd" if backward else "swiglu_fwd", silu, silu_grad, dtype, eager, backward)
+
+
+def lowered(dtype: torch.dtype, dim: int, casting: str = "fp32") -> dict:
+    """{kernel name: prim_func} (``dim`` unused: the element count is a runtime value), for ``tileport lower``."""
+    eager = casting == "eager"
+    return {"swiglu_fwd": _build(dtype, eager, False), "swiglu_bwd": _build(dtype, eager, True)}
+
+
+def forward(gate: torch.Tensor, up: torch.Tensor, casting: str = "fp32") -> torch.Tensor:
+    """y = silu(gate) * up on an Ascend 950 NPU."""
+    return run(RUNNER, "swiglu_fwd", _build, (gate, up), 1, gate.dtype, casting == "eager", False)[0]
+
+
+def backward(dy: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, casting: str = "fp32"):
+    """(dgate, dup) on an Ascend 950 NPU."""
+    return run(RUNNER, "swiglu_bwd", _build, (dy, gate, up), 2, gate.dtype, casting == "eager", True)
