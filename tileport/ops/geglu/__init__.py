@@ -12,6 +12,9 @@ MLP ``gelu(gate_proj(x), approximate="tanh") * up_proj(x)``):
   ``dgate = dy * up * gelu'(gate)``: none ``Phi(v) + v * phi(v)`` with ``Phi(v) = erfc(-v / sqrt 2) / 2``; tanh
   ``s + 2 v s (1 - s) u'``, ``s = sigmoid(2u)``, ``1 - s = sigmoid(-2u)`` (no cancellation at large |v|).
 - Empty inputs give empty outputs.
+- ``gelu_and_mul(x, approximate="none")`` (vLLM's concatenated form, vLLM's default approximation): ``x [...,
+  2F]``, gate its first half and up its second (views, no copy), ``y [..., F]``; ``dx`` is ``(dgate, dup)`` side
+  by side.
 
 What a backend's ``geglu`` kernel module gives (called by the interface for a non-empty ``gate``; the tensors
 as the caller gave them, N-D, stride 1 in the last dimension, one device):
@@ -24,9 +27,20 @@ outputs allocated by the kernel, contiguous.
 
 from __future__ import annotations
 
-from .spec import SPEC  # noqa: F401
+from .. import _halves
+from .spec import SPEC
 
 OP = "geglu"
 _API = SPEC.api
 geglu, geglu_fwd, geglu_bwd = _API.function, _API.forward, _API.backward
 GEGLU = _API.module("GEGLU", "``torch.nn.Module`` form of :func:`geglu` (no parameters): ``forward(gate, up)``.")
+
+
+_gelu_and_mul = _halves.function("gelu_and_mul", geglu_fwd, geglu_bwd, ("approximate", "casting", "backend"))
+
+
+def gelu_and_mul(x, approximate="none", *, casting="fp32", backend=None):
+    """vLLM's ``gelu_and_mul``: ``gelu(x[..., :F], approximate) * x[..., F:]`` of x [..., 2F], y [..., F];
+    differentiable in x. ``casting`` as :func:`geglu`'s. TypeError / ValueError for a non-tensor, 0-d or odd-sized
+    x."""
+    return _gelu_and_mul(x, approximate, casting, backend)

@@ -53,7 +53,7 @@ BAR = (
 
 SPEC = s.OpSpec(
     name="geglu",
-    aliases=("gelu_and_mul", "GELUMul", "LigerGELUMulFunction", "geglu_fwd"),
+    aliases=("GELUMul", "LigerGELUMulFunction", "geglu_fwd"),
     summary="the GEGLU gate of an MLP: gelu(gate, approximate) * up",
     math="gelu(gate) * up, gelu(v) = v / 2 * erfc(-v / sqrt 2) (none) or "
          "v * sigmoid(2 * sqrt(2/pi) * (v + 0.044715 v^3)) (tanh)",

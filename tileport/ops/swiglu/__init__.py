@@ -10,6 +10,8 @@ Semantics (Liger-Kernel's ``LigerSiLUMulFunction``, FlagGems' ``silu_and_mul(x, 
   activation, the product's own factor), ``dgate = dy * up * silu'(gate)`` with ``silu'(v) = s * (1 + v * (1 - s))``,
   ``s = sigmoid(v)`` and ``1 - s = sigmoid(-v)`` (no cancellation at large |v|).
 - Empty inputs give empty outputs.
+- ``silu_and_mul(x)`` (vLLM's concatenated form): ``x [..., 2F]``, gate its first half and up its second (views,
+  no copy), ``y [..., F]``; ``dx [..., 2F]`` is ``(dgate, dup)`` side by side.
 
 What a backend's ``swiglu`` kernel module gives (called by the interface for a non-empty ``gate``; the tensors
 as the caller gave them, N-D, stride 1 in the last dimension, one device):
@@ -22,9 +24,19 @@ outputs allocated by the kernel, contiguous.
 
 from __future__ import annotations
 
-from .spec import SPEC  # noqa: F401
+from .. import _halves
+from .spec import SPEC
 
 OP = "swiglu"
 _API = SPEC.api
 swiglu, swiglu_fwd, swiglu_bwd = _API.function, _API.forward, _API.backward
 SwiGLU = _API.module("SwiGLU", "``torch.nn.Module`` form of :func:`swiglu` (no parameters): ``forward(gate, up)``.")
+
+
+_silu_and_mul = _halves.function("silu_and_mul", swiglu_fwd, swiglu_bwd, ("casting", "backend"))
+
+
+def silu_and_mul(x, *, casting="fp32", backend=None):
+    """vLLM's ``silu_and_mul``: ``silu(x[..., :F]) * x[..., F:]`` of x [..., 2F], y [..., F]; differentiable in x.
+    ``casting`` as :func:`swiglu`'s. TypeError / ValueError for a non-tensor, 0-d or odd-sized x."""
+    return _silu_and_mul(x, casting, backend)

@@ -23,7 +23,7 @@ def composite(gate, up, casting="fp32"):
 
 SPEC = s.OpSpec(
     name="swiglu",
-    aliases=("silu_and_mul", "SiLUMul", "LigerSiLUMulFunction", "swiglu_fwd"),
+    aliases=("SiLUMul", "LigerSiLUMulFunction", "swiglu_fwd"),
     summary="the SwiGLU gate of an MLP: silu(gate) * up",
     math="silu(gate) * up, silu(v) = v * sigmoid(v)",
     inputs=("gate: [*] float grad", "up: [*] like:gate grad"),
