@@ -120,7 +120,7 @@ def test_tensor_decl_checks_its_fields():
     with pytest.raises(ValueError, match=r"^t: allowed values \(-1,\) need a value range to be exempt from$"):
         dims.TensorDecl("t", "[N]", "index", allow=(-1,))
     with pytest.raises(ValueError, match=r"^x: unknown dtype class 'half' \(one of float, int64, int32, index, "
-                                         r"bool, like:OTHER\)$"):  # fmt: skip
+                                         r"bool, like:OTHER, stat:OTHER\)$"):  # fmt: skip
         dims.TensorDecl("x", "[D]", "half")
     with pytest.raises(TypeError, match=r"^a declaration must be a string such as 'x: \[\*, D\] float grad', got int$"):
         decl(3)

@@ -120,6 +120,18 @@ def finite_real(value: object, name: str) -> float:
     return v
 
 
+def probability(value: object, name: str) -> float:
+    """A real number in [0, 1] (a probability, such as a label smoothing)."""
+    if type(value) is float and 0.0 <= value <= 1.0:  # the common case, without the ABC check
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    v = float(value)
+    if not 0.0 <= v <= 1.0:  # False for nan too
+        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+    return v
+
+
 def choice(value: object, name: str, options: tuple[str, ...], aliases: tuple[tuple[str, str], ...] = ()) -> str:
     """One of ``options``, or an alias of one (returned as the option it stands for)."""
     for alias, meant in aliases:

@@ -64,13 +64,13 @@ def rowwise(tensors) -> Declaration:
 
 
 # Attribute kinds: what the interface checks (and the custom op's schema type).
-EPS, REAL, CHOICE, DIM, BOOL, INT, DTYPE = "eps", "real", "choice", "dim", "bool", "int", "dtype"
+EPS, REAL, CHOICE, DIM, BOOL, INT, DTYPE, PROB = "eps", "real", "choice", "dim", "bool", "int", "dtype", "prob"
 
 
 @dataclass(frozen=True)
 class Attr:
     """A scalar attribute, its default and the range the interface accepts (said in words in ``valid``,
-    checked by ``kind``): ``eps`` (finite, >= 0), ``real`` (finite), ``choice`` (one of ``choices``, or an
+    checked by ``kind``): ``eps`` (finite, >= 0), ``real`` (finite), ``prob`` (a real in [0, 1]), ``choice`` (one of ``choices``, or an
     alias of one in ``aliases``), ``dim`` (the reduced dimension: any, default the last), ``bool``, ``int``,
     ``dtype`` (None or a floating dtype; an option, the default the first input's dtype). ``kw_only``: after
     the ``*`` of the public signatures."""

@@ -424,6 +424,7 @@ def _range_errors(sig: Signature, sizes: dict, form_decl, every: dict, attrs: di
 BAD_ATTRS = {
     s.EPS: ("-1.0", "ValueError", "must be finite and >= 0"),
     s.REAL: ("math.inf", "ValueError", "must be finite"),
+    s.PROB: ("1.5", "ValueError", "must be in \\[0, 1\\]"),
     s.CHOICE: ("'no such choice'", "ValueError", "must be one of"),
     s.BOOL: ("1", "TypeError", "must be a bool"),
     s.INT: ("1.5", "TypeError", "must be an int"),

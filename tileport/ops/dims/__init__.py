@@ -16,12 +16,12 @@ gradients' declarations.
 
     CROSS_ENTROPY = dims.Declaration(
         ("input: [N, C] float grad", "target: [N] index in [0, C) or ignore_index"),
-        outputs=("loss: [] like:input", "losses: [N] like:input"),
+        outputs=("loss: [N] stat:input", "logits: [N, C] like:input"),
         attrs=("ignore_index",),
     )
     b = dims.bind(CROSS_ENTROPY, {"input": x, "target": t}, {"ignore_index": -100})
     b.check_values()                      # IndexError for a target outside [0, C) that is not ignore_index
-    dims.fake_outputs(["loss"], b)        # (torch.empty(()),) in input's dtype
+    dims.fake_outputs(["loss"], b)        # (torch.empty(N),) in input's statistics dtype (fp32; fp64 for fp64)
 
 The grammar of a shape is in ``shape``, of a one-line declaration in ``decl``, of a constraint in
 ``constraint``; the row-wise roles of ``tileport.ops.spec`` are short forms of these (``spec.from_role``).

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .decl import CLASSES, TensorDecl
+from ...dtypes import stat_dtype
+from .decl import CLASSES, STAT, TensorDecl
 from .declaration import Declaration, as_declaration
 from .shape import Dim, Shape, parse_shape
 
@@ -88,13 +89,16 @@ class Binding:
 
     def dtype(self, name: str, given: Mapping[str, torch.dtype] | None = None) -> torch.dtype:
         """A declared tensor's dtype: ``given``'s, else the bound tensor's, else fixed by its class (``like:``
-        followed, int64 for ``index``); ValueError where the class leaves it open (``float``)."""
+        followed, ``stat:`` the statistics dtype of its tensor's, int64 for ``index``); ValueError where the class
+        leaves it open (``float``)."""
         given = given or {}
         t = self.declaration[name]
         if name in given or name in self.dtypes:
             return given.get(name, self.dtypes.get(name))
         if t.like is not None:
             return self.dtype(t.like, given)
+        if t.stat is not None:
+            return stat_dtype(self.dtype(t.stat, given))
         fixed = {"int64": torch.int64, "index": torch.int64, "int32": torch.int32, "bool": torch.bool}.get(t.dtype)
         if fixed is None:
             raise ValueError(f"the dtype of {name} ({t.dtype}) is not fixed by its declaration: give it")
@@ -200,9 +204,12 @@ def _bind(base: Binding, decls: Iterable[TensorDecl], tensors: Mapping[str, torc
         given[t.name] = (t, tensor)
     dtypes = base.dtypes | {n: tensor.dtype for n, (_, tensor) in given.items()}
     for t, tensor in given.values():
-        expected = _like_dtype(base.declaration, dtypes, t.like)
+        expected = _known_dtype(base.declaration, dtypes, t.related)
+        if t.stat is not None and expected is not None:
+            expected = stat_dtype(expected)
         if expected is not None and tensor.dtype != expected:
-            raise TypeError(f"{t.name} must have the dtype of {t.like} ({expected}), got {tensor.dtype}")
+            what = "the dtype" if t.like is not None else "the statistics dtype"
+            raise TypeError(f"{t.name} must have {what} of {t.related} ({expected}), got {tensor.dtype}")
     sizes, origins = dict(base.sizes), dict(base.origins)
     device, device_of = base.device, base.device_of
     for t, tensor in given.values():
@@ -220,13 +227,14 @@ def _bind(base: Binding, decls: Iterable[TensorDecl], tensors: Mapping[str, torc
     return binding
 
 
-def _like_dtype(declaration: Declaration, dtypes: Mapping[str, torch.dtype], name: str | None) -> torch.dtype | None:
-    """The dtype of the tensor ``name`` where known: bound, or ``like:`` one bound (dy like y like x: x's)."""
-    seen = set()
-    while name is not None and name not in dtypes and name not in seen:
-        seen.add(name)
-        name = declaration[name].like
-    return dtypes.get(name) if name is not None else None
+def _known_dtype(declaration: Declaration, dtypes: Mapping[str, torch.dtype], name: str | None) -> torch.dtype | None:
+    """The dtype of the tensor ``name`` where known: bound, or ``like:`` one bound (dy like y like x: x's), or
+    ``stat:`` one bound (dloss like loss, loss stat:input: input's statistics dtype)."""
+    if name is None or name in dtypes:
+        return dtypes.get(name) if name is not None else None
+    t = declaration[name]
+    found = _known_dtype(declaration, dtypes, t.related)  # the declaration refuses cycles
+    return stat_dtype(found) if found is not None and t.stat is not None else found
 
 
 def _check_class(t: TensorDecl, tensor: object) -> None:
@@ -234,7 +242,9 @@ def _check_class(t: TensorDecl, tensor: object) -> None:
     if not isinstance(tensor, torch.Tensor):
         either = "None or " if t.optional else ""
         raise TypeError(f"{t.name} must be {either}a torch.Tensor, got {type(tensor).__name__}")
-    if t.like is None:
+    if t.stat is not None and tensor.dtype not in STAT:
+        raise TypeError(f"{t.name} must have the statistics dtype of {t.stat} (float32, float64), got {tensor.dtype}")
+    if t.related is None:
         admitted, said = CLASSES[t.dtype]
         if tensor.dtype not in admitted:
             raise TypeError(f"{t.name} must have {said}, got {tensor.dtype}")

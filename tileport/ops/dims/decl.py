@@ -8,7 +8,9 @@
     target: [*batch] index in [0, C) or ignore_index
 
 DTYPE is a dtype class: ``float`` (float16, bfloat16, float32, float64; the default), ``int64``, ``int32``,
-``index`` (int64 or int32), ``bool``, or ``like:OTHER`` (the dtype of the tensor OTHER). ``grad``: the tensor is
+``index`` (int64 or int32), ``bool``, ``like:OTHER`` (the dtype of the tensor OTHER), or ``stat:OTHER`` (the
+statistics dtype of OTHER's: float32 for 16-bit and float32 tensors, float64 for float64, as a loss or a
+logsumexp kept per row: ``lse: [N] stat:input``). ``grad``: the tensor is
 differentiable (floating classes only). ``optional``: it may be None. ``in [LOW, HIGH)``: an integer tensor's
 values lie in [LOW, HIGH), each bound an int, a dimension or an attribute; the ALLOWED values (ints or
 attributes) are exempt; checked only when asked (it reads the data).
@@ -32,6 +34,8 @@ CLASSES = {  # dtype class -> (the dtypes it admits, how a message says so)
     "bool": ((torch.bool,), "dtype torch.bool"),
 }
 INTEGER = ("int64", "int32", "index")
+STAT = (torch.float32, torch.float64)  # what a ``stat:`` tensor may be before its relation is known
+RELATIONS = ("like:", "stat:")  # dtypes stated through another tensor's: the same, or its statistics'
 _LINE = re.compile(r"\s*(?P<name>\S+?)\s*:\s*(?P<shape>\[[^\]]*\])\s*(?P<rest>.*)", re.DOTALL)
 _RANGE = re.compile(r"\[\s*(?P<low>[^,\s]+)\s*,\s*(?P<high>[^)\s]+)\s*\)\s*(?:or\s+(?P<allow>.+))?", re.DOTALL)
 
@@ -61,12 +65,12 @@ class TensorDecl:
 
     def _check_dtype(self) -> None:
         """The dtype class is known, a ``like:`` names another tensor, and only floating tensors have gradients."""
-        like = self.like
-        if like is None and self.dtype not in CLASSES:
-            known = ", ".join([*CLASSES, "like:OTHER"])
+        like, other = self.like, self.related
+        if other is None and self.dtype not in CLASSES:
+            known = ", ".join([*CLASSES, "like:OTHER", "stat:OTHER"])
             raise ValueError(f"{self.name}: unknown dtype class {self.dtype!r} (one of {known})")
-        if like is not None and (not is_name(like) or like == self.name):
-            raise ValueError(f"{self.name}: {self.dtype!r} must name another tensor, as in 'like:x'")
+        if other is not None and (not is_name(other) or other == self.name):
+            raise ValueError(f"{self.name}: {self.dtype!r} must name another tensor, as in '{self.dtype[:5]}x'")
         if self.grad and self.dtype != "float" and like is None:
             raise ValueError(f"{self.name}: a {self.dtype} tensor cannot be differentiable (grad)")
 
@@ -88,6 +92,16 @@ class TensorDecl:
     def like(self) -> str | None:
         """The tensor whose dtype this one has (``like:OTHER``), or None."""
         return self.dtype[5:] if self.dtype.startswith("like:") else None
+
+    @property
+    def stat(self) -> str | None:
+        """The tensor whose statistics dtype this one has (``stat:OTHER``), or None."""
+        return self.dtype[5:] if self.dtype.startswith("stat:") else None
+
+    @property
+    def related(self) -> str | None:
+        """The tensor this one's dtype is stated through (``like:`` or ``stat:``), or None."""
+        return self.dtype[5:] if self.dtype.startswith(RELATIONS) else None
 
     @property
     def ranged(self) -> bool:
@@ -114,7 +128,7 @@ def decl(text: str) -> TensorDecl:
     for word in head.split():
         if word in ("grad", "optional"):
             fields[word] = True
-        elif word in CLASSES or word.startswith("like:"):
+        elif word in CLASSES or word.startswith(RELATIONS):
             fields["dtype"] = word
         else:
             raise ValueError(f"malformed declaration {text!r}: unknown word {word!r} (a dtype class, grad, optional, in)")

@@ -41,18 +41,19 @@ class Declaration:
         return self.inputs + self.outputs
 
     def _check_names(self) -> None:
-        """Tensor names are unique and each ``like:`` names a declared tensor."""
+        """Tensor names are unique and each ``like:`` or ``stat:`` names a declared tensor, without a cycle."""
         names = [t.name for t in self.tensors]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"tensors declared twice: {', '.join(twice)}")
-        likes = {t.name: t.like for t in self.tensors}
+        related = {t.name: t.related for t in self.tensors}
         for t in self.tensors:
-            if t.like is not None and t.like not in names:
-                raise ValueError(f"{t.name} has the dtype of {t.like}, which is not declared")
+            if t.related is not None and t.related not in names:
+                what = "the dtype" if t.like is not None else "the statistics dtype"
+                raise ValueError(f"{t.name} has {what} of {t.related}, which is not declared")
             chain = [t.name]
-            while likes.get(chain[-1]) is not None and chain[-1] not in chain[:-1]:
-                chain.append(likes[chain[-1]])
+            while related.get(chain[-1]) is not None and chain[-1] not in chain[:-1]:
+                chain.append(related[chain[-1]])
             if chain[-1] in chain[:-1]:
                 raise ValueError(f"the dtypes go round: {' like '.join(chain)}")
 

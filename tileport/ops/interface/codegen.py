@@ -31,6 +31,7 @@ def _check_attr(spec: s.OpSpec, name: str, ref: str, given: bool = False) -> str
     expr = {
         s.EPS: f"_c.eps_value({name}, {name!r})",
         s.REAL: f"_c.finite_real({name}, {name!r})",
+        s.PROB: f"_c.probability({name}, {name!r})",
         s.CHOICE: f"_c.choice({name}, {name!r}, _CHOICES_{name}, _ALIASES_{name})",
         s.DIM: f"_c.dim_index({name}, {ref}.dim())",
         s.BOOL: f"_c.flag({name}, {name!r})",

@@ -72,9 +72,20 @@ def form(spec: s.OpSpec, names: tuple[str, ...]) -> Form:
             t = replace(t, dtype=f"like:{ref.name}")
         elif t.like is not None:  # the first of its group here: its class is the root's
             t = replace(t, dtype=every[group].dtype)
+        if t.stat is not None:  # the statistics of a tensor of the form in that tensor's group
+            t = replace(t, dtype=f"stat:{_member(spec, every, names, t.stat)}")
         out.append(t)
     attrs = tuple(a.name for a in spec.attrs)
     return Form(tuple(out), Declaration(tuple(out), (), spec.where, attrs))
+
+
+def _member(spec: s.OpSpec, every: dict[str, TensorDecl], names: tuple[str, ...], name: str) -> str:
+    """The tensor of ``names`` with ``name``'s dtype (a required one where there is one): what a ``stat:`` of the
+    form is stated through."""
+    group = [n for n in names if root(every, n) == root(every, name)]
+    if not group:
+        raise DeclarationError(f"{spec.name}: a tensor has the statistics dtype of {name}, which the form {names} lacks")
+    return next((n for n in group if not every[n].optional), group[0])
 
 
 def presence(given: Form, result: TensorDecl) -> tuple[str, ...]:

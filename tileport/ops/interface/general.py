@@ -70,14 +70,27 @@ class Writer:
 
     def dtype(self, name: str, form: Form) -> str:
         """An output's dtype as an expression over the form's tensors: its dtype group's first required tensor
-        there (or its first), a fixed class's dtype, or the primary's."""
+        there (or its first), the statistics dtype of that of the tensor a ``stat:`` names, a fixed class's
+        dtype, or the primary's."""
         t = self.every[name]
+        head = self.every[root(self.every, name)]
+        if head.stat is not None:
+            return f"_rt.stat_dtype({self._pick(head.stat, form)}.dtype)"
         if t.like is None and t.dtype != "float":
             return {"int64": "torch.int64", "index": "torch.int64", "int32": "torch.int32", "bool": "torch.bool"}[t.dtype]
+        return f"{self._pick(name, form)}.dtype"
+
+    def _pick(self, name: str, form: Form) -> str:
+        """The form's tensor of ``name``'s dtype group: its first required one (or its first), else the primary."""
         group = root(self.every, name)
         members = [u for u in form.tensors if root(self.every, u.name) == group]
-        pick = next((u for u in members if not u.optional), members[0] if members else form.tensors[0])
-        return f"{pick.name}.dtype"
+        return next((u for u in members if not u.optional), members[0] if members else form.tensors[0]).name
+
+    def _differentiable(self, output: str) -> bool:
+        """Whether an output carries a gradient: a floating one (``float``, ``stat:``) whose ``d<output>`` the
+        backward takes (an integer output, or a statistic such as a logsumexp kept for the backward, has none)."""
+        head = self.every[root(self.every, output)]
+        return (head.dtype == "float" or head.stat is not None) and f"d{output}" in self.spec.backward.tensors
 
     def shapes(self, fn: str, form: Form, results: tuple[str, ...]) -> str:
         """``fn(tensors)``: the results' shapes from the bound dimensions (None for an absent optional one)."""
@@ -192,7 +205,7 @@ class Writer:
         outs = list(g.outputs)
         grads_in = {t.name: f"d{t.name}" for t in self.spec.outputs}
         options = [*g.bwd_attrs, "backend"]
-        stats = [o for o in outs if self.every[o].dtype not in ("float",) and self.every[o].like is None]
+        stats = [o for o in outs if not self._differentiable(o)]
         src = "class _Function(torch.autograd.Function):\n    @staticmethod\n"
         src += f"    def forward(ctx, {_join(fwd)}):\n"
         src += f"        {_join(outs)} = _fwd({_join(fwd)})\n"

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from .. import spec as s
 
 # A custom-op schema type per attribute kind (``given`` attributes are optional floats).
-SCHEMA_TYPES = {s.EPS: "float", s.REAL: "float", s.CHOICE: "str", s.DIM: "int", s.BOOL: "bool", s.INT: "int",
-                s.DTYPE: "ScalarType?", "": "float"}  # fmt: skip
+SCHEMA_TYPES = {s.EPS: "float", s.REAL: "float", s.PROB: "float", s.CHOICE: "str", s.DIM: "int", s.BOOL: "bool",
+                s.INT: "int", s.DTYPE: "ScalarType?", "": "float"}  # fmt: skip
 
 
 class DeclarationError(ValueError):

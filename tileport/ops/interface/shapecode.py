@@ -25,6 +25,13 @@ def _dtypes(c: str) -> str:
     return "(" + ", ".join(f"torch.{str(d).removeprefix('torch.')}" for d in CLASSES[c][0]) + ",)"
 
 
+def _stat(ref: str | None) -> str:
+    """The statistics dtype of the tensor ``ref`` as an expression (None: the dtypes a statistic may have)."""
+    if ref is None:
+        return "(torch.float32, torch.float64)"
+    return f"(torch.float64 if {ref}.dtype == torch.float64 else torch.float32)"
+
+
 def variable(key: str, taken: set[str]) -> str:
     """The Python name a dimension is bound to: itself (``T``), ``batch_`` for ``*batch``, ``lead_`` for ``*``;
     suffixed where it would shadow a parameter."""
@@ -60,7 +67,11 @@ class Checks:
     def _tensor(self, t: TensorDecl, first: str, indent: str) -> None:
         n = t.name
         conds = [f"isinstance({n}, torch.Tensor)"]
-        if t.like is None:
+        if t.stat is not None:  # its statistics dtype; the tensor it names may come later in the form
+            ref = self.form[t.stat].name
+            same = f"isinstance({ref}, torch.Tensor) and {n}.dtype == {_stat(ref)}"
+            conds.append(f"({ref} is None and {n}.dtype in {_stat(None)} or {same})" if self.form[ref].optional else same)
+        elif t.like is None:
             conds.append(f"{n}.dtype in {CLASS_NAMES[t.dtype]}")
         else:
             ref = self.form[t.like]
