@@ -39,6 +39,7 @@ are Python floats (the reduction's scales). ``dz_loss`` may be None (no z-loss g
 
 from __future__ import annotations
 
+from .front import CrossEntropyLoss, cross_entropy  # noqa: F401  (torch's semantics over the rows)
 from .spec import SPEC
 
 OP = "cross_entropy"
