@@ -1,0 +1,439 @@
+"""cross_entropy's row kernel (the contract of ``tileport.ops.cross_entropy``) as TileLang CPU kernels (C target):
+one compiled kernel per (input dtype, target dtype, direction), serving every N and C and every option (weight,
+label smoothing, z-loss, softcap, the fused gradient) as runtime values.
+
+A grid kernel over the N rows (``interface.py``: rows with any row stride, targets int32 or int64, optional
+weight and gradient), rows cut into ranges among threads. Per row, 16 lanes at a time, 16-bit logits widened
+in registers (never copied to fp32):
+- pass 1, the row in blocks of ``BLOCK`` columns with an online max and sum: the block's max of x (z's, with a
+  softcap: tanh is increasing), the running max M raised to it and the running sum S rescaled by exp(M_old -
+  M_new), then S += the block's sum of exp(z - M) (32 fp32 lanes, a fixed tree; the block totals in fp64).
+  With label smoothing the same loop sums w_c (M - z_c) and w_c (terms >= 0: no cancellation; raising M adds
+  W_so_far * (M_new - M_old)). lse = M + log S; the loss is log S + (M - z_t) (torch's order: no cancellation
+  of M at large logits) and the smoothing sum W log S + sum w_c (M - z_c), in fp64 per row.
+- pass 2 (``grad`` given), while the row is in cache: G = s_c (p_c A - B w_c), p_c = exp((z_c - M) - log S),
+  A = a ((1 - eps) w_t + eps W / C) + 2 b zs lse, B = a eps / C; the target's element is then rewritten in
+  fp64 by the contract's formula (with p_t - 1: no cancellation). Each chunk is read before it is written, so ``grad`` may be ``input``.
+``backward`` is pass 2 from the saved lse (M = lse, log S = 0), with a = dloss_r, b = dz_loss_r.
+Softcap: z = cap tanh(x / cap) and s = 1 - tanh^2 (``cross_entropy.h``). fp64 inputs are not served here.
+"""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+from pathlib import Path
+
+import tilelang.cpu.language as T
+import torch
+
+from ... import outputs
+from .interface import GRID
+from .rowwise import VEC, VL, Io, get, put, splat, vectors
+from .runtime import CACHE, threads_for
+
+PRELUDE = Path(__file__).with_name("cross_entropy.h").read_text()
+BLOCK = 2048  # columns per block of pass 1: its chunks are read twice (max, then exp), from L1
+NEG_MAX = -3.4028234663852886e38  # the running max starts here, not at -inf: exp(-inf - M) is 0, not nan
+_INDEX = {torch.int32: "int32", torch.int64: "int64"}
+
+N = T.dynamic("N")  # rows
+C = T.dynamic("C")  # classes
+
+
+def _rows(io: Io, name: str):
+    return T.StridedTensor((N, C), (T.dynamic(f"{name}_s0", "int64"), 1), io.tl)
+
+
+def _classes(io: Io):
+    return T.StridedTensor((C,), (1,), io.tl)
+
+
+def _per_row(dtype: str = "float32"):
+    return T.StridedTensor((N,), (1,), dtype)
+
+
+def _call(fn: str, *args) -> None:
+    T.evaluate(T.call_extern("handle", fn, *args))
+
+
+def _ref(buf, *index):
+    return T.address_of(T.BufferLoad(buf, list(index)))
+
+
+def _if(cond, then, otherwise=None) -> None:
+    with T.If(cond):
+        with T.Then():
+            then()
+        if otherwise is not None:
+            with T.Else():
+                otherwise()
+
+
+def _set(buf, index, value) -> None:
+    """buf[index] = value (outside a prim_func's own body, a buffer takes no item assignment)."""
+    T.buffer_store(buf, value, [index])
+
+
+def _f64(x):
+    return T.cast(x, "float64")
+
+
+def _exp64(x):
+    return T.call_extern("float64", "exp", x)
+
+
+class Row:
+    """One row's scalars (TileLang locals) and the tensors it reads; ``capped``: softcap applies."""
+
+    def __init__(self, io: Io, x, w, r, cap, inv):
+        self.io, self.x, self.w, self.r, self.cap, self.inv = io, x, w, r, cap, inv
+        self.m = T.alloc_local((4,), "float32")  # [0] M, [1] log S (pass 2's shift), [2] a block's max, [3] z_t
+        self.d = T.alloc_local((8,), "float64")  # S, sum w (M - z), W so far, log S, A, B, s_t, w_t
+        self.k = T.alloc_local((2,), "int32")  # a block's whole chunks, its tail
+        self.t = T.alloc_local((1,), "int64")
+
+    def capped_value(self, value):
+        return T.call_extern("float32", "tp_ce_cap1", value, self.cap, self.inv)
+
+    def element(self, buf, col):
+        """buf[col] (a row of x, or the weight) as fp32."""
+        index = [col] if len(buf.shape) == 1 else [self.r, col]
+        return T.call_extern("float32", f"tp_ce_get_{self.io.tag}", T.BufferLoad(buf, index))
+
+
+def _add(v, slot, value, tmp, n=None) -> None:
+    """v[slot] += value, in the first n lanes only where n is given (a tail chunk)."""
+    if n is None:
+        put(v, slot, get(v, slot) + value)
+        return
+    put(v, tmp, get(v, slot) + value)
+    _call("tp_keep_lanes", _ref(v, slot), _ref(v, tmp), n)
+
+
+def online_max_sum(row: Row, capped: bool, smoothing: bool, weighted: bool) -> None:
+    """Pass 1: d[0] = S, m[0] = M (lse = M + log S); with ``smoothing`` d[1] = sum_c w_c (M - z_c), d[2] = W."""
+    io, x, r, m, d, k = row.io, row.x, row.r, row.m, row.d, row.k
+    v = vectors(13)
+    MX, L, Z, E, S, W, WL, TMP = 0, 2, 4, 5, 7, 9, 11, 12
+    _set(m, 0, T.float32(NEG_MAX))
+    for i in range(3):
+        _set(d, i, T.float64(0))
+    with T.serial(T.truncdiv(C - 1, BLOCK) + 1) as b:
+        c0 = b * BLOCK
+        _set(k, 0, T.truncdiv(T.min(BLOCK, C - c0), VL))
+        _set(k, 1, T.truncmod(T.min(BLOCK, C - c0), VL))
+        # the block's max of x: two chains of lanes, the tail's missing lanes at -inf
+        for u in range(2):
+            put(v, MX + u, splat(T.float32(-float("inf"))))
+
+        def to_max(col, u, n=None):
+            io.load(x, r, col, v, L, n)
+            if n is not None:
+                put(v, TMP, splat(T.float32(-float("inf"))))
+                _call("tp_keep_lanes", _ref(v, TMP), _ref(v, L), n)
+                put(v, L, get(v, TMP))
+            put(v, MX + u, T.call_extern(VEC, "tp_max", get(v, MX + u), get(v, L)))
+
+        with T.serial(T.truncdiv(k[0], 2)) as j:
+            for u in range(2):
+                to_max(c0 + (2 * j + u) * VL, u)
+        _if(T.truncmod(k[0], 2) == 1, lambda: to_max(c0 + (k[0] - 1) * VL, 0))
+        _if(k[1] > 0, lambda: to_max(c0 + k[0] * VL, 1, k[1]))
+        _set(m, 2, T.call_extern("float32", "tp_hmax", T.call_extern(VEC, "tp_max", get(v, MX), get(v, MX + 1))))
+        if capped:
+            _set(m, 2, row.capped_value(m[2]))
+
+        def raise_max():
+            _set(d, 0, d[0] * _exp64(_f64(m[0]) - _f64(m[2])))
+            if smoothing:
+                _set(d, 1, d[1] + d[2] * (_f64(m[2]) - _f64(m[0])))
+            _set(m, 0, m[2])
+
+        _if(m[2] > m[0], raise_max)
+        # the block's sums against the running max
+        zero = splat(T.float32(0))
+        for slot in (E, E + 1, S, S + 1, W, W + 1):
+            put(v, slot, zero)
+
+        def to_sums(col, u, n=None):
+            io.load(x, r, col, v, L, n)
+            z = get(v, L)
+            if capped:
+                put(v, Z, T.call_extern(VEC, "tp_ce_cap", z, row.cap, row.inv))
+                z = get(v, Z)
+            _add(v, E + u, T.call_extern(VEC, "tp_exp", z - splat(m[0])), TMP, n)
+            if smoothing:
+                wv = splat(T.float32(1))
+                if weighted:
+                    io.load(row.w, r, col, v, WL, n)
+                    wv = get(v, WL)
+                    _add(v, W + u, wv, TMP, n)
+                _add(v, S + u, wv * (splat(m[0]) - z), TMP, n)
+
+        with T.serial(T.truncdiv(k[0], 2)) as j:
+            for u in range(2):
+                to_sums(c0 + (2 * j + u) * VL, u)
+        _if(T.truncmod(k[0], 2) == 1, lambda: to_sums(c0 + (k[0] - 1) * VL, 0))
+        _if(k[1] > 0, lambda: to_sums(c0 + k[0] * VL, 1, k[1]))
+
+        def total(slot):
+            return _f64(T.call_extern("float32", "tp_tree32", get(v, slot), get(v, slot + 1)))
+
+        _set(d, 0, d[0] + total(E))
+        if smoothing:
+            _set(d, 1, d[1] + total(S))
+            _set(d, 2, d[2] + (total(W) if weighted else _f64(T.min(BLOCK, C - c0))))
+
+
+def grad_row(row: Row, grad, capped: bool, weighted: bool) -> None:
+    """Pass 2: grad[r, c] = s_c (p_c A - B w_c), p_c = exp((z_c - M) - log S) (m[0], m[1]; A, B: d[4], d[5])."""
+    io, x, r, m, d = row.io, row.x, row.r, row.m, row.d
+    v = vectors(6)
+    L, Z, SL, WL, G = 0, 1, 2, 3, 4
+    A, B = T.cast(d[4], "float32"), T.cast(d[5], "float32")
+
+    def step(col, n=None):
+        io.load(x, r, col, v, L, n)
+        z = get(v, L)
+        if capped:
+            _call("tp_ce_cap_slope", _ref(v, L), row.cap, row.inv, _ref(v, Z), _ref(v, SL))
+            z = get(v, Z)
+        p = T.call_extern(VEC, "tp_exp", (z - splat(m[0])) - splat(m[1]))
+        if weighted:
+            io.load(row.w, r, col, v, WL, n)
+            g = p * splat(A) - splat(B) * get(v, WL)
+        else:
+            g = p * splat(A) - splat(B)
+        put(v, G, g * get(v, SL) if capped else g)
+        io.store(v, G, grad, r, col, n)
+
+    with T.serial(T.truncdiv(C, VL)) as j:
+        step(j * VL)
+    _if(T.truncmod(C, VL) > 0, lambda: step(C - T.truncmod(C, VL), T.truncmod(C, VL)))
+
+
+def zero_row(row: Row, grad) -> None:
+    v = vectors(1)
+    put(v, 0, splat(T.float32(0)))
+    with T.serial(T.truncdiv(C, VL)) as j:
+        row.io.store(v, 0, grad, row.r, j * VL)
+    _if(T.truncmod(C, VL) > 0, lambda: row.io.store(v, 0, grad, row.r, C - T.truncmod(C, VL), T.truncmod(C, VL)))
+
+
+def target_terms(row: Row, has_weight, softcap):
+    """For a row whose target is not ignored: m[3] = z_t, d[6] = s_t, d[7] = w_t (returned). A target outside
+    [0, C) (the interface rules it out) reads nothing and gives nan."""
+    t, m, d = row.t, row.m, row.d
+
+    def inside():
+        _set(m, 3, row.element(row.x, T.cast(t[0], "int32")))
+        _set(d, 7, T.float64(1))
+        _if(has_weight != 0, lambda: T.buffer_store(d, _f64(row.element(row.w, T.cast(t[0], "int32"))), [7]))
+        _set(d, 6, T.float64(1))
+
+        def cap():
+            _set(d, 6, _f64(T.call_extern("float32", "tp_ce_slope1", m[3], row.cap, row.inv)))
+            _set(m, 3, row.capped_value(m[3]))
+
+        _if(softcap != 0, cap)
+
+    def outside():
+        _set(m, 3, T.cast(T.call_extern("float64", "tp_ce_nan"), "float32"))
+        _set(d, 6, T.call_extern("float64", "tp_ce_nan"))
+        _set(d, 7, d[6])
+
+    _if(T.And(t[0] >= 0, t[0] < T.cast(C, "int64")), inside, outside)
+    return d[7]
+
+
+def coefficients(row: Row, wt, W, eps, a, zterm) -> None:
+    """d[4] = A = a ((1 - eps) w_t + eps W / C) + 2 b zs lse, d[5] = B = a eps / C (fp64): pass 2's
+    s_c (p_c A - B w_c); ``zterm`` = 2 b zs lse."""
+    d = row.d
+    cinv = T.float64(1) / _f64(C)
+    _set(d, 4, a * ((T.float64(1) - eps) * wt + eps * W * cinv) + zterm)
+    _set(d, 5, a * eps * cinv)
+
+
+def fix_target(row: Row, grad, shift, wt, W, eps, a, zterm) -> None:
+    """grad[r, t] rewritten (pass 2 wrote it without the target's term) as the contract's formula in fp64,
+    s_t (a ((1 - eps) w_t (p_t - 1) + eps / C (W p_t - w_t)) + 2 b zs lse p_t), p_t = exp((z_t - M) - shift):
+    p_t - 1 formed first (no cancellation of A against the target's term)."""
+    t, m, d = row.t, row.m, row.d
+
+    def write():
+        p = _exp64((_f64(m[3]) - _f64(m[0])) - shift)
+        ce = (T.float64(1) - eps) * wt * (p - T.float64(1)) + eps / _f64(C) * (W * p - wt)
+        _call(f"tp_ce_put_{row.io.tag}", _ref(grad, row.r, T.cast(t[0], "int32")), (a * ce + zterm * p) * d[6])
+
+    _if(T.And(t[0] >= 0, t[0] < T.cast(C, "int64")), write)
+
+
+def grad_variants(row: Row, grad, softcap, weighted_smoothing) -> None:
+    """Pass 2 in the variant of the row's options (runtime flags, one loop each)."""
+    _if(
+        softcap != 0,
+        lambda: _if(
+            weighted_smoothing, lambda: grad_row(row, grad, True, True), lambda: grad_row(row, grad, True, False)
+        ),
+        lambda: _if(
+            weighted_smoothing, lambda: grad_row(row, grad, False, True), lambda: grad_row(row, grad, False, False)
+        ),
+    )
+
+
+def forward_row(row: Row, target, grad, loss, z_loss, lse, ignore_index, eps, zs, softcap, a, b, has_weight, has_grad):
+    """The fused forward of one row: pass 1, the row's loss, z-loss and lse, and pass 2 where grad is given."""
+    m, d, t, r = row.m, row.d, row.t, row.r
+    _set(t, 0, T.cast(target[r], "int64"))
+    smoothing = eps != T.float64(0)
+
+    def pass1(capped):
+        _if(
+            smoothing,
+            lambda: _if(has_weight != 0, lambda: online_max_sum(row, capped, True, True),
+                        lambda: online_max_sum(row, capped, True, False)),
+            lambda: online_max_sum(row, capped, False, False),
+        )  # fmt: skip
+
+    _if(softcap != 0, lambda: pass1(True), lambda: pass1(False))
+    _set(d, 3, T.call_extern("float64", "log", d[0]))
+    _set(m, 1, T.cast(d[3], "float32"))
+    _set(lse, r, T.cast(_f64(m[0]) + d[3], "float32"))
+
+    def ignored():
+        _set(loss, r, T.float32(0))
+        _set(z_loss, r, T.float32(0))
+        _if(has_grad != 0, lambda: zero_row(row, grad))
+
+    def counted():
+        wt = target_terms(row, has_weight, softcap)
+        lse64 = _f64(m[0]) + d[3]
+        nll = d[3] + (_f64(m[0]) - _f64(m[3]))  # log S + (M - z_t): M cancels exactly
+        W = T.if_then_else(has_weight != 0, d[2], _f64(C))
+        ce = (T.float64(1) - eps) * wt * nll
+        _set(loss, r, T.cast(T.if_then_else(smoothing, ce + eps / _f64(C) * (W * d[3] + d[1]), ce), "float32"))
+        _set(z_loss, r, T.cast(zs * lse64 * lse64, "float32"))
+
+        def fused():
+            zterm = T.float64(2) * b * zs * lse64
+            coefficients(row, wt, W, eps, a, zterm)
+            grad_variants(row, grad, softcap, T.And(smoothing, has_weight != 0))
+            fix_target(row, grad, d[3], wt, W, eps, a, zterm)
+
+        _if(has_grad != 0, fused)
+
+    _if(t[0] == ignore_index, ignored, counted)
+
+
+def backward_row(row: Row, target, dloss, dz_loss, lse, dinput, ignore_index, eps, zs, softcap, weight_sum,
+                 has_dz_loss, has_weight):  # fmt: skip
+    """One row's gradient from the saved lse: pass 2 with M = lse, log S = 0."""
+    m, t, r = row.m, row.t, row.r
+    _set(t, 0, T.cast(target[r], "int64"))
+    _set(m, 0, lse[r])
+    _set(m, 1, T.float32(0))
+
+    def counted():
+        wt = target_terms(row, has_weight, softcap)
+        b = T.if_then_else(has_dz_loss != 0, _f64(dz_loss[r]), T.float64(0))
+        W = T.if_then_else(has_weight != 0, weight_sum, _f64(C))
+        zterm = T.float64(2) * b * zs * _f64(lse[r])
+        coefficients(row, wt, W, eps, _f64(dloss[r]), zterm)
+        grad_variants(row, dinput, softcap, T.And(eps != T.float64(0), has_weight != 0))
+        fix_target(row, dinput, T.float64(0), wt, W, eps, _f64(dloss[r]), zterm)
+
+    _if(t[0] == ignore_index, lambda: zero_row(row, dinput), counted)
+
+
+def build_forward(dtype: torch.dtype, target: str = "int64"):
+    """(loss, z_loss, lse) per row and, with grad, the fused gradient (module docstring)."""
+    X = Io(dtype)
+
+    @T.prim_func
+    def cross_entropy_fwd(
+        input: _rows(X, "input"), target: _per_row(target), weight: _classes(X), grad: _rows(X, "grad"),
+        loss: _per_row(), z_loss: _per_row(), lse: _per_row(), ignore_index: T.int64, label_smoothing: T.float64,
+        lse_square_scale: T.float64, softcap: T.float32, inv_softcap: T.float32, scale_loss: T.float64,
+        scale_z_loss: T.float64, has_weight: T.int32, has_grad: T.int32, first: T.int64, count: T.int64,
+    ):  # fmt: skip
+        T.func_attr({GRID: ["N"]})
+        with T.Kernel(count, prelude=PRELUDE) as i:
+            forward_row(
+                Row(X, input, weight, first + i, softcap, inv_softcap), target, grad, loss, z_loss, lse, ignore_index,
+                label_smoothing, lse_square_scale, softcap, scale_loss, scale_z_loss, has_weight, has_grad,
+            )  # fmt: skip
+
+    return cross_entropy_fwd
+
+
+def build_backward(dtype: torch.dtype, target: str = "int64"):
+    """dinput = dloss_r dloss_r/dx + dz_loss_r dz_loss_r/dx from input and the saved lse (module docstring)."""
+    X = Io(dtype)
+
+    @T.prim_func
+    def cross_entropy_bwd(
+        dloss: _per_row(), dz_loss: _per_row(), input: _rows(X, "input"), target: _per_row(target),
+        weight: _classes(X), lse: _per_row(), dinput: _rows(X, "dinput"), ignore_index: T.int64,
+        label_smoothing: T.float64, lse_square_scale: T.float64, softcap: T.float32, inv_softcap: T.float32,
+        weight_sum: T.float64, has_dz_loss: T.int32, has_weight: T.int32, first: T.int64, count: T.int64,
+    ):  # fmt: skip
+        T.func_attr({GRID: ["N"]})
+        with T.Kernel(count, prelude=PRELUDE) as i:
+            backward_row(
+                Row(X, input, weight, first + i, softcap, inv_softcap), target, dloss, dz_loss, lse, dinput,
+                ignore_index, label_smoothing, lse_square_scale, softcap, weight_sum, has_dz_loss, has_weight,
+            )  # fmt: skip
+
+    return cross_entropy_bwd
+
+
+# The kernels tests/backends/test_cpu_simd.py checks for packed SIMD in the disassembly: (kernel, builder of a dtype).
+PACKED_CHECKS = (
+    ("cross_entropy_fwd", lambda dt: build_forward(dt)),
+    ("cross_entropy_bwd", lambda dt: build_backward(dt)),
+)
+
+
+def _softcap(softcap: float) -> tuple[float, float]:
+    return (float(softcap), 1.0 / float(softcap)) if softcap else (0.0, 0.0)
+
+
+def _target(target: torch.Tensor) -> torch.Tensor:
+    return target if target.is_contiguous() else target.contiguous()
+
+
+def _kernel(name: str, builder, input: torch.Tensor, target: torch.Tensor):
+    if target.dtype not in _INDEX:
+        raise TypeError(f"cross_entropy: target must be int64 or int32, not {target.dtype}")
+    return CACHE.kernel(name, builder, input.dtype, _INDEX[target.dtype])
+
+
+def forward(input, target, weight, ignore_index: int, label_smoothing: float, lse_square_scale: float,
+            softcap: float, grad=None, scales=(1.0, 1.0)):  # fmt: skip
+    """(loss, z_loss, lse), each ``[N]`` fp32; with ``grad`` ([N, C], may be ``input`` itself) the gradient
+    ``a * dloss + b * dz_loss`` (``scales = (a, b)``) written into it in the same pass."""
+    n, c = input.shape
+    loss, z_loss, lse = (outputs.empty((n,), torch.float32, input.device) for _ in range(3))
+    cap, inv = _softcap(softcap)
+    a, b = scales
+    _kernel("cross_entropy_fwd", build_forward, input, target)(
+        threads_for(n * c), input=input, target=_target(target), weight=weight, grad=grad, loss=loss, z_loss=z_loss,
+        lse=lse, ignore_index=int(ignore_index), label_smoothing=float(label_smoothing),
+        lse_square_scale=float(lse_square_scale), softcap=cap, inv_softcap=inv, scale_loss=float(a), scale_z_loss=float(b),
+    )  # fmt: skip
+    return loss, z_loss, lse
+
+
+def backward(dloss, dz_loss, input, target, weight, lse, ignore_index: int, label_smoothing: float,
+             lse_square_scale: float, softcap: float):  # fmt: skip
+    """dinput ``[N, C]`` in input's dtype from input and the forward's lse."""
+    n, c = input.shape
+    dinput = outputs.empty((n, c), input.dtype, input.device)
+    cap, inv = _softcap(softcap)
+    weight_sum = 0.0 if weight is None or not label_smoothing else float(weight.sum(dtype=torch.float64))
+    _kernel("cross_entropy_bwd", build_backward, input, target)(
+        threads_for(n * c), dloss=dloss.contiguous(), dz_loss=None if dz_loss is None else dz_loss.contiguous(),
+        input=input, target=_target(target), weight=weight, lse=lse.contiguous(), dinput=dinput,
+        ignore_index=int(ignore_index), label_smoothing=float(label_smoothing), lse_square_scale=float(lse_square_scale),
+        softcap=cap, inv_softcap=inv, weight_sum=weight_sum,
+    )  # fmt: skip
+    return dinput
