@@ -140,3 +140,31 @@ def test_the_device_checks_plan_and_arguments(capsys, monkeypatch):
     assert ascend_check.main(["--dry-run", "--op", "no_such_op"]) == 2
     if devices.npu_ready() is not None:
         assert ascend_check.main(["--op", "rms_norm", "--out", "x"]) == 2  # not an A2/A3 host: says so, runs nothing
+
+
+@pytest.mark.ascend
+@needs_triton_ascend
+@pytest.mark.parametrize("target", ["ascend-a2", "ascend-a3"])
+def test_cross_entropy_options_lower_for_a2_and_a3(target):
+    """cross_entropy's kernels with what the spec's example leaves out: weights, smoothing, z-loss, softcap (tanh
+    by exp only), int32 targets, the fused gradient written in place; fp32 sums (no fp64), the vector-core grid,
+    and blocks whose live fp32 tensors fit half the unified buffer."""
+    from tileport.backends.triton import cross_entropy as ce
+    from tileport.backends.triton import lowering
+
+    chip = ascend.CHIPS[target]
+    for dtype in DTYPES:
+        for c in (100, 65536):
+            x = torch.randn(64, c).to(dtype)
+            t = torch.randint(0, c, (64,), dtype=torch.int32)
+            w = torch.rand(c).to(dtype)
+            with lowering.capturing(chip) as found:
+                _, _, lse = ce.forward(x, t, w, -100, 0.1, 1e-4, 30.0, grad=x, scales=(0.5, 0.5))
+                ce.backward(torch.ones(64), torch.ones(64), x, t, w, lse, -100, 0.1, 1e-4, 30.0)
+            assert [k.name for k in found] == ["_fwd_kernel", "_bwd_kernel"]
+            for launch in found:
+                k = lowering.compile_launch(launch, chip)
+                assert "f64" not in k.files["ttadapter"], f"{launch.name}: fp64 reached the Ascend build"
+                block = launch.constants["BLOCK_M"] * launch.constants["BLOCK_D"]
+                assert launch.grid[0] <= chip.vector_cores and 4 * ce.LIVE * block <= chip.ub_bytes // 2
+                assert launch.constants.get("F64", False) is False and launch.constants["SOFTCAP"] is True

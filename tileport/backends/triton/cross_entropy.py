@@ -83,7 +83,7 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
         # the target's logit and weight, read before the gradient pass may overwrite the row (in place)
         zt = tl.load(xrow + tc, mask=valid, other=0.0).to(tl.float32)
         if SOFTCAP:
-            zt, _ = softcapped(zt, cap)
+            zt = softcapped(zt, cap)[0]
         if WEIGHT:
             wt = tl.load(WGT + tc, mask=valid, other=0.0).to(tl.float32)
         else:
@@ -102,7 +102,7 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
             mask = row_ok[:, None] & cmask[None, :]
             z = tl.load(xrow[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
             if SOFTCAP:
-                z, _ = softcapped(z, cap)
+                z = softcapped(z, cap)[0]
             m_new = tl.maximum(m, tl.max(tl.where(mask, z, NEG_INF), axis=1))
             base = tl.where(m_new == NEG_INF, 0.0, m_new)  # a row past M: no inf - inf
             e = tl.where(mask, tl.exp(z - base[:, None]), 0.0)
