@@ -5,6 +5,11 @@ gradients by fp64 autograd. Rows in several blocks (the block width lowered wher
 weights, smoothing, softcap, z-loss, the in-place gradient, int32 targets; the Ascend forms (compensated fp32
 sums) too. Small shapes: the interpreter costs milliseconds per program."""
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -278,3 +283,47 @@ def test_fp64_is_refused_by_name():
     x, t, _ = case(2, 10, torch.float64)
     with pytest.raises(TypeError, match="fp16, bf16 or fp32 logits, got torch.float64"):
         ce.forward(x, t, None, IGNORE, 0.0, 0.0, 0.0)
+
+
+GPU_BUILD = textwrap.dedent("""
+    import os, sys
+    os.environ.pop("TRITON_INTERPRET", None)
+    import torch, triton
+    import triton.runtime.jit as jit
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from tileport.backends.triton import cross_entropy as ce, lowering
+
+    found = []
+    def record(self, *args, grid=None, warmup=False, **kwargs):
+        values = dict(zip(self.arg_names, args)) | kwargs
+        consts = {p.name: values[p.name] for p in self.params if p.is_constexpr}
+        sig = {p.name: lowering._type(values[p.name]) for p in self.params if not p.is_constexpr}
+        found.append((self, sig, consts))
+    jit.JITFunction.run = record  # captured, not run: no GPU here
+    for dtype, c, opts in ((torch.bfloat16, 128256, (0.1, 1e-4, 30.0)), (torch.float32, 100, (0.0, 0.0, 0.0))):
+        x, t = torch.randn(8, c).to(dtype), torch.randint(0, c, (8,), dtype=torch.int32)
+        w = torch.rand(c).to(dtype)
+        ce.forward(x, t, w, -100, *opts, grad=x, scales=(0.5, 0.5))
+        ce.backward(torch.ones(8), torch.ones(8), x, t, w, torch.zeros(8), -100, *opts)
+    for fn, sig, consts in found:
+        k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32))
+        print(fn.fn.__name__, consts["BLOCK_M"], consts["BLOCK_D"], len(k.asm["cubin"]))
+""")
+
+
+@pytest.mark.slow
+def test_the_kernels_build_for_a_gpu():
+    """The interpreter runs code Triton's compiler refuses (a name carried through a loop with a new shape did):
+    every option's forward (in-place gradient) and backward built to an sm_90 cubin, without a GPU (Triton's own
+    ptxas), in a process without the interpreter."""
+    pytest.importorskip("triton.backends.nvidia", reason="this Triton has no CUDA backend")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    run = subprocess.run([sys.executable, "-c", GPU_BUILD], capture_output=True, text=True, env=env, timeout=600,
+                         check=False)  # fmt: skip
+    if run.returncode != 0 and "ptxas" in run.stderr and "not found" in run.stderr.lower():
+        pytest.skip("no ptxas with this Triton")
+    assert run.returncode == 0, run.stderr[-2000:]
+    built = [line.split() for line in run.stdout.splitlines()]
+    assert [b[0] for b in built] == ["_fwd_kernel", "_bwd_kernel"] * 2 and all(int(b[3]) > 0 for b in built)
+    assert built[0][1:3] == ["1", "4096"]  # a 128k row: one row per program, walked in 4096-wide blocks
