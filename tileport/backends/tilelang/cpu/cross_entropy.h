@@ -96,3 +96,7 @@ extern "C" inline void* tp_ce_put_f16(uint16_t* dst, double v) {
 }
 // A quiet nan: the values of a row whose target lies outside [0, C).
 extern "C" inline double tp_ce_nan() { return NAN; }
+
+// 16 zero lanes the compiler cannot see through: an ignored row's gradient stored from it stays a loop of
+// packed (masked, at the tail) stores, not a call to memset (g++ recognized the fp32 loop as one).
+extern "C" inline tp_v16 tp_ce_zeros() { return tp_ce_opaque_splat(0.0f); }

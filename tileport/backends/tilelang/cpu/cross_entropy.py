@@ -26,7 +26,7 @@ import torch
 
 from ... import outputs
 from .interface import GRID
-from .rowwise import VEC, VL, Io, get, put, splat, vectors
+from .rowwise import STORAGE, VEC, VL, Io, get, put, splat, vectors
 from .runtime import CACHE, threads_for
 
 PRELUDE = Path(__file__).with_name("cross_entropy.h").read_text()
@@ -211,8 +211,9 @@ def grad_row(row: Row, grad, capped: bool, weighted: bool) -> None:
 
 
 def zero_row(row: Row, grad) -> None:
+    """grad[r, :] = 0 (an ignored row), packed stores."""
     v = vectors(1)
-    put(v, 0, splat(T.float32(0)))
+    put(v, 0, T.call_extern(VEC, "tp_ce_zeros"))
     with T.serial(T.truncdiv(C, VL)) as j:
         row.io.store(v, 0, grad, row.r, j * VL)
     _if(T.truncmod(C, VL) > 0, lambda: row.io.store(v, 0, grad, row.r, C - T.truncmod(C, VL), T.truncmod(C, VL)))
@@ -402,6 +403,10 @@ def _target(target: torch.Tensor) -> torch.Tensor:
 
 
 def _kernel(name: str, builder, input: torch.Tensor, target: torch.Tensor):
+    if input.dtype not in STORAGE:
+        raise TypeError(
+            f"cross_entropy: the TileLang CPU kernels take float32, float16 or bfloat16 logits, not {input.dtype}"
+        )
     if target.dtype not in _INDEX:
         raise TypeError(f"cross_entropy: target must be int64 or int32, not {target.dtype}")
     return CACHE.kernel(name, builder, input.dtype, _INDEX[target.dtype])
