@@ -21,7 +21,7 @@ import torch
 from ..ops import dims as d
 from . import sizes as sz
 from .case import OMIT_SHARE, UPPER, Case, draw_attrs, mix, spec_of
-from .named import floating
+from .named import case_dtype, floating
 from .schema import Suite
 from .values import FILLS, draw_mu_sigma, fill, integer_values, standard_values
 
@@ -44,8 +44,11 @@ class Layout:
         return [o.name for o in self.spec.outputs if all(k in bound for k in self.declaration[o.name].shape.names())]
 
     def drawn(self, omitted=()) -> list[str]:
-        """The tensors a case draws: the inputs present, then (backward suites) the present outputs' gradients."""
+        """The tensors a case draws: the inputs present, then (backward suites) the present outputs' gradients the
+        backward takes (none for a statistic it only reads, such as a logsumexp)."""
         grads = [f"d{o}" for o in self.outputs(omitted)] if self.suite.backward else []
+        if self.spec.backward is not None:
+            grads = [g for g in grads if g in self.spec.backward.tensors]
         return [t.name for t in self.declaration.inputs if t.name not in omitted] + grads
 
     def present(self, omitted=()) -> list[str]:
@@ -172,8 +175,9 @@ def make_inputs(suite: Suite, case: Case) -> dict[str, Any]:
         elif name not in lay.floating:
             out[name] = _integers(suite, lay.declaration[name], shape, values, ints[name], gen)
         elif case.filled == name:
-            out[name] = fill(shape, case.dtype, case.scenario.removeprefix("all_"), gen).to(case.dtype)
+            dtype = case_dtype(lay.declaration, name, case.dtype)
+            out[name] = fill(shape, dtype, case.scenario.removeprefix("all_"), gen).to(dtype)
         else:
             v = standard_values(case.value_range, shape, case.dtype, case.mu or 0.0, case.sigma or 1.0, gen)
-            out[name] = v.to(case.dtype)
+            out[name] = v.to(case_dtype(lay.declaration, name, case.dtype))
     return out

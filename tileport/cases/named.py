@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from ..dtypes import stat_dtype
 from ..ops import dims as d
 from .schema import (
     BOUNDARY_FLAGS, TOP_KEYS, AttrInput, CaseFileError, DimOption, DimRule, IntRule, Suite, TensorInput, _dtypes,
@@ -55,8 +56,15 @@ def root_class(declaration: d.Declaration, name: str) -> str:
 
 
 def floating(declaration: d.Declaration, name: str) -> bool:
-    """Whether a declared tensor is floating (its ``like:`` chain ends at a floating class)."""
-    return root_class(declaration, name) == "float"
+    """Whether a declared tensor is floating (its ``like:`` chain ends at a floating class or a statistic's)."""
+    cls = root_class(declaration, name)
+    return cls == "float" or cls.startswith("stat:")
+
+
+def case_dtype(declaration: d.Declaration, name: str, dtype: torch.dtype) -> torch.dtype:
+    """A floating tensor's dtype in a case of ``dtype``: that dtype, or its statistics dtype (fp32, fp64 for fp64)
+    for one declared ``stat:`` (a loss' gradient ``dloss`` like its output)."""
+    return stat_dtype(dtype) if root_class(declaration, name).startswith("stat:") else dtype
 
 
 def _bound(r: _Reader, key: str, value: Any, known: list[str]) -> int | str:
