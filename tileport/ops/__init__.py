@@ -9,6 +9,6 @@ from .log_softmax import LogSoftmax, log_softmax, log_softmax_bwd, log_softmax_f
 from .add_rms_norm import AddRMSNorm, add_rms_norm, add_rms_norm_bwd, add_rms_norm_fwd  # noqa: F401
 from .gated_rms_norm import GatedRMSNorm, gated_rms_norm, gated_rms_norm_bwd, gated_rms_norm_fwd  # noqa: F401
 from .rope import apply_rotary_pos_emb, rope, rope_bwd, rope_fwd  # noqa: F401
-from .swiglu import SwiGLU, silu_and_mul, swiglu, swiglu_bwd, swiglu_fwd  # noqa: F401
-from .geglu import GEGLU, geglu, geglu_bwd, geglu_fwd, gelu_and_mul  # noqa: F401
+from .swiglu import SwiGLU, SwiGLUMLP, silu_and_mul, swiglu, swiglu_bwd, swiglu_fwd  # noqa: F401
+from .geglu import GEGLU, GEGLUMLP, geglu, geglu_bwd, geglu_fwd, gelu_and_mul  # noqa: F401
 from .cross_entropy import CrossEntropyLoss, cross_entropy, cross_entropy_bwd, cross_entropy_fwd  # noqa: F401

@@ -12,6 +12,7 @@ MLP ``gelu(gate_proj(x), approximate="tanh") * up_proj(x)``):
   ``dgate = dy * up * gelu'(gate)``: none ``Phi(v) + v * phi(v)`` with ``Phi(v) = erfc(-v / sqrt 2) / 2``; tanh
   ``s + 2 v s (1 - s) u'``, ``s = sigmoid(2u)``, ``1 - s = sigmoid(-2u)`` (no cancellation at large |v|).
 - Empty inputs give empty outputs.
+- ``GEGLUMLP``: transformers' ``GemmaMLP`` (its parameter names) with this activation fused, eager casting.
 - ``gelu_and_mul(x, approximate="none")`` (vLLM's concatenated form, vLLM's default approximation): ``x [...,
   2F]``, gate its first half and up its second (views, no copy), ``y [..., F]``; ``dx`` is ``(dgate, dup)`` side
   by side.
@@ -44,3 +45,6 @@ def gelu_and_mul(x, approximate="none", *, casting="fp32", backend=None):
     differentiable in x. ``casting`` as :func:`geglu`'s. TypeError / ValueError for a non-tensor, 0-d or odd-sized
     x."""
     return _gelu_and_mul(x, approximate, casting, backend)
+
+
+from .mlp import GEGLUMLP  # noqa: F401  (last: the module calls geglu, defined above)

@@ -10,6 +10,7 @@ Semantics (Liger-Kernel's ``LigerSiLUMulFunction``, FlagGems' ``silu_and_mul(x, 
   activation, the product's own factor), ``dgate = dy * up * silu'(gate)`` with ``silu'(v) = s * (1 + v * (1 - s))``,
   ``s = sigmoid(v)`` and ``1 - s = sigmoid(-v)`` (no cancellation at large |v|).
 - Empty inputs give empty outputs.
+- ``SwiGLUMLP``: transformers' ``LlamaMLP`` (its parameter names) with this activation fused, eager casting.
 - ``silu_and_mul(x)`` (vLLM's concatenated form): ``x [..., 2F]``, gate its first half and up its second (views,
   no copy), ``y [..., F]``; ``dx [..., 2F]`` is ``(dgate, dup)`` side by side.
 
@@ -40,3 +41,6 @@ def silu_and_mul(x, *, casting="fp32", backend=None):
     """vLLM's ``silu_and_mul``: ``silu(x[..., :F]) * x[..., F:]`` of x [..., 2F], y [..., F]; differentiable in x.
     ``casting`` as :func:`swiglu`'s. TypeError / ValueError for a non-tensor, 0-d or odd-sized x."""
     return _silu_and_mul(x, casting, backend)
+
+
+from .mlp import SwiGLUMLP  # noqa: F401  (last: the module calls swiglu, defined above)
