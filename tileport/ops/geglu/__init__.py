@@ -7,7 +7,11 @@ MLP ``gelu(gate_proj(x), approximate="tanh") * up_proj(x)``):
   negative v); ``"tanh"``: gelu(v) = v / 2 * (1 + tanh(u)) = v * sigmoid(2u), u = sqrt(2/pi) * (v + 0.044715 v^3).
 - ``casting="fp32"``: ``gelu(gate) * up`` in fp32 (fp64 for fp64), rounded once to the inputs' dtype;
   ``casting="eager"``: the activation rounded to the inputs' dtype first, then the product rounded (transformers'
-  eager MLPs and Liger's kernels).
+  eager MLPs and Liger's kernels). A kernel's activation is the exact one rounded (TileLang CPU, bf16/fp16: at
+  every gate for "none", all but a few for "tanh"), which torch's is not: its CPU gelu is ``1 + erf`` / ``1 + tanh`` in fp32,
+  cancelling for negative gates (848 of the 65280 bf16 gates rounded otherwise for "none", 155 for "tanh"), and
+  its vectorized and scalar loops give different bits for the same gate (660 and 4 bf16 gates). No kernel is
+  bit for bit with that; the torch backend's eager is torch's own ``gelu(gate) * up``.
 - Backward in fp32, each result rounded once: ``dup = dy * gelu(gate)`` (eager: the rounded activation),
   ``dgate = dy * up * gelu'(gate)``: none ``Phi(v) + v * phi(v)`` with ``Phi(v) = erfc(-v / sqrt 2) / 2``; tanh
   ``s + 2 v s (1 - s) u'``, ``s = sigmoid(2u)``, ``1 - s = sigmoid(-2u)`` (no cancellation at large |v|).

@@ -16,7 +16,7 @@ import math
 import tilelang.cpu.language as T
 import torch
 
-from .rowwise import VEC, M, Io, row_map, rounded, splat
+from .rowwise import VEC, Io, M, rounded, row_map, splat
 from .swiglu import one, run_backward, run_forward, sigmoid
 
 K = math.sqrt(2 / math.pi)
@@ -78,9 +78,9 @@ def gelu_grad(approximate: str):
 
 def build_forward(dtype: torch.dtype, approximate: str, casting: str):
     """y = gelu(gate) * up for (M, F) rows of ``dtype``; eager: gelu rounded to ``dtype`` first."""
-    X = Io(dtype)
+    X = Io(dtype, subnormals=True)  # bf16 subnormals kept: eager 16-bit bit for bit with torch
     act = gelu(approximate)
-    a = (lambda g: rounded(X, act(g))) if casting == "eager" else act  # noqa: E731
+    a = (lambda g: rounded(X, act(g))) if casting == "eager" else act
 
     @T.prim_func
     def geglu_fwd(gate: X.rows, up: X.rows, y: X.rows):
@@ -92,9 +92,9 @@ def build_forward(dtype: torch.dtype, approximate: str, casting: str):
 
 def build_backward(dtype: torch.dtype, approximate: str, casting: str):
     """dgate = dy * up * gelu'(gate), dup = dy * gelu(gate) (eager: rounded) for (M, F) rows of ``dtype``."""
-    X = Io(dtype)
+    X = Io(dtype, subnormals=True)  # bf16 subnormals kept: eager 16-bit bit for bit with torch
     act, act_grad = gelu(approximate), gelu_grad(approximate)
-    a = (lambda g: rounded(X, act(g))) if casting == "eager" else act  # noqa: E731
+    a = (lambda g: rounded(X, act(g))) if casting == "eager" else act
 
     @T.prim_func
     def geglu_bwd(dy: X.rows, gate: X.rows, up: X.rows, dgate: X.rows, dup: X.rows):

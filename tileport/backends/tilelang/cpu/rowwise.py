@@ -65,11 +65,14 @@ def at(buf, row, col):
 class Io:
     """How tensors of one torch dtype are held in a kernel and moved 16 lanes at a time."""
 
-    def __init__(self, dtype: torch.dtype, streaming: bool = False):
+    def __init__(self, dtype: torch.dtype, streaming: bool = False, subnormals: bool = False):
+        """``subnormals``: bf16 results keep their subnormal values, as torch's rounding does (the fast bf16 store
+        flushes |y| < 2^-126 to zero): for kernels claimed bit for bit with torch's."""
         if dtype not in STORAGE:
             raise TypeError(f"tilelang CPU kernels take float32, float16 or bfloat16, not {dtype}")
         s = STORAGE[dtype]
-        self.dtype, self.tl, self.tag, self.streaming = dtype, s.tl, s.tag, streaming
+        tag = s.tag + ("s" if subnormals and dtype == torch.bfloat16 else "")
+        self.dtype, self.tl, self.tag, self.streaming = dtype, s.tl, tag, streaming
 
     @property
     def rows(self):

@@ -188,6 +188,28 @@ extern "C" inline void* tp_store_bf16(tp_v16* src, uint16_t* dst) {
   return 0;
 }
 
+// bf16 with subnormal values kept ("bf16s"): what torch's rounding gives for every fp32 value, where
+// vcvtneps2bf16 (tp_store_bf16 on AVX512-BF16) flushes |y| < 2^-126 to zero. Round to nearest even with integer
+// ops; loads are bf16's. For kernels whose 16-bit results are claimed bit for bit with torch's.
+extern "C" inline void* tp_load_bf16s(uint16_t* src, tp_v16* dst) { return tp_load_bf16(src, dst); }
+extern "C" inline void* tp_store_bf16s(tp_v16* src, uint16_t* dst) {
+  uint32_t out[16];
+#pragma GCC unroll 4
+  for (int k = 0; k < TP_PARTS; ++k) {
+    tp_nu b = (tp_nu)src->v[k];
+    tp_nu r = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
+    tp_ni nan = src->v[k] != src->v[k];  // -1 in nan lanes
+    r = (r & ~(tp_nu)nan) | ((tp_nu)nan & 0x7FC0u);
+    memcpy(out + k * TP_NATIVE, &r, sizeof r);
+  }
+#if defined(__AVX512F__)
+  _mm256_storeu_si256((__m256i*)dst, _mm512_cvtepi32_epi16(_mm512_loadu_si512(out)));
+#else
+  for (int i = 0; i < 16; ++i) dst[i] = (uint16_t)out[i];
+#endif
+  return 0;
+}
+
 // ---- partial (tail) moves: the first n lanes, 0 <= n <= 16; loads zero the other lanes ----
 extern "C" inline void* tp_loadn_f32(float* src, tp_v16* dst, int32_t n) {
 #if defined(__AVX512F__)
@@ -241,6 +263,7 @@ extern "C" inline void* tp_storen_f32(tp_v16* src, float* dst, int32_t n) {
 #endif
 TP_PARTIAL_U16(f16)
 TP_PARTIAL_U16(bf16)
+TP_PARTIAL_U16(bf16s)
 #undef TP_PARTIAL_U16
 
 // 16 fp32 lanes rounded to a 16-bit storage dtype and widened back: the value a tensor of that dtype would
@@ -254,6 +277,7 @@ TP_PARTIAL_U16(bf16)
   }
 TP_ROUND_U16(f16)
 TP_ROUND_U16(bf16)
+TP_ROUND_U16(bf16s)
 #undef TP_ROUND_U16
 extern "C" inline tp_v16 tp_round_f32(tp_v16 v) { return v; }
 

@@ -14,9 +14,9 @@ cancellation at large |v|. ``casting="eager"`` rounds the activation to the stor
 import tilelang.cpu.language as T
 import torch
 
-from .rowwise import VEC, M, Io, row_map, rounded, splat
-from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
+from .rowwise import VEC, Io, M, rounded, row_map, splat
+from .runtime import CACHE, check_shape, threads_for
 
 
 def one():
@@ -39,8 +39,8 @@ def silu_grad(v):
 
 def build_forward(dtype: torch.dtype, casting: str, act=silu):
     """y = act(gate) * up for (M, F) rows of ``dtype``; eager: act rounded to ``dtype`` first."""
-    X = Io(dtype)
-    a = (lambda g: rounded(X, act(g))) if casting == "eager" else act  # noqa: E731
+    X = Io(dtype, subnormals=True)  # bf16 subnormals kept: eager 16-bit bit for bit with torch
+    a = (lambda g: rounded(X, act(g))) if casting == "eager" else act
 
     @T.prim_func
     def gated_fwd(gate: X.rows, up: X.rows, y: X.rows):
@@ -52,8 +52,8 @@ def build_forward(dtype: torch.dtype, casting: str, act=silu):
 
 def build_backward(dtype: torch.dtype, casting: str, act=silu, act_grad=silu_grad):
     """dgate = dy * up * act'(gate), dup = dy * act(gate) (eager: act rounded) for (M, F) rows of ``dtype``."""
-    X = Io(dtype)
-    a = (lambda g: rounded(X, act(g))) if casting == "eager" else act  # noqa: E731
+    X = Io(dtype, subnormals=True)  # bf16 subnormals kept: eager 16-bit bit for bit with torch
+    a = (lambda g: rounded(X, act(g))) if casting == "eager" else act
 
     @T.prim_func
     def gated_bwd(dy: X.rows, gate: X.rows, up: X.rows, dgate: X.rows, dup: X.rows):
