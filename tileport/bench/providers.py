@@ -36,8 +36,8 @@ def _autograd(fn: Callable, inputs: dict, dy: torch.Tensor, mode: str, grads: li
     wrt = list(leaves.values())
     dys: list[tuple] = []  # drawn on the first call, from the outputs it gives
 
-    def grad(out, **kw):  # an absent output (None: k_out where k is None) has no gradient
-        outs = tuple(o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o is not None)
+    def grad(out, **kw):  # an absent output (None: k_out where k is None) or a statistic (lse) has no gradient
+        outs = tuple(o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o is not None and o.requires_grad)
         if not dys:
             dys.append(_output_grads(outs, dy))
         return torch.autograd.grad(outs, wrt, dys[0], **kw)
