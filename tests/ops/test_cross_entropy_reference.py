@@ -114,3 +114,17 @@ def test_int32_targets_and_row_strided_view():
     b = ref.forward(x, t, w, IGNORE, 0.0, 0.0, 0.0)
     for p, q in zip(a, b):
         assert torch.equal(p, q)
+
+
+def test_absent_terms_are_not_multiplied_by_zero():
+    """s = 0: z_loss 0 and dz_loss never read (nan there leaks nowhere); an ignored row's gradient is 0 whatever
+    dloss holds; eps = 0: no smoothing term, so an -inf logit outside the target leaves the loss finite."""
+    x, t, w = _case(6, 9, seed=5)
+    assert int(t[0]) != IGNORE and bool((t == IGNORE).any())
+    x[0, (int(t[0]) + 1) % 9] = -float("inf")
+    loss, z_loss, lse = ref.forward(x, t, w, IGNORE, 0.0, 0.0, 0.0)
+    assert bool((z_loss == 0).all()) and bool(torch.isfinite(loss).all())
+    dl = torch.ones(6, dtype=torch.float64)
+    dl[t == IGNORE] = float("nan")
+    dx = ref.backward(dl, torch.full((6,), float("nan"), dtype=torch.float64), x, t, w, lse, IGNORE, 0.0, 0.0, 0.0)
+    assert bool(torch.isfinite(dx).all()) and bool((dx[t == IGNORE] == 0).all())

@@ -71,7 +71,7 @@ def forward(input, target, weight, ignore_index: int, label_smoothing: float, ls
         t = target[r0:r1]
         valid = t != ignore_index
         loss[r0:r1], w_t, tc = _row_terms(z, m, t, valid, w, label_smoothing)
-        z_loss[r0:r1] = torch.where(valid, lse_square_scale * m * m, 0)
+        z_loss[r0:r1] = torch.where(valid, lse_square_scale * m * m, 0) if lse_square_scale else 0
         lse[r0:r1] = m
         if grad is not None:
             g = _grad(z, s, m, tc, valid, w, w_t, label_smoothing, lse_square_scale, a, b)

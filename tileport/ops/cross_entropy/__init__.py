@@ -15,6 +15,10 @@ Per row r, t = target[r], w_c = weight[c] (1 without weight), W = sum_c w_c, in 
 - loss_r = (1 - eps) w_t (lse - z_t) + (eps / C) sum_c w_c (lse - z_c) (torch's label smoothing);
 - z_loss_r = s * lse^2;
 - a row whose target is ``ignore_index``: loss_r = z_loss_r = 0 and a zero gradient row (lse still given).
+A term whose scale is 0 is absent, not multiplied by 0 (so an inf or nan elsewhere does not leak into it):
+eps = 0 has no smoothing term, s = 0 no z-loss (z_loss_r = 0, dz_loss never read), softcap = 0 no cap; an
+ignored row is 0 whatever dloss and dz_loss hold. Non-finite logits follow torch's logsumexp (a row holding
++inf has lse = +inf, one of -inf only lse = -inf).
 Outputs ``loss``, ``z_loss``, ``lse``: ``[N]`` in the statistics dtype; lse has no gradient.
 
 Gradients, with p_c = exp(z_c - lse) and s_c = 1 - tanh^2(x_c / softcap) (1 without softcap), computed in the
