@@ -87,12 +87,9 @@ def _bwd_kernel(DY, G, U, DG, DU, N, BLOCK: tl.constexpr, TANH: tl.constexpr, EA
         g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
         u = tl.load(U + offs, mask=m, other=0.0).to(tl.float32)
         a = gelu(g, TANH)
-        if EAGER:  # autograd of F.gelu(gate) * up in the input dtype: each product rounded
+        if EAGER:  # dup's factor is the product's own, the rounded activation
             a = round_to(a, KIND)
-            dg = round_to(dy * u, KIND) * gelu_grad(g, TANH)
-        else:
-            dg = dy * u * gelu_grad(g, TANH)
-        store(DG + offs, dg, m, BF16)
+        store(DG + offs, dy * u * gelu_grad(g, TANH), m, BF16)
         store(DU + offs, dy * a, m, BF16)
 
 

@@ -3,8 +3,8 @@ elementwise walk over the contiguous elements, and the host side the gated activ
 
 Each program walks blocks of ``BLOCK`` elements (persistent, ``common.blocks`` sizes them: the vector-core grid
 and the unified buffer on Ascend). fp32 math, rounded once to the inputs' dtype (bf16 by hand, ``common.store``);
-casting "eager" rounds the activation to that dtype before the product (and, in the backward, dy * up before
-act'), as ``F.silu(gate) * up`` and its autograd do in the input dtype. silu is torch's ``x / (1 + exp(-x))``;
+casting "eager" rounds the activation to that dtype before the product (and dup's factor), as ``F.silu(gate) * up``
+does in the input dtype; dgate = dy * up * act' is rounded once in either casting (the contract). silu is torch's ``x / (1 + exp(-x))``;
 its derivative takes sigmoid and 1 - sigmoid from exp(-|x|), so neither tail cancels.
 """
 
@@ -14,8 +14,16 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import blocks, check_size, launch_context, round_kind, round_to, storage, store
 from .. import outputs
+from .common import (
+    blocks,
+    check_size,
+    launch_context,
+    round_kind,
+    round_to,
+    storage,
+    store,
+)
 
 # fp32 BLOCK-element tensors live at once (gate, up, dy, the activation and its derivative, the outputs): an
 # Ascend block's size in the unified buffer (common.blocks)
@@ -62,12 +70,9 @@ def _bwd_kernel(DY, G, U, DG, DU, N, BLOCK: tl.constexpr, EAGER: tl.constexpr, K
         g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
         u = tl.load(U + offs, mask=m, other=0.0).to(tl.float32)
         a = silu(g)
-        if EAGER:  # autograd of F.silu(gate) * up in the input dtype: each product rounded
+        if EAGER:  # dup's factor is the product's own, the rounded activation
             a = round_to(a, KIND)
-            dg = round_to(dy * u, KIND) * silu_grad(g)
-        else:
-            dg = dy * u * silu_grad(g)
-        store(DG + offs, dg, m, BF16)
+        store(DG + offs, dy * u * silu_grad(g), m, BF16)
         store(DU + offs, dy * a, m, BF16)
 
 

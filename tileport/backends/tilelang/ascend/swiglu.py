@@ -7,8 +7,8 @@ A persistent grid of ``CORES`` vector cores, each walking its own contiguous run
 GM -> UB (runtime lengths, so no copy leaves the tensor), the activation in a SIMT sub-kernel in fp32, rounded once
 to the dtype, UB -> GM, double-buffered by ``T.Pipelined``. One pipelined loop per core, never nested in another
 loop over a dynamic extent (that overflows tilelang 0.1.15's ascend latency estimate, see ``rope.py``). casting
-"eager" rounds the activation (and, backward, dy * up) to the dtype first, as ``F.silu(gate) * up`` and its
-autograd do. silu = x / (1 + exp(-x)); silu' takes sigmoid and 1 - sigmoid from exp(-|x|).
+"eager" rounds the activation (and dup's factor) to the dtype first, as ``F.silu(gate) * up`` does; dgate =
+dy * up * act' is rounded once in either casting (the contract). silu = x / (1 + exp(-x)); silu' takes sigmoid and 1 - sigmoid from exp(-|x|).
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
@@ -86,7 +86,7 @@ def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: b
                     for j in T.Parallel(BLOCK):
                         g = gu[j].astype("float32")
                         dy = dyu[j].astype("float32")
-                        dgu[j] = (rounded(dy * uu[j].astype("float32")) * act_grad(g)).astype(dt)
+                        dgu[j] = (dy * uu[j].astype("float32") * act_grad(g)).astype(dt)
                         duu[j] = (dy * rounded(act(g))).astype(dt)
                 T.copy(dgu[0:n], DG[k0 : k0 + n])
                 T.copy(duu[0:n], DU[k0 : k0 + n])

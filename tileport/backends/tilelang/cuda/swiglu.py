@@ -3,16 +3,16 @@ casting); the element count is a runtime value. Also the flat elementwise builde
 activations share (``geglu.py`` passes gelu).
 
 One CTA per ``BLOCK`` contiguous elements (non-contiguous inputs copied first): fp32 math, rounded once to the
-dtype; casting "eager" rounds the activation (and, backward, dy * up) to the dtype first, as ``F.silu(gate) * up``
-and its autograd do. silu = x / (1 + exp(-x)); silu' takes sigmoid and 1 - sigmoid from exp(-|x|).
+dtype; casting "eager" rounds the activation (and dup's factor) to the dtype first, as ``F.silu(gate) * up``
+does; dgate = dy * up * act' is rounded once in either casting (the contract). silu = x / (1 + exp(-x)); silu' takes sigmoid and 1 - sigmoid from exp(-|x|).
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
 import tilelang.language as T
 import torch
 
-from ..targets import RUNNERS, TL_DTYPE
 from ... import outputs
+from ..targets import RUNNERS, TL_DTYPE
 
 RUNNER = RUNNERS["cuda"]
 THREADS = 128
@@ -57,7 +57,7 @@ def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: b
                 if k < N:
                     g = G[k].astype("float32")
                     dy = DY[k].astype("float32")
-                    DG[k] = (rounded(dy * U[k].astype("float32")) * act_grad(g)).astype(dt)
+                    DG[k] = (dy * U[k].astype("float32") * act_grad(g)).astype(dt)
                     DU[k] = (dy * rounded(act(g))).astype(dt)
 
     return (bwd if backward else fwd).with_attr("global_symbol", name)
