@@ -43,12 +43,17 @@ LARGE = ("4096x14336", "2048x18944")
 WORKLOADS = {"llama3-8b-prefill": (4096, 14336), "llama3-8b-decode": (16, 14336), "qwen2.5-7b-prefill": (2048, 18944)}
 SWEEP = [(16, 14336), (256, 4096), (1024, 14336), (4096, 14336), (2048, 18944)]
 
-# An elementwise operator (issue 39): kernel-only at 0.8 of the copy of its bytes or better, in cache and large.
+# The gated activations as elementwise operators (issue 39): kernel-only at 0.8 of the copy of their bytes or
+# better, in cache and large; against eager (the activation, then the product: 5 passes over the elements where the
+# fused forward makes 3, and 14 against 8 forward and backward) and torch.compile (one fused loop, as ours).
 BAR = (
     s.Criterion("fwd in cache: kernel-only share of copy", ("fwd",), IN_CACHE, "bandwidth_share", 0.8,
                 kernel_only=True),
     s.Criterion("fwd large: kernel-only share of copy", ("fwd",), LARGE, "bandwidth_share", 0.8, kernel_only=True),
-    s.Criterion("fwdbwd vs eager autograd", ("fwdbwd",), IN_CACHE + LARGE, "speedup_vs_eager", 1.0),
+    s.Criterion("fwd vs eager", ("fwd",), IN_CACHE + LARGE, "speedup_vs_eager", 1.5),
+    s.Criterion("fwd vs torch.compile", ("fwd",), IN_CACHE + LARGE, "speedup_vs_compile", 1.0),
+    s.Criterion("fwdbwd vs eager autograd", ("fwdbwd",), IN_CACHE + LARGE, "speedup_vs_eager", 1.5),
+    s.Criterion("fwdbwd vs torch.compile", ("fwdbwd",), IN_CACHE + LARGE, "speedup_vs_compile", 1.0),
 )
 
 SPEC = s.OpSpec(
