@@ -5,7 +5,7 @@ b * sum(z_loss)`` (the fused forward's ``scales``) or of ``sum(dloss * loss + dz
 
 Covers every dtype, vocabularies from 1 to 262144 (tails, odd chunk counts, several blocks), each option alone
 and together, ignored rows, in-place gradients, int32 targets, row-strided views, bf16 logits of magnitude 1e4 to
-6e4, -inf and nan logits, thread counts, and the softcap's packed tanh against fp64 (a C harness). Tolerances:
+6e4, -inf and nan logits, non-finite weights and scales as the torch reference's, thread counts, and the softcap's packed tanh against fp64 (a C harness). Tolerances:
 fp32 within 1e-5 of the golden (relative, plus a few fp32 ulps of the row's scale); 16-bit gradients within the
 dtype's rounding of that."""
 
@@ -230,6 +230,42 @@ def test_minus_inf_and_nan_logits():
     assert (g[0, :3000] == 0).all()
     assert loss[2].isnan() and lse[2].isnan() and g[2].isnan().all()
     assert loss[3].isfinite()
+
+
+def _same_or_both_nonfinite(a, b):
+    """Equal non-finite values where b has one (nan with nan, inf with inf of its sign), close elsewhere."""
+    a = a.double()
+    finite = b.isfinite()
+    same = (a == b) | (a.isnan() & b.isnan())
+    return bool(same[~finite].all()) and bool(torch.allclose(a[finite], b[finite], rtol=1e-2, atol=1e-5))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_non_finite_values_as_the_torch_reference(dtype):
+    """Rows of +inf, -inf, both, nan; infinite or nan weights and scales (dloss, dz_loss): inf and nan where the
+    torch reference has them (its logsumexp: a row holding +inf has lse = +inf), a term whose scale is 0 absent."""
+    from tileport.backends.torch import cross_entropy as reference
+
+    inf, nan = float("inf"), float("nan")
+    rows = [[inf, 1, -inf, 2], [inf] * 4, [-inf] * 4, [inf, -inf, inf, -inf], [1, 2, nan, inf], [1, 2, 3, 4]]
+    x, t = torch.tensor(rows).to(dtype), torch.tensor([1, 0, 2, 1, 0, 2])
+    xd = x.double()
+    for eps, zs, cap in ((0.0, 0.0, 0.0), (0.1, 1e-3, 0.0), (0.0, 0.0, 5.0)):
+        for w in (None, torch.tensor([1.0, inf, 2.0, 1.0]), torch.tensor([nan, 1.0, 1.0, 1.0])):
+            w = None if w is None else w.to(dtype)
+            wd = None if w is None else w.double()
+            for scales in ((1.0, 1.0), (inf, nan), (nan, inf), (-inf, 0.5)):
+                g, gd = torch.empty_like(x), torch.empty_like(xd)
+                out = _ce().forward(x, t, w, IGNORE, eps, zs, cap, grad=g, scales=scales)
+                gold = reference.forward(xd, t, wd, IGNORE, eps, zs, cap, grad=gd, scales=scales)
+                for name, a, b in zip(("loss", "z_loss", "lse", "grad"), (*out, g), (*gold, gd)):
+                    assert _same_or_both_nonfinite(a, b), f"{dtype} {eps} {zs} {cap} {w} {scales} {name}: {a} vs {b}"
+        lse = reference.forward(xd, t, None, IGNORE, eps, zs, cap)[2]
+        for dloss, dz in ((inf, nan), (nan, 1.0), (1.0, -inf)):
+            dl, dzl = torch.full((6,), dloss), torch.full((6,), dz)
+            a = _ce().backward(dl, dzl, x, t, None, lse.float(), IGNORE, eps, zs, cap)
+            b = reference.backward(dl.double(), dzl.double(), xd, t, None, lse, IGNORE, eps, zs, cap)
+            assert _same_or_both_nonfinite(a, b), f"backward {dtype} {eps} {zs} {cap} {dloss} {dz}: {a} vs {b}"
 
 
 def test_same_bits_for_any_thread_count():

@@ -100,3 +100,9 @@ extern "C" inline double tp_ce_nan() { return NAN; }
 // 16 zero lanes the compiler cannot see through: an ignored row's gradient stored from it stays a loop of
 // packed (masked, at the tail) stores, not a call to memset (g++ recognized the fp32 loop as one).
 extern "C" inline tp_v16 tp_ce_zeros() { return tp_ce_opaque_splat(0.0f); }
+
+// The target's gradient: the accurate form, or torch's order where that is not finite (an infinite weight or
+// scale: inf - inf is nan there, and the golden follows torch).
+extern "C" inline double tp_ce_finite_or(double accurate, double torch_order) {
+  return isfinite(torch_order) ? accurate : torch_order;
+}

@@ -11,11 +11,15 @@ in registers (never copied to fp32):
   With label smoothing the same loop sums w_c (M - z_c) and w_c (terms >= 0: no cancellation; raising M adds
   W_so_far * (M_new - M_old)). lse = M + log S; the loss is log S + (M - z_t) (torch's order: no cancellation
   of M at large logits) and the smoothing sum W log S + sum w_c (M - z_c), in fp64 per row.
-- pass 2 (``grad`` given), while the row is in cache: G = s_c (p_c A - B w_c), p_c = exp((z_c - M) - log S),
-  A = a ((1 - eps) w_t + eps W / C) + 2 b zs lse, B = a eps / C; the target's element is then rewritten in
-  fp64 by the contract's formula (with p_t - 1: no cancellation). Each chunk is read before it is written, so ``grad`` may be ``input``.
+- pass 2 (``grad`` given), while the row is in cache: G = s_c ((p_c A - B w_c) a + p_c 2 b zs lse), p_c =
+  exp((z_c - M) - log S), A = (1 - eps) w_t + eps W / C, B = eps / C; the target's element is then rewritten in
+  fp64 by the contract's formula (with p_t - 1: no cancellation). Each chunk is read before it is written, so
+  ``grad`` may be ``input``.
 ``backward`` is pass 2 from the saved lse (M = lse, log S = 0), with a = dloss_r, b = dz_loss_r.
 Softcap: z = cap tanh(x / cap) and s = 1 - tanh^2 (``cross_entropy.h``). fp64 inputs are not served here.
+Non-finite values as the contract (torch's logsumexp and composite): a term whose scale is 0 is absent (eps = 0,
+zs = 0: no inf * 0), the running max starts at -FLT_MAX (a block of -inf adds exp(-inf) = 0), a nan max stays
+(the row's results nan), a row holding +inf has lse = +inf.
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
@@ -86,7 +90,7 @@ class Row:
     def __init__(self, io: Io, x, w, r, cap, inv):
         self.io, self.x, self.w, self.r, self.cap, self.inv = io, x, w, r, cap, inv
         self.m = T.alloc_local((4,), "float32")  # [0] M, [1] log S (pass 2's shift), [2] a block's max, [3] z_t
-        self.d = T.alloc_local((8,), "float64")  # S, sum w (M - z), W so far, log S, A, B, s_t, w_t
+        self.d = T.alloc_local((10,), "float64")  # S, sum w (M - z), W so far, log S, A, B, s_t, w_t, a, zt
         self.k = T.alloc_local((2,), "int32")  # a block's whole chunks, its tail
         self.t = T.alloc_local((1,), "int64")
 
@@ -147,7 +151,7 @@ def online_max_sum(row: Row, capped: bool, smoothing: bool, weighted: bool) -> N
                 _set(d, 1, d[1] + d[2] * (_f64(m[2]) - _f64(m[0])))
             _set(m, 0, m[2])
 
-        _if(m[2] > m[0], raise_max)
+        _if(T.Or(m[2] > m[0], m[2] != m[2]), raise_max)  # a nan max stays: S, lse and the loss are nan
         # the block's sums against the running max
         zero = splat(T.float32(0))
         for slot in (E, E + 1, S, S + 1, W, W + 1):
@@ -184,11 +188,13 @@ def online_max_sum(row: Row, capped: bool, smoothing: bool, weighted: bool) -> N
 
 
 def grad_row(row: Row, grad, capped: bool, weighted: bool) -> None:
-    """Pass 2: grad[r, c] = s_c (p_c A - B w_c), p_c = exp((z_c - M) - log S) (m[0], m[1]; A, B: d[4], d[5])."""
+    """Pass 2: grad[r, c] = s_c ((p_c A - B w_c) a + p_c zt), p_c = exp((z_c - M) - log S) (m[0], m[1]; A, B,
+    a, zt: d[4], d[5], d[8], d[9]). The scale a is applied last, as torch's composite does: an infinite a gives
+    +-inf where that does, not inf - inf."""
     io, x, r, m, d = row.io, row.x, row.r, row.m, row.d
     v = vectors(6)
     L, Z, SL, WL, G = 0, 1, 2, 3, 4
-    A, B = T.cast(d[4], "float32"), T.cast(d[5], "float32")
+    A, B, a, zt = (splat(T.cast(d[k], "float32")) for k in (4, 5, 8, 9))
 
     def step(col, n=None):
         io.load(x, r, col, v, L, n)
@@ -199,9 +205,9 @@ def grad_row(row: Row, grad, capped: bool, weighted: bool) -> None:
         p = T.call_extern(VEC, "tp_exp", (z - splat(m[0])) - splat(m[1]))
         if weighted:
             io.load(row.w, r, col, v, WL, n)
-            g = p * splat(A) - splat(B) * get(v, WL)
+            g = (p * A - B * get(v, WL)) * a + p * zt
         else:
-            g = p * splat(A) - splat(B)
+            g = (p * A - B) * a + p * zt
         put(v, G, g * get(v, SL) if capped else g)
         io.store(v, G, grad, r, col, n)
 
@@ -245,25 +251,40 @@ def target_terms(row: Row, has_weight, softcap):
     return d[7]
 
 
+def _smoothing(eps, value):
+    """``value`` where label smoothing is on, else 0: the term is absent then, not 0 times an inf or nan
+    (of a scale, a weight), as in torch's composite."""
+    return T.if_then_else(eps != T.float64(0), value, T.float64(0))
+
+
+def z_term(zs, b, lse):
+    """2 b zs lse, the z-loss's share of A; absent (0, whatever b is) without a z-loss."""
+    return T.if_then_else(zs != T.float64(0), T.float64(2) * b * zs * lse, T.float64(0))
+
+
 def coefficients(row: Row, wt, W, eps, a, zterm) -> None:
-    """d[4] = A = a ((1 - eps) w_t + eps W / C) + 2 b zs lse, d[5] = B = a eps / C (fp64): pass 2's
-    s_c (p_c A - B w_c); ``zterm`` = 2 b zs lse."""
+    """Pass 2's d[4] = A = (1 - eps) w_t + eps W / C, d[5] = B = eps / C, d[8] = a, d[9] = zt = 2 b zs lse."""
     d = row.d
     cinv = T.float64(1) / _f64(C)
-    _set(d, 4, a * ((T.float64(1) - eps) * wt + eps * W * cinv) + zterm)
-    _set(d, 5, a * eps * cinv)
+    _set(d, 4, (T.float64(1) - eps) * wt + _smoothing(eps, eps * W * cinv))
+    _set(d, 5, _smoothing(eps, eps * cinv))
+    _set(d, 8, a)
+    _set(d, 9, zterm)
 
 
 def fix_target(row: Row, grad, shift, wt, W, eps, a, zterm) -> None:
     """grad[r, t] rewritten (pass 2 wrote it without the target's term) as the contract's formula in fp64,
     s_t (a ((1 - eps) w_t (p_t - 1) + eps / C (W p_t - w_t)) + 2 b zs lse p_t), p_t = exp((z_t - M) - shift):
-    p_t - 1 formed first (no cancellation of A against the target's term)."""
+    p_t - 1 formed first (no cancellation of A against the target's term). Where torch's order (p_t A - the
+    target's term) is not finite (an infinite weight or scale), that value instead: torch's inf - inf is nan."""
     t, m, d = row.t, row.m, row.d
 
     def write():
         p = _exp64((_f64(m[3]) - _f64(m[0])) - shift)
-        ce = (T.float64(1) - eps) * wt * (p - T.float64(1)) + eps / _f64(C) * (W * p - wt)
-        _call(f"tp_ce_put_{row.io.tag}", _ref(grad, row.r, T.cast(t[0], "int32")), (a * ce + zterm * p) * d[6])
+        ce = (T.float64(1) - eps) * wt * (p - T.float64(1)) + _smoothing(eps, eps / _f64(C) * (W * p - wt))
+        naive = (p * d[4] - d[5] * wt - (T.float64(1) - eps) * wt) * a + zterm * p
+        g = T.call_extern("float64", "tp_ce_finite_or", a * ce + zterm * p, naive)
+        _call(f"tp_ce_put_{row.io.tag}", _ref(grad, row.r, T.cast(t[0], "int32")), g * d[6])
 
     _if(T.And(t[0] >= 0, t[0] < T.cast(C, "int64")), write)
 
@@ -296,6 +317,9 @@ def forward_row(row: Row, target, grad, loss, z_loss, lse, ignore_index, eps, zs
         )  # fmt: skip
 
     _if(softcap != 0, lambda: pass1(True), lambda: pass1(False))
+    # a row holding +inf (and no nan): S is nan (inf - inf); lse = +inf as torch's logsumexp gives, the loss
+    # inf - z_t, and pass 2's p = exp(z - inf): 0, nan at the +inf logits
+    _if(m[0] == T.float32(float("inf")), lambda: _set(d, 0, T.float64(1)))
     _set(d, 3, T.call_extern("float64", "log", d[0]))
     _set(m, 1, T.cast(d[3], "float32"))
     _set(lse, r, T.cast(_f64(m[0]) + d[3], "float32"))
@@ -312,10 +336,10 @@ def forward_row(row: Row, target, grad, loss, z_loss, lse, ignore_index, eps, zs
         W = T.if_then_else(has_weight != 0, d[2], _f64(C))
         ce = (T.float64(1) - eps) * wt * nll
         _set(loss, r, T.cast(T.if_then_else(smoothing, ce + eps / _f64(C) * (W * d[3] + d[1]), ce), "float32"))
-        _set(z_loss, r, T.cast(zs * lse64 * lse64, "float32"))
+        _set(z_loss, r, T.cast(T.if_then_else(zs != T.float64(0), zs * lse64 * lse64, T.float64(0)), "float32"))
 
         def fused():
-            zterm = T.float64(2) * b * zs * lse64
+            zterm = z_term(zs, b, lse64)
             coefficients(row, wt, W, eps, a, zterm)
             grad_variants(row, grad, softcap, T.And(smoothing, has_weight != 0))
             fix_target(row, grad, d[3], wt, W, eps, a, zterm)
@@ -337,7 +361,7 @@ def backward_row(row: Row, target, dloss, dz_loss, lse, dinput, ignore_index, ep
         wt = target_terms(row, has_weight, softcap)
         b = T.if_then_else(has_dz_loss != 0, _f64(dz_loss[r]), T.float64(0))
         W = T.if_then_else(has_weight != 0, weight_sum, _f64(C))
-        zterm = T.float64(2) * b * zs * _f64(lse[r])
+        zterm = z_term(zs, b, _f64(lse[r]))
         coefficients(row, wt, W, eps, _f64(dloss[r]), zterm)
         grad_variants(row, dinput, softcap, T.And(eps != T.float64(0), has_weight != 0))
         fix_target(row, dinput, T.float64(0), wt, W, eps, _f64(dloss[r]), zterm)
@@ -436,7 +460,8 @@ def backward(dloss, dz_loss, input, target, weight, lse, ignore_index: int, labe
     cap, inv = _softcap(softcap)
     weight_sum = 0.0 if weight is None or not label_smoothing else float(weight.sum(dtype=torch.float64))
     _kernel("cross_entropy_bwd", build_backward, input, target)(
-        threads_for(n * c), dloss=dloss.contiguous(), dz_loss=None if dz_loss is None else dz_loss.contiguous(),
+        threads_for(n * c), dloss=dloss.contiguous(),
+        dz_loss=None if dz_loss is None or not lse_square_scale else dz_loss.contiguous(),  # no z-loss: never read
         input=input, target=_target(target), weight=weight, lse=lse.contiguous(), dinput=dinput,
         ignore_index=int(ignore_index), label_smoothing=float(label_smoothing), lse_square_scale=float(lse_square_scale),
         softcap=cap, inv_softcap=inv, weight_sum=weight_sum,
