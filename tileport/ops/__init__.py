@@ -12,3 +12,4 @@ from .rope import apply_rotary_pos_emb, rope, rope_bwd, rope_fwd  # noqa: F401
 from .swiglu import SwiGLU, SwiGLUMLP, silu_and_mul, swiglu, swiglu_bwd, swiglu_fwd  # noqa: F401
 from .geglu import GEGLU, GEGLUMLP, geglu, geglu_bwd, geglu_fwd, gelu_and_mul  # noqa: F401
 from .cross_entropy import CrossEntropyLoss, cross_entropy, cross_entropy_bwd, cross_entropy_fwd  # noqa: F401
+from .fused_linear_cross_entropy import FusedLinearCrossEntropyLoss, fused_linear_cross_entropy  # noqa: F401
