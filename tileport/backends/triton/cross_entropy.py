@@ -12,8 +12,8 @@ exp((z - max) - log(sum)): exact at bf16 logits of magnitude 6e4, where an fp32 
 contract: fp64 inputs are the torch and TileLang backends' (this backend declares fp16, bf16 and fp32).
 
 softcap: z = cap * tanh(x / cap), tanh by an odd polynomial below 0.625 (Cephes' tanhf coefficients, 1.3 ulp)
-and 1 - 2 / (exp(2u) + 1) above, its slope 1 - tanh^2 as (1 - t)(1 + t), or r (2 - r) with r = 2 / (exp(2u) + 1)
-where t is near 1: no cancellation at either end, and only exp (no libdevice tanh: neither the interpreter nor
+and 1 - r above, r = 2 e / (1 + e), e = exp(-2|u|) (it underflows gradually, never overflows), its slope
+1 - tanh^2 as (1 - t)(1 + t), or r (2 - r) where t is near 1: no cancellation at either end, and only exp (no libdevice tanh: neither the interpreter nor
 triton-ascend has it; constants as ``tl.constexpr``, which triton-ascend's Triton needs).
 """
 
@@ -45,7 +45,8 @@ def softcapped(x, cap):
     a = tl.abs(u)
     q = a * a
     small = a + a * q * (T1 + q * (T2 + q * (T3 + q * (T4 + q * T5))))
-    r = 2.0 / (tl.exp(2.0 * a) + 1.0)  # exp overflows to inf past a = 44: r = 0, tanh = 1, slope 0
+    e = tl.exp(-2.0 * a)  # r = 1 - tanh, down to fp32's subnormals (2 / (exp(2a) + 1) lost them at a = 44)
+    r = 2.0 * e / (1.0 + e)
     near = a < TANH_SPLIT
     th = tl.where(near, small, 1.0 - r)
     slope = tl.where(near, (1.0 - th) * (1.0 + th), r * (2.0 - r))

@@ -1,0 +1,317 @@
+"""cross_entropy's row kernels (the contract in ``tileport/ops/cross_entropy``) as TileLang CUDA kernels, one per
+(logits dtype, target dtype, chunk bucket, options: weight, smoothing, softcap, fused gradient); N and C are
+runtime values. Also the softcap's tanh the Ascend kernels share (``ascend/cross_entropy.py``).
+
+One row per CTA, walked in chunks of C's bucket (never the whole row): pass one keeps an online max and sum,
+each chunk's max (``T.reduce_max``) raising the running max and rescaling the sum, exp(z - max) summed per chunk
+in fp32 across the CTA and across chunks in fp64; with smoothing also sum(w z) and sum(w). The loss is formed
+from (max - z_t) + log(sum) in fp64 (no lse rounded at 6e4 in it). The fused forward's second pass writes
+``a * dloss/dx + b * dz_loss/dx`` into G, which may be X itself: each element is read and written by the same
+thread in the same step, after every read of the row's first pass and of its target's logit. The backward
+recomputes the gradient from X and the forward's lse. Without a weight the launcher passes a row of X as W
+(never read: the kernels take 1).
+"""
+
+# No `from __future__ import annotations`: it breaks T.prim_func annotations.
+import tilelang.language as T
+import torch
+from tilelang import tvm
+
+from ... import outputs
+from ..targets import RUNNERS, TL_DTYPE
+from ._common import bucket
+from ._common import threads as _threads
+
+RUNNER = RUNNERS["cuda"]
+tirx = tvm.tirx
+INDEX = {torch.int32: "int32", torch.int64: "int64"}
+TANH_SPLIT = 0.625  # tanh by an odd polynomial below (Cephes' tanhf coefficients), 1 - 2 e / (1 + e) above
+TANH_POLY = (-3.33332819422e-1, 1.33314422036e-1, -5.37397155531e-2, 2.06390887954e-2, -5.70498872745e-3)
+
+
+def let(value, body):
+    """``body(v)`` with v bound once to ``value`` (a TIR Let: an expression used twice is computed once)."""
+    v = tirx.Var("v", value.dtype)
+    return tirx.Let(v, value, body(v))
+
+
+def softcapped(T, x, cap, body):
+    """``body(z, slope)`` for z = cap * tanh(x / cap) and its slope 1 - tanh^2 (fp32 expressions in dialect ``T``,
+    tilelang.language or its ascend form): tanh by the polynomial below TANH_SPLIT, else 1 - r with
+    r = 2 e / (1 + e), e = exp(-2|u|) (underflowing gradually, never overflowing), the slope (1 - t)(1 + t) or
+    r (2 - r): neither end cancels, exp only."""
+
+    def parts(u, a, q, r):
+        poly = TANH_POLY[4]
+        for c in reversed(TANH_POLY[:4]):
+            poly = c + q * poly
+        near = a < TANH_SPLIT
+        return let(
+            T.if_then_else(near, a + a * q * poly, 1.0 - r),
+            lambda th: body(
+                cap * T.if_then_else(u < 0, -th, th), T.if_then_else(near, (1.0 - th) * (1.0 + th), r * (2.0 - r))
+            ),
+        )
+
+    def from_abs(u, a):
+        e = T.exp(-2.0 * a)
+        return let(a * a, lambda q: let(e, lambda e: let(2.0 * e / (1.0 + e), lambda r: parts(u, a, q, r))))
+
+    return let(x / cap, lambda u: let(T.abs(u), lambda a: from_abs(u, a)))
+
+
+def options(weight, label_smoothing: float, softcap: float) -> dict:
+    """The compile-time options of a call: which terms its kernels take."""
+    return {"weighted": weight is not None, "smoothing": label_smoothing > 0, "capped": bool(softcap)}
+
+
+def gradient(T, capped: bool, smoothing: bool, u, cap, k, m, ls, wc, hit, kt, ok):
+    """One element's gradient: slope * (k exp((z - m) - ls) - wc - [hit] kt) * ok, z the (capped) logit of u;
+    ``wc`` the smoothing's a eps / C w_c (unused without smoothing)."""
+
+    def g(z, slope):
+        v = k * T.exp((z - m) - ls)
+        if smoothing:
+            v = v - wc
+        return T.if_then_else(hit, v - kt, v) * slope * ok
+
+    return softcapped(T, u, cap, g) if capped else g(u, 1.0)
+
+
+def build_forward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weighted: bool, smoothing: bool,
+                  capped: bool, fused: bool):  # fmt: skip
+    xt, tt = TL_DTYPE[x_dtype], INDEX[t_dtype]
+    N, C = T.dynamic("N"), T.dynamic("C")
+
+    def logit(v, cap):
+        return softcapped(T, v, cap, lambda z, _: z) if capped else v
+
+    def weight(W, col):
+        return W[col].astype("float32") if weighted else T.float32(1)
+
+    @T.prim_func
+    def cross_entropy_fwd(X: T.Tensor((N, C), xt), TG: T.Tensor((N,), tt), W: T.Tensor((C,), xt),
+                          G: T.Tensor((N, C), xt), LOSS: T.Tensor((N,), "float32"), ZL: T.Tensor((N,), "float32"),
+                          LSE: T.Tensor((N,), "float32"), ignore_index: T.int64, eps: T.float32, scale: T.float32,
+                          cap: T.float32, a: T.float32, b: T.float32):  # fmt: skip
+        with T.Kernel(N, threads=_threads(chunk)) as bx:
+            z = T.alloc_fragment((1, chunk), "float32")
+            e = T.alloc_fragment((1, chunk), "float32")
+            part = T.alloc_fragment((1,), "float32")
+            m = T.alloc_fragment((1,), "float32")  # the running max
+            mn = T.alloc_fragment((1,), "float32")
+            s = T.alloc_fragment((1,), "float64")  # sum of exp(z - m)
+            swz = T.alloc_fragment((1,), "float64")  # smoothing: sum of w z, and W = sum of w
+            ws = T.alloc_fragment((1,), "float64")
+            ok = T.alloc_fragment((1,), "float32")  # 1 for a counted row, 0 for an ignored one
+            ti = T.alloc_fragment((1,), "int64")  # the target (0 where ignored)
+            zt = T.alloc_fragment((1,), "float32")  # its logit and weight
+            wt = T.alloc_fragment((1,), "float32")
+            for i in T.Parallel(1):
+                m[i] = -T.infinity("float32")
+                s[i] = T.float64(0)
+                swz[i] = T.float64(0)
+                ws[i] = T.float64(0)
+            for i in T.Parallel(1):  # the target's logit and weight, read before G may overwrite the row
+                t = TG[bx].astype("int64")
+                counted = t != ignore_index
+                tc = T.if_then_else(counted, t, T.int64(0))
+                ok[i] = T.if_then_else(counted, T.float32(1), T.float32(0))
+                ti[i] = tc
+                zt[i] = logit(X[bx, tc].astype("float32"), cap)
+                wt[i] = T.if_then_else(counted, weight(W, tc), T.float32(0))
+            for k in T.serial(T.ceildiv(C, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    z[i, j] = T.if_then_else(col < C, logit(X[bx, col].astype("float32"), cap), -T.infinity("float32"))
+                T.reduce_max(z, part, dim=1)
+                for i in T.Parallel(1):
+                    mn[i] = T.max(m[i], part[i])
+                for i, j in T.Parallel(1, chunk):
+                    e[i, j] = T.exp(z[i, j] - mn[i])  # exp(-inf) = 0 past C
+                T.reduce_sum(e, part, dim=1)
+                for i in T.Parallel(1):
+                    s[i] = s[i] * T.exp(T.cast(m[i], "float64") - T.cast(mn[i], "float64")) + T.cast(part[i], "float64")
+                    m[i] = mn[i]
+                if smoothing:
+                    for i, j in T.Parallel(1, chunk):
+                        col = k * chunk + j
+                        e[i, j] = T.if_then_else(col < C, weight(W, col) * z[i, j], T.float32(0))
+                    T.reduce_sum(e, part, dim=1)
+                    for i in T.Parallel(1):
+                        swz[i] += T.cast(part[i], "float64")
+                    if weighted:
+                        for i, j in T.Parallel(1, chunk):
+                            col = k * chunk + j
+                            e[i, j] = T.if_then_else(col < C, W[col].astype("float32"), T.float32(0))
+                        T.reduce_sum(e, part, dim=1)
+                        for i in T.Parallel(1):
+                            ws[i] += T.cast(part[i], "float64")
+            for i in T.Parallel(1):
+                mw = T.cast(m[i], "float64")
+                ls = T.log(s[i])
+                lse = mw + ls
+                loss = T.cast(wt[i], "float64") * ((mw - T.cast(zt[i], "float64")) + ls)
+                if smoothing:
+                    w_all = ws[i] if weighted else T.cast(C, "float64")
+                    loss = (1.0 - T.cast(eps, "float64")) * loss + T.cast(eps, "float64") / T.cast(C, "float64") * (
+                        (w_all * mw - swz[i]) + w_all * ls)  # fmt: skip
+                LOSS[bx] = T.cast(loss, "float32") * ok[i]
+                ZL[bx] = T.cast(T.cast(scale, "float64") * lse * lse, "float32") * ok[i]
+                LSE[bx] = T.cast(lse, "float32")
+                # the gradient's row terms, kept in part/mn/s (their passes are done): k, a (1 - eps) w_t, log s
+                if smoothing:
+                    w_mean = T.cast(ws[i] / T.cast(C, "float64"), "float32") if weighted else T.float32(1)
+                    mn[i] = (
+                        a * (1.0 - eps) * wt[i] + a * eps * w_mean + b * 2.0 * scale * T.cast(lse, "float32")
+                    ) * ok[i]
+                else:
+                    mn[i] = (a * wt[i] + b * 2.0 * scale * T.cast(lse, "float32")) * ok[i]
+                part[i] = a * (1.0 - eps) * wt[i]
+                s[i] = ls
+            if fused:
+                for k in T.serial(T.ceildiv(C, chunk)):
+                    for i, j in T.Parallel(1, chunk):
+                        col = k * chunk + j
+                        if col < C:
+                            G[bx, col] = gradient(T, capped, smoothing, X[bx, col].astype("float32"), cap, mn[i], m[i],
+                                                  T.cast(s[i], "float32"), a * eps / T.cast(C, "float32") * weight(W, col),
+                                                  T.cast(col, "int64") == ti[i], part[i], ok[i]).astype(xt)  # fmt: skip
+
+    return cross_entropy_fwd.with_attr("global_symbol", "cross_entropy_fwd_grad" if fused else "cross_entropy_fwd")
+
+
+def build_backward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weighted: bool, smoothing: bool,
+                   capped: bool):  # fmt: skip
+    xt, tt = TL_DTYPE[x_dtype], INDEX[t_dtype]
+    N, C = T.dynamic("N"), T.dynamic("C")
+
+    def weight(W, col):
+        return W[col].astype("float32") if weighted else T.float32(1)
+
+    @T.prim_func
+    def cross_entropy_bwd(X: T.Tensor((N, C), xt), TG: T.Tensor((N,), tt), W: T.Tensor((C,), xt),
+                          DL: T.Tensor((N,), "float32"), DZ: T.Tensor((N,), "float32"), LSE: T.Tensor((N,), "float32"),
+                          DX: T.Tensor((N, C), xt), ignore_index: T.int64, eps: T.float32, scale: T.float32,
+                          cap: T.float32):  # fmt: skip
+        with T.Kernel(N, threads=_threads(chunk)) as bx:
+            ok = T.alloc_fragment((1,), "float32")  # 1 for a counted row, 0 for an ignored one
+            ti = T.alloc_fragment((1,), "int64")  # the target (0 where ignored)
+            kp = T.alloc_fragment((1,), "float32")  # the row's factor of p
+            kt = T.alloc_fragment((1,), "float32")  # a (1 - eps) w_t, subtracted at the target
+            kw = T.alloc_fragment((1,), "float32")  # a eps / C, times w_c
+            if smoothing and weighted:  # W = sum of the weights
+                e = T.alloc_fragment((1, chunk), "float32")
+                part = T.alloc_fragment((1,), "float32")
+                T.clear(e)
+                for k in T.serial(T.ceildiv(C, chunk)):
+                    for i, j in T.Parallel(1, chunk):
+                        col = k * chunk + j
+                        e[i, j] += T.if_then_else(col < C, W[col].astype("float32"), T.float32(0))
+                T.reduce_sum(e, part, dim=1)
+            for i in T.Parallel(1):
+                t = TG[bx].astype("int64")
+                counted = t != ignore_index
+                tc = T.if_then_else(counted, t, T.int64(0))
+                da = DL[bx]
+                w_t = T.if_then_else(counted, weight(W, tc), T.float32(0))
+                kk = da * (1.0 - eps) * w_t
+                if smoothing:
+                    kk = kk + da * eps * (part[i] / T.cast(C, "float32") if weighted else T.float32(1))
+                ok[i] = T.if_then_else(counted, T.float32(1), T.float32(0))
+                ti[i] = tc
+                kp[i] = kk + DZ[bx] * 2.0 * scale * LSE[bx]
+                kt[i] = da * (1.0 - eps) * w_t
+                kw[i] = da * eps / T.cast(C, "float32")
+            for k in T.serial(T.ceildiv(C, chunk)):
+                for i, j in T.Parallel(1, chunk):
+                    col = k * chunk + j
+                    if col < C:
+                        DX[bx, col] = gradient(T, capped, smoothing, X[bx, col].astype("float32"), cap, kp[i], LSE[bx],
+                                               T.float32(0), kw[i] * weight(W, col), T.cast(col, "int64") == ti[i], kt[i],
+                                               ok[i]).astype(xt)  # fmt: skip
+
+    return cross_entropy_bwd
+
+
+def lowered(dtype: torch.dtype, dim: int, target_dtype: torch.dtype = torch.int64, weighted: bool = False,
+            smoothing: bool = False, capped: bool = False) -> dict:  # fmt: skip
+    """{kernel name: prim_func} serving rows of ``dim`` classes (the fused forward, the plain forward and the
+    backward), for ``tileport lower``."""
+    b = bucket(dim)
+    return {"cross_entropy_fwd_grad": build_forward(b, dtype, target_dtype, weighted, smoothing, capped, True),
+            "cross_entropy_fwd": build_forward(b, dtype, target_dtype, weighted, smoothing, capped, False),
+            "cross_entropy_bwd": build_backward(b, dtype, target_dtype, weighted, smoothing, capped)}  # fmt: skip
+
+
+def _checked(input, target, weight):
+    if input.dtype not in TL_DTYPE:
+        raise TypeError(
+            f"cross_entropy: backend 'tilelang' on a device takes fp16, bf16 or fp32 logits, got {input.dtype}"
+        )
+    if target.dtype not in INDEX:
+        raise TypeError(f"cross_entropy: targets must be int32 or int64, got {target.dtype}")
+    x = input.contiguous()  # the kernels index rows with stride C
+    return x, target.contiguous(), x[0] if weight is None else weight.to(x.dtype).contiguous()
+
+
+def run_forward(runner, input, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, grad, scales):
+    """The forward launcher the CUDA and Ascend modules share: (loss, z_loss, lse) fp32 ``[N]``; the gradient
+    written into ``grad`` (in place when it is input; through a contiguous copy where grad is a strided view)."""
+    x, t, w = _checked(input, target, weight)
+    n, c = x.shape
+    loss, z_loss, lse = (outputs.empty((n,), torch.float32, x.device) for _ in range(3))
+    fused = grad is not None
+    if grad is None or grad is input:
+        g = x  # in place: x is input itself, or input's contiguous copy (copied back below)
+    else:
+        g = grad if grad.is_contiguous() else torch.empty_like(x)
+    name = "cross_entropy_fwd_grad" if fused else "cross_entropy_fwd"
+    kernel = runner.kernel(name, runner.build_forward, runner.bucket(c), x.dtype, t.dtype,
+                           *options(weight, label_smoothing, softcap).values(), fused)  # fmt: skip
+    kernel(x, t, w, g, loss, z_loss, lse, int(ignore_index), float(label_smoothing), float(lse_square_scale),
+           float(softcap or 1.0), float(scales[0]), float(scales[1]))  # fmt: skip
+    if fused and g is not grad:
+        grad.copy_(g)
+    return loss, z_loss, lse
+
+
+def run_backward(runner, dloss, dz_loss, input, target, weight, lse, ignore_index, label_smoothing, lse_square_scale,
+                 softcap):  # fmt: skip
+    x, t, w = _checked(input, target, weight)
+    n, c = x.shape
+    dx = outputs.empty((n, c), x.dtype, x.device)
+    dl = dloss.to(torch.float32).contiguous()
+    dz = torch.zeros_like(dl) if dz_loss is None else dz_loss.to(torch.float32).contiguous()
+    kernel = runner.kernel("cross_entropy_bwd", runner.build_backward, runner.bucket(c), x.dtype, t.dtype,
+                           *options(weight, label_smoothing, softcap).values())  # fmt: skip
+    kernel(x, t, w, dl, dz, lse.contiguous(), dx, int(ignore_index), float(label_smoothing), float(lse_square_scale),
+           float(softcap or 1.0))  # fmt: skip
+    return dx
+
+
+class _Cuda:
+    """What the shared launchers need of a target: its kernel cache, builders and width bucket."""
+
+    build_forward = staticmethod(build_forward)
+    build_backward = staticmethod(build_backward)
+    bucket = staticmethod(bucket)
+
+    def kernel(self, name, build, *args):
+        return RUNNER.kernel(name, build, *args)
+
+
+_TARGET = _Cuda()
+
+
+def forward(input, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, grad=None,
+            scales=(1.0, 1.0)):  # fmt: skip
+    """(loss, z_loss, lse) on the GPU; with ``grad`` the fused gradient written into it (input itself too)."""
+    return run_forward(_TARGET, input, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, grad,
+                       scales)  # fmt: skip
+
+
+def backward(dloss, dz_loss, input, target, weight, lse, ignore_index, label_smoothing, lse_square_scale, softcap):
+    """dinput on the GPU, from input and the forward's lse."""
+    return run_backward(_TARGET, dloss, dz_loss, input, target, weight, lse, ignore_index, label_smoothing,
+                        lse_square_scale, softcap)  # fmt: skip
