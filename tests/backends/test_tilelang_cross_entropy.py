@@ -330,9 +330,11 @@ int main() {  // worst errors of the softcap's tanh and slope, in units of 2^-24
 """
 
 
-def test_softcap_tanh_and_slope_are_within_two_ulp(tmp_path):
-    """The packed tanh (Cephes' polynomial below 0.625, the exp form above) and the slope 1 - tanh^2 (from
-    q = 1 - |tanh|, no cancellation near 1) against fp64 over 4.8e6 inputs, built with the kernels' flags."""
+def test_softcap_tanh_and_slope_against_fp64(tmp_path):
+    """The packed tanh (a fitted polynomial below 1, the exp form above) and the slope 1 - tanh^2 (from
+    q = 1 - |tanh|, no cancellation near 1) against fp64 over 4.8e6 inputs, built with the kernels' flags: tanh
+    within 1.5 half-ulps (1.28 measured), the slope within 3 ulps (1 - tanh^2 amplifies tanh's error near |u| = 1,
+    as torch's fp32 1 - th * th does)."""
     from tileport.backends.tilelang.cpu import runtime, settings
 
     src = tmp_path / "tanh.cpp"
@@ -342,5 +344,5 @@ def test_softcap_tanh_and_slope_are_within_two_ulp(tmp_path):
     cmd = [os.environ.get("CXX", "g++"), *settings.COMPILE_FLAGS, "-std=c++17", f"-I{here}", str(src), "-o", str(exe)]
     subprocess.run(cmd, check=True, capture_output=True)
     worst_t, worst_s, *special = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
-    assert float(worst_t) < 4.0 and float(worst_s) < 6.0  # 2 and 3 fp32 ulps
+    assert float(worst_t) < 1.5 and float(worst_s) < 6.0
     assert special == ["-1/0", "1/0", "nan/nan", "0/1", "1/0", "-1e-30/1"]
