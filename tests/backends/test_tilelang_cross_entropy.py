@@ -289,6 +289,11 @@ def test_unsupported_dtypes_are_refused_by_name():
         _ce().forward(x, torch.zeros(2, dtype=torch.long), None, IGNORE, 0.0, 0.0, 0.0)
     with pytest.raises(TypeError, match="int64 or int32"):
         _ce().forward(x.float(), torch.zeros(2, dtype=torch.int16), None, IGNORE, 0.0, 0.0, 0.0)
+    h, t = x.half(), torch.zeros(2, dtype=torch.long)
+    with pytest.raises(TypeError, match="input's dtype"):  # one storage type for fp16 and bf16 in the kernel
+        _ce().forward(h, t, torch.ones(5, dtype=torch.bfloat16), IGNORE, 0.0, 0.0, 0.0)
+    with pytest.raises(TypeError, match="input's dtype"):
+        _ce().forward(h, t, None, IGNORE, 0.0, 0.0, 0.0, grad=torch.empty(2, 5, dtype=torch.bfloat16))
 
 
 _TANH_HARNESS = r"""

@@ -85,7 +85,8 @@ def _exp64(x):
 
 
 class Row:
-    """One row's scalars (TileLang locals) and the tensors it reads; ``capped``: softcap applies."""
+    """One row's scalars (TileLang locals), the tensors it reads (logits x, weight w), its index r and the softcap
+    (cap, 1 / cap)."""
 
     def __init__(self, io: Io, x, w, r, cap, inv):
         self.io, self.x, self.w, self.r, self.cap, self.inv = io, x, w, r, cap, inv
@@ -426,7 +427,12 @@ def _target(target: torch.Tensor) -> torch.Tensor:
     return target if target.is_contiguous() else target.contiguous()
 
 
-def _kernel(name: str, builder, input: torch.Tensor, target: torch.Tensor):
+def _kernel(name: str, builder, input: torch.Tensor, target: torch.Tensor, *same_dtype):
+    """The compiled kernel for these tensors; a dtype the kernels do not take is refused by name (fp16 and bf16
+    share a storage type in the kernel, so a weight or gradient of the other one would be misread)."""
+    for other in same_dtype:
+        if other is not None and other.dtype != input.dtype:
+            raise TypeError(f"cross_entropy: weight and grad must have input's dtype {input.dtype}, not {other.dtype}")
     if input.dtype not in STORAGE:
         raise TypeError(
             f"cross_entropy: the TileLang CPU kernels take float32, float16 or bfloat16 logits, not {input.dtype}"
@@ -444,7 +450,7 @@ def forward(input, target, weight, ignore_index: int, label_smoothing: float, ls
     loss, z_loss, lse = (outputs.empty((n,), torch.float32, input.device) for _ in range(3))
     cap, inv = _softcap(softcap)
     a, b = scales
-    _kernel("cross_entropy_fwd", build_forward, input, target)(
+    _kernel("cross_entropy_fwd", build_forward, input, target, weight, grad)(
         threads_for(n * c), input=input, target=_target(target), weight=weight, grad=grad, loss=loss, z_loss=z_loss,
         lse=lse, ignore_index=int(ignore_index), label_smoothing=float(label_smoothing),
         lse_square_scale=float(lse_square_scale), softcap=cap, inv_softcap=inv, scale_loss=float(a), scale_z_loss=float(b),
@@ -459,7 +465,7 @@ def backward(dloss, dz_loss, input, target, weight, lse, ignore_index: int, labe
     dinput = outputs.empty((n, c), input.dtype, input.device)
     cap, inv = _softcap(softcap)
     weight_sum = 0.0 if weight is None or not label_smoothing else float(weight.sum(dtype=torch.float64))
-    _kernel("cross_entropy_bwd", build_backward, input, target)(
+    _kernel("cross_entropy_bwd", build_backward, input, target, weight)(
         threads_for(n * c), dloss=dloss.contiguous(),
         dz_loss=None if dz_loss is None or not lse_square_scale else dz_loss.contiguous(),  # no z-loss: never read
         input=input, target=_target(target), weight=weight, lse=lse.contiguous(), dinput=dinput,
