@@ -56,6 +56,17 @@ BAR = (
     s.Criterion("fwdbwd vs torch.compile", ("fwdbwd",), IN_CACHE + LARGE, "speedup_vs_compile", 1.0),
 )
 
+def _liger(fn):
+    """Liger's GEGLU in the spec's convention: the tanh gelu, rounded to the dtype before the product (eager)."""
+
+    def call(gate, up, approximate="tanh", casting="eager"):
+        if (approximate, casting) != ("tanh", "eager"):
+            raise ValueError("Liger's GEGLU has one form: approximate='tanh', casting='eager'")
+        return fn(gate, up)
+
+    return call
+
+
 SPEC = s.OpSpec(
     name="geglu",
     aliases=("GELUMul", "LigerGELUMulFunction", "geglu_fwd"),
@@ -75,4 +86,15 @@ SPEC = s.OpSpec(
     workloads=WORKLOADS,
     sweep=SWEEP,
     bar=BAR,
+    originals=(s.Original("liger", "liger_kernel.ops.geglu", "LigerGELUMulFunction.apply", _liger),),
+    usage="""```python
+import tileport
+
+y = tileport.geglu(gate, up)                     # gelu(gate, "tanh") * up, any shape; differentiable
+y = tileport.geglu(gate, up, "none")             # the erf gelu (computed by erfc: no cancellation)
+y = tileport.geglu(gate, up, casting="eager")    # Gemma's gelu(gate) * up rounding (Liger's, vLLM's)
+y = tileport.gelu_and_mul(x, approximate="none") # vLLM's form: x [..., 2F] = [gate | up] -> y [..., F]
+dgate, dup = tileport.geglu_bwd(dy, gate, up, approximate="tanh")
+mlp = tileport.GEGLUMLP(3072, 24576)             # a drop-in for GemmaMLP: load its state dict
+```""",
 )

@@ -21,6 +21,20 @@ def composite(gate, up, casting="fp32"):
     return (torch.nn.functional.silu(gate.float()) * up.float()).to(gate.dtype)
 
 
+def _rounding(name: str, only: str):
+    """An original's call in the spec's convention; it rounds one way only (casting ``only``), refusing the other."""
+
+    def adapt(fn):
+        def call(gate, up, casting=only):
+            if casting != only:
+                raise ValueError(f"{name} has one rounding: casting={only!r}")
+            return fn(gate, up)
+
+        return call
+
+    return adapt
+
+
 SPEC = s.OpSpec(
     name="swiglu",
     aliases=("SiLUMul", "LigerSiLUMulFunction", "swiglu_fwd"),
@@ -39,4 +53,18 @@ SPEC = s.OpSpec(
     workloads=_shared.WORKLOADS,
     sweep=_shared.SWEEP,
     bar=_shared.BAR,
+    originals=(  # Liger rounds silu(a) to b's dtype before the product; fla's math is fp32, rounded once
+        s.Original("liger", "liger_kernel.ops.swiglu", "LigerSiLUMulFunction.apply", _rounding("Liger", "eager")),
+        s.Original("fla", "fla.modules.activations", "swiglu", _rounding("fla's swiglu", "fp32")),
+    ),
+    usage="""```python
+import tileport
+
+y = tileport.swiglu(gate, up)                    # silu(gate) * up, any shape; differentiable in gate and up
+y = tileport.swiglu(gate, up, casting="eager")   # transformers' act_fn(gate) * up rounding (Liger's, vLLM's)
+y = tileport.silu_and_mul(x)                     # vLLM's form: x [..., 2F] = [gate | up] -> y [..., F]
+y = tileport.swiglu_fwd(gate, up, casting="fp32", backend=None)
+dgate, dup = tileport.swiglu_bwd(dy, gate, up)
+mlp = tileport.SwiGLUMLP(4096, 14336)            # a drop-in for LlamaMLP: load its state dict
+```""",
 )
