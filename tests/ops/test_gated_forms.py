@@ -157,3 +157,17 @@ def test_bad_input_names_the_problem(fn):
         fn(torch.randn(2, 7))
     with pytest.raises(ValueError, match="casting must be one of"):
         fn(torch.randn(2, 8), casting="fp16")
+
+
+@pytest.mark.parametrize("form,approximate", FORMS)
+def test_torch_compile_fullgraph(form, approximate):
+    """The concatenated forms trace whole under torch.compile (the interface's custom ops), forward and backward,
+    with eager's results."""
+    fn = torch.compile(lambda t: _concat(form, approximate, t, None), fullgraph=True, backend="aot_eager")
+    x = torch.randn(4, 2 * 33, generator=torch.Generator().manual_seed(5))
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ya, yb = fn(xa), _concat(form, approximate, xb, None)
+    assert torch.equal(ya, yb)
+    ya.sum().backward()
+    yb.sum().backward()
+    assert torch.equal(xa.grad, xb.grad)
