@@ -200,6 +200,7 @@ def build_backward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weigh
             kp = T.alloc_fragment((1,), "float32")  # the row's factor of p
             kt = T.alloc_fragment((1,), "float32")  # a (1 - eps) w_t, subtracted at the target
             kw = T.alloc_fragment((1,), "float32")  # a eps / C, times w_c
+            lz = T.alloc_fragment((1,), "float32")  # the row's lse
             if smoothing and weighted:  # W = sum of the weights
                 e = T.alloc_fragment((1, chunk), "float32")
                 part = T.alloc_fragment((1,), "float32")
@@ -220,6 +221,7 @@ def build_backward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weigh
                     kk = kk + da * eps * (part[i] / T.cast(C, "float32") if weighted else T.float32(1))
                 ok[i] = T.if_then_else(counted, T.float32(1), T.float32(0))
                 ti[i] = tc
+                lz[i] = LSE[bx]
                 kp[i] = kk + DZ[bx] * 2.0 * scale * LSE[bx]
                 kt[i] = da * (1.0 - eps) * w_t
                 kw[i] = da * eps / T.cast(C, "float32")
@@ -227,7 +229,7 @@ def build_backward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weigh
                 for i, j in T.Parallel(1, chunk):
                     col = k * chunk + j
                     if col < C:
-                        DX[bx, col] = gradient(T, capped, smoothing, X[bx, col].astype("float32"), cap, kp[i], LSE[bx],
+                        DX[bx, col] = gradient(T, capped, smoothing, X[bx, col].astype("float32"), cap, kp[i], lz[i],
                                                T.float32(0), kw[i] * weight(W, col), T.cast(col, "int64") == ti[i], kt[i],
                                                ok[i]).astype(xt)  # fmt: skip
 
