@@ -11,6 +11,8 @@ dtype's rounding of that."""
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations in the modules imported.
 import os
+import platform
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -270,7 +272,7 @@ def test_non_finite_values_as_the_torch_reference(dtype):
 
 def test_same_bits_for_any_thread_count():
     x, t, w = case(64, 3000, torch.bfloat16, weighted=True, seed=19)
-    launch = _ce().CACHE.kernel("cross_entropy_fwd", _ce().build_forward, x.dtype, "int64")
+    launch = _ce().CACHE.kernel("cross_entropy_fwd", _ce().build_forward, x.dtype, "int64", False, "weighted")
     outs = []
     for threads in (1, 2, 3):
         o = [torch.empty(64) for _ in range(3)]
@@ -294,6 +296,35 @@ def test_unsupported_dtypes_are_refused_by_name():
         _ce().forward(h, t, torch.ones(5, dtype=torch.bfloat16), IGNORE, 0.0, 0.0, 0.0)
     with pytest.raises(TypeError, match="input's dtype"):
         _ce().forward(h, t, None, IGNORE, 0.0, 0.0, 0.0, grad=torch.empty(2, 5, dtype=torch.bfloat16))
+
+
+@pytest.mark.skipif(
+    shutil.which("objdump") is None or platform.machine() not in ("x86_64", "AMD64"), reason="x86 objdump"
+)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_variant_runs_packed_exp_loops_without_calls(dtype):
+    """Every build variant's loops that compute an exp (``vscalefps`` with AVX-512) are packed on the native
+    registers, and the kernel calls nothing but libm's scalar exp and log (per block and per row): a kernel
+    holding all variants' loops grew past g++'s inlining budget and called the exp and the softcap per chunk.
+    (tests/backends/test_cpu_simd.py checks two variants with its rules; the others hold out-of-line code of the
+    row's epilogue jumping back, which those rules read as a scalar loop.)"""
+    from tileport.backends.tilelang.cpu import disasm, runtime, settings
+
+    width = disasm.register_of(settings.isa().lanes)
+    builds = [("cross_entropy_fwd", _ce().build_forward, (c, s)) for c in (False, True) for s in _ce().SMOOTHING]
+    builds += [("cross_entropy_bwd", _ce().build_backward, (c, w)) for c in (False, True) for w in (False, True)]
+    for name, build, variant in builds:
+        lib = runtime.compile_kernel(build(dtype, "int64", *variant)).lib._name
+        insns = disasm.function(lib, f"{name}_kernel")
+        assert set(disasm.calls(insns)) <= {"exp@plt", "log@plt"}, f"{name} {variant}: {disasm.calls(insns)}"
+        # a loop's back edge is a conditional jump; an unconditional one is out-of-line code (a tail, the row's
+        # epilogue) jumping back into the row's body
+        loops = [lp for lp in disasm.innermost_loops(insns) if lp.instructions[-1][0] != "jmp"]
+        hot = [lp for lp in loops if any(m.startswith("vscalef") for m, _ in lp.instructions)]
+        want = 2 if name.endswith("fwd") else 1  # pass 1's sums and pass 2's gradient; pass 2 alone
+        assert len(hot) == want, f"{name} {variant}: {len(hot)} loops with the packed exp, not {want}"
+        for lp in hot:
+            assert not lp.scalar_fp() and lp.packed(width), f"{name} {variant} {dtype}: loop at {lp.start:#x}"
 
 
 _TANH_HARNESS = r"""

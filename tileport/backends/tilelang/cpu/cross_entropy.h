@@ -121,3 +121,14 @@ extern "C" inline tp_v16 tp_ce_zeros() { return tp_ce_opaque_splat(0.0f); }
 extern "C" inline double tp_ce_finite_or(double accurate, double torch_order) {
   return isfinite(torch_order) ? accurate : torch_order;
 }
+
+// acc (one set of simd.h's fp64 sums: 16 lanes, two tp_v16 slots) += the 16 fp32 lanes of v, widened exactly.
+extern "C" inline void* tp_ce_add64(tp_v16* acc, tp_v16* v) {
+  tp_nd s[2], lo, hi;
+  memcpy(s, acc, 128);
+  tp_widen16(v, &lo, &hi);
+  s[0] += lo;
+  s[1] += hi;
+  memcpy(acc, s, 128);
+  return 0;
+}

@@ -1,13 +1,14 @@
 """cross_entropy's row kernel (the contract of ``tileport.ops.cross_entropy``) as TileLang CPU kernels (C target):
-one compiled kernel per (input dtype, target dtype, direction), serving every N and C and every option (weight,
-label smoothing, z-loss, softcap, the fused gradient) as runtime values.
+one compiled kernel per (input dtype, target dtype, direction, softcap or not, label smoothing off / without /
+with weight), serving every N and C; the other options (weight, z-loss, the fused gradient, ignore_index, the
+values of eps and softcap) are runtime values.
 
 A grid kernel over the N rows (``interface.py``: rows with any row stride, targets int32 or int64, optional
 weight and gradient), rows cut into ranges among threads. Per row, 16 lanes at a time, 16-bit logits widened
 in registers (never copied to fp32):
 - pass 1, the row in blocks of ``BLOCK`` columns with an online max and sum: the block's max of x (z's, with a
   softcap: tanh is increasing), the running max M raised to it and the running sum S rescaled by exp(M_old -
-  M_new), then S += the block's sum of exp(z - M) (32 fp32 lanes, a fixed tree; the block totals in fp64).
+  M_new), then S += the block's sum of exp(z - M) (32 fp64 lanes, each term widened exactly, a fixed tree).
   With label smoothing the same loop sums w_c (M - z_c) and w_c (terms >= 0: no cancellation; raising M adds
   W_so_far * (M_new - M_old)). lse = M + log S; the loss is log S + (M - z_t) (torch's order: no cancellation
   of M at large logits) and the smoothing sum W log S + sum w_c (M - z_c), in fp64 per row.
@@ -91,7 +92,7 @@ class Row:
     def __init__(self, io: Io, x, w, r, cap, inv):
         self.io, self.x, self.w, self.r, self.cap, self.inv = io, x, w, r, cap, inv
         self.m = T.alloc_local((4,), "float32")  # [0] M, [1] log S (pass 2's shift), [2] a block's max, [3] z_t
-        self.d = T.alloc_local((10,), "float64")  # S, sum w (M - z), W so far, log S, A, B, s_t, w_t, a, zt
+        self.d = T.alloc_local((11,), "float64")  # S, sum w (M - z), W so far, log S, A, B, s_t, w_t, a, zt, p_t
         self.k = T.alloc_local((2,), "int32")  # a block's whole chunks, its tail
         self.t = T.alloc_local((1,), "int64")
 
@@ -104,20 +105,24 @@ class Row:
         return T.call_extern("float32", f"tp_ce_get_{self.io.tag}", T.BufferLoad(buf, index))
 
 
-def _add(v, slot, value, tmp, n=None) -> None:
-    """v[slot] += value, in the first n lanes only where n is given (a tail chunk)."""
+def _masked(v, slot, tmp, n) -> int:
+    """The slot holding v[slot] with the lanes from n on set to 0 (v[tmp], a tail chunk), or slot itself."""
     if n is None:
-        put(v, slot, get(v, slot) + value)
-        return
-    put(v, tmp, get(v, slot) + value)
-    _call("tp_keep_lanes", _ref(v, slot), _ref(v, tmp), n)
+        return slot
+    put(v, tmp, splat(T.float32(0)))
+    _call("tp_keep_lanes", _ref(v, tmp), _ref(v, slot), n)
+    return tmp
 
 
 def online_max_sum(row: Row, capped: bool, smoothing: bool, weighted: bool) -> None:
-    """Pass 1: d[0] = S, m[0] = M (lse = M + log S); with ``smoothing`` d[1] = sum_c w_c (M - z_c), d[2] = W."""
+    """Pass 1: d[0] = S, m[0] = M (lse = M + log S); with ``smoothing`` d[1] = sum_c w_c (M - z_c), d[2] = W.
+
+    A block's sums are accumulated in fp64 lanes (two sets of 16, ``tp_dot64_*`` in simd.h), each term widened
+    exactly: summed in fp32 lanes, 8070 near-equal exps of a softcapped row lost 4 ulps of lse to the additions'
+    coherent roundings, where torch's cascade sum lost none."""
     io, x, r, m, d, k = row.io, row.x, row.r, row.m, row.d, row.k
-    v = vectors(13)
-    MX, L, Z, E, S, W, WL, TMP = 0, 2, 4, 5, 7, 9, 11, 12
+    v = vectors(20)
+    MX, L, Z, EV, SV, WL, TMP, E, S, W = 0, 2, 3, 4, 5, 6, 7, 8, 12, 16  # E, S, W: fp64 sums of 4 slots each
     _set(m, 0, T.float32(NEG_MAX))
     for i in range(3):
         _set(d, i, T.float64(0))
@@ -153,34 +158,45 @@ def online_max_sum(row: Row, capped: bool, smoothing: bool, weighted: bool) -> N
             _set(m, 0, m[2])
 
         _if(T.Or(m[2] > m[0], m[2] != m[2]), raise_max)  # a nan max stays: S, lse and the loss are nan
-        # the block's sums against the running max
-        zero = splat(T.float32(0))
-        for slot in (E, E + 1, S, S + 1, W, W + 1):
-            put(v, slot, zero)
+        # the block's sums against the running max, in fp64 lanes
+        for acc in (E, S, W) if smoothing else (E,):
+            _call("tp_dot64_zero", _ref(v, acc))
 
-        def to_sums(col, u, n=None):
+        def to_sums(col, u, n=None, first_of_pair=None):
+            """The chunk's terms; its exp is added to v[EV] (first_of_pair False), put there (True), or
+            added to set 1 of the exp sums on its own (None: the odd chunk and the tail)."""
             io.load(x, r, col, v, L, n)
             z = get(v, L)
             if capped:
                 put(v, Z, T.call_extern(VEC, "tp_ce_cap", z, row.cap, row.inv))
                 z = get(v, Z)
-            _add(v, E + u, T.call_extern(VEC, "tp_exp", z - splat(m[0])), TMP, n)
+            e = T.call_extern(VEC, "tp_exp", z - splat(m[0]))
+            if first_of_pair is None:
+                put(v, EV, e)
+                _call("tp_ce_add64", _ref(v, E + 2), _ref(v, _masked(v, EV, TMP, n)))
+            else:
+                put(v, EV, e if first_of_pair else get(v, EV) + e)
             if smoothing:
-                wv = splat(T.float32(1))
-                if weighted:
+                put(v, SV, splat(m[0]) - z)
+                if weighted:  # a tail's missing weights load as 0: their products and sum are 0
                     io.load(row.w, r, col, v, WL, n)
-                    wv = get(v, WL)
-                    _add(v, W + u, wv, TMP, n)
-                _add(v, S + u, wv * (splat(m[0]) - z), TMP, n)
+                    _call("tp_dot64_add", _ref(v, S + 2 * u), _ref(v, WL), _ref(v, _masked(v, SV, TMP, n)))
+                    _call("tp_ce_add64", _ref(v, W + 2 * u), _ref(v, WL))
+                else:
+                    _call("tp_ce_add64", _ref(v, S + 2 * u), _ref(v, _masked(v, SV, TMP, n)))
 
+        # two chunks' exps (each <= 1) added in fp32, then widened: one rounding of a sum <= 2 per 32 columns
+        # (at most 2^-24 relative, so below lse's resolution even if every rounding goes one way), half the
+        # widenings of adding each chunk's exps to the fp64 sums
         with T.serial(T.truncdiv(k[0], 2)) as j:
             for u in range(2):
-                to_sums(c0 + (2 * j + u) * VL, u)
+                to_sums(c0 + (2 * j + u) * VL, u, first_of_pair=u == 0)
+            _call("tp_ce_add64", _ref(v, E), _ref(v, EV))
         _if(T.truncmod(k[0], 2) == 1, lambda: to_sums(c0 + (k[0] - 1) * VL, 0))
         _if(k[1] > 0, lambda: to_sums(c0 + k[0] * VL, 1, k[1]))
 
-        def total(slot):
-            return _f64(T.call_extern("float32", "tp_tree32", get(v, slot), get(v, slot + 1)))
+        def total(acc):
+            return T.call_extern("float64", "tp_dot64_total", _ref(v, acc))
 
         _set(d, 0, d[0] + total(E))
         if smoothing:
@@ -226,7 +242,7 @@ def zero_row(row: Row, grad) -> None:
     _if(T.truncmod(C, VL) > 0, lambda: row.io.store(v, 0, grad, row.r, C - T.truncmod(C, VL), T.truncmod(C, VL)))
 
 
-def target_terms(row: Row, has_weight, softcap):
+def target_terms(row: Row, has_weight, capped: bool):
     """For a row whose target is not ignored: m[3] = z_t, d[6] = s_t, d[7] = w_t (returned). A target outside
     [0, C) (the interface rules it out) reads nothing and gives nan."""
     t, m, d = row.t, row.m, row.d
@@ -241,7 +257,8 @@ def target_terms(row: Row, has_weight, softcap):
             _set(d, 6, _f64(T.call_extern("float32", "tp_ce_slope1", m[3], row.cap, row.inv)))
             _set(m, 3, row.capped_value(m[3]))
 
-        _if(softcap != 0, cap)
+        if capped:
+            cap()
 
     def outside():
         _set(m, 3, T.cast(T.call_extern("float64", "tp_ce_nan"), "float32"))
@@ -281,7 +298,8 @@ def fix_target(row: Row, grad, shift, wt, W, eps, a, zterm) -> None:
     t, m, d = row.t, row.m, row.d
 
     def write():
-        p = _exp64((_f64(m[3]) - _f64(m[0])) - shift)
+        _set(d, 10, _exp64((_f64(m[3]) - _f64(m[0])) - shift))  # once (the terms below read it 4 times)
+        p = d[10]
         ce = (T.float64(1) - eps) * wt * (p - T.float64(1)) + _smoothing(eps, eps / _f64(C) * (W * p - wt))
         naive = (p * d[4] - d[5] * wt - (T.float64(1) - eps) * wt) * a + zterm * p
         g = T.call_extern("float64", "tp_ce_finite_or", a * ce + zterm * p, naive)
@@ -290,34 +308,12 @@ def fix_target(row: Row, grad, shift, wt, W, eps, a, zterm) -> None:
     _if(T.And(t[0] >= 0, t[0] < T.cast(C, "int64")), write)
 
 
-def grad_variants(row: Row, grad, softcap, weighted_smoothing) -> None:
-    """Pass 2 in the variant of the row's options (runtime flags, one loop each)."""
-    _if(
-        softcap != 0,
-        lambda: _if(
-            weighted_smoothing, lambda: grad_row(row, grad, True, True), lambda: grad_row(row, grad, True, False)
-        ),
-        lambda: _if(
-            weighted_smoothing, lambda: grad_row(row, grad, False, True), lambda: grad_row(row, grad, False, False)
-        ),
-    )
-
-
-def forward_row(row: Row, target, grad, loss, z_loss, lse, ignore_index, eps, zs, softcap, a, b, has_weight, has_grad):
+def forward_row(row: Row, target, grad, loss, z_loss, lse, ignore_index, eps, zs, a, b, has_weight, has_grad,
+                capped: bool, smoothing: str):  # fmt: skip
     """The fused forward of one row: pass 1, the row's loss, z-loss and lse, and pass 2 where grad is given."""
     m, d, t, r = row.m, row.d, row.t, row.r
     _set(t, 0, T.cast(target[r], "int64"))
-    smoothing = eps != T.float64(0)
-
-    def pass1(capped):
-        _if(
-            smoothing,
-            lambda: _if(has_weight != 0, lambda: online_max_sum(row, capped, True, True),
-                        lambda: online_max_sum(row, capped, True, False)),
-            lambda: online_max_sum(row, capped, False, False),
-        )  # fmt: skip
-
-    _if(softcap != 0, lambda: pass1(True), lambda: pass1(False))
+    online_max_sum(row, capped, smoothing != "none", smoothing == "weighted")
     # a row holding +inf (and no nan): S is nan (inf - inf); lse = +inf as torch's logsumexp gives, the loss
     # inf - z_t, and pass 2's p = exp(z - inf): 0, nan at the +inf logits
     _if(m[0] == T.float32(float("inf")), lambda: _set(d, 0, T.float64(1)))
@@ -331,18 +327,20 @@ def forward_row(row: Row, target, grad, loss, z_loss, lse, ignore_index, eps, zs
         _if(has_grad != 0, lambda: zero_row(row, grad))
 
     def counted():
-        wt = target_terms(row, has_weight, softcap)
+        wt = target_terms(row, has_weight, capped)
         lse64 = _f64(m[0]) + d[3]
         nll = d[3] + (_f64(m[0]) - _f64(m[3]))  # log S + (M - z_t): M cancels exactly
         W = T.if_then_else(has_weight != 0, d[2], _f64(C))
         ce = (T.float64(1) - eps) * wt * nll
-        _set(loss, r, T.cast(T.if_then_else(smoothing, ce + eps / _f64(C) * (W * d[3] + d[1]), ce), "float32"))
+        if smoothing != "none":
+            ce = ce + eps / _f64(C) * (W * d[3] + d[1])
+        _set(loss, r, T.cast(ce, "float32"))
         _set(z_loss, r, T.cast(T.if_then_else(zs != T.float64(0), zs * lse64 * lse64, T.float64(0)), "float32"))
 
         def fused():
             zterm = z_term(zs, b, lse64)
             coefficients(row, wt, W, eps, a, zterm)
-            grad_variants(row, grad, softcap, T.And(smoothing, has_weight != 0))
+            grad_row(row, grad, capped, smoothing == "weighted")
             fix_target(row, grad, d[3], wt, W, eps, a, zterm)
 
         _if(has_grad != 0, fused)
@@ -350,8 +348,8 @@ def forward_row(row: Row, target, grad, loss, z_loss, lse, ignore_index, eps, zs
     _if(t[0] == ignore_index, ignored, counted)
 
 
-def backward_row(row: Row, target, dloss, dz_loss, lse, dinput, ignore_index, eps, zs, softcap, weight_sum,
-                 has_dz_loss, has_weight):  # fmt: skip
+def backward_row(row: Row, target, dloss, dz_loss, lse, dinput, ignore_index, eps, zs, weight_sum, has_dz_loss,
+                 has_weight, capped: bool, weighted: bool):  # fmt: skip
     """One row's gradient from the saved lse: pass 2 with M = lse, log S = 0."""
     m, t, r = row.m, row.t, row.r
     _set(t, 0, T.cast(target[r], "int64"))
@@ -359,19 +357,26 @@ def backward_row(row: Row, target, dloss, dz_loss, lse, dinput, ignore_index, ep
     _set(m, 1, T.float32(0))
 
     def counted():
-        wt = target_terms(row, has_weight, softcap)
+        wt = target_terms(row, has_weight, capped)
         b = T.if_then_else(has_dz_loss != 0, _f64(dz_loss[r]), T.float64(0))
         W = T.if_then_else(has_weight != 0, weight_sum, _f64(C))
         zterm = z_term(zs, b, _f64(lse[r]))
         coefficients(row, wt, W, eps, _f64(dloss[r]), zterm)
-        grad_variants(row, dinput, softcap, T.And(eps != T.float64(0), has_weight != 0))
+        grad_row(row, dinput, capped, weighted)
         fix_target(row, dinput, T.float64(0), wt, W, eps, _f64(dloss[r]), zterm)
 
     _if(t[0] == ignore_index, lambda: zero_row(row, dinput), counted)
 
 
-def build_forward(dtype: torch.dtype, target: str = "int64"):
-    """(loss, z_loss, lse) per row and, with grad, the fused gradient (module docstring)."""
+SMOOTHING = ("none", "uniform", "weighted")  # a forward's label smoothing: off, without weight, with weight
+
+
+def build_forward(dtype: torch.dtype, target: str = "int64", capped: bool = False, smoothing: str = "none"):
+    """(loss, z_loss, lse) per row and, with grad, the fused gradient (module docstring). The loops are built for
+    one variant: ``capped`` (a softcap), ``smoothing`` (one of SMOOTHING); one kernel holding every variant's
+    loops grew past g++'s inlining budget, which then left the exp and the softcap as calls in the loops."""
+    if smoothing not in SMOOTHING:
+        raise ValueError(f"smoothing is one of {SMOOTHING}, not {smoothing!r}")
     X = Io(dtype)
 
     @T.prim_func
@@ -385,14 +390,15 @@ def build_forward(dtype: torch.dtype, target: str = "int64"):
         with T.Kernel(count, prelude=PRELUDE) as i:
             forward_row(
                 Row(X, input, weight, first + i, softcap, inv_softcap), target, grad, loss, z_loss, lse, ignore_index,
-                label_smoothing, lse_square_scale, softcap, scale_loss, scale_z_loss, has_weight, has_grad,
+                label_smoothing, lse_square_scale, scale_loss, scale_z_loss, has_weight, has_grad, capped, smoothing,
             )  # fmt: skip
 
     return cross_entropy_fwd
 
 
-def build_backward(dtype: torch.dtype, target: str = "int64"):
-    """dinput = dloss_r dloss_r/dx + dz_loss_r dz_loss_r/dx from input and the saved lse (module docstring)."""
+def build_backward(dtype: torch.dtype, target: str = "int64", capped: bool = False, weighted: bool = False):
+    """dinput = dloss_r dloss_r/dx + dz_loss_r dz_loss_r/dx from input and the saved lse (module docstring), for one
+    variant: ``capped`` (a softcap), ``weighted`` (label smoothing with a weight: pass 2 reads it)."""
     X = Io(dtype)
 
     @T.prim_func
@@ -406,16 +412,19 @@ def build_backward(dtype: torch.dtype, target: str = "int64"):
         with T.Kernel(count, prelude=PRELUDE) as i:
             backward_row(
                 Row(X, input, weight, first + i, softcap, inv_softcap), target, dloss, dz_loss, lse, dinput,
-                ignore_index, label_smoothing, lse_square_scale, softcap, weight_sum, has_dz_loss, has_weight,
+                ignore_index, label_smoothing, lse_square_scale, weight_sum, has_dz_loss, has_weight, capped, weighted,
             )  # fmt: skip
 
     return cross_entropy_bwd
 
 
 # The kernels tests/backends/test_cpu_simd.py checks for packed SIMD in the disassembly: (kernel, builder of a dtype).
+# Variants whose row epilogue g++ leaves no out-of-line code jumping back into (which that test's rules read as a
+# scalar loop); tests/backends/test_tilelang_cross_entropy.py checks every variant's exp loops.
 PACKED_CHECKS = (
     ("cross_entropy_fwd", lambda dt: build_forward(dt)),
-    ("cross_entropy_bwd", lambda dt: build_backward(dt)),
+    ("cross_entropy_fwd", lambda dt: build_forward(dt, "int64", True, "weighted")),
+    ("cross_entropy_bwd", lambda dt: build_backward(dt, "int64", True, True)),
 )
 
 
@@ -427,7 +436,7 @@ def _target(target: torch.Tensor) -> torch.Tensor:
     return target if target.is_contiguous() else target.contiguous()
 
 
-def _kernel(name: str, builder, input: torch.Tensor, target: torch.Tensor, *same_dtype):
+def _kernel(name: str, builder, variant: tuple, input: torch.Tensor, target: torch.Tensor, *same_dtype):
     """The compiled kernel for these tensors; a dtype the kernels do not take is refused by name (fp16 and bf16
     share a storage type in the kernel, so a weight or gradient of the other one would be misread)."""
     for other in same_dtype:
@@ -439,7 +448,7 @@ def _kernel(name: str, builder, input: torch.Tensor, target: torch.Tensor, *same
         )
     if target.dtype not in _INDEX:
         raise TypeError(f"cross_entropy: target must be int64 or int32, not {target.dtype}")
-    return CACHE.kernel(name, builder, input.dtype, _INDEX[target.dtype])
+    return CACHE.kernel(name, builder, input.dtype, _INDEX[target.dtype], *variant)
 
 
 def forward(input, target, weight, ignore_index: int, label_smoothing: float, lse_square_scale: float,
@@ -450,7 +459,8 @@ def forward(input, target, weight, ignore_index: int, label_smoothing: float, ls
     loss, z_loss, lse = (outputs.empty((n,), torch.float32, input.device) for _ in range(3))
     cap, inv = _softcap(softcap)
     a, b = scales
-    _kernel("cross_entropy_fwd", build_forward, input, target, weight, grad)(
+    smoothing = "none" if not label_smoothing else "uniform" if weight is None else "weighted"
+    _kernel("cross_entropy_fwd", build_forward, (bool(softcap), smoothing), input, target, weight, grad)(
         threads_for(n * c), input=input, target=_target(target), weight=weight, grad=grad, loss=loss, z_loss=z_loss,
         lse=lse, ignore_index=int(ignore_index), label_smoothing=float(label_smoothing),
         lse_square_scale=float(lse_square_scale), softcap=cap, inv_softcap=inv, scale_loss=float(a), scale_z_loss=float(b),
@@ -465,7 +475,8 @@ def backward(dloss, dz_loss, input, target, weight, lse, ignore_index: int, labe
     dinput = outputs.empty((n, c), input.dtype, input.device)
     cap, inv = _softcap(softcap)
     weight_sum = 0.0 if weight is None or not label_smoothing else float(weight.sum(dtype=torch.float64))
-    _kernel("cross_entropy_bwd", build_backward, input, target, weight)(
+    variant = (bool(softcap), bool(label_smoothing) and weight is not None)
+    _kernel("cross_entropy_bwd", build_backward, variant, input, target, weight)(
         threads_for(n * c), dloss=dloss.contiguous(),
         dz_loss=None if dz_loss is None or not lse_square_scale else dz_loss.contiguous(),  # no z-loss: never read
         input=input, target=_target(target), weight=weight, lse=lse.contiguous(), dinput=dinput,
