@@ -8,7 +8,7 @@ weight and gradient), rows cut into ranges among threads. Per row, 16 lanes at a
 in registers (never copied to fp32):
 - pass 1, the row in blocks of ``BLOCK`` columns with an online max and sum: the block's max of x (z's, with a
   softcap: tanh is increasing), the running max M raised to it and the running sum S rescaled by exp(M_old -
-  M_new), then S += the block's sum of exp(z - M) (32 fp64 lanes, each term widened exactly, a fixed tree).
+  M_new), then S += the block's sum of exp(z - M) (in fp64 lanes, a fixed tree).
   With label smoothing the same loop sums w_c (M - z_c) and w_c (terms >= 0: no cancellation; raising M adds
   W_so_far * (M_new - M_old)). lse = M + log S; the loss is log S + (M - z_t) (torch's order: no cancellation
   of M at large logits) and the smoothing sum W log S + sum w_c (M - z_c), in fp64 per row.
@@ -117,9 +117,10 @@ def _masked(v, slot, tmp, n) -> int:
 def online_max_sum(row: Row, capped: bool, smoothing: bool, weighted: bool) -> None:
     """Pass 1: d[0] = S, m[0] = M (lse = M + log S); with ``smoothing`` d[1] = sum_c w_c (M - z_c), d[2] = W.
 
-    A block's sums are accumulated in fp64 lanes (two sets of 16, ``tp_dot64_*`` in simd.h), each term widened
-    exactly: summed in fp32 lanes, 8070 near-equal exps of a softcapped row lost 4 ulps of lse to the additions'
-    coherent roundings, where torch's cascade sum lost none."""
+    A block's sums are accumulated in fp64 lanes (two sets of 16, ``tp_dot64_*`` in simd.h), the smoothing's
+    terms widened exactly, the exps two chunks at a time (below): summed in fp32 lanes, 8070 near-equal exps of
+    a softcapped row lost 4 ulps of lse to the additions' coherent roundings, where torch's cascade sum lost
+    none."""
     io, x, r, m, d, k = row.io, row.x, row.r, row.m, row.d, row.k
     v = vectors(20)
     MX, L, Z, EV, SV, WL, TMP, E, S, W = 0, 2, 3, 4, 5, 6, 7, 8, 12, 16  # E, S, W: fp64 sums of 4 slots each
