@@ -279,6 +279,28 @@ def test_the_ascend_forms(monkeypatch):
     check_grad(g, wg, torch.float32)
 
 
+def test_exp_reduced():
+    """The softmax's exp on a GPU and Ascend (their ``tl.exp`` rounds x log2(e) and loses |x| / 2 ulps): within
+    one ulp of exp over fp32's whole range, subnormal results kept, nan, inf and -inf through."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def probe(X, Y, N, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(Y + offs, ce.exp_reduced(tl.load(X + offs, mask=offs < N)), mask=offs < N)
+
+    x = torch.cat([torch.linspace(-110.0, 89.0, 65533), torch.tensor([float("nan"), float("inf"), float("-inf")])])
+    y = torch.empty_like(x)
+    with common.launch_context():
+        probe[(1,)](x, y, x.numel(), BLOCK=65536)
+    want = torch.exp(x[:-3].double())
+    normal = (want > 2.0**-126) & (want < 3e38)
+    assert ((y[:-3].double() - want).abs() / want)[normal].max() <= 2.0**-23
+    assert (y[:-3].double() - want)[want <= 2.0**-126].abs().max() <= 2.0**-149
+    assert y[-3].isnan() and y[-2] == float("inf") and y[-1] == 0
+
+
 def test_fp64_is_refused_by_name():
     x, t, _ = case(2, 10, torch.float64)
     with pytest.raises(TypeError, match="fp16, bf16 or fp32 logits, got torch.float64"):

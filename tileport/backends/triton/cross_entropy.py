@@ -24,6 +24,8 @@ import triton
 import triton.language as tl
 
 from .. import outputs
+from . import interpreting
+from .ascend import chip_of
 from .common import blocks, check_size, launch_context, neumaier, storage, store, wide
 
 # fp32 (BLOCK_M, BLOCK_D) tensors live at once (logits, capped logits and slope, exps or softmax, weights,
@@ -35,18 +37,58 @@ T2 = tl.constexpr(1.33314422036e-1)
 T3 = tl.constexpr(-5.37397155531e-2)
 T4 = tl.constexpr(2.06390887954e-2)
 T5 = tl.constexpr(-5.70498872745e-3)
+LOG2E = tl.constexpr(1.4426950408889634)  # rounded to fp32 in a kernel; LOG2E_LO: what that rounding drops
+LOG2E_LO = tl.constexpr(1.925963033500011e-08)
+INF = tl.constexpr(float("inf"))
 NEG_INF = tl.constexpr(float("-inf"))
 
 
 @triton.jit
-def softcapped(x, cap):
-    """(cap * tanh(x / cap), 1 - tanh^2(x / cap)) in fp32, neither end cancelling."""
-    u = x / cap
+def div_rn(x, d, inv):
+    """x / d to about half an ulp from inv = 1 / d (a GPU's fp32 division is ``div.full``, 2 ulps): the
+    quotient corrected by its remainder (an fma)."""
+    q = x * inv
+    return q + tl.fma(-q, d, x) * inv
+
+
+@triton.jit
+def exp_reduced(x):
+    """exp(x) in fp32 to exp2's accuracy whatever |x|: x log2(e) = k + f as a two-part product (its rounding
+    kept by an fma), 2^f for |f| <= 1/2, 2^k as two exact powers (subnormal results kept). A GPU's ``tl.exp`` is
+    ex2.approx of the rounded x log2(e), which costs |x| / 2 ulps: 10 at p ~ 1e-9, where torch's expf is within
+    1. nan stays nan, -inf gives 0, +inf gives inf."""
+    xc = tl.where(x < -110.0, -110.0, x)  # exp(-110) rounds to 0, exp(89) overflows: nan fails both, stays nan
+    xc = tl.where(xc > 89.0, 89.0, xc)
+    hi = xc * LOG2E
+    lo = tl.fma(xc, LOG2E, -hi) + xc * LOG2E_LO
+    k = tl.floor(hi + 0.5)
+    ki = k.to(tl.int32)
+    k1 = ki // 2
+    s1 = ((k1 + 127) << 23).to(tl.float32, bitcast=True)
+    s2 = ((ki - k1 + 127) << 23).to(tl.float32, bitcast=True)
+    return tl.exp2((hi - k) + lo) * s1 * s2
+
+
+@triton.jit
+def exp_p(x, NATIVE_EXP: tl.constexpr):
+    """The softmax's exp: ``tl.exp`` where it is numpy's (the CPU interpreter: correctly rounded), else
+    ``exp_reduced`` (a GPU's and Ascend's ``tl.exp`` lose |x| / 2 ulps)."""
+    if NATIVE_EXP:
+        return tl.exp(x)
+    else:
+        return exp_reduced(x)
+
+
+@triton.jit
+def softcapped(x, cap, inv_cap):
+    """(cap * tanh(x / cap), 1 - tanh^2(x / cap)) in fp32, neither end cancelling; inv_cap = 1 / cap."""
+    u = div_rn(x, cap, inv_cap)
     a = tl.abs(u)
     q = a * a
     small = a + a * q * (T1 + q * (T2 + q * (T3 + q * (T4 + q * T5))))
-    e = tl.exp(-2.0 * a)  # r = 1 - tanh, down to fp32's subnormals (2 / (exp(2a) + 1) lost them at a = 44)
-    r = 2.0 * e / (1.0 + e)
+    e = tl.exp(-2.0 * a)  # r = 1 - tanh = 2 e / (1 + e), down to fp32's subnormals (2 / (exp(2a) + 1) overflows)
+    d = 1.0 + e
+    r = div_rn(2.0 * e, d, 1.0 / d)
     near = a < TANH_SPLIT
     th = tl.where(near, small, 1.0 - r)
     slope = tl.where(near, (1.0 - th) * (1.0 + th), r * (2.0 - r))
@@ -70,9 +112,12 @@ def _widen(v, F64: tl.constexpr):
 
 
 @triton.jit
-def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stride_g, ignore_index, eps, scale, cap,
-                a, b, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, WEIGHT: tl.constexpr, SMOOTH: tl.constexpr,
-                SOFTCAP: tl.constexpr, GRAD: tl.constexpr, F64: tl.constexpr, BF16: tl.constexpr):  # fmt: skip
+def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stride_g, ignore_index, one_m_eps, eps_c,
+                scale, cap, inv_cap, a1, ac, bz, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, WEIGHT: tl.constexpr,
+                SMOOTH: tl.constexpr, SOFTCAP: tl.constexpr, GRAD: tl.constexpr, F64: tl.constexpr,
+                BF16: tl.constexpr, NATIVE_EXP: tl.constexpr):  # fmt: skip
+    """Scalars from the host (double, rounded once): one_m_eps = 1 - eps, eps_c = eps / C, a1 = a (1 - eps),
+    ac = a eps / C, bz = 2 b lse_square_scale."""
     for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
         rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < M
@@ -84,7 +129,7 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
         # the target's logit and weight, read before the gradient pass may overwrite the row (in place)
         zt = tl.load(xrow + tc, mask=valid, other=0.0).to(tl.float32)
         if SOFTCAP:
-            zt = softcapped(zt, cap)[0]
+            zt = softcapped(zt, cap, inv_cap)[0]
         if WEIGHT:
             wt = tl.load(WGT + tc, mask=valid, other=0.0).to(tl.float32)
         else:
@@ -103,15 +148,17 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
             mask = row_ok[:, None] & cmask[None, :]
             z = tl.load(xrow[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
             if SOFTCAP:
-                z = softcapped(z, cap)[0]
+                z = softcapped(z, cap, inv_cap)[0]
             m_new = tl.maximum(m, tl.max(tl.where(mask, z, NEG_INF), axis=1))
-            base = tl.where(m_new == NEG_INF, 0.0, m_new)  # a row past M: no inf - inf
-            e = tl.where(mask, tl.exp(z - base[:, None]), 0.0)
+            # exps against the running max; against 0 while it is infinite (a row past M, a row of -inf: exp(-inf)
+            # = 0; a row holding +inf: its sum +inf, lse +inf, as torch's logsumexp)
+            base = tl.where(tl.abs(m_new) == INF, 0.0, m_new)
+            e = tl.where(mask, tl.exp(z - base[:, None]), 0.0)  # the sum weighs each exp by itself: tl.exp will do
             if F64:
                 s = s * tl.exp(m.to(tl.float64) - base.to(tl.float64)) + tl.sum(e.to(tl.float64), axis=1)
             else:
                 f = tl.exp(m - base)
-                s, s_lo = neumaier(s * f, s_lo * f, tl.sum(e, axis=1))
+                s, s_lo = neumaier(s * f, tl.where(s_lo == 0.0, 0.0, s_lo * f), tl.sum(e, axis=1))
             m = m_new
             if SMOOTH:
                 if WEIGHT:
@@ -125,7 +172,7 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
                 else:
                     swz, swz_lo = neumaier(swz, swz_lo, tl.sum(wz, axis=1))
         mw = _widen(m, F64)
-        log_s = tl.log(s + s_lo)  # s >= 1 on a real row: the max's own term
+        log_s = tl.log(tl.where(s < INF, s + s_lo, s))  # s >= 1 on a real row: the max's own term
         lse = mw + log_s
         loss = wt * ((mw - zt) + log_s)
         if SMOOTH:
@@ -136,21 +183,21 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
             # sum_c w_c (lse - z_c) = (W m - sum w z) + W log s; W m's rounding error kept by an fma
             wm = w_all * mw
             smooth = ((wm - swz) + (tl.fma(w_all, mw, -wm) - swz_lo)) + w_all * log_s
-            loss = (1.0 - eps) * loss + (eps / C) * smooth
+            loss = one_m_eps * loss + eps_c * smooth
         tl.store(LOSS + rows, tl.where(valid, loss, 0.0).to(tl.float32), mask=row_ok)
         tl.store(ZLOSS + rows, tl.where(valid, scale * lse * lse, 0.0).to(tl.float32), mask=row_ok)
         tl.store(LSE + rows, lse.to(tl.float32), mask=row_ok)
         if GRAD:
-            # g = slope * (k p - a eps / C w_c - a (1 - eps) w_t [c == t]), p = exp((z - m) - log s)
-            at = tl.where(valid, a * (1.0 - eps) * wt, 0.0)
+            # g = slope * (k p - ac w_c - a1 w_t [c == t]), p = exp((z - m) - log s), k = a1 w_t + ac W + bz lse
+            at = tl.where(valid, a1 * wt, 0.0)
             if SMOOTH:
                 if WEIGHT:
-                    k = a * (1.0 - eps) * wt + a * eps * (wsum / C).to(tl.float32)
+                    k = (a1 * wt + ac * wsum).to(tl.float32)
                 else:
-                    k = a * (1.0 - eps) * wt + a * eps
+                    k = a1 * wt + ac * C
             else:
-                k = a * wt
-            k = tl.where(valid, k + (b * 2.0 * scale) * lse.to(tl.float32), 0.0)
+                k = a1 * wt
+            k = tl.where(valid, k + tl.where(bz != 0.0, bz * lse.to(tl.float32), 0.0), 0.0)  # no z-loss: no term
             log_s32 = log_s.to(tl.float32)
             grow = G + rows64 * stride_g
             for start in range(0, C, BLOCK_D):
@@ -159,14 +206,13 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
                 mask = row_ok[:, None] & cmask[None, :]
                 z = tl.load(xrow[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
                 if SOFTCAP:
-                    z, slope = softcapped(z, cap)
-                g = k[:, None] * tl.exp((z - m[:, None]) - log_s32[:, None])
+                    z, slope = softcapped(z, cap, inv_cap)
+                g = k[:, None] * exp_p((z - m[:, None]) - log_s32[:, None], NATIVE_EXP)
                 if SMOOTH:
                     if WEIGHT:
-                        w = tl.load(WGT + cols, mask=cmask, other=0.0).to(tl.float32)
-                        g -= (a * eps / C) * w[None, :]
+                        g -= ac * tl.load(WGT + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
                     else:
-                        g -= a * eps / C
+                        g -= ac
                 g = tl.where(cols[None, :] == tc[:, None], g - at[:, None], g)
                 if SOFTCAP:
                     g *= slope
@@ -174,9 +220,11 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
 
 
 @triton.jit
-def _bwd_kernel(X, TGT, WGT, DLOSS, DZ, LSE, DX, M, C, stride_x, stride_t, stride_dl, stride_dz, ignore_index, eps,
-                scale, cap, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, WEIGHT: tl.constexpr,
-                SMOOTH: tl.constexpr, SOFTCAP: tl.constexpr, HAS_DZ: tl.constexpr, BF16: tl.constexpr):  # fmt: skip
+def _bwd_kernel(X, TGT, WGT, DLOSS, DZ, LSE, DX, M, C, stride_x, stride_t, stride_dl, stride_dz, ignore_index,
+                one_m_eps, eps_c, scale2, cap, inv_cap, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
+                WEIGHT: tl.constexpr, SMOOTH: tl.constexpr, SOFTCAP: tl.constexpr, HAS_DZ: tl.constexpr,
+                BF16: tl.constexpr, NATIVE_EXP: tl.constexpr):  # fmt: skip
+    """Scalars from the host: one_m_eps = 1 - eps, eps_c = eps / C, scale2 = 2 lse_square_scale."""
     for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
         rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < M
@@ -186,28 +234,28 @@ def _bwd_kernel(X, TGT, WGT, DLOSS, DZ, LSE, DX, M, C, stride_x, stride_t, strid
         valid = row_ok & (t != ignore_index)
         tc = tl.where(valid, t, 0).to(tl.int64)
         da = tl.load(DLOSS + rows64 * stride_dl, mask=row_ok, other=0.0).to(tl.float32)
-        if HAS_DZ:
-            db = tl.load(DZ + rows64 * stride_dz, mask=row_ok, other=0.0).to(tl.float32)
-        else:
-            db = tl.zeros((BLOCK_M,), dtype=tl.float32)
         lse = tl.load(LSE + rows, mask=row_ok, other=0.0).to(tl.float32)
         if WEIGHT:
             wt = tl.load(WGT + tc, mask=valid, other=0.0).to(tl.float32)
         else:
             wt = tl.where(valid, 1.0, 0.0)
-        k = da * (1.0 - eps) * wt
+        at = da * one_m_eps * wt
+        k = at
         if SMOOTH:
             if WEIGHT:  # W = sum of the weights, a pass over them
                 wsum = tl.zeros((BLOCK_D,), dtype=tl.float32)
                 for start in range(0, C, BLOCK_D):
                     cols = start + tl.arange(0, BLOCK_D)
                     wsum += tl.load(WGT + cols, mask=cols < C, other=0.0).to(tl.float32)
-                k += da * eps * (tl.sum(wsum, axis=0) / C)
+                k += (da * eps_c) * tl.sum(wsum, axis=0)
             else:
-                k += da * eps
-        at = tl.where(valid, da * (1.0 - eps) * wt, 0.0)
-        k = tl.where(valid, k + db * 2.0 * scale * lse, 0.0)
-        cw = da * eps / C
+                k += (da * eps_c) * C
+        if HAS_DZ:  # no z-loss gradient: no term (no 0 * inf)
+            db = tl.load(DZ + rows64 * stride_dz, mask=row_ok, other=0.0).to(tl.float32)
+            k += tl.where(scale2 != 0.0, db * scale2 * lse, 0.0)
+        k = tl.where(valid, k, 0.0)
+        at = tl.where(valid, at, 0.0)
+        cw = da * eps_c
         drow = DX + rows64 * C
         for start in range(0, C, BLOCK_D):
             cols = start + tl.arange(0, BLOCK_D)
@@ -215,12 +263,11 @@ def _bwd_kernel(X, TGT, WGT, DLOSS, DZ, LSE, DX, M, C, stride_x, stride_t, strid
             mask = row_ok[:, None] & cmask[None, :]
             z = tl.load(xrow[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
             if SOFTCAP:
-                z, slope = softcapped(z, cap)
-            g = k[:, None] * tl.exp(z - lse[:, None])
+                z, slope = softcapped(z, cap, inv_cap)
+            g = k[:, None] * exp_p(z - lse[:, None], NATIVE_EXP)
             if SMOOTH:
                 if WEIGHT:
-                    w = tl.load(WGT + cols, mask=cmask, other=0.0).to(tl.float32)
-                    g -= cw[:, None] * w[None, :]
+                    g -= cw[:, None] * tl.load(WGT + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
                 else:
                     g -= cw[:, None]
             g = tl.where(cols[None, :] == tc[:, None], g - at[:, None], g)
@@ -243,8 +290,15 @@ def _stride(t: torch.Tensor) -> int:
     return t.stride(0) if t.shape[0] > 1 else 0
 
 
-def _flags(weight, label_smoothing: float, softcap: float) -> dict:
-    return {"WEIGHT": weight is not None, "SMOOTH": label_smoothing > 0, "SOFTCAP": bool(softcap)}
+def _flags(x: torch.Tensor, weight, label_smoothing: float, softcap: float) -> dict:
+    native = interpreting() and chip_of(x.device) is None  # the interpreter's exp is numpy's, unless Ascend's forms
+    return {"WEIGHT": weight is not None, "SMOOTH": label_smoothing > 0, "SOFTCAP": bool(softcap), "NATIVE_EXP": native}
+
+
+def _scalars(c: int, label_smoothing: float, softcap: float) -> tuple:
+    """(1 - eps, eps / C, cap, 1 / cap) in double, rounded once where the kernels take them."""
+    cap = float(softcap or 1.0)
+    return 1.0 - label_smoothing, label_smoothing / c, cap, 1.0 / cap
 
 
 def forward(input: torch.Tensor, target: torch.Tensor, weight, ignore_index: int, label_smoothing: float,
@@ -256,12 +310,15 @@ def forward(input: torch.Tensor, target: torch.Tensor, weight, ignore_index: int
     loss, z_loss, lse = (outputs.empty((n,), torch.float32, input.device) for _ in range(3))
     block_m, block_d, grid, _ = blocks(n, c, input.device, LIVE)
     g = input if grad is None else grad
+    one_m_eps, eps_c, cap, inv_cap = _scalars(c, float(label_smoothing), softcap)
+    a, b = float(scales[0]), float(scales[1])
     with launch_context():
         _fwd_kernel[grid](input, target, input if weight is None else weight, storage(g), loss, z_loss, lse, n, c,
-                          _stride(input), _stride(target), _stride(g), ignore_index, float(label_smoothing),
-                          float(lse_square_scale), float(softcap or 1.0), float(scales[0]), float(scales[1]),
-                          BLOCK_M=block_m, BLOCK_D=block_d, GRAD=grad is not None, F64=wide(input.device),
-                          BF16=input.dtype == torch.bfloat16, **_flags(weight, label_smoothing, softcap))  # fmt: skip
+                          _stride(input), _stride(target), _stride(g), ignore_index, one_m_eps, eps_c,
+                          float(lse_square_scale), cap, inv_cap, a * one_m_eps, a * eps_c,
+                          2.0 * b * float(lse_square_scale), BLOCK_M=block_m, BLOCK_D=block_d, GRAD=grad is not None,
+                          F64=wide(input.device), BF16=input.dtype == torch.bfloat16,
+                          **_flags(input, weight, label_smoothing, softcap))  # fmt: skip
     return loss, z_loss, lse
 
 
@@ -273,11 +330,12 @@ def backward(dloss: torch.Tensor, dz_loss, input: torch.Tensor, target: torch.Te
     n, c = input.shape
     dx = outputs.empty((n, c), input.dtype, input.device)
     block_m, block_d, grid, _ = blocks(n, c, input.device, LIVE)
+    one_m_eps, eps_c, cap, inv_cap = _scalars(c, float(label_smoothing), softcap)
     with launch_context():
         _bwd_kernel[grid](input, target, input if weight is None else weight, dloss, dloss if dz_loss is None else dz_loss,
                           lse, storage(dx), n, c, _stride(input), _stride(target), _stride(dloss),
-                          0 if dz_loss is None else _stride(dz_loss), ignore_index, float(label_smoothing),
-                          float(lse_square_scale), float(softcap or 1.0), BLOCK_M=block_m, BLOCK_D=block_d,
+                          0 if dz_loss is None else _stride(dz_loss), ignore_index, one_m_eps, eps_c,
+                          2.0 * float(lse_square_scale), cap, inv_cap, BLOCK_M=block_m, BLOCK_D=block_d,
                           HAS_DZ=dz_loss is not None, BF16=input.dtype == torch.bfloat16,
-                          **_flags(weight, label_smoothing, softcap))  # fmt: skip
+                          **_flags(input, weight, label_smoothing, softcap))  # fmt: skip
     return dx
