@@ -279,6 +279,26 @@ def test_the_ascend_forms(monkeypatch):
     check_grad(g, wg, torch.float32)
 
 
+def test_non_finite_logits_as_the_reference():
+    """Rows holding +inf (lse +inf), nan, some -inf, only -inf: the loss, z-loss, lse and the gradient's nan rows
+    as the torch reference's (the standard's rule for non-finite values: the benchmark's), no z-loss at scale 0."""
+    from tileport.backends.torch import cross_entropy as ref
+
+    x = torch.randn(5, 300, generator=torch.Generator().manual_seed(0))
+    x[0, 7] = x[4, 3] = float("inf")
+    x[1, 9] = float("nan")
+    x[2, :50] = x[3] = float("-inf")
+    t = torch.tensor([1, 2, 60, 5, 3])
+    for eps, scale in ((0.0, 0.0), (0.1, 1e-3)):
+        g, gr = torch.empty_like(x), torch.empty_like(x)
+        got = ce.forward(x, t, None, IGNORE, eps, scale, 0.0, grad=g)
+        want = ref.forward(x, t, None, IGNORE, eps, scale, 0.0, grad=gr)
+        for a, b in zip(got, want):
+            assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a.isinf(), b.isinf()), (a, b)
+            assert torch.equal(a[a.isinf()], b[b.isinf()]) and torch.allclose(a[a.isfinite()], b[b.isfinite()])
+        assert torch.equal(g.isnan().any(1), gr.isnan().any(1)) and torch.allclose(g[2], gr[2], atol=1e-7)
+
+
 def test_exp_reduced():
     """The softmax's exp on a GPU and Ascend (their ``tl.exp`` rounds x log2(e) and loses |x| / 2 ulps): within
     one ulp of exp over fp32's whole range, subnormal results kept, nan, inf and -inf through."""

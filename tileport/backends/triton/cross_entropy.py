@@ -185,7 +185,7 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
             smooth = ((wm - swz) + (tl.fma(w_all, mw, -wm) - swz_lo)) + w_all * log_s
             loss = one_m_eps * loss + eps_c * smooth
         tl.store(LOSS + rows, tl.where(valid, loss, 0.0).to(tl.float32), mask=row_ok)
-        tl.store(ZLOSS + rows, tl.where(valid, scale * lse * lse, 0.0).to(tl.float32), mask=row_ok)
+        tl.store(ZLOSS + rows, tl.where(valid & (scale != 0.0), scale * lse * lse, 0.0).to(tl.float32), mask=row_ok)
         tl.store(LSE + rows, lse.to(tl.float32), mask=row_ok)
         if GRAD:
             # g = slope * (k p - ac w_c - a1 w_t [c == t]), p = exp((z - m) - log s), k = a1 w_t + ac W + bz lse
