@@ -17,11 +17,13 @@ import torch
 
 from ..cuda.cross_entropy import (
     INDEX,
+    finite_or_zero,
     gradient,
     let,
     run_backward,
     run_forward,
     softcapped,
+    zterm,
 )
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import CORES, MAX_WIDTH, THREADS, bucket, rows_per_block
@@ -60,6 +62,7 @@ def build_forward(width: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weight
             part = T.alloc_shared((block_M,), "float32")
             m = T.alloc_shared((block_M,), "float32")  # running max
             mn = T.alloc_shared((block_M,), "float32")
+            bs = T.alloc_shared((block_M,), "float32")  # the exps' base: the max, 0 while it is infinite
             s = T.alloc_shared((block_M,), "float32")  # sum of exp(z - m), and its compensation
             sc = T.alloc_shared((block_M,), "float32")
             swz = T.alloc_shared((block_M,), "float32")  # smoothing: sum of w z (compensated), sum of w
@@ -103,13 +106,14 @@ def build_forward(width: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weight
                         with T.SimtVF(threads=THREADS):
                             for i in T.Parallel(block_M):
                                 mn[i] = T.max(m[i], part[i])
+                                bs[i] = finite_or_zero(T, T.max(m[i], part[i]))
                         with T.SimtVF(threads=THREADS):
                             for i, j in T.Parallel(block_M, width):
-                                eu[i, j] = T.if_then_else(j < n, T.exp(zu[i, j] - mn[i]), 0.0)
+                                eu[i, j] = T.if_then_else(j < n, T.exp(zu[i, j] - bs[i]), 0.0)
                         T.reduce_sum(eu, part, dim=1)
                         with T.SimtVF(threads=THREADS):
                             for i in T.Parallel(block_M):  # each buffer read before it is written (no RAW)
-                                f = T.if_then_else(m[i] == -T.infinity("float32"), 0.0, T.exp(m[i] - mn[i]))
+                                f = T.exp(m[i] - bs[i])  # 0 from m = -inf
                                 sc[i] = sc[i] * f + _compensation(s[i] * f, part[i])
                                 s[i] = s[i] * f + part[i]
                                 m[i] = mn[i]
@@ -160,13 +164,13 @@ def build_forward(width: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weight
                                 loss = (1.0 - eps) * loss + eps / T.cast(C, "float32") * (
                                     ((w_all * m[i] - swz[i]) - swc[i]) + w_all * ls)  # fmt: skip
                             lu[i] = loss * ok[i]
-                            zl[i] = scale * (m[i] + ls) * (m[i] + ls) * ok[i]
+                            zl[i] = T.if_then_else(scale != 0, scale * (m[i] + ls) * (m[i] + ls) * ok[i], 0.0)
                             lsu[i] = m[i] + ls
                             # the gradient's row terms (their passes are done): k in mn, a (1 - eps) w_t in wt,
                             # log s in s
                             w_mean = ws[i] / T.cast(C, "float32") if weighted else T.float32(1)
                             k_smooth = a * (1.0 - eps) * w_t + a * eps * w_mean if smoothing else a * w_t
-                            mn[i] = (k_smooth + b * 2.0 * scale * (m[i] + ls)) * ok[i]
+                            mn[i] = (k_smooth + zterm(T, b * 2.0 * scale, m[i] + ls)) * ok[i]
                             wt[i] = a * (1.0 - eps) * w_t
                             s[i] = ls
                     T.copy(lu[0:rows], LOSS[r0 : r0 + rows])
@@ -261,7 +265,7 @@ def build_backward(width: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weigh
                             k_row = du[i] * (1.0 - eps) * wt[i]
                             if smoothing:
                                 k_row = k_row + du[i] * eps * (ws[i] / T.cast(C, "float32"))
-                            kp[i] = (k_row + dz[i] * 2.0 * scale * lu[i]) * ok[i]
+                            kp[i] = (k_row + zterm(T, dz[i] * 2.0 * scale, lu[i])) * ok[i]
                             wt[i] = du[i] * (1.0 - eps) * wt[i]
                     for k in T.Pipelined(chunks, num_stages=2):
                         n = T.min(width, C - k * width)

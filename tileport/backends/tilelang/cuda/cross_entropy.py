@@ -60,6 +60,17 @@ def softcapped(T, x, cap, body):
     return let(x / cap, lambda u: let(T.abs(u), lambda a: from_abs(u, a)))
 
 
+def finite_or_zero(T, v):
+    """v where finite, else 0: the base of a row's exps while its max is infinite (a row of -inf so far: exp(-inf)
+    = 0; a row holding +inf: its sum +inf and lse +inf, as torch's logsumexp)."""
+    return T.if_then_else(T.abs(v) == T.infinity("float32"), T.float32(0), v)
+
+
+def zterm(T, coef, lse):
+    """coef * lse, the z-loss' part of a gradient: absent (0, not 0 * inf) where coef is 0."""
+    return T.if_then_else(coef != 0, coef * lse, T.float32(0))
+
+
 def options(weight, label_smoothing: float, softcap: float) -> dict:
     """The compile-time options of a call: which terms its kernels take."""
     return {"weighted": weight is not None, "smoothing": label_smoothing > 0, "capped": bool(softcap)}
@@ -100,6 +111,7 @@ def build_forward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weight
             part = T.alloc_fragment((1,), "float32")
             m = T.alloc_fragment((1,), "float32")  # the running max
             mn = T.alloc_fragment((1,), "float32")
+            bs = T.alloc_fragment((1,), "float32")  # the exps' base: the max, 0 while it is infinite
             s = T.alloc_fragment((1,), "float64")  # sum of exp(z - m)
             swz = T.alloc_fragment((1,), "float64")  # smoothing: sum of w z, and W = sum of w
             ws = T.alloc_fragment((1,), "float64")
@@ -127,11 +139,12 @@ def build_forward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weight
                 T.reduce_max(z, part, dim=1)
                 for i in T.Parallel(1):
                     mn[i] = T.max(m[i], part[i])
+                    bs[i] = finite_or_zero(T, T.max(m[i], part[i]))
                 for i, j in T.Parallel(1, chunk):
-                    e[i, j] = T.exp(z[i, j] - mn[i])  # exp(-inf) = 0 past C
+                    e[i, j] = T.exp(z[i, j] - bs[i])  # exp(-inf) = 0 past C
                 T.reduce_sum(e, part, dim=1)
                 for i in T.Parallel(1):
-                    s[i] = s[i] * T.exp(T.cast(m[i], "float64") - T.cast(mn[i], "float64")) + T.cast(part[i], "float64")
+                    s[i] = s[i] * T.exp(T.cast(m[i], "float64") - T.cast(bs[i], "float64")) + T.cast(part[i], "float64")
                     m[i] = mn[i]
                 if smoothing:
                     for i, j in T.Parallel(1, chunk):
@@ -157,16 +170,16 @@ def build_forward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weight
                     loss = (1.0 - T.cast(eps, "float64")) * loss + T.cast(eps, "float64") / T.cast(C, "float64") * (
                         (w_all * mw - swz[i]) + w_all * ls)  # fmt: skip
                 LOSS[bx] = T.cast(loss, "float32") * ok[i]
-                ZL[bx] = T.cast(T.cast(scale, "float64") * lse * lse, "float32") * ok[i]
+                ZL[bx] = T.if_then_else(scale != 0, T.cast(T.cast(scale, "float64") * lse * lse, "float32") * ok[i], 0)
                 LSE[bx] = T.cast(lse, "float32")
                 # the gradient's row terms, kept in part/mn/s (their passes are done): k, a (1 - eps) w_t, log s
                 if smoothing:
                     w_mean = T.cast(ws[i] / T.cast(C, "float64"), "float32") if weighted else T.float32(1)
                     mn[i] = (
-                        a * (1.0 - eps) * wt[i] + a * eps * w_mean + b * 2.0 * scale * T.cast(lse, "float32")
+                        a * (1.0 - eps) * wt[i] + a * eps * w_mean + zterm(T, b * 2.0 * scale, T.cast(lse, "float32"))
                     ) * ok[i]
                 else:
-                    mn[i] = (a * wt[i] + b * 2.0 * scale * T.cast(lse, "float32")) * ok[i]
+                    mn[i] = (a * wt[i] + zterm(T, b * 2.0 * scale, T.cast(lse, "float32"))) * ok[i]
                 part[i] = a * (1.0 - eps) * wt[i]
                 s[i] = ls
             if fused:
@@ -222,7 +235,7 @@ def build_backward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weigh
                 ok[i] = T.if_then_else(counted, T.float32(1), T.float32(0))
                 ti[i] = tc
                 lz[i] = LSE[bx]
-                kp[i] = kk + DZ[bx] * 2.0 * scale * LSE[bx]
+                kp[i] = kk + zterm(T, DZ[bx] * 2.0 * scale, LSE[bx])
                 kt[i] = da * (1.0 - eps) * w_t
                 kw[i] = da * eps / T.cast(C, "float32")
             for k in T.serial(T.ceildiv(C, chunk)):
