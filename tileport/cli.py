@@ -98,7 +98,7 @@ def ops() -> None:
         ins = ", ".join([f"{t.name}{'?' if t.optional else ''}" for t in s.inputs] + [f"{a.name}={a.default}" for a in s.attrs + s.case_attrs])
         outs = ", ".join(t.name for t in s.outputs) + " (" + ", ".join(t.name for t in s.grads) + ")"
         table.add_row(escape(s.name), escape(origin(s.name)), escape(s.math), escape(ins), escape(outs),
-                      escape(_listed([n for n, b in served.items() if s.name in b.serves], [n for n, b in served.items() if s.name in b.stubs])))
+                      escape(_listed([n for n, b in served.items() if s.kernel_op in b.serves], [n for n, b in served.items() if s.kernel_op in b.stubs])))
     console.print(table)
     for entry, why in broken_plugins().items():
         console.print(f"plugin not loaded: {entry}: {why}", markup=False, highlight=False)
@@ -758,7 +758,7 @@ def generate(
     from .ops.spec import specs
 
     stale = []
-    for name in ops or sorted(specs()):
+    for name in ops or sorted(n for n, sp in specs().items() if not sp.composes):  # a composed operator has none
         spec = _spec(name)
         path = files.package_file(spec)
         if check:

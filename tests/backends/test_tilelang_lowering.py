@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from tileport.backends.registry import REGISTRY
 from tileport.cli import app
-from tileport.ops.spec import specs
+from tileport.ops.spec import kernel_specs
 
 @pytest.fixture(scope="module")
 def backend():
@@ -187,7 +187,7 @@ def test_add_rms_norm_ascend_lowering(backend, capfd):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("op", sorted(specs()))
+@pytest.mark.parametrize("op", sorted(kernel_specs()))
 def test_every_ascend_kernel_fits_the_unified_buffer(backend, op):
     """The widest tiles (D's largest bucket) in fp32, the most bytes per column: each kernel's planned UB bytes
     (the lowered kernel's dynamic shared memory) within the target's budget, stated once in targets.py."""

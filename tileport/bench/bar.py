@@ -9,8 +9,12 @@ from .noise import noisy_groups
 
 def derived(rows: list[dict], statistic: str) -> dict[tuple, dict[str, float]]:
     """A statistic of the run's own rows: ``vs_fp32`` (the fp32 group's min time over this one's: >= 1 is no
-    slower than fp32), ``thread_scaling`` (the one-thread min time over this one's, for more threads);
+    slower than fp32), ``thread_scaling`` (the one-thread min time over this one's, for more threads),
+    ``memory_vs_eager`` (torch eager's peak bytes over this provider's: 4 is a quarter of eager's memory);
     otherwise the rows' own statistic."""
+    if statistic == "memory_vs_eager":
+        peaks = pivot(rows, "peak_bytes")
+        return {k: {p: provs["torch-eager"] / b for p, b in provs.items() if b > 0} for k, provs in peaks.items() if "torch-eager" in provs}
     if statistic not in ("vs_fp32", "thread_scaling"):
         return pivot(rows, statistic)
     mins, out = pivot(rows, "min_us"), {}

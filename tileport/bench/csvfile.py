@@ -14,7 +14,7 @@ FIELDS = (
 )  # fmt: skip
 STATISTICS = (
     "min_us", "median_us", "p80_us", "gbps", "bandwidth_share", "speedup_vs_eager", "speedup_vs_compile",
-    "peak_bytes", "rounds",
+    "peak_bytes", "peak_resident_bytes", "rounds",
 )  # fmt: skip
 
 

@@ -16,6 +16,7 @@ import torch._functorch.config  # noqa: F401  (donated_buffer, patched for the b
 
 import tileport
 from ..ops.spec import OpSpec
+from ..ops.spec import get as get_spec
 from . import originals
 
 
@@ -62,7 +63,8 @@ def group_inputs(spec: OpSpec, shape, dtype, device="cpu") -> tuple[dict, torch.
     tensors."""
     g = torch.Generator().manual_seed(0)
     inputs = spec.example(shape, dtype, device, g)
-    dy = torch.randn(shape, generator=g).to(dtype).to(device)
+    first = inputs.get(spec.inputs[0].name)  # dy in the primary input's shape (a benchmark shape may name more sizes)
+    dy = torch.randn(first.shape if isinstance(first, torch.Tensor) else shape, generator=g).to(dtype).to(device)
     differentiable = {t.name for t in spec.grads}
     return inputs, dy, [t.name for t in spec.inputs if isinstance(inputs.get(t.name), torch.Tensor) and f"d{t.name}" in differentiable]
 
@@ -96,9 +98,10 @@ def providers(spec: OpSpec, shape, dtype, mode: str, backends: list[str], compil
 
 
 def tileport_backends(op: str, device_kind: str = "cpu") -> list[str]:
-    """The available tileport backends that serve ``op`` on that device kind, except the torch reference and
-    interpreters (milliseconds per call: not a speed contender)."""
+    """The available tileport backends that serve ``op`` (its kernels, or those of the operator it is composed over)
+    on that device kind, except the torch reference and interpreters (milliseconds per call: not a contender)."""
+    kernels = get_spec(op).kernel_op
     return [
         b.name for b in tileport.available_backends()
-        if b.available and op in b.serves and device_kind in b.device_kinds and b.name != "torch" and not b.interpreted
+        if b.available and kernels in b.serves and device_kind in b.device_kinds and b.name != "torch" and not b.interpreted
     ]  # fmt: skip

@@ -2,7 +2,8 @@
 
 Each group times every provider and a copy of the same traffic in the same rounds (the roofline), then
 derives GB/s from the minimum traffic, the share of the copy's bandwidth, the speed-ups against eager and
-torch.compile, and measures each provider's peak allocated bytes once outside the timing.
+torch.compile, and measures each provider's peak allocated bytes once outside the timing (on the CPU also by the
+process's resident memory, the one measure that sees torch.compile's allocations).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .. import devices
 from ..dtypes import name as dtype_name
 from . import contention
 from .environment import machine, versions
-from .memory import peak_bytes
+from .memory import peak_bytes, resident_peak_bytes
 from .roofline import copy_provider, gbps
 from ..ops.spec import get as op_spec
 from .providers import providers, tileport_backends
@@ -112,8 +113,12 @@ def run(
                     for ref, key in (("torch-eager", "speedup_vs_eager"), ("torch-compile", "speedup_vs_compile")):
                         if ref in times and name != "copy":
                             stats[key] = times[ref].min_us / t.min_us
-                    if name not in ("copy", "torch-compile"):
-                        stats["peak_bytes"] = peak_bytes(provs[name], device)
+                    if name != "copy" and (accelerator is not None or name != "torch-compile"):
+                        stats["peak_bytes"] = peak_bytes(provs[name], device)  # on the CPU compiled code runs unseen
+                    if name != "copy" and accelerator is None:
+                        resident = resident_peak_bytes(provs[name])
+                        if resident is not None:
+                            stats["peak_resident_bytes"] = resident
                     rows += [dict(base, provider=name, statistic=k, value=float(v)) for k, v in stats.items()]
         finally:
             torch.set_num_threads(threads_before)

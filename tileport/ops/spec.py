@@ -286,6 +286,12 @@ class OpSpec:
     # has not, such as autograd's expanded gradient of a sum), else the tensors as given.
     where: tuple[str, ...] = ()
     unit_stride: bool = False
+    # An operator composed over another operator's kernels (``composes``: that operator's name), such as a loss
+    # made of torch's matmul and a row kernel: no kernel module and no derived interface of its own. The backends
+    # serving ``composes`` serve it (``kernel_op``); ``public`` is its differentiable function (``function``:
+    # ``public(**inputs, backend=)``), and ``run`` must be given.
+    composes: str = ""
+    public: Callable | None = None
 
     def __post_init__(self) -> None:
         for group in ("inputs", "outputs", "grads"):  # one-line declarations parsed (``"q: [B, T, H, D] float grad"``)
@@ -294,6 +300,8 @@ class OpSpec:
         kinds = {isinstance(t, TensorDecl) for t in self.inputs + self.outputs + self.grads}
         if len(kinds) > 1:
             raise ValueError(f"{self.name}: tensors are declared either by role (Tensor) or by named dimensions, not both")
+        if self.composes and (self.public is None or self.run is None):
+            raise ValueError(f"{self.name}: an operator composed over {self.composes!r} gives its public function and run")
         object.__setattr__(self, "own_run", self.run is not None)  # False: the derived executor below
         if self.run is None:  # the derived executor: forward, then backward from what it saved
             object.__setattr__(self, "run", lambda inputs, backend, backward: self.api.run(inputs, backend, backward))
@@ -312,16 +320,24 @@ class OpSpec:
         """The interface derived from this declaration (built once per operator, on first use)."""
         from .interface import derive
 
+        if self.composes:
+            raise ValueError(f"{self.name} is composed over {self.composes}'s kernels: it has no derived interface")
         return self._cached("_api", lambda: derive(self))
 
     @property
     def function(self) -> Callable:
-        return self._cached("_function", lambda: self.api.function)
+        return self._cached("_function", lambda: self.public if self.composes else self.api.function)
 
     @property
     def forward(self) -> Callable:
-        """The forward outputs as a tuple, whatever their number."""
-        return self._cached("_forward", lambda: self.api.forward_tuple)
+        """The forward outputs as a tuple, whatever their number (a composed operator's: its public function's,
+        without autograd)."""
+        return self._cached("_forward", lambda: _no_grad_tuple(self.public) if self.composes else self.api.forward_tuple)
+
+    @property
+    def kernel_op(self) -> str:
+        """The operator whose kernel modules serve this one: its own name, or the one it is composed over."""
+        return self.composes or self.name
 
     def precision_dtype(self, output: str, dtype: torch.dtype) -> torch.dtype:
         """The dtype whose small-value rule applies to ``output`` (fp32 for fp32 statistics of 16-bit inputs)."""
@@ -370,6 +386,17 @@ class OpSpec:
         return next((t for t in self.inputs + self.outputs + self.grads if t.name == name), None)
 
 
+def _no_grad_tuple(fn: Callable) -> Callable:
+    """``fn`` without autograd, its result always a tuple."""
+
+    def forward(**kwargs):
+        with torch.no_grad():
+            out = fn(**kwargs)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+    return forward
+
+
 def rows_bytes(shape: tuple[int, ...], dtype: torch.dtype, reads: int, writes: int, per_row: int = 0, vectors: int = 0) -> int:
     """Minimum traffic of a row-wise call: each (M, D) tensor once, each fp32 per-row value once, each [D] once."""
     n, rows, e = math.prod(shape), math.prod(shape[:-1]), dtype.itemsize
@@ -399,6 +426,11 @@ def specs() -> dict[str, OpSpec]:
         own.update({n: spec for n, (spec, _) in found.specs.items()})
         _SPECS.update(own)
     return _SPECS
+
+
+def kernel_specs() -> dict[str, OpSpec]:
+    """The operators with kernel modules of their own: every one but those composed over another's kernels."""
+    return {n: spec for n, spec in specs().items() if not spec.composes}
 
 
 def origin(name: str) -> str:

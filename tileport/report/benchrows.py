@@ -24,18 +24,22 @@ def performance_table(rows: list[dict], title: str = "Performance and memory") -
     speed-ups against torch eager and torch.compile, peak allocated bytes."""
     mins, gb, share = pivot(rows, "min_us"), pivot(rows, "gbps"), pivot(rows, "bandwidth_share")
     eager, comp, peak = pivot(rows, "speedup_vs_eager"), pivot(rows, "speedup_vs_compile"), pivot(rows, "peak_bytes")
+    resident = pivot(rows, "peak_resident_bytes")
     out = []
     for key, provs in mins.items():
         mode, dtype, shape, threads = key
         for p, us in provs.items():
-            bytes_ = peak.get(key, {}).get(p)
+            bytes_, rss = peak.get(key, {}).get(p), resident.get(key, {}).get(p)
             out.append((mode, dtype, shape, str(threads), p, f"{us:.1f}", f"{gb[key][p]:.1f}", f"{100 * share[key][p]:.0f}%",
-                        _g(eager.get(key, {}).get(p)), _g(comp.get(key, {}).get(p)), "" if bytes_ is None else str(int(bytes_))))  # fmt: skip
+                        _g(eager.get(key, {}).get(p)), _g(comp.get(key, {}).get(p)), "" if bytes_ is None else str(int(bytes_)),
+                        "" if rss is None else str(int(rss))))  # fmt: skip
     return Table(
         f"{title} (min over interleaved rounds; copy of the same bytes as the roofline)",
-        ("mode", "dtype", "shape", "threads", "provider", "min us", "GB/s", "of copy", "x eager", "x compile", "peak bytes"),
+        ("mode", "dtype", "shape", "threads", "provider", "min us", "GB/s", "of copy", "x eager", "x compile", "peak bytes", "peak resident"),
         tuple(out),
-        "`:kernel` writes into preallocated outputs (no allocation, no page faults).",
+        "`:kernel` writes into preallocated outputs (no allocation, no page faults). Peak bytes: the tensors a call "
+        "allocates, counted at the dispatcher (torch.compile's generated code allocates unseen there: none given); "
+        "peak resident: the rise of the process's resident memory over the call (every provider, whole pages).",
     )
 
 

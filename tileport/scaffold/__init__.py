@@ -22,7 +22,7 @@ from pathlib import Path
 import tileport
 
 from ..ops import spec as s
-from ..ops.spec import specs
+from ..ops.spec import kernel_specs, specs
 from . import declared, render, render_general
 from .signature import Signature, SignatureError, build
 
@@ -93,7 +93,7 @@ def default_root() -> Path:
 
 def default_like() -> str:
     """The operator with the fewest inputs and attributes (the simplest signature to start from)."""
-    return min(specs().values(), key=lambda spec: len(spec.inputs) + len(spec.attrs)).name
+    return min(kernel_specs().values(), key=lambda spec: len(spec.inputs) + len(spec.attrs)).name
 
 
 def _check(name: str, like: str | None, root: Path) -> None:
@@ -102,8 +102,8 @@ def _check(name: str, like: str | None, root: Path) -> None:
     taken = set(specs()) | {n for n in dir(tileport) if not n.startswith("_")}
     if name in taken or any(f"{name}{s}" in taken for s in ("_fwd", "_bwd")) or class_name(name) in taken:
         raise ScaffoldError(f"operator {name!r} exists already (or its names clash with tileport's API); scaffold never overwrites")
-    if like is not None and like not in specs():
-        raise ScaffoldError(f"--like {like!r} is not an operator; operators: {', '.join(specs())}")
+    if like is not None and like not in kernel_specs():  # a model to copy has kernel modules of its own
+        raise ScaffoldError(f"--like {like!r} is not an operator with kernels; operators: {', '.join(kernel_specs())}")
     if not (root / "pyproject.toml").exists() or not (root / "tileport" / "ops").is_dir():
         raise ScaffoldError(f"{root} is not a tileport source checkout (no pyproject.toml and tileport/ops): pass --root")
 
@@ -256,8 +256,8 @@ def _package_plan(name: str, like: str | None, folder: Path, inputs, attrs, outp
         raise ScaffoldError(f"operator name {name!r} is not a valid lower-case Python identifier (like group_norm)")
     if name in specs():
         raise ScaffoldError(f"operator {name!r} exists already ({name} is one of tileport's operators or an installed plugin's)")
-    if like is not None and like not in specs():
-        raise ScaffoldError(f"--like {like!r} is not an operator; operators: {', '.join(specs())}")
+    if like is not None and like not in kernel_specs():  # a model to copy has kernel modules of its own
+        raise ScaffoldError(f"--like {like!r} is not an operator with kernels; operators: {', '.join(kernel_specs())}")
     like_spec = specs()[like] if like else None
     try:
         sig = build(like_spec, inputs, attrs, outputs, where)

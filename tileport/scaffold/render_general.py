@@ -61,9 +61,9 @@ HELPERS = """- TileLang CPU: a grid kernel (`tileport/backends/tilelang/cpu/inte
 def example_op(new: str) -> str | None:
     """A general operator already written, whose kernel modules and suite a new one's are modelled on (the first
     with a suite), or None: the generic layers name no operator."""
-    from ..ops.spec import specs
+    from ..ops.spec import kernel_specs
 
-    return next((n for n, spec in specs().items() if spec.general and n != new and _suite_path(n) is not None), None)
+    return next((n for n, spec in kernel_specs().items() if spec.general and n != new and _suite_path(n) is not None), None)
 
 
 # ---------------------------------------------------------------- what the declaration gives the texts

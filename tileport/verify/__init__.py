@@ -21,6 +21,7 @@ from .. import available_backends, devices
 from ..bench.environment import machine, versions
 from ..cases import generate, load_suite, spec_of
 from ..ops.spec import StudyResult
+from ..ops.spec import get as spec_of_name
 from ..precision import COUNTS, MIN_ELEMENTS, STANDARD_VERSION, Aggregate, CaseResult, aggregate
 from ..precision.standard import RETEST_MIN_SEEDS, RETEST_SEEDS
 from . import competitor, journal
@@ -90,7 +91,8 @@ def serving_backends(
     status = [dict(name=b.name, available=b.available, reason=b.reason, devices=list(b.device_kinds)) for b in infos]
     interpreted = {b.name for b in infos if b.interpreted}
     kind = devices.kind(device)
-    usable = [b.name for b in infos if b.available and op in b.ops and kind in b.device_kinds]
+    kernels = spec_of_name(op).kernel_op  # the operator whose kernel modules serve op (op's own, or the one it composes)
+    usable = [b.name for b in infos if b.available and kernels in b.ops and kind in b.device_kinds]
     if wanted:
         unknown = [w for w in wanted if w not in {b.name for b in infos}]
         if unknown:
