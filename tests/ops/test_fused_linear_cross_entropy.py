@@ -353,7 +353,7 @@ def _raises(exc, match, *args, **kw):
         (ValueError, "reduction must be one of", {"reduction": "avg"}),
         (ValueError, r"label_smoothing must be in \[0, 1\]", {"label_smoothing": 1.5}),
         (ValueError, "lse_square_scale must be finite and >= 0", {"lse_square_scale": -1.0}),
-        (ValueError, "softcap must be None or finite and > 0", {"softcap": 0.0}),
+        (ValueError, r"softcap must be None \(or 0.0: no cap\) or finite and > 0", {"softcap": -1.0}),
         (TypeError, "softcap must be None or a real number", {"softcap": "30"}),
         (ValueError, "chunk_size must be >= 1", {"chunk_size": 0}),
         (TypeError, "chunk_size must be None or an int", {"chunk_size": 2.0}),

@@ -29,3 +29,4 @@ from .module import FusedLinearCrossEntropyLoss
 
 OP = "fused_linear_cross_entropy"
 __all__ = ["FusedLinearCrossEntropyLoss", "fused_linear_cross_entropy"]
+fused_linear_cross_entropy.__module__ = FusedLinearCrossEntropyLoss.__module__ = __name__  # the public names' home

@@ -50,14 +50,14 @@ def _scale(value: object, name: str) -> float:
 
 
 def _softcap(value: object) -> float:
-    """None (no cap) or a finite real > 0, as the row kernel's float (0.0: none)."""
+    """None or 0.0 (no cap, the row kernel's 0.0) or a finite real > 0."""
     if value is None:
         return 0.0
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"softcap must be None or a real number, got {type(value).__name__}")
     v = float(value)
-    if not 0.0 < v < math.inf:
-        raise ValueError(f"softcap must be None or finite and > 0, got {value!r}")
+    if not 0.0 <= v < math.inf:
+        raise ValueError(f"softcap must be None (or 0.0: no cap) or finite and > 0, got {value!r}")
     return v
 
 

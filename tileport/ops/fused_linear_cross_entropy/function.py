@@ -25,7 +25,10 @@ def _scales(target: torch.Tensor, ce_weight: torch.Tensor | None, call: checks.C
 
 
 def _reduce(loss: torch.Tensor, z_loss: torch.Tensor, call: checks.Call, scales) -> tuple[torch.Tensor, torch.Tensor]:
-    """The returned (loss, z_loss) from the per-row terms: the loss includes the z-loss (Liger's convention)."""
+    """The returned (loss, z_loss) from the per-row terms: the loss includes the z-loss (Liger's convention), which
+    is exactly 0 where its scale is (whatever the rows' lse: no 0 * inf)."""
+    if not call.lse_square_scale:
+        z_loss = torch.zeros_like(z_loss)
     if call.reduction == "none":
         return loss + z_loss, z_loss
     a, b = scales
@@ -110,13 +113,13 @@ def fused_linear_cross_entropy(input, lm_weight, target, bias=None, ce_weight=No
     ``input [..., H]``, ``lm_weight [V, H]``, ``target [...]`` (input.shape[:-1], int64 or int32 class indices),
     ``bias`` and ``ce_weight`` (per-class weights) None or ``[V]``; ``F.cross_entropy``'s ``ignore_index``,
     ``reduction`` ("none", "sum", "mean"), ``label_smoothing``; Liger-Kernel's ``lse_square_scale`` (the z-loss,
-    included in the loss; "mean" divides it by the non-ignored targets' count) and ``softcap``. The loss in fp32
-    (fp64 for fp64 inputs); ``return_z_loss=True`` returns ``(loss, z_loss)``. Rows go in chunks of ``chunk_size``
-    (default: Liger's heuristic); the matmuls follow ``torch.autocast``. Differentiable in input, lm_weight, bias.
-    IndexError for a target outside [0, V) that is not ignore_index."""
+    included in the loss; "mean" divides it by the non-ignored targets' count) and ``softcap`` (None or 0.0: none).
+    The loss in fp32 (fp64 for fp64 inputs); ``return_z_loss=True`` returns ``(loss, z_loss)``. Rows go in chunks of
+    ``chunk_size`` (default: Liger's heuristic); the matmuls follow ``torch.autocast``. Differentiable in input,
+    lm_weight and bias. IndexError for a target outside [0, V) that is not ignore_index."""
     call = checks.call(input, lm_weight, target, bias, ce_weight, ignore_index, reduction, label_smoothing,
                        lse_square_scale, softcap, return_z_loss, chunk_size, backend)  # fmt: skip
-    x, t = input.reshape(-1, input.shape[-1]), target.reshape(-1)
+    x, t = input.reshape(target.numel(), input.shape[-1]), target.reshape(-1)  # (N, H), H = 0 too
     if x.shape[0] == 0:
         loss, z_loss = _empty(x, lm_weight, bias, call)
     else:
