@@ -188,16 +188,19 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
         tl.store(ZLOSS + rows, tl.where(valid & (scale != 0.0), scale * lse * lse, 0.0).to(tl.float32), mask=row_ok)
         tl.store(LSE + rows, lse.to(tl.float32), mask=row_ok)
         if GRAD:
-            # g = slope * (k p - ac w_c - a1 w_t [c == t]), p = exp((z - m) - log s), k = a1 w_t + ac W + bz lse
+            # g = slope * (k p - ac w_c - at [c == t]), p = exp((z - m) - log s), k = at + kr: at = a1 w_t,
+            # kr = ac W + bz lse; the target's element as at (p - 1) + (kr p - ac w_t) (p - 1 exact where p is
+            # near 1: k p - at cancels there, and that element is the row's largest)
             at = tl.where(valid, a1 * wt, 0.0)
             if SMOOTH:
                 if WEIGHT:
-                    k = (a1 * wt + ac * wsum).to(tl.float32)
+                    kr = (ac * wsum).to(tl.float32)
                 else:
-                    k = a1 * wt + ac * C
+                    kr = tl.zeros((BLOCK_M,), dtype=tl.float32) + ac * C
             else:
-                k = a1 * wt
-            k = tl.where(valid, k + tl.where(bz != 0.0, bz * lse.to(tl.float32), 0.0), 0.0)  # no z-loss: no term
+                kr = tl.zeros((BLOCK_M,), dtype=tl.float32)
+            kr = tl.where(valid, kr + tl.where(bz != 0.0, bz * lse.to(tl.float32), 0.0), 0.0)  # no z-loss: no term
+            k = at + kr
             log_s32 = log_s.to(tl.float32)
             grow = G + rows64 * stride_g
             for start in range(0, C, BLOCK_D):
@@ -207,13 +210,16 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
                 z = tl.load(xrow[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
                 if SOFTCAP:
                     z, slope = softcapped(z, cap, inv_cap)
-                g = k[:, None] * exp_p((z - m[:, None]) - log_s32[:, None], NATIVE_EXP)
+                p = exp_p((z - m[:, None]) - log_s32[:, None], NATIVE_EXP)
                 if SMOOTH:
                     if WEIGHT:
-                        g -= ac * tl.load(WGT + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
+                        wc = ac * tl.load(WGT + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
                     else:
-                        g -= ac
-                g = tl.where(cols[None, :] == tc[:, None], g - at[:, None], g)
+                        wc = ac
+                else:
+                    wc = 0.0
+                hit = cols[None, :] == tc[:, None]
+                g = tl.where(hit, at[:, None] * (p - 1.0) + (kr[:, None] * p - wc), k[:, None] * p - wc)
                 if SOFTCAP:
                     g *= slope
                 store(grow[:, None] + cols[None, :], tl.where(valid[:, None], g, 0.0), mask, BF16)
@@ -239,22 +245,23 @@ def _bwd_kernel(X, TGT, WGT, DLOSS, DZ, LSE, DX, M, C, stride_x, stride_t, strid
             wt = tl.load(WGT + tc, mask=valid, other=0.0).to(tl.float32)
         else:
             wt = tl.where(valid, 1.0, 0.0)
-        at = da * one_m_eps * wt
-        k = at
+        at = da * one_m_eps * wt  # k = at + kr, the target's element at (p - 1) + (kr p - cw w_t): as the forward's
+        kr = tl.zeros((BLOCK_M,), dtype=tl.float32)
         if SMOOTH:
             if WEIGHT:  # W = sum of the weights, a pass over them
                 wsum = tl.zeros((BLOCK_D,), dtype=tl.float32)
                 for start in range(0, C, BLOCK_D):
                     cols = start + tl.arange(0, BLOCK_D)
                     wsum += tl.load(WGT + cols, mask=cols < C, other=0.0).to(tl.float32)
-                k += (da * eps_c) * tl.sum(wsum, axis=0)
+                kr += (da * eps_c) * tl.sum(wsum, axis=0)
             else:
-                k += (da * eps_c) * C
+                kr += (da * eps_c) * C
         if HAS_DZ:  # no z-loss gradient: no term (no 0 * inf)
             db = tl.load(DZ + rows64 * stride_dz, mask=row_ok, other=0.0).to(tl.float32)
-            k += tl.where(scale2 != 0.0, db * scale2 * lse, 0.0)
-        k = tl.where(valid, k, 0.0)
+            kr += tl.where(scale2 != 0.0, db * scale2 * lse, 0.0)
+        kr = tl.where(valid, kr, 0.0)
         at = tl.where(valid, at, 0.0)
+        k = at + kr
         cw = da * eps_c
         drow = DX + rows64 * C
         for start in range(0, C, BLOCK_D):
@@ -264,13 +271,16 @@ def _bwd_kernel(X, TGT, WGT, DLOSS, DZ, LSE, DX, M, C, stride_x, stride_t, strid
             z = tl.load(xrow[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
             if SOFTCAP:
                 z, slope = softcapped(z, cap, inv_cap)
-            g = k[:, None] * exp_p(z - lse[:, None], NATIVE_EXP)
+            p = exp_p(z - lse[:, None], NATIVE_EXP)
             if SMOOTH:
                 if WEIGHT:
-                    g -= cw[:, None] * tl.load(WGT + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
+                    wc = cw[:, None] * tl.load(WGT + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
                 else:
-                    g -= cw[:, None]
-            g = tl.where(cols[None, :] == tc[:, None], g - at[:, None], g)
+                    wc = cw[:, None]
+            else:
+                wc = 0.0
+            hit = cols[None, :] == tc[:, None]
+            g = tl.where(hit, at[:, None] * (p - 1.0) + (kr[:, None] * p - wc), k[:, None] * p - wc)
             if SOFTCAP:
                 g *= slope
             store(drow[:, None] + cols[None, :], tl.where(valid[:, None], g, 0.0), mask, BF16)
