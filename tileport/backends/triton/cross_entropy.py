@@ -8,13 +8,16 @@ and beyond. Pass one keeps an online max and sum: a block's exps are taken again
 row's sum rescaled when the max grows (one exp per element); the sums across blocks are fp64 (Ascend, which has
 no fp64: compensated fp32), the elements fp32 (16-bit logits widened in registers). The loss is formed from
 (max - z_t) + log(sum), never lse - z_t with lse rounded, and the gradient pass's softmax from
-exp((z - max) - log(sum)): exact at bf16 logits of magnitude 6e4, where an fp32 lse is 0.004 off. The fp32
-contract: fp64 inputs are the torch and TileLang backends' (this backend declares fp16, bf16 and fp32).
+exp((z - max) - log(sum)): exact at bf16 logits of magnitude 6e4, where an fp32 lse is 0.004 off. fp16, bf16 and fp32 logits (the
+backend's dtypes; fp64 is the torch backend's).
 
 softcap: z = cap * tanh(x / cap), tanh by an odd polynomial below 0.625 (Cephes' tanhf coefficients, 1.3 ulp)
 and 1 - r above, r = 2 e / (1 + e), e = exp(-2|u|) (it underflows gradually, never overflows), its slope
-1 - tanh^2 as (1 - t)(1 + t), or r (2 - r) where t is near 1: no cancellation at either end, and only exp (no libdevice tanh: neither the interpreter nor
-triton-ascend has it; constants as ``tl.constexpr``, which triton-ascend's Triton needs).
+1 - tanh^2 as (1 - t)(1 + t), or r (2 - r) where t is near 1: no cancellation at either end, and only exp (no
+libdevice tanh: neither the interpreter nor triton-ascend has it; constants as ``tl.constexpr``, which
+triton-ascend's Triton needs). Quotients are corrected by an fma (a GPU's fp32 division is 2 ulps), the softmax's
+exp is range-reduced off the interpreter (``exp_reduced``), the target's gradient element is formed per row in
+fp64 (``_target_grad``) and the host's scalars reach the kernels to double precision (``_row``).
 """
 
 from __future__ import annotations
@@ -112,12 +115,38 @@ def _widen(v, F64: tl.constexpr):
 
 
 @triton.jit
-def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stride_g, ignore_index, one_m_eps, eps_c,
-                scale, cap, inv_cap, a1, ac, bz, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, WEIGHT: tl.constexpr,
-                SMOOTH: tl.constexpr, SOFTCAP: tl.constexpr, GRAD: tl.constexpr, F64: tl.constexpr,
-                BF16: tl.constexpr, NATIVE_EXP: tl.constexpr):  # fmt: skip
-    """Scalars from the host (double, rounded once): one_m_eps = 1 - eps, eps_c = eps / C, a1 = a (1 - eps),
-    ac = a eps / C, bz = 2 b lse_square_scale."""
+def _row(v, lo, BLOCK_M: tl.constexpr, F64: tl.constexpr):
+    """A host double passed as fp32 v + lo (a kernel's float arguments are fp32) as a row vector of the row
+    dtype: v + lo in fp64 (the host's value to 2^-48), v alone in fp32. 1 - eps rounded to fp32 moved the
+    largest gradient element of a row by 1.2e-7 (in 4.37) across a rounding midpoint."""
+    if F64:
+        return (tl.zeros((BLOCK_M,), dtype=tl.float32) + v).to(tl.float64) + (
+            tl.zeros((BLOCK_M,), dtype=tl.float32) + lo
+        ).to(tl.float64)
+    else:
+        return tl.zeros((BLOCK_M,), dtype=tl.float32) + v
+
+
+@triton.jit
+def _target_grad(arg, slope_t, at, kr, wct, F64: tl.constexpr, NATIVE_EXP: tl.constexpr):
+    """The target's gradient element per row, rounded once: slope_t (at (p_t - 1) + (kr p_t - wct)), p_t =
+    exp(arg) (arg = z_t - lse, the max taken out first where known), in the row dtype (fp64 where there is
+    one): the row's largest element, where the vector form's k p - at cancels and its fp32 roundings show."""
+    if F64:
+        p = tl.exp(arg)
+    else:
+        p = exp_p(arg, NATIVE_EXP)
+    return ((at * (p - 1.0) + (kr * p - wct)) * _widen(slope_t, F64)).to(tl.float32)
+
+
+@triton.jit
+def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stride_g, ignore_index, one_m_eps,
+                one_m_eps_lo, eps_c, eps_c_lo, scale, scale_lo, cap, inv_cap, a1, a1_lo, ac, ac_lo, bz, bz_lo,
+                BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, WEIGHT: tl.constexpr, SMOOTH: tl.constexpr,
+                SOFTCAP: tl.constexpr, GRAD: tl.constexpr, F64: tl.constexpr, BF16: tl.constexpr,
+                NATIVE_EXP: tl.constexpr):  # fmt: skip
+    """Scalars from the host in double, each as fp32 and its remainder (``_row``): one_m_eps = 1 - eps,
+    eps_c = eps / C, a1 = a (1 - eps), ac = a eps / C, bz = 2 b lse_square_scale."""
     for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
         rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < M
@@ -128,8 +157,9 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
         tc = tl.where(valid, t, 0).to(tl.int64)
         # the target's logit and weight, read before the gradient pass may overwrite the row (in place)
         zt = tl.load(xrow + tc, mask=valid, other=0.0).to(tl.float32)
+        slope_t = tl.full((BLOCK_M,), 1.0, dtype=tl.float32)
         if SOFTCAP:
-            zt = softcapped(zt, cap, inv_cap)[0]
+            zt, slope_t = softcapped(zt, cap, inv_cap)
         if WEIGHT:
             wt = tl.load(WGT + tc, mask=valid, other=0.0).to(tl.float32)
         else:
@@ -183,24 +213,32 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
             # sum_c w_c (lse - z_c) = (W m - sum w z) + W log s; W m's rounding error kept by an fma
             wm = w_all * mw
             smooth = ((wm - swz) + (tl.fma(w_all, mw, -wm) - swz_lo)) + w_all * log_s
-            loss = one_m_eps * loss + eps_c * smooth
+            loss = _row(one_m_eps, one_m_eps_lo, BLOCK_M, F64) * loss + _row(eps_c, eps_c_lo, BLOCK_M, F64) * smooth
         tl.store(LOSS + rows, tl.where(valid, loss, 0.0).to(tl.float32), mask=row_ok)
-        tl.store(ZLOSS + rows, tl.where(valid & (scale != 0.0), scale * lse * lse, 0.0).to(tl.float32), mask=row_ok)
+        tl.store(
+            ZLOSS + rows,
+            tl.where(valid & (scale != 0.0), _row(scale, scale_lo, BLOCK_M, F64) * lse * lse, 0.0).to(tl.float32),
+            mask=row_ok,
+        )
         tl.store(LSE + rows, lse.to(tl.float32), mask=row_ok)
         if GRAD:
             # g = slope * (k p - ac w_c - at [c == t]), p = exp((z - m) - log s), k = at + kr: at = a1 w_t,
-            # kr = ac W + bz lse; the target's element as at (p - 1) + (kr p - ac w_t) (p - 1 exact where p is
-            # near 1: k p - at cancels there, and that element is the row's largest)
-            at = tl.where(valid, a1 * wt, 0.0)
+            # kr = ac W + bz lse; the target's element apart (_target_grad)
+            at = _row(a1, a1_lo, BLOCK_M, F64) * _widen(wt, F64)
+            kr = _row_zeros(BLOCK_M, F64)
             if SMOOTH:
                 if WEIGHT:
-                    kr = (ac * wsum).to(tl.float32)
+                    kr = _row(ac, ac_lo, BLOCK_M, F64) * wsum
                 else:
-                    kr = tl.zeros((BLOCK_M,), dtype=tl.float32) + ac * C
-            else:
-                kr = tl.zeros((BLOCK_M,), dtype=tl.float32)
-            kr = tl.where(valid, kr + tl.where(bz != 0.0, bz * lse.to(tl.float32), 0.0), 0.0)  # no z-loss: no term
-            k = at + kr
+                    kr = _row(ac, ac_lo, BLOCK_M, F64) * C
+            kr = kr + tl.where(bz != 0.0, _row(bz, bz_lo, BLOCK_M, F64) * lse, 0.0)  # no z-loss: no term (no 0 * inf)
+            wct = _row_zeros(BLOCK_M, F64)
+            if SMOOTH:
+                wct = _row(ac, ac_lo, BLOCK_M, F64) * _widen(wt, F64)
+            gt = tl.where(
+                valid, _target_grad((_widen(zt, F64) - mw) - log_s, slope_t, at, kr, wct, F64, NATIVE_EXP), 0.0
+            )
+            k = tl.where(valid, (at + kr).to(tl.float32), 0.0)
             log_s32 = log_s.to(tl.float32)
             grow = G + rows64 * stride_g
             for start in range(0, C, BLOCK_D):
@@ -218,19 +256,20 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
                         wc = ac
                 else:
                     wc = 0.0
-                hit = cols[None, :] == tc[:, None]
-                g = tl.where(hit, at[:, None] * (p - 1.0) + (kr[:, None] * p - wc), k[:, None] * p - wc)
+                g = k[:, None] * p - wc
                 if SOFTCAP:
                     g *= slope
+                g = tl.where(cols[None, :] == tc[:, None], gt[:, None], g)
                 store(grow[:, None] + cols[None, :], tl.where(valid[:, None], g, 0.0), mask, BF16)
 
 
 @triton.jit
 def _bwd_kernel(X, TGT, WGT, DLOSS, DZ, LSE, DX, M, C, stride_x, stride_t, stride_dl, stride_dz, ignore_index,
-                one_m_eps, eps_c, scale2, cap, inv_cap, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
-                WEIGHT: tl.constexpr, SMOOTH: tl.constexpr, SOFTCAP: tl.constexpr, HAS_DZ: tl.constexpr,
-                BF16: tl.constexpr, NATIVE_EXP: tl.constexpr):  # fmt: skip
-    """Scalars from the host: one_m_eps = 1 - eps, eps_c = eps / C, scale2 = 2 lse_square_scale."""
+                one_m_eps, one_m_eps_lo, eps_c, eps_c_lo, scale2, scale2_lo, cap, inv_cap, BLOCK_M: tl.constexpr,
+                BLOCK_D: tl.constexpr, WEIGHT: tl.constexpr, SMOOTH: tl.constexpr, SOFTCAP: tl.constexpr,
+                HAS_DZ: tl.constexpr, F64: tl.constexpr, BF16: tl.constexpr, NATIVE_EXP: tl.constexpr):  # fmt: skip
+    """Scalars from the host in double, each as fp32 and its remainder (``_row``): one_m_eps = 1 - eps,
+    eps_c = eps / C, scale2 = 2 lse_square_scale."""
     for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
         rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < M
@@ -241,27 +280,39 @@ def _bwd_kernel(X, TGT, WGT, DLOSS, DZ, LSE, DX, M, C, stride_x, stride_t, strid
         tc = tl.where(valid, t, 0).to(tl.int64)
         da = tl.load(DLOSS + rows64 * stride_dl, mask=row_ok, other=0.0).to(tl.float32)
         lse = tl.load(LSE + rows, mask=row_ok, other=0.0).to(tl.float32)
+        zt = tl.load(xrow + tc, mask=valid, other=0.0).to(tl.float32)
+        slope_t = tl.full((BLOCK_M,), 1.0, dtype=tl.float32)
+        if SOFTCAP:
+            zt, slope_t = softcapped(zt, cap, inv_cap)
         if WEIGHT:
             wt = tl.load(WGT + tc, mask=valid, other=0.0).to(tl.float32)
         else:
             wt = tl.where(valid, 1.0, 0.0)
-        at = da * one_m_eps * wt  # k = at + kr, the target's element at (p - 1) + (kr p - cw w_t): as the forward's
-        kr = tl.zeros((BLOCK_M,), dtype=tl.float32)
+        # k = at + kr as the forward's, the target's element apart (_target_grad)
+        da_w = _widen(da, F64)
+        at = da_w * _row(one_m_eps, one_m_eps_lo, BLOCK_M, F64) * _widen(wt, F64)
+        kr = _row_zeros(BLOCK_M, F64)
         if SMOOTH:
             if WEIGHT:  # W = sum of the weights, a pass over them
                 wsum = tl.zeros((BLOCK_D,), dtype=tl.float32)
                 for start in range(0, C, BLOCK_D):
                     cols = start + tl.arange(0, BLOCK_D)
                     wsum += tl.load(WGT + cols, mask=cols < C, other=0.0).to(tl.float32)
-                kr += (da * eps_c) * tl.sum(wsum, axis=0)
+                kr = da_w * _row(eps_c, eps_c_lo, BLOCK_M, F64) * _widen(tl.sum(wsum, axis=0), F64)
             else:
-                kr += (da * eps_c) * C
+                kr = da_w * _row(eps_c, eps_c_lo, BLOCK_M, F64) * C
         if HAS_DZ:  # no z-loss gradient: no term (no 0 * inf)
             db = tl.load(DZ + rows64 * stride_dz, mask=row_ok, other=0.0).to(tl.float32)
-            kr += tl.where(scale2 != 0.0, db * scale2 * lse, 0.0)
-        kr = tl.where(valid, kr, 0.0)
-        at = tl.where(valid, at, 0.0)
-        k = at + kr
+            kr = kr + tl.where(
+                scale2 != 0.0, _widen(db, F64) * _row(scale2, scale2_lo, BLOCK_M, F64) * _widen(lse, F64), 0.0
+            )
+        wct = _row_zeros(BLOCK_M, F64)
+        if SMOOTH:
+            wct = da_w * _row(eps_c, eps_c_lo, BLOCK_M, F64) * _widen(wt, F64)
+        gt = tl.where(
+            valid, _target_grad(_widen(zt, F64) - _widen(lse, F64), slope_t, at, kr, wct, F64, NATIVE_EXP), 0.0
+        )
+        k = tl.where(valid, (at + kr).to(tl.float32), 0.0)
         cw = da * eps_c
         drow = DX + rows64 * C
         for start in range(0, C, BLOCK_D):
@@ -279,10 +330,10 @@ def _bwd_kernel(X, TGT, WGT, DLOSS, DZ, LSE, DX, M, C, stride_x, stride_t, strid
                     wc = cw[:, None]
             else:
                 wc = 0.0
-            hit = cols[None, :] == tc[:, None]
-            g = tl.where(hit, at[:, None] * (p - 1.0) + (kr[:, None] * p - wc), k[:, None] * p - wc)
+            g = k[:, None] * p - wc
             if SOFTCAP:
                 g *= slope
+            g = tl.where(cols[None, :] == tc[:, None], gt[:, None], g)
             store(drow[:, None] + cols[None, :], tl.where(valid[:, None], g, 0.0), mask, BF16)
 
 
@@ -292,7 +343,7 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 def _check(x: torch.Tensor) -> None:
     if x.dtype not in DTYPES:
         raise TypeError(f"cross_entropy: backend 'triton' takes fp16, bf16 or fp32 logits, got {x.dtype} "
-                        "(fp64: backend 'torch' or 'tilelang')")  # fmt: skip
+                        "(fp64: backend 'torch')")  # fmt: skip
     check_size("cross_entropy", x)
 
 
@@ -303,6 +354,12 @@ def _stride(t: torch.Tensor) -> int:
 def _flags(x: torch.Tensor, weight, label_smoothing: float, softcap: float) -> dict:
     native = interpreting() and chip_of(x.device) is None  # the interpreter's exp is numpy's, unless Ascend's forms
     return {"WEIGHT": weight is not None, "SMOOTH": label_smoothing > 0, "SOFTCAP": bool(softcap), "NATIVE_EXP": native}
+
+
+def _pair(v: float) -> tuple[float, float]:
+    """A double as (its fp32 rounding, the remainder): a kernel's float arguments are fp32 (``_row``)."""
+    hi = float(torch.tensor(v, dtype=torch.float32))
+    return hi, v - hi
 
 
 def _scalars(c: int, label_smoothing: float, softcap: float) -> tuple:
@@ -321,12 +378,12 @@ def forward(input: torch.Tensor, target: torch.Tensor, weight, ignore_index: int
     block_m, block_d, grid, _ = blocks(n, c, input.device, LIVE)
     g = input if grad is None else grad
     one_m_eps, eps_c, cap, inv_cap = _scalars(c, float(label_smoothing), softcap)
-    a, b = float(scales[0]), float(scales[1])
+    a, b, zs = float(scales[0]), float(scales[1]), float(lse_square_scale)
     with launch_context():
         _fwd_kernel[grid](input, target, input if weight is None else weight, storage(g), loss, z_loss, lse, n, c,
-                          _stride(input), _stride(target), _stride(g), ignore_index, one_m_eps, eps_c,
-                          float(lse_square_scale), cap, inv_cap, a * one_m_eps, a * eps_c,
-                          2.0 * b * float(lse_square_scale), BLOCK_M=block_m, BLOCK_D=block_d, GRAD=grad is not None,
+                          _stride(input), _stride(target), _stride(g), ignore_index, *_pair(one_m_eps),
+                          *_pair(eps_c), *_pair(zs), cap, inv_cap, *_pair(a * one_m_eps), *_pair(a * eps_c),
+                          *_pair(2.0 * b * zs), BLOCK_M=block_m, BLOCK_D=block_d, GRAD=grad is not None,
                           F64=wide(input.device), BF16=input.dtype == torch.bfloat16,
                           **_flags(input, weight, label_smoothing, softcap))  # fmt: skip
     return loss, z_loss, lse
@@ -344,8 +401,8 @@ def backward(dloss: torch.Tensor, dz_loss, input: torch.Tensor, target: torch.Te
     with launch_context():
         _bwd_kernel[grid](input, target, input if weight is None else weight, dloss, dloss if dz_loss is None else dz_loss,
                           lse, storage(dx), n, c, _stride(input), _stride(target), _stride(dloss),
-                          0 if dz_loss is None else _stride(dz_loss), ignore_index, one_m_eps, eps_c,
-                          2.0 * float(lse_square_scale), cap, inv_cap, BLOCK_M=block_m, BLOCK_D=block_d,
-                          HAS_DZ=dz_loss is not None, BF16=input.dtype == torch.bfloat16,
+                          0 if dz_loss is None else _stride(dz_loss), ignore_index, *_pair(one_m_eps), *_pair(eps_c),
+                          *_pair(2.0 * float(lse_square_scale)), cap, inv_cap, BLOCK_M=block_m, BLOCK_D=block_d,
+                          HAS_DZ=dz_loss is not None, F64=wide(input.device), BF16=input.dtype == torch.bfloat16,
                           **_flags(input, weight, label_smoothing, softcap))  # fmt: skip
     return dx
