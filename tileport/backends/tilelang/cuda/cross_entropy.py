@@ -77,14 +77,16 @@ def options(weight, label_smoothing: float, softcap: float) -> dict:
 
 
 def gradient(T, capped: bool, smoothing: bool, u, cap, k, m, ls, wc, hit, kt, ok):
-    """One element's gradient: slope * (k exp((z - m) - ls) - wc - [hit] kt) * ok, z the (capped) logit of u;
-    ``wc`` the smoothing's a eps / C w_c (unused without smoothing)."""
+    """One element's gradient: slope * (k p - wc - [hit] kt) * ok, p = exp((z - m) - ls), z the (capped) logit of
+    u; ``wc`` the smoothing's a eps / C w_c (unused without smoothing). The target's element as
+    kt (p - 1) + ((k - kt) p - wc): p - 1 exact where p is near 1, where k p - kt cancels."""
 
     def g(z, slope):
-        v = k * T.exp((z - m) - ls)
-        if smoothing:
-            v = v - wc
-        return T.if_then_else(hit, v - kt, v) * slope * ok
+        def value(p):
+            w = wc if smoothing else T.float32(0)
+            return T.if_then_else(hit, kt * (p - 1.0) + ((k - kt) * p - w), k * p - w) * slope * ok
+
+        return let(T.exp((z - m) - ls), value)
 
     return softcapped(T, u, cap, g) if capped else g(u, 1.0)
 
