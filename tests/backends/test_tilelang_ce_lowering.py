@@ -45,19 +45,21 @@ def body(src: str) -> str:
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_cuda_lowering(cuda, dtype):
     """The plain kernels: one pass for the online max and sum (one max and one sum reduction per chunk, the
-    chunks' sums in fp64), the loss's log in fp64 once per row; the backward reduces nothing (lse is given)."""
+    chunks' sums in fp64), the loss's log in fp64 once per row, the host's scalars as doubles; the fused
+    forward's target element by an fp64 exp once per row; the backward reduces nothing (lse is given)."""
     src = cuda(dtype, 128256)
     assert set(src) == NAMES
     for name, s in src.items():
         assert f"{name}_kernel(" in s and "int C, int N" in s and "const int64_t* __restrict__ TG" in s
-        assert "tanhf" not in s and "0x1.4p-1f" not in s  # no softcap without one
+        assert "double scale" in s and "tanhf" not in s and "0x1.4p-1f" not in s  # no softcap without one
     fwd, fused, bwd = src["cross_entropy_fwd"], src["cross_entropy_fwd_grad"], src["cross_entropy_bwd"]
     for s in (fwd, fused):
         assert s.count("tl::MaxOp") == 1 and s.count("tl::SumOp") == 1
-        assert "double s[1]" in s and s.count(" log(") == 1 and s.count(" exp(") == 1  # the fp64 rescale, log
+        assert "double s[1]" in s and s.count(" log(") == 1
         assert " W[" not in s  # no weight read without one
+    assert fwd.count(" exp(") == 1 and fused.count(" exp(") == 2  # the rescale; and the target's element
     assert "* __restrict__ G" in fused and "* __restrict__ G" not in fwd  # only the fused forward writes G
-    assert "AllReduce" not in bwd and " exp(" not in bwd and "expf" in bwd
+    assert "AllReduce" not in bwd and bwd.count(" exp(") == 1 and "expf" in bwd
 
 
 def test_cuda_every_option(cuda):

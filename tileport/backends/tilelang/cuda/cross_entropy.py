@@ -68,7 +68,7 @@ def finite_or_zero(T, v):
 
 def zterm(T, coef, lse):
     """coef * lse, the z-loss' part of a gradient: absent (0, not 0 * inf) where coef is 0."""
-    return T.if_then_else(coef != 0, coef * lse, T.float32(0))
+    return T.if_then_else(coef != 0, coef * lse, T.cast(0, coef.dtype))
 
 
 def options(weight, label_smoothing: float, softcap: float) -> dict:
@@ -79,16 +79,26 @@ def options(weight, label_smoothing: float, softcap: float) -> dict:
 def gradient(T, capped: bool, smoothing: bool, u, cap, k, m, ls, wc, hit, kt, ok):
     """One element's gradient: slope * (k p - wc - [hit] kt) * ok, p = exp((z - m) - ls), z the (capped) logit of
     u; ``wc`` the smoothing's a eps / C w_c (unused without smoothing). The target's element as
-    kt (p - 1) + ((k - kt) p - wc): p - 1 exact where p is near 1, where k p - kt cancels."""
+    kt (p - 1) + ((k - kt) p - wc): p - 1 exact where p is near 1, where k p - kt cancels; ``hit`` None: the
+    element is not the target's (a kernel that forms that one apart, ``target_grad``)."""
 
     def g(z, slope):
         def value(p):
             w = wc if smoothing else T.float32(0)
+            if hit is None:
+                return (k * p - w) * slope * ok
             return T.if_then_else(hit, kt * (p - 1.0) + ((k - kt) * p - w), k * p - w) * slope * ok
 
         return let(T.exp((z - m) - ls), value)
 
     return softcapped(T, u, cap, g) if capped else g(u, 1.0)
+
+
+def target_grad(T, kt, kr, wct, arg, slope):
+    """The target's gradient element of a row in fp64, rounded once: slope (kt (p - 1) + (kr p - wct)),
+    p = exp(arg): the row's largest element, where fp32 roundings of its terms show against torch (the CUDA
+    kernels; Ascend's vector units have no fp64)."""
+    return let(T.exp(arg), lambda p: T.cast((kt * (p - 1.0) + (kr * p - wct)) * T.cast(slope, "float64"), "float32"))
 
 
 def build_forward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weighted: bool, smoothing: bool,
@@ -105,8 +115,8 @@ def build_forward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weight
     @T.prim_func
     def cross_entropy_fwd(X: T.Tensor((N, C), xt), TG: T.Tensor((N,), tt), W: T.Tensor((C,), xt),
                           G: T.Tensor((N, C), xt), LOSS: T.Tensor((N,), "float32"), ZL: T.Tensor((N,), "float32"),
-                          LSE: T.Tensor((N,), "float32"), ignore_index: T.int64, eps: T.float32, scale: T.float32,
-                          cap: T.float32, a: T.float32, b: T.float32):  # fmt: skip
+                          LSE: T.Tensor((N,), "float32"), ignore_index: T.int64, eps: T.float64, scale: T.float64,
+                          cap: T.float32, a: T.float64, b: T.float64):  # fmt: skip
         with T.Kernel(N, threads=_threads(chunk)) as bx:
             z = T.alloc_fragment((1, chunk), "float32")
             e = T.alloc_fragment((1, chunk), "float32")
@@ -119,8 +129,10 @@ def build_forward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weight
             ws = T.alloc_fragment((1,), "float64")
             ok = T.alloc_fragment((1,), "float32")  # 1 for a counted row, 0 for an ignored one
             ti = T.alloc_fragment((1,), "int64")  # the target (0 where ignored)
-            zt = T.alloc_fragment((1,), "float32")  # its logit and weight
+            zt = T.alloc_fragment((1,), "float32")  # its logit, the softcap's slope there, its weight
+            st = T.alloc_fragment((1,), "float32")
             wt = T.alloc_fragment((1,), "float32")
+            gt = T.alloc_fragment((1,), "float32")  # its gradient element (target_grad)
             for i in T.Parallel(1):
                 m[i] = -T.infinity("float32")
                 s[i] = T.float64(0)
@@ -133,6 +145,7 @@ def build_forward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weight
                 ok[i] = T.if_then_else(counted, T.float32(1), T.float32(0))
                 ti[i] = tc
                 zt[i] = logit(X[bx, tc].astype("float32"), cap)
+                st[i] = softcapped(T, X[bx, tc].astype("float32"), cap, lambda _, sl: sl) if capped else T.float32(1)
                 wt[i] = T.if_then_else(counted, weight(W, tc), T.float32(0))
             for k in T.serial(T.ceildiv(C, chunk)):
                 for i, j in T.Parallel(1, chunk):
@@ -167,31 +180,30 @@ def build_forward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weight
                 ls = T.log(s[i])
                 lse = mw + ls
                 loss = T.cast(wt[i], "float64") * ((mw - T.cast(zt[i], "float64")) + ls)
+                w_all = (ws[i] if weighted else T.cast(C, "float64")) if smoothing else T.float64(0)
                 if smoothing:
-                    w_all = ws[i] if weighted else T.cast(C, "float64")
-                    loss = (1.0 - T.cast(eps, "float64")) * loss + T.cast(eps, "float64") / T.cast(C, "float64") * (
-                        (w_all * mw - swz[i]) + w_all * ls)  # fmt: skip
+                    loss = (1.0 - eps) * loss + eps / T.cast(C, "float64") * ((w_all * mw - swz[i]) + w_all * ls)
                 LOSS[bx] = T.cast(loss, "float32") * ok[i]
-                ZL[bx] = T.if_then_else(scale != 0, T.cast(T.cast(scale, "float64") * lse * lse, "float32") * ok[i], 0)
+                ZL[bx] = T.if_then_else(scale != 0, T.cast(scale * lse * lse, "float32") * ok[i], T.float32(0))
                 LSE[bx] = T.cast(lse, "float32")
-                # the gradient's row terms, kept in part/mn/s (their passes are done): k, a (1 - eps) w_t, log s
-                if smoothing:
-                    w_mean = T.cast(ws[i] / T.cast(C, "float64"), "float32") if weighted else T.float32(1)
-                    mn[i] = (
-                        a * (1.0 - eps) * wt[i] + a * eps * w_mean + zterm(T, b * 2.0 * scale, T.cast(lse, "float32"))
-                    ) * ok[i]
-                else:
-                    mn[i] = (a * wt[i] + zterm(T, b * 2.0 * scale, T.cast(lse, "float32"))) * ok[i]
-                part[i] = a * (1.0 - eps) * wt[i]
-                s[i] = ls
+                if fused:  # the gradient's row terms in fp64, kept in mn/part/s (their passes are done):
+                    # k = kt + kr, a eps / C, log s; the target's element apart (gt)
+                    w64 = T.cast(wt[i], "float64")
+                    kt = a * (1.0 - eps) * w64
+                    kr = a * eps / T.cast(C, "float64") * w_all + zterm(T, b * 2.0 * scale, lse)
+                    wct = a * eps / T.cast(C, "float64") * w64 if smoothing else T.float64(0)
+                    gt[i] = target_grad(T, kt, kr, wct, (T.cast(zt[i], "float64") - mw) - ls, st[i]) * ok[i]
+                    mn[i] = T.cast(kt + kr, "float32") * ok[i]
+                    part[i] = T.cast(a * eps / T.cast(C, "float64"), "float32")
+                    s[i] = ls
             if fused:
                 for k in T.serial(T.ceildiv(C, chunk)):
                     for i, j in T.Parallel(1, chunk):
                         col = k * chunk + j
                         if col < C:
-                            G[bx, col] = gradient(T, capped, smoothing, X[bx, col].astype("float32"), cap, mn[i], m[i],
-                                                  T.cast(s[i], "float32"), a * eps / T.cast(C, "float32") * weight(W, col),
-                                                  T.cast(col, "int64") == ti[i], part[i], ok[i]).astype(xt)  # fmt: skip
+                            g = gradient(T, capped, smoothing, X[bx, col].astype("float32"), cap, mn[i], m[i],
+                                         T.cast(s[i], "float32"), part[i] * weight(W, col), None, None, ok[i])  # fmt: skip
+                            G[bx, col] = T.if_then_else(T.cast(col, "int64") == ti[i], gt[i], g).astype(xt)
 
     return cross_entropy_fwd.with_attr("global_symbol", "cross_entropy_fwd_grad" if fused else "cross_entropy_fwd")
 
@@ -207,15 +219,15 @@ def build_backward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weigh
     @T.prim_func
     def cross_entropy_bwd(X: T.Tensor((N, C), xt), TG: T.Tensor((N,), tt), W: T.Tensor((C,), xt),
                           DL: T.Tensor((N,), "float32"), DZ: T.Tensor((N,), "float32"), LSE: T.Tensor((N,), "float32"),
-                          DX: T.Tensor((N, C), xt), ignore_index: T.int64, eps: T.float32, scale: T.float32,
+                          DX: T.Tensor((N, C), xt), ignore_index: T.int64, eps: T.float64, scale: T.float64,
                           cap: T.float32):  # fmt: skip
         with T.Kernel(N, threads=_threads(chunk)) as bx:
             ok = T.alloc_fragment((1,), "float32")  # 1 for a counted row, 0 for an ignored one
             ti = T.alloc_fragment((1,), "int64")  # the target (0 where ignored)
             kp = T.alloc_fragment((1,), "float32")  # the row's factor of p
-            kt = T.alloc_fragment((1,), "float32")  # a (1 - eps) w_t, subtracted at the target
             kw = T.alloc_fragment((1,), "float32")  # a eps / C, times w_c
             lz = T.alloc_fragment((1,), "float32")  # the row's lse
+            gt = T.alloc_fragment((1,), "float32")  # the target's element (target_grad)
             if smoothing and weighted:  # W = sum of the weights
                 e = T.alloc_fragment((1, chunk), "float32")
                 part = T.alloc_fragment((1,), "float32")
@@ -229,24 +241,31 @@ def build_backward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weigh
                 t = TG[bx].astype("int64")
                 counted = t != ignore_index
                 tc = T.if_then_else(counted, t, T.int64(0))
-                da = DL[bx]
-                w_t = T.if_then_else(counted, weight(W, tc), T.float32(0))
-                kk = da * (1.0 - eps) * w_t
-                if smoothing:
-                    kk = kk + da * eps * (part[i] / T.cast(C, "float32") if weighted else T.float32(1))
+                da = T.cast(DL[bx], "float64")
+                lse = T.cast(LSE[bx], "float64")
+                w64 = T.cast(T.if_then_else(counted, weight(W, tc), T.float32(0)), "float64")
+                w_all = (
+                    (T.cast(part[i], "float64") if weighted else T.cast(C, "float64")) if smoothing else T.float64(0)
+                )
+                kt = da * (1.0 - eps) * w64  # k = kt + kr as the forward's, in fp64
+                kr = da * eps / T.cast(C, "float64") * w_all + zterm(T, T.cast(DZ[bx], "float64") * 2.0 * scale, lse)
+                wct = da * eps / T.cast(C, "float64") * w64 if smoothing else T.float64(0)
+                xt_ = X[bx, tc].astype("float32")
+                zt = softcapped(T, xt_, cap, lambda z, _: z) if capped else xt_
+                st = softcapped(T, xt_, cap, lambda _, sl: sl) if capped else T.float32(1)
                 ok[i] = T.if_then_else(counted, T.float32(1), T.float32(0))
                 ti[i] = tc
                 lz[i] = LSE[bx]
-                kp[i] = kk + zterm(T, DZ[bx] * 2.0 * scale, LSE[bx])
-                kt[i] = da * (1.0 - eps) * w_t
-                kw[i] = da * eps / T.cast(C, "float32")
+                gt[i] = target_grad(T, kt, kr, wct, T.cast(zt, "float64") - lse, st) * ok[i]
+                kp[i] = T.cast(kt + kr, "float32") * ok[i]
+                kw[i] = T.cast(da * eps / T.cast(C, "float64"), "float32")
             for k in T.serial(T.ceildiv(C, chunk)):
                 for i, j in T.Parallel(1, chunk):
                     col = k * chunk + j
                     if col < C:
-                        DX[bx, col] = gradient(T, capped, smoothing, X[bx, col].astype("float32"), cap, kp[i], lz[i],
-                                               T.float32(0), kw[i] * weight(W, col), T.cast(col, "int64") == ti[i], kt[i],
-                                               ok[i]).astype(xt)  # fmt: skip
+                        g = gradient(T, capped, smoothing, X[bx, col].astype("float32"), cap, kp[i], lz[i],
+                                     T.float32(0), kw[i] * weight(W, col), None, None, ok[i])  # fmt: skip
+                        DX[bx, col] = T.if_then_else(T.cast(col, "int64") == ti[i], gt[i], g).astype(xt)
 
     return cross_entropy_bwd
 
