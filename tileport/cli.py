@@ -597,13 +597,14 @@ def _bench_backends(op: str, dtypes: list, wanted: Optional[list[str]], kind: st
     from .dtypes import name
 
     asked = tileport_backends(op, kind) if wanted is None else list(wanted)
+    kernels = _spec(op).kernel_op  # the operator whose kernels serve op (op's own, or the one it is composed over)
     for b in asked:
-        why = REGISTRY.rejection(b, op, kind, []) if b in REGISTRY.names() else f"unknown backend {b!r}; backends: {', '.join(REGISTRY.names())}"
+        why = REGISTRY.rejection(b, kernels, kind, []) if b in REGISTRY.names() else f"unknown backend {b!r}; backends: {', '.join(REGISTRY.names())}"
         if why is not None:
             raise typer.BadParameter(why, param_hint="--backend")
     takes = {}
     for d in dtypes:
-        takes[d] = [b for b in asked if REGISTRY.rejection(b, op, kind, [d]) is None]
+        takes[d] = [b for b in asked if REGISTRY.rejection(b, kernels, kind, [d]) is None]
         left, takers = [b for b in asked if b not in takes[d]], ", ".join(_takers(op, kind, d))
         if not takes[d] and not impls:
             hint = f"backends that take it: {takers} (--backend {takers.split(', ')[0]})" if takers else "no backend takes it"
@@ -619,7 +620,8 @@ def _takers(op: str, kind: str, dtype) -> list[str]:
     """The registered backends that can run ``op`` at ``dtype`` on this device kind here."""
     from .backends.registry import REGISTRY
 
-    return [b for b in REGISTRY.names() if REGISTRY.rejection(b, op, kind, [dtype]) is None]
+    kernels = _spec(op).kernel_op
+    return [b for b in REGISTRY.names() if REGISTRY.rejection(b, kernels, kind, [dtype]) is None]
 
 
 def _by_backends(groups: list, takes: dict) -> dict[tuple, list]:
