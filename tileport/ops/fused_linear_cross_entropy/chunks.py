@@ -14,18 +14,21 @@ import torch.nn.functional as F
 from ...dtypes import stat_dtype
 from .checks import Call
 
+MIN_CHUNK_LOGITS = 1 << 20  # 2 MiB of 16-bit logits: below it a chunk's fixed calls outweigh its work
 UPCAST_ELEMENTS = 1 << 21  # a 16-bit gradient block widened for the fp32 weight-gradient GEMM (8 MiB in fp32)
 NARROW_FIRST, NARROW_ELEMENTS = 1 << 20, 1 << 23  # the accumulator narrowed in blocks of at most 8M elements
 
 
 def chunk_rows(n: int, v: int, h: int, chunk_size: int | None) -> int:
     """Rows per chunk: ``chunk_size`` where given, else Liger-Kernel's choice, a chunk's logits about as large as
-    the hidden states (``next_power_of_2(ceil(N / ceil(V / H)))``: 256 rows for 4096 x 2048 against V = 32000)."""
+    the hidden states (``next_power_of_2(ceil(N / ceil(V / H)))``: 256 rows for 4096 x 2048 against V = 32000), but
+    at least ``MIN_CHUNK_LOGITS`` logits (small calls in a few chunks, not many chunks of a few rows each paying
+    the per-chunk calls)."""
     if chunk_size is not None:
         return chunk_size
     factor = -(-v // max(h, 1))
     rows = -(-n // max(factor, 1))
-    return 1 << max(rows - 1, 0).bit_length()
+    return max(1 << max(rows - 1, 0).bit_length(), -(-MIN_CHUNK_LOGITS // max(v, 1)))
 
 
 @dataclass(frozen=True)
@@ -79,13 +82,14 @@ def _fp32_gemm_of(dtype: torch.dtype, device: torch.device):
 
 
 def _accumulate(acc: torch.Tensor, g: torch.Tensor, x: torch.Tensor) -> None:
-    """``acc += g.T @ x`` in acc's dtype. 16-bit g and x: on CUDA by addmm's fp32 output; elsewhere g in blocks
-    of V widened to fp32 (exact) and added by an fp32 GEMM (bf16 math on the CPU: ``_fp32_gemm_of``)."""
+    """``acc += g.T @ x`` in acc's dtype. 16-bit g and x: on CUDA (sm80+) by addmm's fp32 output (unverified here: no
+    GPU); elsewhere g in blocks of V widened to fp32 (exact) and added by an fp32 GEMM (bf16 math on the CPU:
+    ``_fp32_gemm_of``)."""
     if g.dtype == acc.dtype:
         acc.addmm_(g.t(), x.to(acc.dtype))
         return
-    if acc.device.type == "cuda":
-        torch.addmm(acc, g.t(), x, out_dtype=acc.dtype, out=acc)
+    if acc.device.type == "cuda" and torch.cuda.get_device_capability(acc.device)[0] >= 8:  # as Liger-Kernel
+        torch.addmm(acc, g.t(), x.to(g.dtype), out_dtype=acc.dtype, out=acc)
         return
     xw = x.to(acc.dtype)
     step = max(1, UPCAST_ELEMENTS // max(g.shape[0], 1))
