@@ -69,8 +69,8 @@ def _fp32_gemm_of(dtype: torch.dtype, device: torch.device):
     """On the CPU, fp32 GEMMs of widened bf16 values at bf16 speed: oneDNN's bf16 math mode rounds the fp32
     operands to bf16 (exact here, they are bf16 values widened) and accumulates and writes in fp32. The
     process-wide setting is restored on exit."""
-    matmul = torch.backends.mkldnn.matmul
-    if dtype != torch.bfloat16 or device.type != "cpu" or not torch.backends.mkldnn.is_available():
+    matmul = getattr(torch.backends.mkldnn, "matmul", None)  # the setting is torch >= 2.9's
+    if dtype != torch.bfloat16 or device.type != "cpu" or not torch.backends.mkldnn.is_available() or not hasattr(matmul, "fp32_precision"):
         yield
         return
     before = matmul.fp32_precision
