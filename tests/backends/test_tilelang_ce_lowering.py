@@ -84,6 +84,21 @@ def test_cuda_one_kernel_per_bucket(backend):
 
 
 @pytest.mark.slow
+def test_cuda_builds_cubins_with_every_option(backend, tmp_path):
+    """nvcc (where present) builds every kernel with weights, smoothing and softcap for sm_90."""
+    import shutil
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not on PATH: the cubin step needs the CUDA toolkit")
+    from tileport.lower import lower
+
+    options = {k: v for k, v in ALL.items() if k != "target_dtype"}
+    done = lower("cross_entropy", "cuda", torch.bfloat16, 128256, tmp_path, **options)
+    assert len(done.binaries) == 3
+    assert all((tmp_path / f"{n}_bfloat16_D128256.cubin").read_bytes()[:4] == b"\x7fELF" for n in NAMES)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "dtype,dim,options,only",
     [
