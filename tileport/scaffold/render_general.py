@@ -323,7 +323,7 @@ def _error(form_decl, tensors: dict, attrs: dict) -> Exception | None:
 def _mismatches(sig: Signature, sizes: dict, form_decl, every: dict, attrs: dict) -> list[tuple[str, tuple, str]]:
     """(input, its shape with one dimension changed, the message) for each dimension an input shares with an
     earlier one."""
-    b = dims.bind_sizes(sig.inputs, sizes)
+    b = dims.bind_sizes(sig.inputs, sizes, attrs)
     base = {t.name: _meta(t, b.shape_of(t.name), every) for t in sig.inputs}
     seen: set[str] = set()
     out = []
@@ -352,7 +352,7 @@ def _dtype_errors(
     sig: Signature, sizes: dict, form_decl, every: dict, attrs: dict
 ) -> list[tuple[str, torch.dtype, str]]:
     """(input, a dtype outside its class, the message) for each input."""
-    b = dims.bind_sizes(sig.inputs, sizes)
+    b = dims.bind_sizes(sig.inputs, sizes, attrs)
     base = {t.name: _meta(t, b.shape_of(t.name), every) for t in sig.inputs}
     out = []
     for t in sig.inputs:
@@ -380,7 +380,7 @@ def _constraint_errors(
             found = None
             for v in tries:
                 change = {n: v}
-                b = dims.bind_sizes(sig.inputs, sizes | change)
+                b = dims.bind_sizes(sig.inputs, sizes | change, attrs)
                 tensors = {t.name: _meta(t, b.shape_of(t.name), every) for t in sig.inputs}
                 exc = _error(form_decl, tensors, attrs)
                 if isinstance(exc, ValueError) and str(exc).startswith(f"the sizes must satisfy {c},"):
@@ -394,7 +394,7 @@ def _constraint_errors(
 
 def _range_errors(sig: Signature, sizes: dict, form_decl, every: dict, attrs: dict) -> list[tuple[str, int, str]]:
     """(input, a value just past its range's top, the message) for each integer input with a declared range."""
-    b = dims.bind_sizes(sig.inputs, sizes)
+    b = dims.bind_sizes(sig.inputs, sizes, attrs)
 
     def value(v):
         return v if isinstance(v, int) else attrs.get(v, b.sizes.get(v))
@@ -595,7 +595,7 @@ def test_an_empty_call_gives_empty_results_without_a_kernel():
     """{said}: every output and gradient is empty, answered by the interface (no kernel is called: the stubs
     are not reached)."""
     ins = _inputs({_sizes_src(change)})
-    b = dims.bind_sizes(SPEC.inputs, SIZES | {_sizes_src(change)})
+    b = dims.bind_sizes(SPEC.inputs, SIZES | {_sizes_src(change)}, {{a.name: a.default for a in SPEC.attrs}})
     outs = _tuple(OPS.{name}_fwd(**ins))
     assert [tuple(o.shape) for o in outs] == [{", ".join(outs)}]
     given = ins | dict(zip({_tuple(map(_q, g.outputs))}, outs))
