@@ -31,11 +31,9 @@ def _reduce(loss: torch.Tensor, z_loss: torch.Tensor, call: checks.Call, scales)
         z_loss = torch.zeros_like(z_loss)
     if call.reduction == "none":
         return loss + z_loss, z_loss
-    a, b = scales
-    ce, z = loss.sum(), z_loss.sum()
-    if call.reduction == "sum":
-        return ce + z, z
-    return ce * a + z * b, z * b
+    a, b = scales if call.reduction == "mean" else (1.0, 1.0)
+    ce, z = loss.sum(dtype=torch.float64), z_loss.sum(dtype=torch.float64)  # summed and scaled in fp64, rounded once
+    return (ce * a + z * b).to(loss.dtype), (z * b).to(loss.dtype)
 
 
 class _FusedLinearCrossEntropy(torch.autograd.Function):
