@@ -123,8 +123,8 @@ ISSUE = ("4096x2048x32000",)  # issue 39's measure: 4096 tokens of hidden size 2
 _OUTPUTS_CAUSE = (
     "no implementation can: the gradients it returns are themselves 0.28 of eager's 524 MB peak (dinput 16.8 MB and "
     "dlm_weight 131 MB, bf16); the head's gradient accumulated in fp32 (the issue's requirement) is a 262 MB buffer "
-    "whose front half becomes the bf16 result, so 262 + 16.8 MB and a chunk's logits are the floor (measured 312 MB "
-    "at 256-row chunks, 0.59 of eager's)"
+    "whose front half becomes the bf16 result, so 262 + 16.8 MB and a chunk's logits are the floor (measured 330 MB "
+    "at 256-row chunks with the chunk's gradient widened whole for the fp32 GEMM, 0.63 of eager's)"
 )
 _TIME_CAUSE = (
     "the head's fp32 gradient is read and written once per chunk of rows (16 chunks of 256 rows: 8.4 GB of traffic) "
