@@ -91,27 +91,29 @@ def packed_positions(q: torch.Tensor, cu_seqlens, offset: int, offsets) -> torch
     return pos.view(1, total)
 
 
-def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1, *, backend=None):
     """A drop-in for transformers' ``apply_rotary_pos_emb``: q, k [B, H, T, D] (``unsqueeze_dim=1``; [B, T, H, D]
-    with 2), cos/sin [B or 1, T, D] in q's dtype with their halves repeated (as transformers' rotary embeddings
-    build them: only the first half is read), ``q * cos + rotate_half(q) * sin``; bit for bit with transformers'
-    in fp32. ``position_ids`` is unused, as in transformers. Returns ``(q_embed, k_embed)`` in q's layout."""
+    with 2), cos/sin [B or 1, T, R] in q's dtype with their halves repeated (as transformers' rotary embeddings
+    build them: only the first half is read), ``q * cos + rotate_half(q) * sin`` over the first R <= D columns
+    (partial rotary, as Phi-3's and Qwen3-Next's: the last D - R pass through); bit for bit with transformers' in
+    fp32. ``position_ids`` is unused, as in transformers. Returns ``(q_embed, k_embed)`` in q's layout."""
     if unsqueeze_dim not in (1, 2):
         raise ValueError(f"unsqueeze_dim must be 1 (q [B, H, T, D]) or 2 (q [B, T, H, D]), got {unsqueeze_dim!r}")
     for name, t in (("q", q), ("k", k), ("cos", cos), ("sin", sin)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if q.dim() != 4 or cos.dim() != 3 or sin.shape != cos.shape:
-        raise ValueError(f"q must be 4-dim and cos, sin [B or 1, T, D] alike, got q {tuple(q.shape)}, cos {tuple(cos.shape)}, sin {tuple(sin.shape)}")
+        raise ValueError(f"q must be 4-dim and cos, sin [B or 1, T, R] alike, got q {tuple(q.shape)}, cos {tuple(cos.shape)}, sin {tuple(sin.shape)}")
     qv, kv = (q.transpose(1, 2), k.transpose(1, 2)) if unsqueeze_dim == 1 else (q, k)
     b, t, _, d = qv.shape
-    if cos.shape[1] != t or cos.shape[2] != d or cos.shape[0] not in (1, b) or d % 2:
-        raise ValueError(f"cos and sin must be [{b} or 1, {t}, {d}] (an even D) for q of [B, T, D] = [{b}, {t}, {d}], got {tuple(cos.shape)}")
-    half = d // 2
+    r = cos.shape[2]
+    if cos.shape[1] != t or r > d or r % 2 or cos.shape[0] not in (1, b):
+        raise ValueError(f"cos and sin must be [{b} or 1, {t}, R] (an even R <= {d}) for q of [B, T, D] = [{b}, {t}, {d}], got {tuple(cos.shape)}")
+    half = r // 2
     if cos.shape[0] == 1:
         table_c, table_s, pos = cos[0, :, :half], sin[0, :, :half], None
     else:
-        table_c, table_s = cos.reshape(b * t, d)[:, :half], sin.reshape(b * t, d)[:, :half]
+        table_c, table_s = cos.reshape(b * t, r)[:, :half], sin.reshape(b * t, r)[:, :half]
         pos = torch.arange(b * t, device=q.device).view(b, t)
-    qo, ko = _API.function(qv, kv, table_c, table_s, pos, None)
+    qo, ko = _API.function(qv, kv, table_c, table_s, pos, None, backend=backend)
     return (qo.transpose(1, 2), ko.transpose(1, 2)) if unsqueeze_dim == 1 else (qo, ko)

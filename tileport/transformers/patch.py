@@ -1,0 +1,117 @@
+"""``patch(model)``: tileport's operators put into an instantiated transformers model, found by structure and
+confirmed by probes (``norms``, ``rotary``, ``mlp``, ``loss``); ``unpatch(model)`` puts back what was there.
+
+A site is replaced on the module instance (its ``forward`` bound on the instance, the rotary function in a copy
+of the attention forward's globals), never on its class or its file: other models in the process, and other
+instances of the same class, are left as they were. Parameters and buffers are untouched, so the state dict's
+keys and values are the same before and after.
+"""
+
+from __future__ import annotations
+
+import types
+import weakref
+from typing import Callable
+
+import torch
+
+from . import functions, loss, mlp, norms, rotary
+from .report import PatchReport, Site
+
+LOSSES = ("fused_linear", "cross_entropy", None)
+_UNDO: "weakref.WeakKeyDictionary[torch.nn.Module, list[Callable[[], None]]]" = weakref.WeakKeyDictionary()
+
+
+def _bind(module: torch.nn.Module, fn: Callable) -> Callable[[], None]:
+    """``module.forward = fn`` on the instance; returns the undo."""
+    had = "forward" in module.__dict__
+    before = module.__dict__.get("forward")
+    module.forward = types.MethodType(fn, module)
+
+    def undo() -> None:
+        if had:
+            module.forward = before
+        else:
+            del module.forward
+
+    return undo
+
+
+def _name(obj) -> str:
+    return getattr(obj, "__qualname__", type(obj).__qualname__)
+
+
+def patch(model: torch.nn.Module, *, rms_norm: bool = True, rope: bool = True, mlp: bool = True,
+          loss: str | None = "fused_linear", backend: str | None = None, dry_run: bool = False) -> PatchReport:  # fmt: skip
+    """Replace the RMSNorms, the rotary function, the gated MLPs and the causal-LM loss of ``model`` by tileport's
+    operators (each switch turns one kind off; ``loss`` "fused_linear", "cross_entropy" or None). Returns what was
+    replaced and what was left and why; ``dry_run`` only reports. A model already patched is unpatched first."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"patch takes a torch.nn.Module (a transformers model), got {type(model).__name__}")
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {', '.join(map(repr, LOSSES))}, got {loss!r}")
+    if model in _UNDO and not dry_run:
+        unpatch(model)
+    report, undo = PatchReport(), []
+    want = {"rms_norm": rms_norm, "rope": rope, "mlp": mlp, "loss": loss is not None}
+    for path, module in model.named_modules():
+        for kind, site in _sites(module, path, want, loss, backend):
+            if isinstance(site, Site):
+                report.left.append(site)
+                continue
+            found, operator, detail, apply = site
+            report.replaced.append(Site(path, found, operator, detail))
+            if not dry_run:
+                undo.append(apply())
+    if undo:
+        _UNDO[model] = undo
+    return report
+
+
+def _sites(module, path, want, loss_mode, backend):
+    """(kind, Site left) or (kind, (found, operator, detail, apply)) for each site ``module`` is."""
+    cls = type(module).__qualname__
+    if want["rms_norm"] and norms.candidate(module) is None:
+        form = norms.identify(module)
+        if isinstance(form, str):
+            yield "rms_norm", Site(path, cls, "rms_norm", form)
+        else:
+            yield "rms_norm", (cls, form.operator, form.describe(), lambda: _bind(module, norms.forward_for(module, form, backend)))
+    if want["mlp"]:
+        why = mlp.candidate(module)
+        if why is None:
+            form = mlp.identify(module)
+            if isinstance(form, str):
+                yield "mlp", Site(path, cls, "mlp", form)
+            else:
+                yield "mlp", (cls, form.operator, form.describe(), lambda: _bind(module, mlp.forward_for(form, backend)))
+    if want["rope"] and functions.calls(type(module).forward, rotary.NAME):
+        fn = functions.global_of(type(module).forward, rotary.NAME)
+        why = rotary.identify(fn)
+        if why is not None:
+            yield "rope", Site(path, cls, "rope", f"{_name(fn)}: {why}")
+        else:
+            replacement = rotary.tileport_rotary(backend)
+            new = functions.with_globals(type(module).forward, {rotary.NAME: replacement})
+            yield "rope", (f"{cls} -> {fn.__module__}.{rotary.NAME}", "rope", "GPT-NeoX halves", lambda: _bind(module, new))
+    if want["loss"]:
+        why = loss.candidate(module)
+        if why is None:
+            yield "loss", (cls, "fused_linear_cross_entropy" if loss_mode == "fused_linear" else "cross_entropy",
+                           "labels shifted, ignore_index -100", lambda: _bind(module, loss.forward_for(module, loss_mode, backend)))  # fmt: skip
+        elif why != "not a causal LM":
+            yield "loss", Site(path, cls, "loss", why)
+
+
+def unpatch(model: torch.nn.Module) -> bool:
+    """Put back every module's own forward as ``patch`` found it; False where ``model`` was not patched."""
+    undo = _UNDO.pop(model, None)
+    if undo is None:
+        return False
+    for step in reversed(undo):
+        step()
+    return True
+
+
+def patched(model: torch.nn.Module) -> bool:
+    return model in _UNDO
