@@ -9,7 +9,7 @@ function they wrap are rebuilt around the new inner function), and bound to the 
 from __future__ import annotations
 
 import types
-from typing import Callable
+from collections.abc import Callable
 
 
 def calls(fn: Callable, name: str) -> bool:
@@ -25,7 +25,11 @@ def calls(fn: Callable, name: str) -> bool:
 def global_of(fn: Callable, name: str):
     """The global ``name`` as ``fn`` (or the function it wraps) sees it."""
     while fn is not None:
-        if getattr(fn, "__code__", None) is not None and name in fn.__code__.co_names and name in fn.__globals__:
+        if (
+            getattr(fn, "__code__", None) is not None
+            and name in fn.__code__.co_names
+            and name in fn.__globals__
+        ):
             return fn.__globals__[name]
         fn = getattr(fn, "__wrapped__", None)
     raise LookupError(name)
@@ -40,15 +44,27 @@ def with_globals(fn: Callable, replacements: dict[str, object]) -> Callable:
         new_inner = with_globals(inner, replacements)
         cells = fn.__closure__ or ()
         if not any(c.cell_contents is inner for c in cells):
-            raise TypeError(f"{fn.__qualname__} wraps {inner.__qualname__} without holding it in its closure")
-        closure = tuple(types.CellType(new_inner) if c.cell_contents is inner else c for c in cells)
-        copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, closure)
+            raise TypeError(
+                f"{fn.__qualname__} wraps {inner.__qualname__} without holding it in its closure"
+            )
+        closure = tuple(
+            types.CellType(new_inner) if c.cell_contents is inner else c for c in cells
+        )
+        copy = types.FunctionType(
+            fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, closure
+        )
         copy.__wrapped__ = new_inner
     else:
         scope = dict(fn.__globals__)
         scope.update(replacements)
-        copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
+        copy = types.FunctionType(
+            fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__
+        )
     copy.__kwdefaults__ = fn.__kwdefaults__
     copy.__dict__.update({k: v for k, v in fn.__dict__.items() if k != "__wrapped__"})
-    copy.__qualname__, copy.__doc__, copy.__module__ = fn.__qualname__, fn.__doc__, fn.__module__
+    copy.__qualname__, copy.__doc__, copy.__module__ = (
+        fn.__qualname__,
+        fn.__doc__,
+        fn.__module__,
+    )
     return copy

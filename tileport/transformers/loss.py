@@ -8,7 +8,7 @@ Gemma 2's ``final_logit_softcapping``."""
 from __future__ import annotations
 
 import inspect
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -21,7 +21,9 @@ _OUTPUT_FIELDS = ("cache", "past_key_values", "hidden_states", "attentions")
 
 def candidate(module: torch.nn.Module) -> str | None:
     """None for a causal LM this forward fits, else why not (or "not a causal LM")."""
-    if not isinstance(getattr(module, "lm_head", None), torch.nn.Linear) or not isinstance(getattr(module, "model", None), torch.nn.Module):
+    if not isinstance(
+        getattr(module, "lm_head", None), torch.nn.Linear
+    ) or not isinstance(getattr(module, "model", None), torch.nn.Module):
         return "not a causal LM"
     params = inspect.signature(type(module).forward).parameters
     if "labels" not in params:
@@ -44,13 +46,18 @@ def forward_for(module: torch.nn.Module, mode: str, backend: str | None) -> Call
     given or gradients are off (inference and generation keep their logits)."""
     original = type(module).forward
     signature = inspect.signature(original)
-    var_kw = next((n for n, p in signature.parameters.items() if p.kind is p.VAR_KEYWORD), None)
+    var_kw = next(
+        (n for n, p in signature.parameters.items() if p.kind is p.VAR_KEYWORD), None
+    )
 
     def forward(self, *args, **kwargs):
         bound = signature.bind(self, *args, **kwargs)
         named = {k: v for k, v in bound.arguments.items() if k not in ("self", var_kw)}
         extra = dict(bound.arguments.get(var_kw, {})) if var_kw else {}
-        labels, shift_labels = named.pop("labels", None), extra.pop("shift_labels", None)
+        labels, shift_labels = (
+            named.pop("labels", None),
+            extra.pop("shift_labels", None),
+        )
         if (labels is None and shift_labels is None) or not torch.is_grad_enabled():
             return original(self, *args, **kwargs)
         named.pop("logits_to_keep", None)
@@ -73,7 +80,9 @@ def forward_for(module: torch.nn.Module, mode: str, backend: str | None) -> Call
             loss = ops.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target, ignore_index=IGNORE,
                                      reduction=reduction, backend=backend)  # fmt: skip
         if items is not None:
-            loss = loss / (items.to(loss.device) if isinstance(items, torch.Tensor) else items)
+            loss = loss / (
+                items.to(loss.device) if isinstance(items, torch.Tensor) else items
+            )
         from transformers.modeling_outputs import CausalLMOutputWithPast
 
         fields = CausalLMOutputWithPast.__dataclass_fields__

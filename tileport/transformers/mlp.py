@@ -23,7 +23,11 @@ class MlpForm:
 
     @property
     def operator(self) -> str:
-        return ("silu_and_mul" if self.fused else "swiglu") if self.activation == "silu" else ("gelu_and_mul" if self.fused else "geglu")
+        return (
+            ("silu_and_mul" if self.fused else "swiglu")
+            if self.activation == "silu"
+            else ("gelu_and_mul" if self.fused else "geglu")
+        )
 
     def describe(self) -> str:
         return f"{self.activation}, casting='eager'"
@@ -45,7 +49,14 @@ def candidate(module: torch.nn.Module) -> str | None:
 
 
 def _activation_module(module):
-    return next((getattr(module, n) for n in ("act_fn", "activation_fn") if callable(getattr(module, n, None))), None)
+    return next(
+        (
+            getattr(module, n)
+            for n in ("act_fn", "activation_fn")
+            if callable(getattr(module, n, None))
+        ),
+        None,
+    )
 
 
 def _activation(act) -> str | None:
@@ -53,7 +64,11 @@ def _activation(act) -> str | None:
     x = torch.linspace(-8, 8, 257)
     with torch.no_grad():
         got = act(x)
-    for name, f in (("silu", F.silu), ("gelu", F.gelu), ("gelu_tanh", lambda v: F.gelu(v, approximate="tanh"))):
+    for name, f in (
+        ("silu", F.silu),
+        ("gelu", F.gelu),
+        ("gelu_tanh", lambda v: F.gelu(v, approximate="tanh")),
+    ):
         if probe.same(got, f(x), exact=False):
             return name
     return None
@@ -82,7 +97,9 @@ def identify(module: torch.nn.Module) -> MlpForm | str:
         return "its activation is not silu or gelu"
     form = MlpForm(fused=not _linear(module, "gate_proj"), activation=name)
     hidden = module.down_proj.out_features
-    x = torch.randn(3, hidden, generator=probe._generator(3), dtype=module.down_proj.weight.dtype)
+    x = torch.randn(
+        3, hidden, generator=probe._generator(3), dtype=module.down_proj.weight.dtype
+    )
     was = module.training
     module.eval()
     try:

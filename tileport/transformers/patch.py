@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import types
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -19,7 +19,9 @@ from . import functions, loss, mlp, norms, rotary
 from .report import PatchReport, Site
 
 LOSSES = ("fused_linear", "cross_entropy", None)
-_UNDO: "weakref.WeakKeyDictionary[torch.nn.Module, list[Callable[[], None]]]" = weakref.WeakKeyDictionary()
+_UNDO: weakref.WeakKeyDictionary[torch.nn.Module, list[Callable[[], None]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _bind(module: torch.nn.Module, fn: Callable) -> Callable[[], None]:
@@ -47,9 +49,13 @@ def patch(model: torch.nn.Module, *, rms_norm: bool = True, rope: bool = True, m
     operators (each switch turns one kind off; ``loss`` "fused_linear", "cross_entropy" or None). Returns what was
     replaced and what was left and why; ``dry_run`` only reports. A model already patched is unpatched first."""
     if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"patch takes a torch.nn.Module (a transformers model), got {type(model).__name__}")
+        raise TypeError(
+            f"patch takes a torch.nn.Module (a transformers model), got {type(model).__name__}"
+        )
     if loss not in LOSSES:
-        raise ValueError(f"loss must be one of {', '.join(map(repr, LOSSES))}, got {loss!r}")
+        raise ValueError(
+            f"loss must be one of {', '.join(map(repr, LOSSES))}, got {loss!r}"
+        )
     if model in _UNDO and not dry_run:
         unpatch(model)
     report, undo = PatchReport(), []
@@ -76,7 +82,15 @@ def _sites(module, path, want, loss_mode, backend):
         if isinstance(form, str):
             yield "rms_norm", Site(path, cls, "rms_norm", form)
         else:
-            yield "rms_norm", (cls, form.operator, form.describe(), lambda: _bind(module, norms.forward_for(module, form, backend)))
+            yield (
+                "rms_norm",
+                (
+                    cls,
+                    form.operator,
+                    form.describe(),
+                    lambda: _bind(module, norms.forward_for(module, form, backend)),
+                ),
+            )
     if want["mlp"]:
         why = mlp.candidate(module)
         if why is None:
@@ -84,7 +98,15 @@ def _sites(module, path, want, loss_mode, backend):
             if isinstance(form, str):
                 yield "mlp", Site(path, cls, "mlp", form)
             else:
-                yield "mlp", (cls, form.operator, form.describe(), lambda: _bind(module, mlp.forward_for(form, backend)))
+                yield (
+                    "mlp",
+                    (
+                        cls,
+                        form.operator,
+                        form.describe(),
+                        lambda: _bind(module, mlp.forward_for(form, backend)),
+                    ),
+                )
     if want["rope"] and functions.calls(type(module).forward, rotary.NAME):
         fn = functions.global_of(type(module).forward, rotary.NAME)
         why = rotary.identify(fn)
@@ -92,8 +114,18 @@ def _sites(module, path, want, loss_mode, backend):
             yield "rope", Site(path, cls, "rope", f"{_name(fn)}: {why}")
         else:
             replacement = rotary.tileport_rotary(backend)
-            new = functions.with_globals(type(module).forward, {rotary.NAME: replacement})
-            yield "rope", (f"{cls} -> {fn.__module__}.{rotary.NAME}", "rope", "GPT-NeoX halves", lambda: _bind(module, new))
+            new = functions.with_globals(
+                type(module).forward, {rotary.NAME: replacement}
+            )
+            yield (
+                "rope",
+                (
+                    f"{cls} -> {fn.__module__}.{rotary.NAME}",
+                    "rope",
+                    "GPT-NeoX halves",
+                    lambda: _bind(module, new),
+                ),
+            )
     if want["loss"]:
         why = loss.candidate(module)
         if why is None:

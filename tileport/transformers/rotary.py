@@ -4,7 +4,7 @@ its forward looks up and confirmed by what it computes (GPT-NeoX halves over q, 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -18,7 +18,9 @@ def tileport_rotary(backend: str | None) -> Callable:
     """transformers' ``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)`` on tileport's rope."""
 
     def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
-        return ops.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim, backend=backend)
+        return ops.apply_rotary_pos_emb(
+            q, k, cos, sin, unsqueeze_dim=unsqueeze_dim, backend=backend
+        )
 
     return apply_rotary_pos_emb
 
@@ -48,6 +50,10 @@ def identify(fn: Callable) -> str | None:
             continue
         with torch.no_grad():
             got = ops.apply_rotary_pos_emb(q, k, cos, sin, backend="torch")
-        if not (isinstance(want, tuple) and len(want) == 2 and all(probe.same(w, g, exact=False) for w, g in zip(want, got))):
+        if not (
+            isinstance(want, tuple)
+            and len(want) == 2
+            and all(probe.same(w, g, exact=False) for w, g in zip(want, got))
+        ):
             return f"its output differs from the GPT-NeoX rotary (rotary dim {rotary} of 16)"
     return None
