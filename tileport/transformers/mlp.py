@@ -81,12 +81,13 @@ def _apply(form: MlpForm, gate, up, backend):
     return ops.geglu(gate, up, approximate, casting="eager", backend=backend)
 
 
-def _compute(module, form: MlpForm, x, backend):
+def _compute(proj, form: MlpForm, x, backend):
+    """The MLP with ``proj(name, x)`` for its projections (the module's own, or a probe's random weights)."""
     if form.fused:
-        gate, up = module.gate_up_proj(x).chunk(2, dim=-1)
+        gate, up = proj("gate_up_proj", x).chunk(2, dim=-1)
     else:
-        gate, up = module.gate_proj(x), module.up_proj(x)
-    return module.down_proj(_apply(form, gate, up, backend))
+        gate, up = proj("gate_proj", x), proj("up_proj", x)
+    return proj("down_proj", _apply(form, gate, up, backend))
 
 
 def identify(module: torch.nn.Module) -> MlpForm | str:
@@ -97,15 +98,24 @@ def identify(module: torch.nn.Module) -> MlpForm | str:
         return "its activation is not silu or gelu"
     form = MlpForm(fused=not _linear(module, "gate_proj"), activation=name)
     hidden = module.down_proj.out_features
-    x = torch.randn(
-        3, hidden, generator=probe._generator(3), dtype=module.down_proj.weight.dtype
-    )
+    gen = probe._generator(3)
+    params = probe.random_params(
+        module, torch.float32, gen
+    )  # its own weights may be on the meta device
+    x = torch.randn(3, hidden, generator=gen)
     was = module.training
     module.eval()
     try:
+        want = probe.run_module(module, params, x)
         with torch.no_grad():
-            want = module(x)
-            got = _compute(module, form, x, "torch")
+            got = _compute(
+                lambda n, v: F.linear(
+                    v, params[f"{n}.weight"], params.get(f"{n}.bias")
+                ),
+                form,
+                x,
+                "torch",
+            )
     except Exception as e:  # noqa: BLE001 - a module that does not take [tokens, hidden] is left, with why
         return f"fails on a probe of [tokens, {hidden}]: {type(e).__name__}"
     finally:
@@ -117,6 +127,6 @@ def identify(module: torch.nn.Module) -> MlpForm | str:
 
 def forward_for(form: MlpForm, backend: str | None):
     def forward(self, x):
-        return _compute(self, form, x, backend)
+        return _compute(lambda n, v: getattr(self, n)(v), form, x, backend)
 
     return forward

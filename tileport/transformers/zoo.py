@@ -1,0 +1,59 @@
+"""Small configurations of the model families patching is tested on (built from a config, no weights
+downloaded): a few layers, small widths, the family's own features kept (Gemma's offset norm, Gemma 2's
+softcapped logits, Phi-3's fused gate_up_proj and partial rotary, Qwen3-Next's gated DeltaNet layers)."""
+
+from __future__ import annotations
+
+FAMILIES = (
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "gemma",
+    "gemma2",
+    "phi3",
+    "qwen3_next",
+)
+
+
+def config(
+    family: str,
+    *,
+    vocab: int = 128,
+    hidden: int = 64,
+    layers: int = 2,
+    intermediate: int | None = None,
+):
+    """A transformers config of ``family`` at the given sizes (heads of 16 columns, two key/value heads)."""
+    import transformers
+
+    if family not in FAMILIES:
+        raise ValueError(
+            f"unknown model family {family!r}; known: {', '.join(FAMILIES)}"
+        )
+    heads = max(2, hidden // 16)
+    common = {"vocab_size": vocab, "hidden_size": hidden, "intermediate_size": intermediate or hidden * 3 // 2,
+                  "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": 2, "head_dim": 16,
+                  "max_position_embeddings": 256, "tie_word_embeddings": False}  # fmt: skip
+    extra = {
+        "gemma2": {"final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0, "attn_implementation": "eager"},
+        "phi3": {"partial_rotary_factor": 0.5, "pad_token_id": 0},
+        "qwen3_next": {"layer_types": ["linear_attention", "full_attention"] * (layers // 2) + ["linear_attention"] * (layers % 2),
+                           "linear_num_value_heads": 2, "linear_num_key_heads": 2, "linear_key_head_dim": 16,
+                           "linear_value_head_dim": 16, "num_experts": 0, "decoder_sparse_step": 1, "partial_rotary_factor": 0.5},
+    }.get(family, {})  # fmt: skip
+    name = {"qwen3_next": "Qwen3Next", "phi3": "Phi3", "gemma2": "Gemma2"}.get(
+        family, family.capitalize()
+    )
+    cls = getattr(transformers, f"{name}Config")
+    return cls(**common, **extra)
+
+
+def model(family: str, *, seed: int = 0, **sizes):
+    """A ``*ForCausalLM`` of ``family`` from ``config``, its weights from ``seed``."""
+    import torch
+    import transformers
+
+    cfg = config(family, **sizes)
+    torch.manual_seed(seed)
+    return transformers.AutoModelForCausalLM.from_config(cfg)
