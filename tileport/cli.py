@@ -750,6 +750,26 @@ def scaffold(
 
 
 @app.command()
+def patch(
+    config: str = typer.Argument(..., help="a transformers config.json, a directory holding one, or a test family (llama, qwen3, gemma2, ...)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="report what tileport.patch would replace in that model, and what it would leave and why"),
+    loss: str = typer.Option("fused_linear", "--loss", help="fused_linear, cross_entropy or none"),
+) -> None:
+    """What tileport.patch(model) replaces in a model of CONFIG (built on the meta device: no weights, no download)."""
+    if not dry_run:
+        raise typer.BadParameter("from the command line a patch is only reported: add --dry-run (in Python: tileport.patch(model))")
+    from .transformers import patch as patch_model, zoo
+
+    try:
+        model = zoo.skeleton(zoo.load(config))
+        report = patch_model(model, loss=None if loss == "none" else loss, dry_run=True)
+    except (ValueError, ImportError) as e:
+        raise typer.BadParameter(str(e)) from None
+    typer.echo(f"{type(model).__name__} ({config}):")
+    typer.echo(report.table())
+
+
+@app.command()
 def generate(
     ops: Optional[list[str]] = typer.Argument(None, metavar="[OP]...", help="operators to regenerate (default: every one)"),
     check: bool = typer.Option(False, "--check", help="write nothing; exit 1 when a file differs from what its spec generates"),

@@ -57,3 +57,31 @@ def model(family: str, *, seed: int = 0, **sizes):
     cfg = config(family, **sizes)
     torch.manual_seed(seed)
     return transformers.AutoModelForCausalLM.from_config(cfg)
+
+
+def load(name: str):
+    """A config from ``name``: a family of this zoo (``llama``), a ``config.json`` file or a directory holding
+    one (no download). ValueError naming what was looked for."""
+    from pathlib import Path
+
+    path = Path(name)
+    if name in FAMILIES:
+        return config(name)
+    if path.is_dir():
+        path = path / "config.json"
+    if path.is_file():
+        import transformers
+
+        return transformers.AutoConfig.from_pretrained(str(path))
+    raise ValueError(
+        f"no config {name!r}: give a config.json, a directory holding one, or a family ({', '.join(FAMILIES)})"
+    )
+
+
+def skeleton(cfg):
+    """The causal LM of ``cfg`` on the meta device (no memory for its weights: patching's probes do not read them)."""
+    import torch
+    import transformers
+
+    with torch.device("meta"):
+        return transformers.AutoModelForCausalLM.from_config(cfg)
