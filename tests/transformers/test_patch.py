@@ -43,18 +43,25 @@ def test_patch_replaces_by_structure_and_unpatch_restores_bit_for_bit(family):
 
 
 def test_other_models_of_the_family_are_left_as_they_were():
-    a, b = zoo.model("llama", seed=1).eval(), zoo.model("llama", seed=2).eval()
+    modeling = __import__("transformers.models.llama.modeling_llama", fromlist=["x"])
+    rotary_before = modeling.apply_rotary_pos_emb
+    a, b, c = (zoo.model("llama", seed=s).eval() for s in (1, 2, 3))
     want_b = _logits(b)
     tileport.patch(a, loss=None)
+    tileport.patch(c, loss=None)
     try:
         assert torch.equal(_logits(b), want_b)
         assert all("forward" not in m.__dict__ for m in b.modules())
-        module_rotary = __import__(
-            "transformers.models.llama.modeling_llama", fromlist=["x"]
-        ).apply_rotary_pos_emb
-        assert module_rotary.__module__ == "transformers.models.llama.modeling_llama"
+        tileport.unpatch(a)
+        assert (
+            modeling.apply_rotary_pos_emb is not rotary_before
+        )  # c still patched: the dispatcher stays
     finally:
         tileport.unpatch(a)
+        tileport.unpatch(c)
+    assert (
+        modeling.apply_rotary_pos_emb is rotary_before
+    )  # the last unpatch puts the file's global back
 
 
 def test_the_patched_model_calls_tileport_where_it_says():

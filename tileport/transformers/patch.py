@@ -1,10 +1,10 @@
 """``patch(model)``: tileport's operators put into an instantiated transformers model, found by structure and
 confirmed by probes (``norms``, ``rotary``, ``mlp``, ``loss``); ``unpatch(model)`` puts back what was there.
 
-A site is replaced on the module instance (its ``forward`` bound on the instance, the rotary function in a copy
-of the attention forward's globals), never on its class or its file: other models in the process, and other
-instances of the same class, are left as they were. Parameters and buffers are untouched, so the state dict's
-keys and values are the same before and after.
+A site is replaced on the module instance (its ``forward`` bound on the instance), never on its class: other
+models in the process, and other instances of the same class, compute as they did (the rotary global is a
+dispatcher while a model of its file is patched: ``rotary``). Parameters and buffers are untouched, so the state
+dict's keys and values are the same before and after.
 """
 
 from __future__ import annotations
@@ -113,17 +113,14 @@ def _sites(module, path, want, loss_mode, backend):
         if why is not None:
             yield "rope", Site(path, cls, "rope", f"{_name(fn)}: {why}")
         else:
-            replacement = rotary.tileport_rotary(backend)
-            new = functions.with_globals(
-                type(module).forward, {rotary.NAME: replacement}
-            )
+            home = _home(type(module).forward)
             yield (
                 "rope",
                 (
-                    f"{cls} -> {fn.__module__}.{rotary.NAME}",
+                    f"{cls} -> {home}.{rotary.NAME}",
                     "rope",
                     "GPT-NeoX halves",
-                    lambda: _bind(module, new),
+                    lambda: _rope(module, home, backend),
                 ),
             )
     if want["loss"]:
@@ -133,6 +130,29 @@ def _sites(module, path, want, loss_mode, backend):
                            "labels shifted, ignore_index -100", lambda: _bind(module, loss.forward_for(module, loss_mode, backend)))  # fmt: skip
         elif why != "not a causal LM":
             yield "loss", Site(path, cls, "loss", why)
+
+
+def _home(forward) -> str:
+    """The module whose global ``apply_rotary_pos_emb`` the forward (or the function it wraps) reads."""
+    while forward is not None:
+        if (
+            rotary.NAME
+            in getattr(forward, "__code__", types.SimpleNamespace(co_names=())).co_names
+        ):
+            return forward.__globals__["__name__"]
+        forward = getattr(forward, "__wrapped__", None)
+    raise LookupError(rotary.NAME)
+
+
+def _rope(module, home: str, backend) -> Callable[[], None]:
+    undo_global = rotary.install(home)
+    undo_forward = _bind(module, rotary.routed_forward(type(module).forward, backend))
+
+    def undo() -> None:
+        undo_forward()
+        undo_global()
+
+    return undo
 
 
 def unpatch(model: torch.nn.Module) -> bool:

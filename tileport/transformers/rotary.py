@@ -1,9 +1,19 @@
 """The rotary function an attention module calls (transformers' ``apply_rotary_pos_emb``), found by the global
 its forward looks up and confirmed by what it computes (GPT-NeoX halves over q, k [B, H, T, D] with cos, sin
-[B or 1, T, R]; partial rotary where R < D), replaced by tileport's rope for that module alone."""
+[B or 1, T, R]; partial rotary where R < D), replaced by tileport's rope for the patched modules alone.
+
+The forward reads the function as its file's global (transformers' kernel hub, where installed, makes that global
+a router of its own). While any model of that file is patched, the global is a dispatcher: tileport's rope inside
+a patched attention module's call (its instance forward sets a context variable, as the kernel hub's routing
+does), the function that was there everywhere else; the last ``unpatch`` puts the global back. torch.compile
+traces the context variable and guards the global as it is, so the patched model compiles without a break.
+"""
 
 from __future__ import annotations
 
+import contextvars
+import inspect
+import sys
 from collections.abc import Callable
 
 import torch
@@ -12,17 +22,73 @@ from .. import ops
 from . import probe
 
 NAME = "apply_rotary_pos_emb"
+_OFF = object()
+_ACTIVE: contextvars.ContextVar = contextvars.ContextVar(
+    "tileport_rotary", default=_OFF
+)
+_INSTALLED: dict[
+    str, list
+] = {}  # module name -> [the original global, patched modules counted]
 
 
-def tileport_rotary(backend: str | None) -> Callable:
-    """transformers' ``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)`` on tileport's rope."""
+def _dispatcher(original: Callable) -> Callable:
+    """The global while patched: tileport's rope where a patched module runs, else ``original``."""
+    try:
+        params = list(inspect.signature(original).parameters)
+    except (TypeError, ValueError):
+        params = ["q", "k", "cos", "sin", "unsqueeze_dim"]
+    at = params.index("unsqueeze_dim") - 4 if "unsqueeze_dim" in params else None
 
-    def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+    def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
+        backend = _ACTIVE.get()
+        if backend is _OFF:
+            return original(q, k, cos, sin, *args, **kwargs)
+        unsqueeze_dim = kwargs.get(
+            "unsqueeze_dim", args[at] if at is not None and len(args) > at else 1
+        )
         return ops.apply_rotary_pos_emb(
             q, k, cos, sin, unsqueeze_dim=unsqueeze_dim, backend=backend
         )
 
+    apply_rotary_pos_emb.__tileport_original__ = original
     return apply_rotary_pos_emb
+
+
+def install(module_name: str) -> Callable[[], None]:
+    """The dispatcher in ``module_name``'s globals (counted: once per patched attention module); the undo."""
+    home = sys.modules[module_name]
+    entry = _INSTALLED.get(module_name)
+    if entry is None:
+        original = getattr(home, NAME)
+        entry = _INSTALLED[module_name] = [original, 0]
+        setattr(home, NAME, _dispatcher(original))
+    entry[1] += 1
+
+    def undo() -> None:
+        entry[1] -= 1
+        if entry[1] == 0:
+            setattr(home, NAME, entry[0])
+            del _INSTALLED[module_name]
+
+    return undo
+
+
+def routed_forward(cls_forward: Callable, backend: str | None) -> Callable:
+    """An attention module's forward under which the dispatcher takes tileport's rope (``backend``)."""
+
+    def forward(self, *args, **kwargs):
+        token = _ACTIVE.set(backend)
+        try:
+            return cls_forward(self, *args, **kwargs)
+        finally:
+            _ACTIVE.reset(token)
+
+    return forward
+
+
+def original(fn: Callable) -> Callable:
+    """The function behind a dispatcher (``fn`` itself where it is none)."""
+    return getattr(fn, "__tileport_original__", fn)
 
 
 def _inputs(rotary: int, dtype: torch.dtype, gen: torch.Generator):
@@ -38,6 +104,7 @@ def _inputs(rotary: int, dtype: torch.dtype, gen: torch.Generator):
 def identify(fn: Callable) -> str | None:
     """None where ``fn`` computes transformers' rotary embedding (full and, where it takes it, partial), else why
     not."""
+    fn = original(fn)
     gen = probe._generator(2)
     for rotary in (16, 8):
         q, k, cos, sin = _inputs(rotary, torch.float32, gen)
