@@ -43,16 +43,24 @@ def _train(model, batches):
     )
 
 
+CASES = [(f, "fused_linear") for f in zoo.FAMILIES] + [("llama", "cross_entropy")]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-@pytest.mark.parametrize("family", zoo.FAMILIES)
-def test_a_patched_model_trains_like_the_original(family, dtype, loss_mode):
+@pytest.mark.parametrize(
+    ("family", "loss_mode"), CASES, ids=[f"{f}-{m}" for f, m in CASES]
+)
+def test_a_patched_model_trains_like_the_original(family, loss_mode, dtype):
     batches = _batches(128)
     base = zoo.model(family, seed=3).to(dtype).train()
     mine = zoo.model(family, seed=3).to(dtype).train()
     report = tileport.patch(mine, loss=loss_mode)
     assert report.replaced and not report.left, report.table()
     want_losses, want_logits, want_params = _train(base, batches)
-    got_losses, got_logits, got_params = _train(mine, batches)
+    try:
+        got_losses, got_logits, got_params = _train(mine, batches)
+    finally:
+        tileport.unpatch(mine)
     rtol, atol, topk_atol, param_atol = TOL[dtype]
     torch.testing.assert_close(
         torch.tensor(got_losses), torch.tensor(want_losses), rtol=rtol, atol=atol
@@ -68,3 +76,21 @@ def test_a_patched_model_trains_like_the_original(family, dtype, loss_mode):
             atol=param_atol,
             msg=name,
         )
+
+
+def test_a_training_step_with_the_fused_loss_never_calls_lm_head():
+    model = zoo.model("qwen3", seed=4).train()
+    tileport.patch(model)
+    batch = _batches(128)[0]
+
+    def refuse(module, args):
+        raise AssertionError("lm_head was called: [tokens, vocab] logits were made")
+
+    handle = model.lm_head.register_forward_pre_hook(refuse)
+    try:
+        out = model(batch, labels=batch)
+        out.loss.backward()
+    finally:
+        handle.remove()
+        tileport.unpatch(model)
+    assert out.logits is None and model.lm_head.weight.grad is not None

@@ -8,7 +8,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 import tileport
-from tileport.transformers import zoo
+from tileport.transformers import rotary, zoo
 
 EXPECTED = {  # operators each family's tiny model must have replaced (layers = 2)
     "llama": {"rms_norm": 5, "rope": 2, "swiglu": 2},
@@ -44,7 +44,7 @@ def test_patch_replaces_by_structure_and_unpatch_restores_bit_for_bit(family):
 
 def test_other_models_of_the_family_are_left_as_they_were():
     modeling = __import__("transformers.models.llama.modeling_llama", fromlist=["x"])
-    rotary_before = modeling.apply_rotary_pos_emb
+    rotary_before = rotary.original(modeling.apply_rotary_pos_emb)
     a, b, c = (zoo.model("llama", seed=s).eval() for s in (1, 2, 3))
     want_b = _logits(b)
     tileport.patch(a, loss=None)

@@ -145,7 +145,7 @@ def _home(forward) -> str:
 
 
 def _rope(module, home: str, backend) -> Callable[[], None]:
-    undo_global = rotary.install(home)
+    undo_global = rotary.install(home, module)
     undo_forward = _bind(module, rotary.routed_forward(type(module).forward, backend))
 
     def undo() -> None:

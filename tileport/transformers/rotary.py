@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import sys
+import weakref
 from collections.abc import Callable
 
 import torch
@@ -54,8 +55,9 @@ def _dispatcher(original: Callable) -> Callable:
     return apply_rotary_pos_emb
 
 
-def install(module_name: str) -> Callable[[], None]:
-    """The dispatcher in ``module_name``'s globals (counted: once per patched attention module); the undo."""
+def install(module_name: str, owner: torch.nn.Module) -> Callable[[], None]:
+    """The dispatcher in ``module_name``'s globals, counted once per patched attention module ``owner`` (and
+    released when ``owner`` is unpatched or collected); the undo."""
     home = sys.modules[module_name]
     entry = _INSTALLED.get(module_name)
     if entry is None:
@@ -64,13 +66,15 @@ def install(module_name: str) -> Callable[[], None]:
         setattr(home, NAME, _dispatcher(original))
     entry[1] += 1
 
-    def undo() -> None:
+    def release(entry=entry) -> None:
         entry[1] -= 1
-        if entry[1] == 0:
+        if entry[1] == 0 and _INSTALLED.get(module_name) is entry:
             setattr(home, NAME, entry[0])
             del _INSTALLED[module_name]
 
-    return undo
+    return weakref.finalize(
+        owner, release
+    )  # called by unpatch, or when the module is collected
 
 
 def routed_forward(cls_forward: Callable, backend: str | None) -> Callable:
