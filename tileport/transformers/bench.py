@@ -1,0 +1,106 @@
+"""``tileport bench --model CONFIG``: a model's training step (forward, loss, backward, AdamW) and its forward-only
+step, tokens per second and peak memory, for the unpatched model, the unpatched model under torch.compile and the
+model patched by tileport, interleaved in one run (``bench.timing.interleave``), with what patching replaced."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..bench.memory import peak_bytes, resident_peak_bytes
+from ..bench.timing import interleave
+from . import zoo
+from .patch import patch
+
+PROVIDERS = ("eager", "torch.compile", "tileport")
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    step: str  # "train" or "forward"
+    provider: str
+    tokens_per_s: float
+    median_ms: float
+    tensor_peak_mb: (
+        float | None
+    )  # tensors allocated through the dispatcher (None: compiled code allocates outside it)
+    resident_peak_mb: float | None  # the process's resident rise over one step
+
+
+def _build(cfg, provider: str, dtype: torch.dtype, seed: int, backend: str | None):
+    import transformers
+
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(cfg).to(dtype)
+    report = patch(model, backend=backend) if provider == "tileport" else None
+    return model, report
+
+
+def _train_step(model, batch, compiled: bool):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    run = torch.compile(model) if compiled else model
+
+    def step():
+        loss = run(input_ids=batch, labels=batch).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return step
+
+
+def _forward_step(model, batch, compiled: bool):
+    run = torch.compile(model) if compiled else model
+
+    def step():
+        with torch.no_grad():
+            return run(input_ids=batch).logits
+
+    return step
+
+
+def run(config: str, *, batch: int = 2, seq: int = 256, dtype: torch.dtype = torch.bfloat16, budget_s: float = 20.0,
+        seed: int = 0, backend: str | None = None, progress=None) -> tuple[list[ModelRow], str]:  # fmt: skip
+    """Rows for each step and provider, and the patch report's table."""
+    cfg = zoo.load(config)
+    tokens = torch.randint(
+        1, cfg.vocab_size, (batch, seq), generator=torch.Generator().manual_seed(seed)
+    )
+    models = {p: _build(cfg, p, dtype, seed, backend) for p in PROVIDERS}
+    rows: list[ModelRow] = []
+    for step_name, make in (("train", _train_step), ("forward", _forward_step)):
+        if progress:
+            progress(
+                f"{step_name} step: {', '.join(PROVIDERS)} interleaved for {budget_s:.0f} s"
+            )
+        steps = {
+            p: make(
+                models[p][0].train(step_name == "train"), tokens, p == "torch.compile"
+            )
+            for p in PROVIDERS
+        }
+        timings = interleave(steps, budget_s=budget_s, min_rounds=3, max_rounds=200)
+        for p in PROVIDERS:
+            tensor = None if p == "torch.compile" else peak_bytes(steps[p]) / 2**20
+            resident = resident_peak_bytes(steps[p])
+            median = timings[p].median_us / 1e3
+            rows.append(ModelRow(step_name, p, batch * seq / (median / 1e3), median, tensor,
+                                 None if resident is None else resident / 2**20))  # fmt: skip
+    return rows, models["tileport"][1].table()
+
+
+def table(rows: list[ModelRow]) -> str:
+    """Markdown: tokens/s and memory per step and provider, speed-up and memory against eager."""
+    base = {r.step: r for r in rows if r.provider == "eager"}
+    lines = ["| step | provider | tokens/s | median ms | vs eager | tensor peak MB | resident rise MB |",
+             "|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+
+    def mb(v):
+        return "n/a" if v is None else f"{v:.0f}"
+
+    for r in rows:
+        lines.append(f"| {r.step} | {r.provider} | {r.tokens_per_s:.0f} | {r.median_ms:.1f} | "
+                     f"{r.tokens_per_s / base[r.step].tokens_per_s:.2f}x | {mb(r.tensor_peak_mb)} | {mb(r.resident_peak_mb)} |")  # fmt: skip
+    return "\n".join(lines)
