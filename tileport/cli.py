@@ -484,7 +484,8 @@ def _shape(text: str) -> tuple[int, ...]:
 
 @app.command()
 def bench(
-    op: str = typer.Argument(..., help=_ops_help("benchmark")),
+    op: Optional[str] = typer.Argument(None, help=_ops_help("benchmark")),
+    model: Optional[str] = typer.Option(None, "--model", metavar="CONFIG", help="a model's training and forward steps instead of an operator: a transformers config.json, a directory holding one, or a test family (llama, qwen3, ...); unpatched, under torch.compile and patched by tileport"),
     mode: Optional[list[str]] = typer.Option(None, metavar="MODE", help="fwd, bwd, fwdbwd (repeatable; default: all)"),
     dtype: Optional[list[str]] = typer.Option(None, metavar="DTYPE", help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: all three)"),
     threads: Optional[list[int]] = typer.Option(None, metavar="N", help="thread counts (repeatable; default: 1 and 2)"),
@@ -511,6 +512,11 @@ def bench(
     \b
     Example: tileport bench OP --quick --mode fwd
     """
+    if model is not None:
+        _bench_model(model, dtype, budget, out, quick)
+        return
+    if op is None:
+        raise typer.BadParameter("name an operator to benchmark, or a model with --model CONFIG", param_hint="OP")
     from .bench import csvfile, noise
     from .bench.bar import judge_bar
     from .bench.plots import bench_plots, latest
@@ -586,6 +592,27 @@ def bench(
     for line in noise.summary(rows):
         console.print(line, markup=False, highlight=False)
     console.print(f"table: {out / (op + '.md')}; plots: {', '.join(p.name for p in pngs)}", markup=False)
+
+
+def _bench_model(config: str, dtype: Optional[list[str]], budget: float, out: Path, quick: bool) -> None:
+    """``tileport bench --model CONFIG``: the model's steps, unpatched, compiled and patched, in one table."""
+    from .transformers import bench as model_bench
+
+    dtypes = _dtypes(dtype) or [torch.bfloat16]
+    if len(dtypes) != 1:
+        raise typer.BadParameter("a model is benchmarked in one dtype at a time", param_hint="--dtype")
+    try:
+        rows, replaced = model_bench.run(config, dtype=dtypes[0], budget_s=budget if budget != 0.4 else (4.0 if quick else 20.0),
+                                         seq=64 if quick else 256, progress=lambda m: console.print(m, markup=False))  # fmt: skip
+    except (ValueError, ImportError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--model") from None
+    from .bench.environment import machine
+
+    text = f"# {config}, {dtypes[0]}, {torch.get_num_threads()} threads, {machine()}\n\n{model_bench.table(rows)}\n\npatched:\n```\n{replaced}\n```\n"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "model.md").write_text(text)
+    console.print(text, markup=False)
+    console.print(f"written: {out / 'model.md'}", markup=False)
 
 
 def _bench_backends(op: str, dtypes: list, wanted: Optional[list[str]], kind: str, impls: bool) -> dict:
