@@ -63,8 +63,16 @@ def _forward_step(model, batch, compiled: bool):
 
 def run(config: str, *, batch: int = 2, seq: int = 256, dtype: torch.dtype = torch.bfloat16, budget_s: float = 20.0,
         seed: int = 0, backend: str | None = None, progress=None) -> tuple[list[ModelRow], str]:  # fmt: skip
-    """Rows for each step and provider, and the patch report's table."""
-    cfg = zoo.load(config)
+    """Rows for each step and provider, and the patch report's table. torch.compile may recompile per decorated
+    forward: transformers' ``deprecate_kwarg`` wrapper is one code object over every forward it wraps, whose
+    guards fail from one to the next, so dynamo's recompile limit is raised for the run (at its default of 8 the
+    later forwards fall back to eager and the compiled provider is not what it says)."""
+    with torch._dynamo.config.patch(recompile_limit=256, accumulated_recompile_limit=4096):
+        return _run(config, batch, seq, dtype, budget_s, seed, backend, progress)
+
+
+def _run(config, batch, seq, dtype, budget_s, seed, backend, progress):
+    cfg = zoo.load(config, bench=True)
     tokens = torch.randint(
         1, cfg.vocab_size, (batch, seq), generator=torch.Generator().manual_seed(seed)
     )
