@@ -74,39 +74,34 @@ def patch(model: torch.nn.Module, *, rms_norm: bool = True, rope: bool = True, m
     return report
 
 
+def _site(kind: str, path: str, cls: str, form, apply):
+    """A probed site: left with why (``form`` a string), or replaced by ``form``'s operator through ``apply``."""
+    if isinstance(form, str):
+        return kind, Site(path, cls, kind, form)
+    return kind, (cls, form.operator, form.describe(), apply)
+
+
 def _sites(module, path, want, loss_mode, backend):
     """(kind, Site left) or (kind, (found, operator, detail, apply)) for each site ``module`` is."""
     cls = type(module).__qualname__
     if want["rms_norm"] and norms.candidate(module) is None:
         form = norms.identify(module)
-        if isinstance(form, str):
-            yield "rms_norm", Site(path, cls, "rms_norm", form)
-        else:
-            yield (
-                "rms_norm",
-                (
-                    cls,
-                    form.operator,
-                    form.describe(),
-                    lambda: _bind(module, norms.forward_for(module, form, backend)),
-                ),
-            )
-    if want["mlp"]:
-        why = mlp.candidate(module)
-        if why is None:
-            form = mlp.identify(module)
-            if isinstance(form, str):
-                yield "mlp", Site(path, cls, "mlp", form)
-            else:
-                yield (
-                    "mlp",
-                    (
-                        cls,
-                        form.operator,
-                        form.describe(),
-                        lambda: _bind(module, mlp.forward_for(form, backend)),
-                    ),
-                )
+        yield _site(
+            "rms_norm",
+            path,
+            cls,
+            form,
+            lambda: _bind(module, norms.forward_for(module, form, backend)),
+        )
+    if want["mlp"] and mlp.candidate(module) is None:
+        form = mlp.identify(module)
+        yield _site(
+            "mlp",
+            path,
+            cls,
+            form,
+            lambda: _bind(module, mlp.forward_for(form, backend)),
+        )
     if want["rope"] and functions.calls(type(module).forward, rotary.NAME):
         fn = functions.global_of(type(module).forward, rotary.NAME)
         why = rotary.identify(fn)
