@@ -67,7 +67,9 @@ def run(config: str, *, batch: int = 2, seq: int = 256, dtype: torch.dtype = tor
     forward: transformers' ``deprecate_kwarg`` wrapper is one code object over every forward it wraps, whose
     guards fail from one to the next, so dynamo's recompile limit is raised for the run (at its default of 8 the
     later forwards fall back to eager and the compiled provider is not what it says)."""
-    with torch._dynamo.config.patch(recompile_limit=256, accumulated_recompile_limit=4096):
+    with torch._dynamo.config.patch(
+        recompile_limit=256, accumulated_recompile_limit=4096
+    ):
         return _run(config, batch, seq, dtype, budget_s, seed, backend, progress)
 
 

@@ -72,7 +72,7 @@ def forward_for(module: torch.nn.Module, mode: str, backend: str | None) -> Call
         if mode == "fused_linear":
             loss = ops.fused_linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), self.lm_head.weight, target,
                                                   bias=self.lm_head.bias, ignore_index=IGNORE, reduction=reduction,
-                                                  softcap=cap)  # fmt: skip
+                                                  softcap=cap, backend=backend)  # fmt: skip
         else:
             logits = self.lm_head(hidden)
             if cap is not None:

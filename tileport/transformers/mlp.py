@@ -81,13 +81,21 @@ def _apply(form: MlpForm, gate, up, backend):
     return ops.geglu(gate, up, approximate, casting="eager", backend=backend)
 
 
+def _apply_fused(form: MlpForm, x, backend):
+    """The concatenated form (Phi-3's ``gate_up_proj``: gate first, up second)."""
+    if form.activation == "silu":
+        return ops.silu_and_mul(x, casting="eager", backend=backend)
+    approximate = "tanh" if form.activation == "gelu_tanh" else "none"
+    return ops.gelu_and_mul(x, approximate, casting="eager", backend=backend)
+
+
 def _compute(proj, form: MlpForm, x, backend):
     """The MLP with ``proj(name, x)`` for its projections (the module's own, or a probe's random weights)."""
     if form.fused:
-        gate, up = proj("gate_up_proj", x).chunk(2, dim=-1)
-    else:
-        gate, up = proj("gate_proj", x), proj("up_proj", x)
-    return proj("down_proj", _apply(form, gate, up, backend))
+        return proj("down_proj", _apply_fused(form, proj("gate_up_proj", x), backend))
+    return proj(
+        "down_proj", _apply(form, proj("gate_proj", x), proj("up_proj", x), backend)
+    )
 
 
 def identify(module: torch.nn.Module) -> MlpForm | str:

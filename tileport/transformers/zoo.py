@@ -72,7 +72,11 @@ def load(name: str, *, bench: bool = False):
 
     path = Path(name)
     if name in FAMILIES:
-        return config(name, vocab=BENCH_VOCAB.get(name, 32000), **BENCH) if bench else config(name)
+        return (
+            config(name, vocab=BENCH_VOCAB.get(name, 32000), **BENCH)
+            if bench
+            else config(name)
+        )
     if path.is_dir():
         path = path / "config.json"
     if path.is_file():
