@@ -1,39 +1,27 @@
 """swiglu forward and backward (``tileport.ops.swiglu``'s contract) for Ascend arch35 (Ascend 950) in TileLang's
 ascend dialect, one kernel per (dtype, casting); the element count is a runtime value. Also the flat elementwise
-builder the gated activations share (``geglu.py`` passes gelu); the launcher is ``cuda/swiglu.py``'s ``run``
-(flat contiguous inputs, outputs of the input's shape) with the Ascend runner.
+builder the gated activations share (``geglu.py`` passes gelu); the activations and entry points (flat contiguous
+inputs, outputs of the input's shape) are ``../gated.py``'s with the Ascend runner.
 
 A persistent grid of ``CORES`` vector cores, each walking its own contiguous run of ``BLOCK``-element tiles:
 GM -> UB (runtime lengths, so no copy leaves the tensor), the activation in a SIMT sub-kernel in fp32, rounded once
 to the dtype, UB -> GM, double-buffered by ``T.Pipelined``. One pipelined loop per core, never nested in another
 loop over a dynamic extent (that overflows tilelang 0.1.15's ascend latency estimate, see ``rope.py``). casting
 "eager" rounds the activation (and dup's factor) to the dtype first, as ``F.silu(gate) * up`` does; dgate =
-dy * up * act' is rounded once in either casting (the contract). silu = x / (1 + exp(-x)); silu' takes sigmoid and 1 - sigmoid from exp(-|x|).
+dy * up * act' is rounded once in either casting (the contract).
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
 import tilelang.ascend.language as T
 import torch
 
-from ..cuda.swiglu import run
+from .. import gated
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import CORES, MAX_WIDTH, THREADS, UB_BUDGET
 
 RUNNER = RUNNERS["ascend"]
 BLOCK = MAX_WIDTH  # elements per tile: the backward's five fp32 tiles (80 KB) fit UB_BUDGET, two stages the UB
 assert 5 * 4 * BLOCK <= UB_BUDGET
-
-
-def silu(x):
-    return x / (1.0 + T.exp(-x))
-
-
-def silu_grad(x):
-    e = T.exp(-T.abs(x))
-    r = 1.0 / (1.0 + e)
-    s = T.if_then_else(x >= 0, r, e * r)
-    t = T.if_then_else(x >= 0, e * r, r)
-    return s * (1.0 + x * t)
 
 
 def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: bool):
@@ -94,21 +82,4 @@ def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: b
     return (bwd if backward else fwd).with_attr("global_symbol", name)
 
 
-def _build(dtype: torch.dtype, eager: bool, backward: bool):
-    return build("swiglu_bwd" if backward else "swiglu_fwd", silu, silu_grad, dtype, eager, backward)
-
-
-def lowered(dtype: torch.dtype, dim: int, casting: str = "fp32") -> dict:
-    """{kernel name: prim_func} (``dim`` unused: the element count is a runtime value), for ``tileport lower``."""
-    eager = casting == "eager"
-    return {"swiglu_fwd": _build(dtype, eager, False), "swiglu_bwd": _build(dtype, eager, True)}
-
-
-def forward(gate: torch.Tensor, up: torch.Tensor, casting: str = "fp32") -> torch.Tensor:
-    """y = silu(gate) * up on an Ascend 950 NPU."""
-    return run(RUNNER, "swiglu_fwd", _build, (gate, up), 1, gate.dtype, casting == "eager", False)[0]
-
-
-def backward(dy: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, casting: str = "fp32"):
-    """(dgate, dup) on an Ascend 950 NPU."""
-    return run(RUNNER, "swiglu_bwd", _build, (dy, gate, up), 2, gate.dtype, casting == "eager", True)
+lowered, forward, backward = gated.swiglu_entries(T, build, RUNNER, "an Ascend 950 NPU")

@@ -1,34 +1,22 @@
 """swiglu forward and backward (``tileport.ops.swiglu``'s contract) as TileLang CUDA kernels, one per (dtype,
-casting); the element count is a runtime value. Also the flat elementwise builder and launcher the gated
-activations share (``geglu.py`` passes gelu).
+casting); the element count is a runtime value. Also the flat elementwise builder the gated activations share
+(``geglu.py`` passes gelu); the activations and entry points are ``../gated.py``'s.
 
 One CTA per ``BLOCK`` contiguous elements (non-contiguous inputs copied first): fp32 math, rounded once to the
 dtype; casting "eager" rounds the activation (and dup's factor) to the dtype first, as ``F.silu(gate) * up``
-does; dgate = dy * up * act' is rounded once in either casting (the contract). silu = x / (1 + exp(-x)); silu' takes sigmoid and 1 - sigmoid from exp(-|x|).
+does; dgate = dy * up * act' is rounded once in either casting (the contract).
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
 import tilelang.language as T
 import torch
 
-from ... import outputs
+from .. import gated
 from ..targets import RUNNERS, TL_DTYPE
 
 RUNNER = RUNNERS["cuda"]
 THREADS = 128
 BLOCK = 1024  # elements per CTA: 8 per thread
-
-
-def silu(x):
-    return x / (1.0 + T.exp(-x))
-
-
-def silu_grad(x):
-    e = T.exp(-T.abs(x))
-    r = 1.0 / (1.0 + e)
-    s = T.if_then_else(x >= 0, r, e * r)
-    t = T.if_then_else(x >= 0, e * r, r)
-    return s * (1.0 + x * t)
 
 
 def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: bool):
@@ -63,31 +51,4 @@ def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: b
     return (bwd if backward else fwd).with_attr("global_symbol", name)
 
 
-def run(runner, op: str, builder, ins: tuple, n_out: int, *args):
-    """``n_out`` contiguous outputs of ins[-1]'s shape and dtype from the kernel ``builder(*args)`` over the flat,
-    contiguous ``ins``."""
-    like = ins[-1]
-    flat = tuple(t.contiguous().view(-1) for t in ins)
-    outs = tuple(outputs.empty((like.numel(),), like.dtype, like.device) for _ in range(n_out))
-    runner.kernel(op, builder, *args)(*flat, *outs)
-    return tuple(o.view(like.shape) for o in outs)
-
-
-def _build(dtype: torch.dtype, eager: bool, backward: bool):
-    return build("swiglu_bwd" if backward else "swiglu_fwd", silu, silu_grad, dtype, eager, backward)
-
-
-def lowered(dtype: torch.dtype, dim: int, casting: str = "fp32") -> dict:
-    """{kernel name: prim_func} (``dim`` unused: the element count is a runtime value), for ``tileport lower``."""
-    eager = casting == "eager"
-    return {"swiglu_fwd": _build(dtype, eager, False), "swiglu_bwd": _build(dtype, eager, True)}
-
-
-def forward(gate: torch.Tensor, up: torch.Tensor, casting: str = "fp32") -> torch.Tensor:
-    """y = silu(gate) * up on the GPU."""
-    return run(RUNNER, "swiglu_fwd", _build, (gate, up), 1, gate.dtype, casting == "eager", False)[0]
-
-
-def backward(dy: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, casting: str = "fp32"):
-    """(dgate, dup) on the GPU."""
-    return run(RUNNER, "swiglu_bwd", _build, (dy, gate, up), 2, gate.dtype, casting == "eager", True)
+lowered, forward, backward = gated.swiglu_entries(T, build, RUNNER, "the GPU")
