@@ -1,6 +1,7 @@
 """cross_entropy's row kernels for Ascend arch35 (Ascend 950) in TileLang's ascend dialect, one kernel per (logits
 dtype, target dtype, tile-width bucket, options: weight, smoothing, softcap, fused gradient); N and C are runtime
-values. The CUDA module's math (``cuda/cross_entropy.py``: its softcap, gradient and launchers) in softmax's Ascend
+values. The CUDA module's math (``cuda/cross_entropy.py``: its softcap and gradient; the launchers are
+``../cross_entropy_device.py``'s) in softmax's Ascend
 layout (``ascend/softmax.py``): a persistent grid of ``CORES`` vector cores walking blocks of rows, GM -> UB copies
 of runtime length, SIMT vector sub-kernels, ``T.Pipelined`` double buffering.
 
@@ -15,16 +16,9 @@ The loss from (max - z_t) + log(sum). The fused forward's second pass writes the
 import tilelang.ascend.language as T
 import torch
 
-from ..cuda.cross_entropy import (
-    INDEX,
-    finite_or_zero,
-    gradient,
-    let,
-    run_backward,
-    run_forward,
-    softcapped,
-    zterm,
-)
+from .. import cross_entropy_device
+from ..cross_entropy_device import INDEX
+from ..cuda.cross_entropy import finite_or_zero, gradient, let, softcapped, zterm
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import CORES, MAX_WIDTH, THREADS, bucket, rows_per_block
 
@@ -283,38 +277,6 @@ def build_backward(width: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weigh
     return cross_entropy_bwd
 
 
-def lowered(dtype: torch.dtype, dim: int, target_dtype: torch.dtype = torch.int64, weighted: bool = False,
-            smoothing: bool = False, capped: bool = False) -> dict:  # fmt: skip
-    """{kernel name: prim_func} serving rows of ``dim`` classes (the fused forward, the plain forward and the
-    backward), for ``tileport lower``."""
-    b = bucket(dim)
-    return {"cross_entropy_fwd_grad": build_forward(b, dtype, target_dtype, weighted, smoothing, capped, True),
-            "cross_entropy_fwd": build_forward(b, dtype, target_dtype, weighted, smoothing, capped, False),
-            "cross_entropy_bwd": build_backward(b, dtype, target_dtype, weighted, smoothing, capped)}  # fmt: skip
-
-
-class _Ascend:
-    """What the shared launchers (``cuda/cross_entropy.py``) need of this target."""
-
-    build_forward = staticmethod(build_forward)
-    build_backward = staticmethod(build_backward)
-    bucket = staticmethod(bucket)
-
-    def kernel(self, name, build, *args):
-        return RUNNER.kernel(name, build, *args)
-
-
-_TARGET = _Ascend()
-
-
-def forward(input, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, grad=None,
-            scales=(1.0, 1.0)):  # fmt: skip
-    """(loss, z_loss, lse) on an Ascend 950 NPU; with ``grad`` the fused gradient written into it (input too)."""
-    return run_forward(_TARGET, input, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, grad,
-                       scales)  # fmt: skip
-
-
-def backward(dloss, dz_loss, input, target, weight, lse, ignore_index, label_smoothing, lse_square_scale, softcap):
-    """dinput on an Ascend 950 NPU, from input and the forward's lse."""
-    return run_backward(_TARGET, dloss, dz_loss, input, target, weight, lse, ignore_index, label_smoothing,
-                        lse_square_scale, softcap)  # fmt: skip
+lowered, forward, backward = cross_entropy_device.entries(
+    build_forward, build_backward, bucket, RUNNER, "an Ascend 950 NPU"
+)

@@ -1,6 +1,7 @@
 """cross_entropy's row kernels (the contract in ``tileport/ops/cross_entropy``) as TileLang CUDA kernels, one per
 (logits dtype, target dtype, chunk bucket, options: weight, smoothing, softcap, fused gradient); N and C are
-runtime values. Also the softcap's tanh the Ascend kernels share (``ascend/cross_entropy.py``).
+runtime values. Also the softcap's tanh the Ascend kernels share (``ascend/cross_entropy.py``); the launchers
+are ``../cross_entropy_device.py``'s.
 
 One row per CTA, walked in chunks of C's bucket (never the whole row): pass one keeps an online max and sum,
 each chunk's max (``T.reduce_max``) raising the running max and rescaling the sum, exp(z - max) summed per chunk
@@ -17,14 +18,15 @@ import tilelang.language as T
 import torch
 from tilelang import tvm
 
-from ... import outputs
+from .. import cross_entropy_device
+from ..cross_entropy_device import INDEX
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import bucket
 from ._common import threads as _threads
 
 RUNNER = RUNNERS["cuda"]
 tirx = tvm.tirx
-INDEX = {torch.int32: "int32", torch.int64: "int64"}
+
 TANH_SPLIT = 0.625  # tanh by an odd polynomial below (Cephes' tanhf coefficients), 1 - 2 e / (1 + e) above
 TANH_POLY = (-3.33332819422e-1, 1.33314422036e-1, -5.37397155531e-2, 2.06390887954e-2, -5.70498872745e-3)
 
@@ -69,11 +71,6 @@ def finite_or_zero(T, v):
 def zterm(T, coef, lse):
     """coef * lse, the z-loss' part of a gradient: absent (0, not 0 * inf) where coef is 0."""
     return T.if_then_else(coef != 0, coef * lse, T.cast(0, coef.dtype))
-
-
-def options(weight, label_smoothing: float, softcap: float) -> dict:
-    """The compile-time options of a call: which terms its kernels take."""
-    return {"weighted": weight is not None, "smoothing": label_smoothing > 0, "capped": bool(softcap)}
 
 
 def gradient(T, capped: bool, smoothing: bool, u, cap, k, m, ls, wc, hit, kt, ok):
@@ -270,84 +267,4 @@ def build_backward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weigh
     return cross_entropy_bwd
 
 
-def lowered(dtype: torch.dtype, dim: int, target_dtype: torch.dtype = torch.int64, weighted: bool = False,
-            smoothing: bool = False, capped: bool = False) -> dict:  # fmt: skip
-    """{kernel name: prim_func} serving rows of ``dim`` classes (the fused forward, the plain forward and the
-    backward), for ``tileport lower``."""
-    b = bucket(dim)
-    return {"cross_entropy_fwd_grad": build_forward(b, dtype, target_dtype, weighted, smoothing, capped, True),
-            "cross_entropy_fwd": build_forward(b, dtype, target_dtype, weighted, smoothing, capped, False),
-            "cross_entropy_bwd": build_backward(b, dtype, target_dtype, weighted, smoothing, capped)}  # fmt: skip
-
-
-def _checked(input, target, weight):
-    if input.dtype not in TL_DTYPE:
-        raise TypeError(
-            f"cross_entropy: backend 'tilelang' on a device takes fp16, bf16 or fp32 logits, got {input.dtype}"
-        )
-    if target.dtype not in INDEX:
-        raise TypeError(f"cross_entropy: targets must be int32 or int64, got {target.dtype}")
-    x = input.contiguous()  # the kernels index rows with stride C
-    return x, target.contiguous(), x[0] if weight is None else weight.to(x.dtype).contiguous()
-
-
-def run_forward(runner, input, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, grad, scales):
-    """The forward launcher the CUDA and Ascend modules share: (loss, z_loss, lse) fp32 ``[N]``; the gradient
-    written into ``grad`` (in place when it is input; through a contiguous copy where grad is a strided view)."""
-    x, t, w = _checked(input, target, weight)
-    n, c = x.shape
-    loss, z_loss, lse = (outputs.empty((n,), torch.float32, x.device) for _ in range(3))
-    fused = grad is not None
-    if grad is None or grad is input:
-        g = x  # in place: x is input itself, or input's contiguous copy (copied back below)
-    else:
-        g = grad if grad.is_contiguous() else torch.empty_like(x)
-    name = "cross_entropy_fwd_grad" if fused else "cross_entropy_fwd"
-    kernel = runner.kernel(name, runner.build_forward, runner.bucket(c), x.dtype, t.dtype,
-                           *options(weight, label_smoothing, softcap).values(), fused)  # fmt: skip
-    kernel(x, t, w, g, loss, z_loss, lse, int(ignore_index), float(label_smoothing), float(lse_square_scale),
-           float(softcap or 1.0), float(scales[0]), float(scales[1]))  # fmt: skip
-    if fused and g is not grad:
-        grad.copy_(g)
-    return loss, z_loss, lse
-
-
-def run_backward(runner, dloss, dz_loss, input, target, weight, lse, ignore_index, label_smoothing, lse_square_scale,
-                 softcap):  # fmt: skip
-    x, t, w = _checked(input, target, weight)
-    n, c = x.shape
-    dx = outputs.empty((n, c), x.dtype, x.device)
-    dl = dloss.to(torch.float32).contiguous()
-    dz = torch.zeros_like(dl) if dz_loss is None else dz_loss.to(torch.float32).contiguous()
-    kernel = runner.kernel("cross_entropy_bwd", runner.build_backward, runner.bucket(c), x.dtype, t.dtype,
-                           *options(weight, label_smoothing, softcap).values())  # fmt: skip
-    kernel(x, t, w, dl, dz, lse.contiguous(), dx, int(ignore_index), float(label_smoothing), float(lse_square_scale),
-           float(softcap or 1.0))  # fmt: skip
-    return dx
-
-
-class _Cuda:
-    """What the shared launchers need of a target: its kernel cache, builders and width bucket."""
-
-    build_forward = staticmethod(build_forward)
-    build_backward = staticmethod(build_backward)
-    bucket = staticmethod(bucket)
-
-    def kernel(self, name, build, *args):
-        return RUNNER.kernel(name, build, *args)
-
-
-_TARGET = _Cuda()
-
-
-def forward(input, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, grad=None,
-            scales=(1.0, 1.0)):  # fmt: skip
-    """(loss, z_loss, lse) on the GPU; with ``grad`` the fused gradient written into it (input itself too)."""
-    return run_forward(_TARGET, input, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, grad,
-                       scales)  # fmt: skip
-
-
-def backward(dloss, dz_loss, input, target, weight, lse, ignore_index, label_smoothing, lse_square_scale, softcap):
-    """dinput on the GPU, from input and the forward's lse."""
-    return run_backward(_TARGET, dloss, dz_loss, input, target, weight, lse, ignore_index, label_smoothing,
-                        lse_square_scale, softcap)  # fmt: skip
+lowered, forward, backward = cross_entropy_device.entries(build_forward, build_backward, bucket, RUNNER, "the GPU")
