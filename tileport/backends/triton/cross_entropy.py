@@ -32,8 +32,8 @@ from .ascend import chip_of
 from .common import blocks, check_size, launch_context, neumaier, storage, store, wide
 
 # fp32 (BLOCK_M, BLOCK_D) tensors live at once (logits, capped logits and slope, exps or softmax, weights,
-# gradient, masks): an Ascend block's size in the unified buffer (common.blocks)
-LIVE = 8
+# gradient, masks), per direction: an Ascend block's size in the unified buffer (common.blocks)
+LIVE = {"fwd": 8, "bwd": 8}
 TANH_SPLIT = tl.constexpr(0.625)
 T1 = tl.constexpr(-3.33332819422e-1)  # tanh(u) = u + u^3 (T1 + q (T2 + q (T3 + q (T4 + q T5)))), q = u^2
 T2 = tl.constexpr(1.33314422036e-1)
@@ -375,7 +375,7 @@ def forward(input: torch.Tensor, target: torch.Tensor, weight, ignore_index: int
     _check(input)
     n, c = input.shape
     loss, z_loss, lse = (outputs.empty((n,), torch.float32, input.device) for _ in range(3))
-    block_m, block_d, grid, _ = blocks(n, c, input.device, LIVE)
+    block_m, block_d, grid, _ = blocks(n, c, input.device, LIVE["fwd"])
     g = input if grad is None else grad
     one_m_eps, eps_c, cap, inv_cap = _scalars(c, float(label_smoothing), softcap)
     a, b, zs = float(scales[0]), float(scales[1]), float(lse_square_scale)
@@ -396,7 +396,7 @@ def backward(dloss: torch.Tensor, dz_loss, input: torch.Tensor, target: torch.Te
     _check(input)
     n, c = input.shape
     dx = outputs.empty((n, c), input.dtype, input.device)
-    block_m, block_d, grid, _ = blocks(n, c, input.device, LIVE)
+    block_m, block_d, grid, _ = blocks(n, c, input.device, LIVE["bwd"])
     one_m_eps, eps_c, cap, inv_cap = _scalars(c, float(label_smoothing), softcap)
     with launch_context():
         _bwd_kernel[grid](input, target, input if weight is None else weight, dloss, dloss if dz_loss is None else dz_loss,
