@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .transformers.patch import LOSSES as PATCH_LOSSES
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, help="Port tile-level operators and prove each port.")
 
 
@@ -776,11 +778,14 @@ def scaffold(
         console.print(f"{i}. {item}", markup=False, highlight=False)
 
 
+_LOSSES = tuple(m for m in PATCH_LOSSES if m)  # tileport.patch's loss modes, its default first
+
+
 @app.command()
 def patch(
     config: str = typer.Argument(..., help="a transformers config.json, a directory holding one, or a test family (llama, qwen3, gemma2, ...)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="report what tileport.patch would replace in that model, and what it would leave and why"),
-    loss: str = typer.Option("fused_linear", "--loss", help="fused_linear, cross_entropy or none"),
+    loss: str = typer.Option(_LOSSES[0], "--loss", help=f"the loss' replacement: {', '.join(_LOSSES)} or none"),
 ) -> None:
     """What tileport.patch(model) replaces in a model of CONFIG (built on the meta device: no weights, no download)."""
     if not dry_run:
