@@ -15,6 +15,12 @@ Sites (what an operator's spec maps its inputs to): ``hidden`` [tokens, hidden] 
 ``qk`` [tokens * (heads + kv_heads), head_dim] (a layer's q and k heads before their L2 norm) and ``qk_grad``.
 
     python scripts/capture_model_cases.py        # rewrites tileport/cases/models/*.pt
+
+The other capture, a transformers model's shapes: ``--shapes CONFIG [--out DIR]`` runs one training step of
+CONFIG's model patched by tileport and writes each operator's calls as a case file for ``tileport verify OP
+--cases`` (the same as ``tileport cases --from-model CONFIG``; ``tileport.transformers.cases``).
+
+    python scripts/capture_model_cases.py --shapes qwen3 --out model-cases
 """
 
 from __future__ import annotations
@@ -87,6 +93,18 @@ def capture(name: str, c: dict) -> dict[str, torch.Tensor]:
 
 
 def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", metavar="CONFIG", help="a transformers model's operator shapes instead (config.json, folder or family)")
+    ap.add_argument("--out", default="model-cases", help="with --shapes: the folder for the case files")
+    a = ap.parse_args()
+    if a.shapes:
+        from tileport.transformers.cases import capture as model_shapes
+
+        for path in model_shapes(a.shapes, Path(a.out)):
+            print(path)
+        return
     OUT.mkdir(parents=True, exist_ok=True)
     for name, c in CONFIGS.items():
         pool = capture(name, c)

@@ -435,23 +435,32 @@ def compare(
 
 @app.command()
 def cases(
-    op: str = typer.Argument(..., help=_ops_help("list the cases of")),
+    op: Optional[str] = typer.Argument(None, help=_ops_help("list the cases of")),
     level: str = typer.Option("L0", help="quick, L0, L1 or L2"),
-    out: Path = typer.Option(Path("cases.json"), help="JSON file for the cases and their coverage"),
+    out: Optional[Path] = typer.Option(None, help="JSON file for the cases and their coverage (default cases.json); with --from-model, the folder for the case files (default model-cases)"),
     dtype: Optional[list[str]] = typer.Option(None, metavar="DTYPE", help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: the suite's)"),
     seed: int = typer.Option(0, help="seed of the generated cases"),
+    from_model: Optional[str] = typer.Option(None, "--from-model", metavar="CONFIG", help="record the shapes the patched operators get in a training step of CONFIG's model (a config.json, a directory holding one, or a test family) as case files for verify --cases"),
 ) -> None:
     """Write OP's generated cases without running them (as the test kit's case command does): per case its
-    id, inputs' shapes and dtypes, attributes, distribution (mu, sigma), outliers and scenario.
+    id, inputs' shapes and dtypes, attributes, distribution (mu, sigma), outliers and scenario. With
+    --from-model: a case file per operator at the model's own shapes.
 
     \b
     Example: tileport cases OP --level L1 --out cases.json
+    Example: tileport cases --from-model llama --out model-cases && tileport verify rms_norm --cases model-cases/rms_norm.yaml
     """
     import json
 
     from .cases import generate, load_suite
     from .cases.describe import coverage, record
 
+    if from_model is not None:
+        _cases_from_model(from_model, out or Path("model-cases"), dtype)
+        return
+    if op is None:
+        raise typer.BadParameter("name an operator, or give --from-model CONFIG", param_hint="OP")
+    out = out or Path("cases.json")
     _spec(op)
     suite = load_suite(op)
     if level not in suite.levels:
@@ -471,6 +480,21 @@ def cases(
     t.add_row("outlier positions", str(summary["outlier_positions"]))
     console.print(t)
     console.print(f"cases: {out}", markup=False)
+
+
+def _cases_from_model(config: str, out: Path, dtype: Optional[list[str]]) -> None:
+    from .transformers.cases import capture
+
+    dtypes = _dtypes(dtype) or [torch.bfloat16]
+    if len(dtypes) != 1:
+        raise typer.BadParameter("--from-model takes one --dtype (the model's)", param_hint="--dtype")
+    try:
+        with console.status(f"one training step of {config}, patched"):
+            paths = capture(config, out, dtype=dtypes[0])
+    except (ValueError, ImportError) as e:
+        raise typer.BadParameter(str(e), param_hint="--from-model") from None
+    for path in paths:
+        console.print(f"wrote {path}: tileport verify {path.stem.split('-')[0]} --cases {path}", markup=False)
 
 
 def _shape(text: str) -> tuple[int, ...]:

@@ -82,8 +82,9 @@ def scale(suite: Suite, limits: str, n: int, rng: np.random.Generator, attrs_def
     out: list[Case] = []
     for i, dist in enumerate(mix(limits, n)):
         mu, sigma = draw_mu_sigma(rng) if dist == "normal" else (None, None)
-        if i < len(suite.fixed):
-            out.append(lay.case(dict(suite.fixed[i]), dist, dict(attrs_default), (), rng, mu=mu, sigma=sigma))
+        if i < len(suite.fixed):  # every optional input present, but one the suite always leaves out (omit: 1)
+            never = tuple(t.name for t in lay.optional if t.omit == 1)
+            out.append(lay.case(dict(suite.fixed[i]), dist, dict(attrs_default), never, rng, mu=mu, sigma=sigma))
             continue
         attrs = draw_attrs(suite, rng)
         omitted = tuple(t.name for t in lay.optional if rng.random() < (OMIT_SHARE if t.omit is None else t.omit))
