@@ -448,7 +448,7 @@ def cases(
 
     \b
     Example: tileport cases OP --level L1 --out cases.json
-    Example: tileport cases --from-model llama --out model-cases && tileport verify rms_norm --cases model-cases/rms_norm.yaml
+    Example: tileport cases --from-model llama --out model-cases; then tileport verify OP --cases model-cases/OP.yaml
     """
     import json
 
