@@ -140,6 +140,29 @@ def _target_grad(arg, slope_t, at, kr, wct, F64: tl.constexpr, NATIVE_EXP: tl.co
 
 
 @triton.jit
+def _target_row(X, TGT, WGT, blk, M, stride_x, stride_t, ignore_index, cap, inv_cap, BLOCK_M: tl.constexpr,
+                WEIGHT: tl.constexpr, SOFTCAP: tl.constexpr):  # fmt: skip
+    """A block of rows and its targets, both kernels' start: (rows, row_ok, rows64, xrow, valid, tc, z_t,
+    slope_t, w_t): the target's (capped) logit, its softcap slope and its class weight per row (0 where ignored)."""
+    rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < M
+    rows64 = rows.to(tl.int64)  # N * C passes 2^31 at a 128k vocabulary
+    xrow = X + rows64 * stride_x
+    t = tl.load(TGT + rows64 * stride_t, mask=row_ok, other=0)
+    valid = row_ok & (t != ignore_index)
+    tc = tl.where(valid, t, 0).to(tl.int64)
+    zt = tl.load(xrow + tc, mask=valid, other=0.0).to(tl.float32)
+    slope_t = tl.full((BLOCK_M,), 1.0, dtype=tl.float32)
+    if SOFTCAP:
+        zt, slope_t = softcapped(zt, cap, inv_cap)
+    if WEIGHT:
+        wt = tl.load(WGT + tc, mask=valid, other=0.0).to(tl.float32)
+    else:
+        wt = tl.where(valid, 1.0, 0.0)
+    return rows, row_ok, rows64, xrow, valid, tc, zt, slope_t, wt
+
+
+@triton.jit
 def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stride_g, ignore_index, one_m_eps,
                 one_m_eps_lo, eps_c, eps_c_lo, scale, scale_lo, cap, inv_cap, a1, a1_lo, ac, ac_lo, bz, bz_lo,
                 BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, WEIGHT: tl.constexpr, SMOOTH: tl.constexpr,
@@ -148,22 +171,9 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
     """Scalars from the host in double, each as fp32 and its remainder (``_row``): one_m_eps = 1 - eps,
     eps_c = eps / C, a1 = a (1 - eps), ac = a eps / C, bz = 2 b lse_square_scale."""
     for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
-        rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
-        row_ok = rows < M
-        rows64 = rows.to(tl.int64)  # N * C passes 2^31 at a 128k vocabulary
-        xrow = X + rows64 * stride_x
-        t = tl.load(TGT + rows64 * stride_t, mask=row_ok, other=0)
-        valid = row_ok & (t != ignore_index)
-        tc = tl.where(valid, t, 0).to(tl.int64)
         # the target's logit and weight, read before the gradient pass may overwrite the row (in place)
-        zt = tl.load(xrow + tc, mask=valid, other=0.0).to(tl.float32)
-        slope_t = tl.full((BLOCK_M,), 1.0, dtype=tl.float32)
-        if SOFTCAP:
-            zt, slope_t = softcapped(zt, cap, inv_cap)
-        if WEIGHT:
-            wt = tl.load(WGT + tc, mask=valid, other=0.0).to(tl.float32)
-        else:
-            wt = tl.where(valid, 1.0, 0.0)
+        rows, row_ok, rows64, xrow, valid, tc, zt, slope_t, wt = _target_row(
+            X, TGT, WGT, blk, M, stride_x, stride_t, ignore_index, cap, inv_cap, BLOCK_M, WEIGHT, SOFTCAP)
         # pass one: online max m and sum s of exp(z - m) (s_lo: its compensation where there is no fp64);
         # with smoothing also sum(w z) and sum(w)
         m = tl.full((BLOCK_M,), NEG_INF, dtype=tl.float32)
@@ -271,23 +281,10 @@ def _bwd_kernel(X, TGT, WGT, DLOSS, DZ, LSE, DX, M, C, stride_x, stride_t, strid
     """Scalars from the host in double, each as fp32 and its remainder (``_row``): one_m_eps = 1 - eps,
     eps_c = eps / C, scale2 = 2 lse_square_scale."""
     for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
-        rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
-        row_ok = rows < M
-        rows64 = rows.to(tl.int64)
-        xrow = X + rows64 * stride_x
-        t = tl.load(TGT + rows64 * stride_t, mask=row_ok, other=0)
-        valid = row_ok & (t != ignore_index)
-        tc = tl.where(valid, t, 0).to(tl.int64)
+        rows, row_ok, rows64, xrow, valid, tc, zt, slope_t, wt = _target_row(
+            X, TGT, WGT, blk, M, stride_x, stride_t, ignore_index, cap, inv_cap, BLOCK_M, WEIGHT, SOFTCAP)
         da = tl.load(DLOSS + rows64 * stride_dl, mask=row_ok, other=0.0).to(tl.float32)
         lse = tl.load(LSE + rows, mask=row_ok, other=0.0).to(tl.float32)
-        zt = tl.load(xrow + tc, mask=valid, other=0.0).to(tl.float32)
-        slope_t = tl.full((BLOCK_M,), 1.0, dtype=tl.float32)
-        if SOFTCAP:
-            zt, slope_t = softcapped(zt, cap, inv_cap)
-        if WEIGHT:
-            wt = tl.load(WGT + tc, mask=valid, other=0.0).to(tl.float32)
-        else:
-            wt = tl.where(valid, 1.0, 0.0)
         # k = at + kr as the forward's, the target's element apart (_target_grad)
         da_w = _widen(da, F64)
         at = da_w * _row(one_m_eps, one_m_eps_lo, BLOCK_M, F64) * _widen(wt, F64)
