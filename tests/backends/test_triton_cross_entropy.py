@@ -299,6 +299,24 @@ def test_non_finite_logits_as_the_reference():
         assert torch.equal(g.isnan().any(1), gr.isnan().any(1)) and torch.allclose(g[2], gr[2], atol=1e-7)
 
 
+def test_softcap_of_infinite_logits_is_the_cap():
+    """softcap(+-inf) = +-cap with slope 0 (torch's cap * tanh(x / cap)): the loss and gradient finite where the
+    reference's are. The quotient's fma correction gave inf - inf = nan there (verify's fp16 cases whose logits
+    overflowed)."""
+    from tileport.backends.torch import cross_entropy as ref
+
+    x = torch.randn(3, 40, generator=torch.Generator().manual_seed(1)) * 4
+    x[0, 5], x[0, 9], x[1, 2] = float("inf"), float("-inf"), 7e4
+    t = torch.tensor([5, 2, 0])
+    for dtype in (torch.float32, torch.float16):
+        xd = x.to(dtype)
+        g, gr = torch.empty_like(xd), torch.empty_like(xd)
+        got = ce.forward(xd, t, None, IGNORE, 0.1, 1e-4, 30.0, grad=g, scales=(1.0, 1.0))
+        want = ref.forward(xd, t, None, IGNORE, 0.1, 1e-4, 30.0, grad=gr, scales=(1.0, 1.0))
+        for a, b in zip(got, want):
+            assert a.isfinite().all() and torch.allclose(a, b, rtol=1e-5, atol=1e-5), (dtype, a, b)
+        assert g.isfinite().all() and torch.allclose(g.float(), gr.float(), rtol=1e-2, atol=1e-3), dtype
+
 def test_exp_reduced():
     """The softmax's exp on a GPU and Ascend (their ``tl.exp`` rounds x log2(e) and loses |x| / 2 ulps): within
     one ulp of exp over fp32's whole range, subnormal results kept, nan, inf and -inf through."""

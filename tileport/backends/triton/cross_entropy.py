@@ -49,9 +49,11 @@ NEG_INF = tl.constexpr(float("-inf"))
 @triton.jit
 def div_rn(x, d, inv):
     """x / d to about half an ulp from inv = 1 / d (a GPU's fp32 division is ``div.full``, 2 ulps): the
-    quotient corrected by its remainder (an fma)."""
+    quotient corrected by its remainder (an fma); where the remainder is not finite (x = +-inf: inf - inf) the
+    quotient as it is, so an infinite logit's softcap is +-cap as torch's, not nan."""
     q = x * inv
-    return q + tl.fma(-q, d, x) * inv
+    r = tl.fma(-q, d, x)
+    return tl.where(r == r, q + r * inv, q)
 
 
 @triton.jit
