@@ -448,7 +448,8 @@ def cases(
 
     \b
     Example: tileport cases OP --level L1 --out cases.json
-    Example: tileport cases --from-model llama --out model-cases; then tileport verify OP --cases model-cases/OP.yaml
+    Example: tileport cases --from-model llama --out model-cases
+    Then:    tileport verify OP --cases model-cases/OP.yaml
     """
     import json
 

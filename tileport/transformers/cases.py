@@ -10,7 +10,7 @@ import torch
 
 from ..cases import capture as _capture
 from . import zoo
-from .patch import patch
+from .patch import patch, unpatch
 
 
 def capture(config: str, out: Path, *, batch: int = 2, seq: int = 64, dtype: torch.dtype = torch.bfloat16,
@@ -25,8 +25,11 @@ def capture(config: str, out: Path, *, batch: int = 2, seq: int = 64, dtype: tor
     model = transformers.AutoModelForCausalLM.from_config(cfg).to(dtype)
     patch(model)
     ids = torch.randint(0, cfg.vocab_size, (batch, seq), generator=torch.Generator().manual_seed(seed))
-    with _capture.record() as rec:
-        model(input_ids=ids, labels=ids).loss.backward()
+    try:
+        with _capture.record() as rec:
+            model(input_ids=ids, labels=ids).loss.backward()
+    finally:
+        unpatch(model)  # the model's modeling module as it was now, not when the collector finds the model
     if not rec.calls:
         raise ValueError(f"{config}: a training step of the patched model called no tileport operator")
     source = f"a training step of {type(model).__name__} ({config}, {batch}x{seq} tokens, {str(dtype).split('.')[-1]})"
