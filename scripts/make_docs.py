@@ -167,6 +167,18 @@ def update_readme() -> None:
     print(f"updated {page}")
 
 
+def _bench_figures(bench: Path, op: str) -> list[tuple[str, str]]:
+    """(caption, file) of the run's latency and bandwidth-share plots: the forward's at the fewest threads
+    measured, else the first mode's (a loss benchmarked fwd+bwd only, at 2 threads)."""
+    pngs = sorted(p.name for p in bench.glob(f"{op}_*_t*.png"))
+    runs = sorted({(p.rsplit("_t", 1)[1], p[len(op) + 1 :].split("_", 1)[0]) for p in pngs}, key=lambda r: (int(r[0].split(".")[0]), r[1] != "fwd"))
+    if not runs:
+        return []
+    threads, mode = runs[0][0].split(".")[0], runs[0][1]
+    return [(f"{stem} {mode} t{threads}", f"{op}_{mode}_{stem}_t{threads}.png") for stem in ("latency", "bandwidth_share")
+            if f"{op}_{mode}_{stem}_t{threads}.png" in pngs]  # fmt: skip
+
+
 def op_page(op: str, level: str, bench_args: str, reuse: bool = False) -> Path:
     spec = specs()[op]
     evidence, bench = OPS / f"{op}-verify", performance_page.RESULTS / op
@@ -198,9 +210,8 @@ def op_page(op: str, level: str, bench_args: str, reuse: bool = False) -> Path:
         *notes_part(op),
         f"## Performance (`tileport bench {op} {bench_args}`)\n",
         (bench / f"{op}.md").read_text().split("\n", 2)[2].replace("## ", "### "),
-        f"![latency fwd]({rel}/{op}_fwd_latency_t1.png)\n",
-        f"![bandwidth share fwd]({rel}/{op}_fwd_bandwidth_share_t1.png)\n",
-        f"![ratios]({op}-verify/ratios.png)\n",
+        *(f"![{name.replace('_', ' ')}]({rel}/{png})\n" for name, png in _bench_figures(bench, op)),
+        *([f"![ratios]({op}-verify/ratios.png)\n"] if (evidence / "ratios.png").exists() else []),
         "Regenerate: `python scripts/make_docs.py`.\n",
     ]
     page.write_text("\n".join(parts))
