@@ -15,6 +15,8 @@ from ...dtypes import stat_dtype
 from .checks import Call
 
 MIN_CHUNK_LOGITS = 1 << 20  # 2 MiB of 16-bit logits: below it a chunk's fixed calls outweigh its work
+MIN_CHUNK_ROWS = 256  # each chunk reads and writes the head's fp32 gradient (8 V H bytes); 256 rows give its three
+# GEMMs 1536 V H flops against them, so the GEMMs dominate (Liger's 7-row chunks at H 512, V 151936 did not)
 UPCAST_ELEMENTS = 1 << 23  # a 16-bit gradient block widened for the fp32 weight-gradient GEMM (32 MiB in fp32: a
 # 256 x 32000 chunk whole, one GEMM; blocks of 2^21 made the pass 10% slower)
 NARROW_FIRST, NARROW_ELEMENTS = 1 << 20, 1 << 23  # the accumulator narrowed in blocks of at most 8M elements
@@ -23,13 +25,13 @@ NARROW_FIRST, NARROW_ELEMENTS = 1 << 20, 1 << 23  # the accumulator narrowed in 
 def chunk_rows(n: int, v: int, h: int, chunk_size: int | None) -> int:
     """Rows per chunk: ``chunk_size`` where given, else Liger-Kernel's choice, a chunk's logits about as large as
     the hidden states (``next_power_of_2(ceil(N / ceil(V / H)))``: 256 rows for 4096 x 2048 against V = 32000), but
-    at least ``MIN_CHUNK_LOGITS`` logits (small calls in a few chunks, not many chunks of a few rows each paying
-    the per-chunk calls)."""
+    at least ``MIN_CHUNK_LOGITS`` logits and ``MIN_CHUNK_ROWS`` rows (small calls in a few chunks, not many
+    chunks of a few rows each paying the per-chunk calls and a pass over the head's fp32 gradient)."""
     if chunk_size is not None:
         return chunk_size
     factor = -(-v // max(h, 1))
     rows = -(-n // max(factor, 1))
-    return max(1 << max(rows - 1, 0).bit_length(), -(-MIN_CHUNK_LOGITS // max(v, 1)))
+    return max(1 << max(rows - 1, 0).bit_length(), -(-MIN_CHUNK_LOGITS // max(v, 1)), MIN_CHUNK_ROWS)
 
 
 @dataclass(frozen=True)
