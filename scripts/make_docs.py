@@ -3,7 +3,7 @@
 the speed-bar section of docs/performance.md from benchmarks/results/<op>.md (the tables are never typed by hand). Operators
 and their usage blocks come from their specs (``tileport.ops.spec``).
 
-    python scripts/make_docs.py [OP ...] [--level quick|L0] [--bench-args "..."] [--performance-only] [--reuse]
+    python scripts/make_docs.py [OP ...] [--level quick|L0] [--bench-args "..."] [--performance-only] [--reuse] [--no-bench]
 
 ``--reuse`` keeps an existing docs/ops/<op>-verify/report.md and docs/ops/<op>-bench/<op>.md (a long L0 run or
 a full benchmark placed there) instead of running them again; ``--level`` and ``--bench-args`` then say how
@@ -110,7 +110,7 @@ def _run_cell(op: str, folder: str) -> str:
     if report is None:
         return "not run"
     checks, failed, retested = _run_totals(report)
-    verdict = "**pass**" if failed == 0 else f"**{failed} of {checks} fail**"
+    verdict = ("**pass**" if failed == 0 else f"**{failed} of {checks} fail**") + _level_note(report, folder)
     return (f"[{verdict}]({'ops/' + folder}/report.md): {checks} checks, {retested} retested, "
             f"{summary_item(report, 'wall time')}; {machine(report).split(' (')[0]}")
 
@@ -134,12 +134,20 @@ def update_results() -> None:
 STATUS_START, STATUS_END = "<!-- status:start -->", "<!-- status:end -->"
 
 
+def _level_note(report: str, folder: str) -> str:
+    """" at quick" where a report in an L0 column (or an L1 one) was run at another level (its title says)."""
+    m = re.match(r"# tileport verify \S+ \((\w+)\)", report)
+    want = "L1" if folder.endswith("-L1") else "L0"
+    return f" at {m.group(1)}" if m and m.group(1) != want else ""
+
+
 def _verdict(folder: str) -> str:
     report = _report(folder)
     if report is None:
         return "not run"
     checks, failed, _ = _run_totals(report)
-    return f"pass ({checks} checks)" if failed == 0 else f"{failed} of {checks} fail"
+    verdict = f"pass ({checks} checks)" if failed == 0 else f"{failed} of {checks} fail"
+    return verdict + _level_note(report, folder)
 
 
 def update_readme() -> None:
@@ -179,7 +187,7 @@ def _bench_figures(bench: Path, op: str) -> list[tuple[str, str]]:
             if f"{op}_{mode}_{stem}_t{threads}.png" in pngs]  # fmt: skip
 
 
-def op_page(op: str, level: str, bench_args: str, reuse: bool = False) -> Path:
+def op_page(op: str, level: str, bench_args: str, reuse: bool = False, no_bench: bool = False) -> Path:
     spec = specs()[op]
     evidence, bench = OPS / f"{op}-verify", performance_page.RESULTS / op
     if reuse and not (bench / f"{op}.md").exists() and (OPS / f"{op}-bench" / f"{op}.md").exists():
@@ -191,7 +199,8 @@ def op_page(op: str, level: str, bench_args: str, reuse: bool = False) -> Path:
     if not (reuse and (evidence / "report.md").exists()):
         shutil.rmtree(evidence, ignore_errors=True)
         run(["verify", op, "--level", level, "--out", str(evidence)])
-    if not (reuse and (bench / f"{op}.md").exists()):
+    benched = not (no_bench and not (bench / f"{op}.md").exists())
+    if benched and not (reuse and (bench / f"{op}.md").exists()):
         shutil.rmtree(bench, ignore_errors=True)
         run(["bench", op, *shlex.split(bench_args), "--out", str(bench)])
     report = (evidence / "report.md").read_text()
@@ -208,9 +217,12 @@ def op_page(op: str, level: str, bench_args: str, reuse: bool = False) -> Path:
         "self-contained report.html, results.json and results.csv).\n",
         *l1_part(op),
         *notes_part(op),
-        f"## Performance (`tileport bench {op} {bench_args}`)\n",
-        (bench / f"{op}.md").read_text().split("\n", 2)[2].replace("## ", "### "),
-        *(f"![{name.replace('_', ' ')}]({rel}/{png})\n" for name, png in _bench_figures(bench, op)),
+        *(
+            [f"## Performance (`tileport bench {op} {bench_args}`)\n",
+             (bench / f"{op}.md").read_text().split("\n", 2)[2].replace("## ", "### "),
+             *(f"![{name.replace('_', ' ')}]({rel}/{png})\n" for name, png in _bench_figures(bench, op))]
+            if benched else [f"## Performance\n\nNot benchmarked yet (`tileport bench {op}`; its speed bar is in the spec).\n"]
+        ),  # fmt: skip
         *([f"![ratios]({op}-verify/ratios.png)\n"] if (evidence / "ratios.png").exists() else []),
         "Regenerate: `python scripts/make_docs.py`.\n",
     ]
@@ -227,13 +239,14 @@ def main() -> None:
     ap.add_argument("--bench-args", default="--quick --threads 1 --threads 2 --mode fwd --mode fwdbwd")
     ap.add_argument("--performance-only", action="store_true", help="only refresh docs/performance.md's speed-bar section")
     ap.add_argument("--reuse", action="store_true", help="keep verify and bench outputs already in docs/ops")
+    ap.add_argument("--no-bench", action="store_true", help="where an operator has no benchmark run yet, say so instead of running one")
     a = ap.parse_args()
     update_performance()
     if a.performance_only:
         update_readme()
         return
     for op in a.ops or list(specs()):
-        print(f"wrote {op_page(op, a.level, a.bench_args, a.reuse)}")
+        print(f"wrote {op_page(op, a.level, a.bench_args, a.reuse, a.no_bench)}")
     update_results()
     update_readme()
 

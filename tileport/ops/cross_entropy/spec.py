@@ -95,4 +95,13 @@ SPEC = s.OpSpec(
     sweep=SWEEP,
     bar=BAR,
     precision_dtypes={"loss": torch.float32, "z_loss": torch.float32, "lse": torch.float32},
+    usage="""```python
+import tileport
+
+loss = tileport.cross_entropy(logits, labels)                        # [N, C] or [N, C, d...], torch's semantics
+loss, z_loss = tileport.cross_entropy(logits, labels, label_smoothing=0.1, lse_square_scale=1e-4, softcap=30.0,
+                                      return_z_loss=True)             # Liger's z-loss and Gemma 2's softcap
+loss = tileport.cross_entropy(logits, labels, inplace_backward=True)  # the gradient written over the logits
+loss_fn = tileport.CrossEntropyLoss(ignore_index=-100, reduction="mean")
+```""",
 )
