@@ -158,7 +158,8 @@ def update_readme() -> None:
         fig = performance_page.headline(op)
         if fig:
             machines.add(fig["machine"].split(" (")[0])
-        speed = f"{fig['share']} / {fig['vs_compile']}" if fig else "no benchmark CSV yet"
+        speed = f"{fig['share']} / {fig['vs_compile']}" if fig else (
+            "no fwd fp32 1-thread row: see its page" if performance_page.latest_run(op) else "no benchmark CSV yet")
         if fig and fig["shape"] != performance_page.HEADLINE_SHAPE:
             speed += f" (at {fig['shape']})"
         rows.append(f"| [{op}](docs/ops/{op}.md) | {_verdict(f'{op}-verify')} | {_verdict(f'{op}-verify-L1')} | {speed} |")
