@@ -50,9 +50,6 @@ class Recording:
     def add(self, call: Call) -> None:
         self.calls[call] = self.calls.get(call, 0) + 1
 
-    def ops(self) -> list[str]:
-        return list(dict.fromkeys(c.op for c in self.calls))
-
 
 def _plain(v: object) -> object:
     """An attribute as a case file writes it (dtypes by name, tuples as lists)."""
@@ -153,7 +150,7 @@ def _suite_data(op: str) -> dict:
     return yaml.safe_load(path.read_text())
 
 
-def _case_file(op: str, calls: list[Call], source: str) -> dict:
+def _case_file(op: str, calls: list[Call]) -> dict:
     """``op``'s suite with its sizes replaced by ``calls``' (one attribute set: the first call's)."""
     data = _suite_data(op)
     dtypes = list(dict.fromkeys(dtype_name(c.dtype) for c in calls))
@@ -197,6 +194,6 @@ def write(recording: Recording, out: Path, source: str) -> list[Path]:
         counts = ", ".join(f"{'x'.join(map(str, c.shape))} x{recording.calls[c]}" for c in calls)
         head = (f"# {op}'s cases at the shapes {source} gave it (first input's shape x calls: {counts}).\n"
                 f"# Run: tileport verify {op} --cases {path.name}\n")
-        path.write_text(head + yaml.safe_dump(_case_file(op, calls, source), sort_keys=False, width=120, default_flow_style=None))
+        path.write_text(head + yaml.safe_dump(_case_file(op, calls), sort_keys=False, width=120, default_flow_style=None))
         written.append(path)
     return written
