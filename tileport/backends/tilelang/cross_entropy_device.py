@@ -52,8 +52,9 @@ def entries(build_forward, build_backward, bucket, runner, device: str):
                 "cross_entropy_bwd": build_backward(b, dtype, target_dtype, weighted, smoothing, capped)}  # fmt: skip
 
     def forward(input, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, grad=None,
-                scales=(1.0, 1.0)):  # fmt: skip
-        """(loss, z_loss, lse) fp32 [N]; with ``grad`` the fused gradient written into it (in place when it is
+                scales=(1.0, 1.0), wide=False):  # fmt: skip
+        """(loss, z_loss, lse) fp32 [N] (loss and z_loss widened to fp64 where ``wide``: the kernels' rows are
+        fp32); with ``grad`` the fused gradient written into it (in place when it is
         input; through a contiguous copy where grad is a strided view)."""
         x, t, w = _checked(input, target, weight)
         n = x.shape[0]
@@ -68,7 +69,7 @@ def entries(build_forward, build_backward, bucket, runner, device: str):
             float(softcap or 1.0), float(scales[0]), float(scales[1]))  # fmt: skip
         if fused and g is not grad:
             grad.copy_(g)
-        return loss, z_loss, lse
+        return (loss.double(), z_loss.double(), lse) if wide else (loss, z_loss, lse)
 
     def backward(dloss, dz_loss, input, target, weight, lse, ignore_index, label_smoothing, lse_square_scale,
                  softcap):  # fmt: skip

@@ -57,8 +57,8 @@ def _grad(z, s, lse, tc, valid, w, w_t, eps: float, scale: float, a, b):
 
 
 def forward(input, target, weight, ignore_index: int, label_smoothing: float, lse_square_scale: float,
-            softcap: float, grad=None, scales=(1.0, 1.0)):  # fmt: skip
-    """(loss, z_loss, lse), each ``[N]`` in the stat dtype; with ``grad`` ([N, C], may be ``input`` itself) the
+            softcap: float, grad=None, scales=(1.0, 1.0), wide=False):  # fmt: skip
+    """(loss, z_loss, lse), each ``[N]`` in the stat dtype (loss and z_loss widened to fp64 where ``wide``); with ``grad`` ([N, C], may be ``input`` itself) the
     gradient ``a * dloss + b * dz_loss`` (``scales = (a, b)``) written into it, each chunk read before written."""
     n, c = input.shape
     cdt = compute_dtype(input.dtype)
@@ -76,7 +76,7 @@ def forward(input, target, weight, ignore_index: int, label_smoothing: float, ls
         if grad is not None:
             g = _grad(z, s, m, tc, valid, w, w_t, label_smoothing, lse_square_scale, a, b)
             grad[r0:r1].copy_(g)  # every read of these rows (z, s, m) is done: safe when grad is input
-    return loss, z_loss, lse
+    return (loss.double(), z_loss.double(), lse) if wide else (loss, z_loss, lse)
 
 
 def backward(dloss, dz_loss, input, target, weight, lse, ignore_index: int, label_smoothing: float,

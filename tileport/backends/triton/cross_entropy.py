@@ -29,7 +29,8 @@ import triton.language as tl
 from .. import outputs
 from . import interpreting
 from .ascend import chip_of
-from .common import blocks, check_size, launch_context, neumaier, storage, store, wide
+from .common import blocks, check_size, launch_context, neumaier, storage, store
+from .common import wide as wide_math  # fp64 row math on this device (forward's own ``wide`` is its rows' dtype)
 
 # fp32 (BLOCK_M, BLOCK_D) tensors live at once (logits, capped logits and slope, exps or softmax, weights,
 # gradient, masks), per direction: an Ascend block's size in the unified buffer (common.blocks)
@@ -226,10 +227,13 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
             wm = w_all * mw
             smooth = ((wm - swz) + (tl.fma(w_all, mw, -wm) - swz_lo)) + w_all * log_s
             loss = _row(one_m_eps, one_m_eps_lo, BLOCK_M, F64) * loss + _row(eps_c, eps_c_lo, BLOCK_M, F64) * smooth
-        tl.store(LOSS + rows, tl.where(valid, loss, 0.0).to(tl.float32), mask=row_ok)
+        # loss and z_loss in their buffers' dtype: fp64 rows (wide) keep the fp64 math's values unrounded
+        tl.store(LOSS + rows, tl.where(valid, loss, 0.0).to(LOSS.dtype.element_ty), mask=row_ok)
         tl.store(
             ZLOSS + rows,
-            tl.where(valid & (scale != 0.0), _row(scale, scale_lo, BLOCK_M, F64) * lse * lse, 0.0).to(tl.float32),
+            tl.where(valid & (scale != 0.0), _row(scale, scale_lo, BLOCK_M, F64) * lse * lse, 0.0).to(
+                ZLOSS.dtype.element_ty
+            ),
             mask=row_ok,
         )
         tl.store(LSE + rows, lse.to(tl.float32), mask=row_ok)
@@ -368,12 +372,15 @@ def _scalars(c: int, label_smoothing: float, softcap: float) -> tuple:
 
 
 def forward(input: torch.Tensor, target: torch.Tensor, weight, ignore_index: int, label_smoothing: float,
-            lse_square_scale: float, softcap: float, grad=None, scales=(1.0, 1.0)):  # fmt: skip
-    """(loss, z_loss, lse), new fp32 ``[N]`` tensors; with ``grad`` (``[N, C]`` in input's dtype, may be input
+            lse_square_scale: float, softcap: float, grad=None, scales=(1.0, 1.0), wide=False):  # fmt: skip
+    """(loss, z_loss, lse), new fp32 ``[N]`` tensors (loss and z_loss fp64 where ``wide``: unrounded where the
+    kernel's row math is fp64); with ``grad`` (``[N, C]`` in input's dtype, may be input
     itself) ``a * dloss/dx + b * dz_loss/dx`` written into it in the same pass, ``scales = (a, b)``."""
     _check(input)
     n, c = input.shape
-    loss, z_loss, lse = (outputs.empty((n,), torch.float32, input.device) for _ in range(3))
+    rows = torch.float64 if wide and wide_math(input.device) else torch.float32
+    loss, z_loss = (outputs.empty((n,), rows, input.device) for _ in range(2))
+    lse = outputs.empty((n,), torch.float32, input.device)
     block_m, block_d, grid, _ = blocks(n, c, input.device, LIVE["fwd"])
     g = input if grad is None else grad
     one_m_eps, eps_c, cap, inv_cap = _scalars(c, float(label_smoothing), softcap)
@@ -383,9 +390,9 @@ def forward(input: torch.Tensor, target: torch.Tensor, weight, ignore_index: int
                           _stride(input), _stride(target), _stride(g), ignore_index, *_pair(one_m_eps),
                           *_pair(eps_c), *_pair(zs), cap, inv_cap, *_pair(a * one_m_eps), *_pair(a * eps_c),
                           *_pair(2.0 * b * zs), BLOCK_M=block_m, BLOCK_D=block_d, GRAD=grad is not None,
-                          F64=wide(input.device), BF16=input.dtype == torch.bfloat16,
+                          F64=wide_math(input.device), BF16=input.dtype == torch.bfloat16,
                           **_flags(input, weight, label_smoothing, softcap))  # fmt: skip
-    return loss, z_loss, lse
+    return (loss.double(), z_loss.double(), lse) if wide else (loss, z_loss, lse)
 
 
 def backward(dloss: torch.Tensor, dz_loss, input: torch.Tensor, target: torch.Tensor, weight, lse: torch.Tensor,
@@ -402,6 +409,6 @@ def backward(dloss: torch.Tensor, dz_loss, input: torch.Tensor, target: torch.Te
                           lse, storage(dx), n, c, _stride(input), _stride(target), _stride(dloss),
                           0 if dz_loss is None else _stride(dz_loss), ignore_index, *_pair(one_m_eps), *_pair(eps_c),
                           *_pair(2.0 * float(lse_square_scale)), cap, inv_cap, BLOCK_M=block_m, BLOCK_D=block_d,
-                          HAS_DZ=dz_loss is not None, F64=wide(input.device), BF16=input.dtype == torch.bfloat16,
+                          HAS_DZ=dz_loss is not None, F64=wide_math(input.device), BF16=input.dtype == torch.bfloat16,
                           **_flags(input, weight, label_smoothing, softcap))  # fmt: skip
     return dx

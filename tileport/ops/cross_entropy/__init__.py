@@ -31,14 +31,17 @@ What a backend's ``cross_entropy`` kernel module gives (called by the interface 
 tensor with stride 1 in its last dimension, any row stride):
 
     forward(input, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap,
-            grad=None, scales=(1.0, 1.0)) -> (loss, z_loss, lse)
+            grad=None, scales=(1.0, 1.0), wide=False) -> (loss, z_loss, lse)
     backward(dloss, dz_loss, input, target, weight, lse,
              ignore_index, label_smoothing, lse_square_scale, softcap) -> dinput
 
 ``forward(..., grad=G, scales=(a, b))`` also writes ``G[r, c] = a * dloss_r/dx_c + b * dz_loss_r/dx_c`` (zero rows
 where ignored) in the same pass as the loss; G is ``[N, C]`` in input's dtype and may be ``input`` itself (each
 element read before it is written: the in-place backward of Liger-Kernel and flash-linear-attention). a and b
-are Python floats (the reduction's scales). ``dz_loss`` may be None (no z-loss gradient).
+are Python floats (the reduction's scales). ``dz_loss`` may be None (no z-loss gradient). ``wide=True`` gives
+loss and z_loss in fp64 (lse stays in the statistics dtype), for a caller that adds or sums the rows and rounds
+once (the fused linear cross-entropy): a backend whose row math is fp64 hands over its values unrounded, one
+whose math is narrower widens what it has.
 """
 
 from __future__ import annotations

@@ -55,7 +55,8 @@ class Rows:
 
 @dataclass
 class Result:
-    """A pass's results: per-row ``loss``, ``z_loss``, ``lse`` in the stat dtype (None after a backward pass);
+    """A pass's results: per-row ``loss`` and ``z_loss`` in fp64 and ``lse`` in the stat dtype (None after a
+    backward pass);
     ``grad_input`` in x's dtype, ``grad_weight`` and ``grad_bias`` accumulated in the stat dtype (None where not
     asked for)."""
 
@@ -141,7 +142,9 @@ def run(rows: Rows, wants: tuple[bool, bool, bool] = (False, False, False), scal
     device = x.device
     res = Result()
     if row_grads is None:
-        res.loss, res.z_loss, res.lse = (torch.empty(n, dtype=st, device=device) for _ in range(3))
+        # loss and z_loss rows in fp64 (the kernel's values unrounded): added and summed, then rounded once
+        res.loss, res.z_loss = (torch.empty(n, dtype=torch.float64, device=device) for _ in range(2))
+        res.lse = torch.empty(n, dtype=st, device=device)
     if scales is not None or row_grads is not None:
         if wants[0]:
             res.grad_input = torch.empty(x.shape, dtype=x.dtype, device=device)
@@ -163,7 +166,7 @@ def run(rows: Rows, wants: tuple[bool, bool, bool] = (False, False, False), scal
                 del logits
             else:
                 out = rows.kernel.forward(logits, ts, rows.ce_weight, *args, grad=None if scales is None else logits,
-                                          scales=scales or (1.0, 1.0))  # fmt: skip
+                                          scales=scales or (1.0, 1.0), wide=True)  # fmt: skip
                 for kept, part in zip((res.loss, res.z_loss, res.lse), out):
                     kept[r0:r1] = part
                 if scales is None:

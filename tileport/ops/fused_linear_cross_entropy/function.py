@@ -24,16 +24,18 @@ def _scales(target: torch.Tensor, ce_weight: torch.Tensor | None, call: checks.C
     return (1.0 / total if total else float("nan")), (1.0 / count if count else float("nan"))
 
 
-def _reduce(loss: torch.Tensor, z_loss: torch.Tensor, call: checks.Call, scales) -> tuple[torch.Tensor, torch.Tensor]:
-    """The returned (loss, z_loss) from the per-row terms: the loss includes the z-loss (Liger's convention), which
-    is exactly 0 where its scale is (whatever the rows' lse: no 0 * inf)."""
+def _reduce(loss: torch.Tensor, z_loss: torch.Tensor, call: checks.Call, scales, dtype: torch.dtype):  # fmt: skip
+    """The returned (loss, z_loss) in ``dtype`` from the per-row terms (fp64): the loss includes the z-loss
+    (Liger's convention), which is exactly 0 where its scale is (whatever the rows' lse: no 0 * inf). Added,
+    summed and scaled in fp64 and rounded once: rows of one value (saturated softcap logits) would otherwise
+    carry one rounding error each into the sum."""
     if not call.lse_square_scale:
         z_loss = torch.zeros_like(z_loss)
     if call.reduction == "none":
-        return loss + z_loss, z_loss
+        return (loss + z_loss).to(dtype), z_loss.to(dtype)
     a, b = scales if call.reduction == "mean" else (1.0, 1.0)
-    ce, z = loss.sum(dtype=torch.float64), z_loss.sum(dtype=torch.float64)  # summed and scaled in fp64, rounded once
-    return (ce * a + z * b).to(loss.dtype), (z * b).to(loss.dtype)
+    ce, z = loss.sum(dtype=torch.float64), z_loss.sum(dtype=torch.float64)
+    return (ce * a + z * b).to(dtype), (z * b).to(dtype)
 
 
 class _FusedLinearCrossEntropy(torch.autograd.Function):
@@ -50,7 +52,7 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
         ctx.grads = (res.grad_input, res.grad_weight, res.grad_bias) if eager else None
         ctx.save_for_backward(x, weight, target, bias, ce_weight, None if eager else res.lse)
         ctx.set_materialize_grads(False)
-        return _reduce(res.loss, res.z_loss, call, scales)
+        return _reduce(res.loss, res.z_loss, call, scales, res.lse.dtype)
 
     @staticmethod
     @torch.autograd.function.once_differentiable

@@ -335,8 +335,8 @@ def forward_row(row: Row, target, grad, loss, z_loss, lse, ignore_index, eps, zs
     _set(lse, r, T.cast(_f64(m[0]) + d[3], "float32"))
 
     def ignored():
-        _set(loss, r, T.float32(0))
-        _set(z_loss, r, T.float32(0))
+        _set(loss, r, T.cast(0, loss.dtype))
+        _set(z_loss, r, T.cast(0, z_loss.dtype))
         _if(has_grad != 0, lambda: zero_row(row, grad))
 
     def counted():
@@ -347,8 +347,8 @@ def forward_row(row: Row, target, grad, loss, z_loss, lse, ignore_index, eps, zs
         ce = (T.float64(1) - eps) * wt * nll
         if smoothing != "none":
             ce = ce + eps / _f64(C) * (W * d[3] + d[1])
-        _set(loss, r, T.cast(ce, "float32"))
-        _set(z_loss, r, T.cast(T.if_then_else(zs != T.float64(0), zs * lse64 * lse64, T.float64(0)), "float32"))
+        _set(loss, r, T.cast(ce, loss.dtype))
+        _set(z_loss, r, T.cast(T.if_then_else(zs != T.float64(0), zs * lse64 * lse64, T.float64(0)), z_loss.dtype))
 
         def fused():
             zterm = z_term(zs, b, lse64)
@@ -384,8 +384,10 @@ def backward_row(row: Row, target, dloss, dz_loss, lse, dinput, ignore_index, ep
 SMOOTHING = ("none", "uniform", "weighted")  # a forward's label smoothing: off, without weight, with weight
 
 
-def build_forward(dtype: torch.dtype, target: str = "int64", capped: bool = False, smoothing: str = "none"):
-    """(loss, z_loss, lse) per row and, with grad, the fused gradient (module docstring). The loops are built for
+def build_forward(dtype: torch.dtype, target: str = "int64", capped: bool = False, smoothing: str = "none",
+                  rows: str = "float32"):  # fmt: skip
+    """(loss, z_loss, lse) per row and, with grad, the fused gradient (module docstring); loss and z_loss in
+    ``rows`` (float64: unrounded, for a caller that sums them). The loops are built for
     one variant: ``capped`` (a softcap), ``smoothing`` (one of SMOOTHING); one kernel holding every variant's
     loops grew past g++'s inlining budget, which then left the exp and the softcap as calls in the loops."""
     if smoothing not in SMOOTHING:
@@ -395,7 +397,7 @@ def build_forward(dtype: torch.dtype, target: str = "int64", capped: bool = Fals
     @T.prim_func
     def cross_entropy_fwd(
         input: _rows(X, "input"), target: _per_row(target), weight: _classes(X), grad: _rows(X, "grad"),
-        loss: _per_row(), z_loss: _per_row(), lse: _per_row(), ignore_index: T.int64, label_smoothing: T.float64,
+        loss: _per_row(rows), z_loss: _per_row(rows), lse: _per_row(), ignore_index: T.int64, label_smoothing: T.float64,
         lse_square_scale: T.float64, softcap: T.float32, inv_softcap: T.float32, scale_loss: T.float64,
         scale_z_loss: T.float64, has_weight: T.int32, has_grad: T.int32, first: T.int64, count: T.int64,
     ):  # fmt: skip
@@ -461,15 +463,19 @@ def _kernel(name: str, builder, variant: tuple, input: torch.Tensor, target: tor
 
 
 def forward(input, target, weight, ignore_index: int, label_smoothing: float, lse_square_scale: float,
-            softcap: float, grad=None, scales=(1.0, 1.0)):  # fmt: skip
-    """(loss, z_loss, lse), each ``[N]`` fp32; with ``grad`` ([N, C], may be ``input`` itself) the gradient
-    ``a * dloss + b * dz_loss`` (``scales = (a, b)``) written into it in the same pass."""
+            softcap: float, grad=None, scales=(1.0, 1.0), wide=False):  # fmt: skip
+    """(loss, z_loss, lse), each ``[N]`` fp32 (loss and z_loss fp64, unrounded, where ``wide``); with ``grad``
+    ([N, C], may be ``input`` itself) the gradient ``a * dloss + b * dz_loss`` (``scales = (a, b)``) written into
+    it in the same pass."""
     n, c = input.shape
-    loss, z_loss, lse = (outputs.empty((n,), torch.float32, input.device) for _ in range(3))
+    rows = torch.float64 if wide else torch.float32
+    loss, z_loss = (outputs.empty((n,), rows, input.device) for _ in range(2))
+    lse = outputs.empty((n,), torch.float32, input.device)
     cap, inv = _softcap(softcap)
     a, b = scales
     smoothing = "none" if not label_smoothing else "uniform" if weight is None else "weighted"
-    _kernel("cross_entropy_fwd", build_forward, (bool(softcap), smoothing), input, target, weight, grad)(
+    variant = (bool(softcap), smoothing, "float64" if wide else "float32")
+    _kernel("cross_entropy_fwd", build_forward, variant, input, target, weight, grad)(
         threads_for(n * c), input=input, target=_target(target), weight=weight, grad=grad, loss=loss, z_loss=z_loss,
         lse=lse, ignore_index=int(ignore_index), label_smoothing=float(label_smoothing),
         lse_square_scale=float(lse_square_scale), softcap=cap, inv_softcap=inv, scale_loss=float(a), scale_z_loss=float(b),

@@ -34,7 +34,7 @@ MAX_SIZE = 2**31 - 1  # sizes are int32 in the generated kernel
 
 _CTYPE = {"float32": "float", "float64": "double", "uint16": "uint16_t", "int32": "int32_t", "int64": "int64_t"}
 _CTYPES = {"float": ctypes.c_float, "double": ctypes.c_double, "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64}
-_STORAGE_DTYPES = {"float32": {torch.float32}, "uint16": {torch.float16, torch.bfloat16}}
+_STORAGE_DTYPES = {"float32": {torch.float32}, "float64": {torch.float64}, "uint16": {torch.float16, torch.bfloat16}}
 _INDEX_DTYPES = {"int32": {torch.int32}, "int64": {torch.int64}}  # integer buffers (grid kernels)
 
 
