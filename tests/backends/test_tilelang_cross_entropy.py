@@ -278,7 +278,7 @@ def test_same_bits_for_any_thread_count():
         o = [torch.empty(64) for _ in range(3)]
         g = torch.empty_like(x)
         launch(threads, input=x, target=t, weight=w, grad=g, loss=o[0], z_loss=o[1], lse=o[2], ignore_index=IGNORE,
-               label_smoothing=0.1, lse_square_scale=1e-3, softcap=0.0, inv_softcap=0.0, scale_loss=1.0,
+               label_smoothing=0.1, lse_square_scale=1e-3, softcap=0.0, scale_loss=1.0,
                scale_z_loss=1.0)  # fmt: skip
         outs.append((*o, g))
     for other in outs[1:]:
@@ -322,11 +322,29 @@ def test_every_variant_runs_packed_exp_loops_without_calls(dtype):
         # a loop's back edge is a conditional jump; an unconditional one is out-of-line code (a tail, the row's
         # epilogue) jumping back into the row's body
         loops = [lp for lp in disasm.innermost_loops(insns) if lp.instructions[-1][0] != "jmp"]
-        hot = [lp for lp in loops if any(m.startswith("vscalef") for m, _ in lp.instructions)]
-        want = 2 if name.endswith("fwd") else 1  # pass 1's sums and pass 2's gradient; pass 2 alone
-        assert len(hot) == want, f"{name} {variant}: {len(hot)} loops with the packed exp, not {want}"
-        for lp in hot:
-            assert not lp.scalar_fp() and lp.packed(width), f"{name} {variant} {dtype}: loop at {lp.start:#x}"
+        # pass 1's sums and pass 2's gradient; the backward pass 2 alone, or both with a softcap (its fp64
+        # logits against the fp32 saved lse). A loop counts where its range, or its part before its first exit
+        # (g++ lays the row's epilogue there), holds the exp and packed fp arithmetic only; g++ may also make a
+        # row loop innermost (rows of one chunk: the pass's loop is gone there), with the row's scalar set-up.
+        want = 2 if name.endswith("fwd") or variant[0] else 1
+        clean = [lp for lp in loops if _packed_exp(lp, width) or _packed_exp(_body(lp), width)]
+        assert len(clean) >= want, f"{name} {variant} {dtype}: {len(clean)} packed loops with the exp, not {want}"
+
+
+def _packed_exp(loop, width: str) -> bool:
+    return any(m.startswith("vscalef") for m, _ in loop.instructions) and not loop.scalar_fp() and loop.packed(width)
+
+
+def _body(loop):
+    """The loop's instructions up to its first jump out of it: g++ lays out-of-line code (the row's epilogue, its
+    scalar fp64 and libm calls) between a loop's first exit and its back edge."""
+    import dataclasses
+
+    for i, (m, o) in enumerate(loop.instructions[:-1]):
+        target = o.split()[0] if m.startswith("j") else ""
+        if target and all(c in "0123456789abcdef" for c in target) and not loop.start <= int(target, 16) <= loop.end:
+            return dataclasses.replace(loop, instructions=loop.instructions[: i + 1])
+    return loop
 
 
 _TANH_HARNESS = r"""
@@ -337,43 +355,47 @@ template <typename T, int N> struct vec_type;
 #include "threads.h"  // the prelude's order (runtime.HEADER), then the kernel module's own
 #include "simd.h"
 #include "cross_entropy.h"
-int main() {  // worst errors of the softcap's tanh (relative) and slope (relative for |u| <= 1, absolute), against
-  std::mt19937 g(0);  // fp64, in units of 2^-24
+int main() {  // worst errors of the softcap's fp64 tanh and slope (relative), against libm's fp64, in units of
+  std::mt19937 g(0);  // 2^-24 (fp32's ulp at 1 over 2): the lanes' values before their one rounding to fp32
   std::uniform_real_distribution<float> wide(-60.f, 60.f), near(-1.f, 1.f), tiny(-1e-3f, 1e-3f);
-  double worst_t = 0, worst_s = 0, worst_abs = 0;
+  double worst_t = 0, worst_s = 0;
+  int zero_slopes_below = 0, nonzero_slopes_beyond = 0;
   for (int it = 0; it < 300000; ++it) {
-    float xs[16], zs[16], ss[16];
+    float xs[16];
     for (int i = 0; i < 16; ++i) xs[i] = it % 3 == 0 ? wide(g) : it % 3 == 1 ? near(g) : tiny(g);
-    tp_v16 x, z, s;
+    tp_v16 x;
     memcpy(&x, xs, 64);
-    tp_ce_cap_slope(&x, 1.0f, 1.0f, &z, &s);
-    memcpy(zs, &z, 64);
-    memcpy(ss, &s, 64);
+    tp_nd t[2], s[2];
+    tp_ce_tanh64(&x, 1.0, t, s);
     for (int i = 0; i < 16; ++i) {
-      double t = tanh((double)xs[i]), ch = cosh((double)xs[i]), sl = 1 / (ch * ch);
-      if (xs[i] != 0) worst_t = fmax(worst_t, fabs(zs[i] - t) / fabs(t) * 16777216.0);
-      if (fabs(xs[i]) <= 1) worst_s = fmax(worst_s, fabs(ss[i] - sl) / sl * 16777216.0);
-      worst_abs = fmax(worst_abs, fabs(ss[i] - sl) * 16777216.0);
+      const double ti = t[i / 8][i % 8], si = s[i / 8][i % 8], tr = tanh((double)xs[i]);
+      const double sr = 1 / (cosh((double)xs[i]) * cosh((double)xs[i]));
+      if (xs[i] != 0) worst_t = fmax(worst_t, fabs(ti - tr) / fabs(tr) * 16777216.0);
+      if ((float)tr == (float)copysign(1.0, tr)) {  // fp32's t rounds to +-1: slope 0, as torch's fp32 composite
+        nonzero_slopes_beyond += si != 0;
+      } else {
+        zero_slopes_below += si == 0;
+        worst_s = fmax(worst_s, fabs(si - sr) / sr * 16777216.0);
+      }
     }
   }
-  float xs[16] = {-INFINITY, INFINITY, NAN, 0.f, 100.f, -1e-30f}, zs[16], ss[16];
-  tp_v16 x, z, s;
+  float xs[16] = {-INFINITY, INFINITY, NAN, 0.f, 100.f, -1e-30f};
+  tp_v16 x;
   memcpy(&x, xs, 64);
-  tp_ce_cap_slope(&x, 1.f, 1.f, &z, &s);
-  memcpy(zs, &z, 64);
-  memcpy(ss, &s, 64);
-  printf("%.3f %.3f %.3f", worst_t, worst_s, worst_abs);
-  for (int i = 0; i < 6; ++i) printf(" %g/%g", zs[i], ss[i]);
+  tp_nd t[2], s[2];
+  tp_ce_tanh64(&x, 1.0, t, s);
+  printf("%.5f %.5f %d %d", worst_t, worst_s, zero_slopes_below, nonzero_slopes_beyond);
+  for (int i = 0; i < 6; ++i) printf(" %g/%g", t[0][i], s[0][i]);
   printf("\n");
 }
 """
 
 
 def test_softcap_tanh_and_slope_against_fp64(tmp_path):
-    """The packed tanh (a fitted polynomial below 1, the exp form above) and the slope 1 - t * t (one FMA of
-    the fp32 t, as torch's fp32 composite forms it) against fp64 over 4.8e6 inputs, built with the kernels'
-    flags: tanh within 1.5 half-ulps (1.28 measured); the slope within 4 half-ulps where |u| <= 1 and, where t
-    is near 1, within 4 half-ulps of 1 absolutely (t's rounding; 0 once t rounds to 1)."""
+    """The packed fp64 tanh (a fitted polynomial below 1, the fp64 exp form above) and its slope ((1 - t)(1 + t)
+    below 1, q (2 - q) above) against libm's fp64 over 4.8e6 inputs, built with the kernels' flags: tanh within a
+    tenth of fp32's half ulp before its one rounding (the polynomial's fit), the slope within a quarter, and the
+    slope 0 exactly where fp32's tanh rounds to +-1."""
     from tileport.backends.tilelang.cpu import runtime, settings
 
     src = tmp_path / "tanh.cpp"
@@ -383,6 +405,7 @@ def test_softcap_tanh_and_slope_against_fp64(tmp_path):
     cmd = [os.environ.get("CXX", "g++"), *settings.COMPILE_FLAGS, "-std=c++17", f"-I{here}", str(src), "-o", str(exe)]
     subprocess.run(cmd, check=True, capture_output=True)
     out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
-    (worst_t, worst_s, worst_abs), special = map(float, out[:3]), out[3:]
-    assert worst_t < 1.5 and worst_s < 4.0 and worst_abs < 4.0, (worst_t, worst_s, worst_abs)
+    worst_t, worst_s, zero_below, nonzero_beyond, special = float(out[0]), float(out[1]), int(out[2]), int(out[3]), out[4:]
+    assert worst_t < 0.1 and worst_s < 0.25, (worst_t, worst_s)
+    assert zero_below == 0 and nonzero_beyond == 0, (zero_below, nonzero_beyond)
     assert special == ["-1/0", "1/0", "nan/nan", "0/1", "1/0", "-1e-30/1"]

@@ -1,18 +1,112 @@
 // tileport CPU prelude of the cross-entropy kernels, after simd.h (its tp_v16, tp_exp_n and dtype bridges).
 //
-// Gemma 2's softcap z = cap * tanh(x / cap) and its slope s = dz/dx = 1 - tanh^2, packed. u = x / cap is the
-// rounded quotient (x * (1 / cap) corrected by one FMA of its exact remainder: no division, and no bias of
-// 1 / cap's rounding, which made z = x (1 + d) for small x). tanh(u) for |u| < 1 is a + a^3 Q(a^2), Q of degree 7
-// fitted here for tanh's relative error (about 4e-10 before rounding; the coefficients in fp32); beyond, 1 - q
-// with q = 2 / (exp(2|u|) + 1) from the packed exp (q <= 0.24 there: 1 - q does not cancel). Measured against
-// fp64: about 1.5 half-ulps at worst. The slope is 1 - t * t from the fp32 t with one rounding (an FMA): it is
-// 0 where t rounds to 1 (|u| > 9), as torch's fp32 composite and, further out, the fp64 golden's own 1 - tanh^2
-// give. An exact tiny slope there (q * (2 - q)) beat neither: it lost to the golden's rounding to 0 at |u| > 15
-// (a metric relative to |g| + 1e-7), and in rows of saturated logits it exposed the fp32 cancellation of
-// p * A - B that a zero slope hides. Signs by bit operations; nan stays nan, +-inf gives +-1 and slope 0.
+// Gemma 2's softcap z = cap * tanh(x / cap) and its slope s = dz/dx = 1 - tanh^2, in fp64 lanes: the capped logits
+// are never rounded to fp32, only the exp's argument (z - M) - shift is (once). In fp32, z's rounding (half an ulp
+// of cap) and tanh's own error were the softmax's error: at cap 30 about 1e-6 in every p, and in a row of logits
+// saturated at one side (all z within an ulp of -cap) the differences z_c - M, true at 1e-8, came out 0 or an ulp.
+// u = x / cap with fp64's 1 / cap. tanh(a), a = |u| < 1: a + a^3 Q(a^2), Q of degree 7 fitted for tanh's relative
+// error (about 4e-10; the coefficients in fp32), evaluated in fp64; beyond, 1 - q with q = 2 / (exp(2a) + 1) and
+// exp in fp64 lanes (tp_ce_exp64; fp32's exp, within 2 ulp, made t's error q * 2^-22 near a = 1), computed only
+// for a chunk with such a lane (a row's chunks within the cap skip it). The slope: (1 - t)(1 + t) below 1,
+// q (2 - q) beyond (no cancellation), and 0 where q <= 2^-25, where fp32's t rounds to 1 (|u| > 9.01): torch's
+// fp32 slope is 0 there, and the golden's own 1 - tanh^2 rounds to 0 further out (an exact tiny slope lost to
+// both under a metric relative to |g| + 1e-7). The cost against the fp32 lanes: CHANGELOG.md, 2026-12-06.
+// Signs by bit operations; nan stays nan, +-inf gives +-cap and slope 0.
 
-// z is held opaque (an empty asm statement) once rounded: with -ffp-contract=fast, g++ fused cap * t - M into
-// one FMA in the caller, so z - M was cap * t's rounding error (not 0) where z is the max: S != 1 at C = 1.
+typedef long long tp_nl __attribute__((vector_size(64)));
+
+// exp(h) of 8 fp64 lanes for 0 <= h <= 88 (nan stays nan): h = n ln2 + r (ln2 in two parts, the first with 32
+// significant bits so n * it is exact), |r| <= 0.35, e^r by its Taylor polynomial of degree 7 (truncation below
+// 6e-9 relative: t's error at most q * 1e-8, against fp32's q * 2^-22), times 2^n.
+static inline tp_nd tp_ce_exp64(tp_nd h) {
+  const tp_nd n = (h * 1.4426950408889634 + 6755399441055744.0) - 6755399441055744.0;
+  const tp_nd r = (h - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+  tp_nd p = (tp_nd){} + 1.0 / 40320.0;
+  p = tp_fma_nd(p, r, (tp_nd){} + 1.0 / 5040.0);
+  p = tp_fma_nd(p, r, (tp_nd){} + 1.0 / 720.0);
+  p = tp_fma_nd(p, r, (tp_nd){} + 1.0 / 120.0);
+  p = tp_fma_nd(p, r, (tp_nd){} + 1.0 / 24.0);
+  p = tp_fma_nd(p, r, (tp_nd){} + 1.0 / 6.0);
+  p = tp_fma_nd(p, r, (tp_nd){} + 0.5);
+  p = tp_fma_nd(p, r, (tp_nd){} + 1.0);
+  p = tp_fma_nd(p, r, (tp_nd){} + 1.0);
+  const tp_nl k = __builtin_convertvector(n, tp_nl);
+  const tp_nd e = p * (tp_nd)((k + 1023) << 52);
+  return h == h ? e : h;
+}
+
+// 2 / d of 8 fp64 lanes, d >= 2 (or inf, nan): AVX-512's 14-bit reciprocal and one Newton step (about 2^-27
+// relative, as the exp above), not vdivpd (two per 16 lanes, in both passes).
+static inline tp_nd tp_ce_two_over(tp_nd d) {
+#if defined(__AVX512F__)
+  tp_nd r = (tp_nd)_mm512_rcp14_pd((__m512d)d);
+  r = r * tp_fma_nd(-d, r, (tp_nd){} + 2.0);
+  return r + r;
+#else
+  return 2.0 / d;
+#endif
+}
+
+// Whether any lane of a comparison's mask is set.
+static inline bool tp_ce_any(tp_nl m) {
+#if defined(__AVX512F__)
+  return _mm512_test_epi64_mask((__m512i)m, (__m512i)m) != 0;
+#else
+  long long o = 0;
+  for (int i = 0; i < 8; ++i) o |= m[i];
+  return o != 0;
+#endif
+}
+
+static inline void tp_ce_tanh64(const tp_v16* x, double inv, tp_nd t[2], tp_nd s[2]) {
+  tp_nd u[2];
+  tp_widen16(x, &u[0], &u[1]);
+  for (int i = 0; i < 2; ++i) {
+    u[i] = u[i] * inv;
+    const tp_nd a = (tp_nd)((tp_nl)u[i] & 0x7FFFFFFFFFFFFFFFLL);
+    tp_nd h = a + a;
+    h = h < 88.0 ? h : (h == h ? (tp_nd){} + 88.0 : h);  // q > 0 (and t < 1 in fp64) beyond: the slope rule below
+    const tp_nl big = a >= 1.0;
+    // the exp form only where a lane needs it (softcapped logits mostly lie within cap: a row's chunks skip it)
+    const tp_nd q = tp_ce_any(big) ? tp_ce_two_over(tp_ce_exp64(h) + 1.0) : (tp_nd){};
+    const tp_nd z = a * a;
+    tp_nd p = 1.214708027e-04f * z - 8.411375456e-04f;
+    p = tp_fma_nd(p, z, (tp_nd){} + 3.078594804e-03f);
+    p = tp_fma_nd(p, z, (tp_nd){} - 8.595115505e-03f);
+    p = tp_fma_nd(p, z, (tp_nd){} + 2.178473026e-02f);
+    p = tp_fma_nd(p, z, (tp_nd){} - 5.395310000e-02f);
+    p = tp_fma_nd(p, z, (tp_nd){} + 1.333319992e-01f);
+    p = tp_fma_nd(p, z, (tp_nd){} - 3.333332837e-01f);
+    p = tp_fma_nd(p * z, a, a);
+    const tp_nd ta = big ? 1.0 - q : p;
+    t[i] = (tp_nd)((tp_nl)ta | ((tp_nl)u[i] & (tp_nl){} + (long long)0x8000000000000000ULL));
+    const tp_nd tail = q > 0x1p-25 ? q * (2.0 - q) : (tp_nd){};
+    s[i] = big ? tail : (1.0 - ta) * (1.0 + ta);
+  }
+}
+
+// (z - M) - shift of 16 lanes (z = cap * tanh(x / cap) in fp64), rounded once to fp32: the exp's argument.
+extern "C" inline tp_v16 tp_ce_shifted(tp_v16 x, float cap, double M, double shift) {
+  tp_nd t[2], s[2];
+  tp_ce_tanh64(&x, 1.0 / (double)cap, t, s);
+  const double c = cap;
+  return tp_narrow16(tp_fma_nd((tp_nd){} + c, t[0], (tp_nd){} - M) - shift,
+                     tp_fma_nd((tp_nd){} + c, t[1], (tp_nd){} - M) - shift);
+}
+
+// *arg = (z - M) - shift as tp_ce_shifted, and *s = the slope, rounded to fp32.
+extern "C" inline void* tp_ce_shifted_slope(tp_v16* x, float cap, double M, double shift, tp_v16* arg, tp_v16* s) {
+  tp_nd t[2], sl[2];
+  tp_ce_tanh64(x, 1.0 / (double)cap, t, sl);
+  const double c = cap;
+  *arg = tp_narrow16(tp_fma_nd((tp_nd){} + c, t[0], (tp_nd){} - M) - shift,
+                     tp_fma_nd((tp_nd){} + c, t[1], (tp_nd){} - M) - shift);
+  *s = tp_narrow16(sl[0], sl[1]);
+  return 0;
+}
+
+// One value through the lanes above, so the target's logit and a block's max get the bits the lanes get (the
+// broadcast held opaque, so no lane is specialized for it): z in fp64, and the slope (fp64).
 #if defined(__x86_64__) || defined(__i386__)
 #define TP_CE_OPAQUE(r) __asm__("" : "+v"(r))
 #elif defined(__aarch64__)
@@ -20,82 +114,35 @@
 #else
 #define TP_CE_OPAQUE(r) __asm__("" : "+m"(r))
 #endif
-
-static inline tp_nf tp_ce_tanh_n(tp_nf u) {
-  const tp_nu bits = (tp_nu)u;
-  const tp_nu sign = bits & 0x80000000u;
-  const tp_nf a = (tp_nf)(bits & 0x7FFFFFFFu);
-  const tp_nf z = a * a;
-  tp_nf p = 1.214708027e-04f * z - 8.411375456e-04f;
-  p = tp_fma_nf(p, z, (tp_nf){} + 3.078594804e-03f);
-  p = tp_fma_nf(p, z, (tp_nf){} - 8.595115505e-03f);
-  p = tp_fma_nf(p, z, (tp_nf){} + 2.178473026e-02f);
-  p = tp_fma_nf(p, z, (tp_nf){} - 5.395310000e-02f);
-  p = tp_fma_nf(p, z, (tp_nf){} + 1.333319992e-01f);
-  p = tp_fma_nf(p, z, (tp_nf){} - 3.333332837e-01f);
-  p = tp_fma_nf(p * z, a, a);
-  const tp_nf qb = 2.0f / (tp_exp_n(a + a) + 1.0f);
-  const tp_ni big = a >= 1.0f;
-  const tp_nf ta = big ? 1.0f - qb : p;
-  return (tp_nf)((tp_nu)ta | sign);
-}
-
-// x / cap, rounded (but for rare near-ties): x * inv and one Newton step on its exact remainder x - u * cap.
-static inline tp_nf tp_ce_quotient(tp_nf x, float cap, float inv) {
-  const tp_nf c = (tp_nf){} + cap, i = (tp_nf){} + inv;
-  const tp_nf u = x * i;
-  const tp_nf r = tp_fma_nf(-u, c, x);
-  const tp_nf v = tp_fma_nf(r, i, u);
-  return (tp_nf)((tp_ni)v & (tp_ni)((r - r) == 0)) + (tp_nf)((tp_ni)u & ~(tp_ni)((r - r) == 0));  // x inf: u
-}
-
-// z = cap * tanh(x / cap) of 16 lanes (inv = 1 / cap).
-extern "C" inline tp_v16 tp_ce_cap(tp_v16 x, float cap, float inv) {
-  tp_v16 z;
-#pragma GCC unroll 4
-  for (int i = 0; i < TP_PARTS; ++i) {
-    const tp_nf t = tp_ce_tanh_n(tp_ce_quotient(x.v[i], cap, inv));
-    z.v[i] = cap * t;
-    TP_CE_OPAQUE(z.v[i]);
-  }
-  return z;
-}
-
-// *z = cap * tanh(x / cap) and *s = 1 - tanh^2 of 16 lanes.
-extern "C" inline void* tp_ce_cap_slope(tp_v16* x, float cap, float inv, tp_v16* z, tp_v16* s) {
-#pragma GCC unroll 4
-  for (int i = 0; i < TP_PARTS; ++i) {
-    const tp_nf t = tp_ce_tanh_n(tp_ce_quotient(x->v[i], cap, inv));
-    tp_nf zi = cap * t;
-    TP_CE_OPAQUE(zi);
-    z->v[i] = zi;
-    s->v[i] = tp_fma_nf(-t, t, (tp_nf){} + 1.0f);
-  }
-  return 0;
-}
-
-// One value through the packed forms above, so the target's logit and a block's max get the bits the lanes
-// get (the broadcast held opaque too, so no lane is specialized for it).
-static inline tp_v16 tp_ce_opaque_splat(float x) {
+static inline void tp_ce_one64(float x, float cap, double* z, double* slope) {
   tp_v16 v(x);
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) TP_CE_OPAQUE(v.v[i]);
-  return v;
+  tp_nd t[2], s[2];
+  tp_ce_tanh64(&v, 1.0 / (double)cap, t, s);
+  *z = (double)cap * t[0][0];
+  *slope = s[0][0];
 }
-extern "C" inline float tp_ce_cap1(float x, float cap, float inv) {
-  tp_v16 z = tp_ce_cap(tp_ce_opaque_splat(x), cap, inv);
-  return z.v[0][0];
+extern "C" inline double tp_ce_cap64(float x, float cap) {
+  double z, s;
+  tp_ce_one64(x, cap, &z, &s);
+  return z;
 }
-// The target's slope 1 - tanh^2(x / cap) in fp64 (libm's tanh), the formula the fp64 golden evaluates: the
-// row's largest gradient element as accurate as its fp64 terms. 0 where the lanes' fp32 slope 1 - t * t is 0
-// (t rounds to +-1, |x / cap| > 9), as torch's fp32 slope: in a row of saturated logits the target's bracket
-// (with eps = 1, C p_t - 1) cancels to noise that a tiny nonzero slope shows and a zero one hides.
-extern "C" inline double tp_ce_target_slope(float x, float cap, float inv) {
-  tp_v16 v = tp_ce_opaque_splat(x), z, s;
-  tp_ce_cap_slope(&v, cap, inv, &z, &s);
-  if (s.v[0][0] == 0.0f) return 0.0;
+// The target's slope 1 - tanh^2(x / cap) in fp64 by libm's tanh (the formula the fp64 golden evaluates: the
+// row's largest gradient element as accurate as its terms), 0 where the lanes' slope is 0.
+extern "C" inline double tp_ce_target_slope(float x, float cap) {
+  double z, s;
+  tp_ce_one64(x, cap, &z, &s);
+  if (s == 0.0) return 0.0;
   const double t = tanh((double)x / (double)cap);
   return 1.0 - t * t;
+}
+// exp of one fp32 value through the packed exp: the fp32 p a lane gets for the same argument.
+extern "C" inline double tp_ce_exp1(float x) {
+  tp_v16 v(x);
+#pragma GCC unroll 4
+  for (int i = 0; i < TP_PARTS; ++i) TP_CE_OPAQUE(v.v[i]);
+  return (double)tp_exp(v).v[0][0];
 }
 
 // One element of a storage dtype as fp32, and one fp64 value rounded to fp32, then to the storage dtype.
@@ -119,7 +166,12 @@ extern "C" inline double tp_ce_nan() { return NAN; }
 
 // 16 zero lanes the compiler cannot see through: an ignored row's gradient stored from it stays a loop of
 // packed (masked, at the tail) stores, not a call to memset (g++ recognized the fp32 loop as one).
-extern "C" inline tp_v16 tp_ce_zeros() { return tp_ce_opaque_splat(0.0f); }
+extern "C" inline tp_v16 tp_ce_zeros() {
+  tp_v16 v(0.0f);
+#pragma GCC unroll 4
+  for (int i = 0; i < TP_PARTS; ++i) TP_CE_OPAQUE(v.v[i]);
+  return v;
+}
 
 // Whether both values are finite (a row's pass-2 coefficients with its scales folded in).
 extern "C" inline int32_t tp_ce_finite2(double a, double b) { return isfinite(a) && isfinite(b); }

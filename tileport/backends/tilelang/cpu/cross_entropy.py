@@ -16,8 +16,9 @@ in registers (never copied to fp32):
   exp((z_c - M) - log S), A = (1 - eps) w_t + eps W / C, B = eps / C; the target's element is then rewritten in
   fp64 by the contract's formula (with p_t - 1: no cancellation). Each chunk is read before it is written, so
   ``grad`` may be ``input``.
-``backward`` is pass 2 from the saved lse (M = lse, log S = 0), with a = dloss_r, b = dz_loss_r.
-Softcap: z = cap tanh(x / cap) and s = 1 - tanh^2 (``cross_entropy.h``). fp64 inputs are not served here.
+``backward`` is pass 2 from the saved lse (M = lse, log S = 0), with a = dloss_r, b = dz_loss_r; with a softcap,
+passes 1 and 2. Softcap: z = cap tanh(x / cap) and s = 1 - tanh^2 in fp64 lanes, the exp's argument rounded once
+(``cross_entropy.h``). fp64 inputs are not served here.
 Non-finite values as the contract (torch's logsumexp and composite): a term whose scale is 0 is absent (eps = 0,
 zs = 0: no inf * 0), the running max starts at -FLT_MAX (a block of -inf adds exp(-inf) = 0), a nan max stays
 (the row's results nan), a row holding +inf has lse = +inf.
@@ -87,17 +88,28 @@ def _exp64(x):
 
 class Row:
     """One row's scalars (TileLang locals), the tensors it reads (logits x, weight w), its index r and the softcap
-    (cap, 1 / cap)."""
+    (``capped``: the variant has one; ``cap`` its runtime value). With a softcap the capped logits are fp64 (M in
+    d[11], z_t in d[12]: ``cross_entropy.h``), without one the logits' own fp32 (m[0], m[3])."""
 
-    def __init__(self, io: Io, x, w, r, cap, inv):
-        self.io, self.x, self.w, self.r, self.cap, self.inv = io, x, w, r, cap, inv
+    def __init__(self, io: Io, x, w, r, cap, capped: bool):
+        self.io, self.x, self.w, self.r, self.cap, self.capped = io, x, w, r, cap, capped
         self.m = T.alloc_local((4,), "float32")  # [0] M, [1] log S (pass 2's shift), [2] a block's max, [3] z_t
-        self.d = T.alloc_local((11,), "float64")  # S, sum w (M - z), W so far, log S, A, B, s_t, w_t, a, zt, p_t
+        # S, sum w (M - z), W so far, log S, A, B, s_t, w_t, a, zt, p_t; capped: M, z_t, a block's max in fp64
+        self.d = T.alloc_local((14,), "float64")
         self.k = T.alloc_local((2,), "int32")  # a block's whole chunks, its tail
         self.t = T.alloc_local((1,), "int64")
 
     def capped_value(self, value):
-        return T.call_extern("float32", "tp_ce_cap1", value, self.cap, self.inv)
+        """cap * tanh(value / cap) in fp64, through the lanes' own arithmetic."""
+        return T.call_extern("float64", "tp_ce_cap64", value, self.cap)
+
+    def max64(self):
+        """The running max M in fp64."""
+        return self.d[11] if self.capped else _f64(self.m[0])
+
+    def target64(self):
+        """The target's (capped) logit z_t in fp64."""
+        return self.d[12] if self.capped else _f64(self.m[3])
 
     def element(self, buf, col):
         """buf[col] (a row of x, or the weight) as fp32."""
@@ -125,6 +137,7 @@ def online_max_sum(row: Row, capped: bool, smoothing: bool, weighted: bool) -> N
     v = vectors(20)
     MX, L, Z, EV, SV, WL, TMP, E, S, W = 0, 2, 3, 4, 5, 6, 7, 8, 12, 16  # E, S, W: fp64 sums of 4 slots each
     _set(m, 0, T.float32(NEG_MAX))
+    _set(d, 11, T.float64(NEG_MAX))
     for i in range(3):
         _set(d, i, T.float64(0))
     with T.serial(T.truncdiv(C - 1, BLOCK) + 1) as b:
@@ -149,16 +162,19 @@ def online_max_sum(row: Row, capped: bool, smoothing: bool, weighted: bool) -> N
         _if(T.truncmod(k[0], 2) == 1, lambda: to_max(c0 + (k[0] - 1) * VL, 0))
         _if(k[1] > 0, lambda: to_max(c0 + k[0] * VL, 1, k[1]))
         _set(m, 2, T.call_extern("float32", "tp_hmax", T.call_extern(VEC, "tp_max", get(v, MX), get(v, MX + 1))))
-        if capped:
-            _set(m, 2, row.capped_value(m[2]))
+        if capped:  # the block's max capped, in fp64 (tanh is increasing)
+            _set(d, 13, row.capped_value(m[2]))
+        new = d[13] if capped else _f64(m[2])
 
         def raise_max():
-            _set(d, 0, d[0] * _exp64(_f64(m[0]) - _f64(m[2])))
+            _set(d, 0, d[0] * _exp64(row.max64() - new))
             if smoothing:
-                _set(d, 1, d[1] + d[2] * (_f64(m[2]) - _f64(m[0])))
-            _set(m, 0, m[2])
+                _set(d, 1, d[1] + d[2] * (new - row.max64()))
+            _set(m, 0, T.cast(new, "float32"))
+            if capped:
+                _set(d, 11, new)
 
-        _if(T.Or(m[2] > m[0], m[2] != m[2]), raise_max)  # a nan max stays: S, lse and the loss are nan
+        _if(T.Or(new > row.max64(), new != new), raise_max)  # a nan max stays: S, lse and the loss are nan
         # the block's sums against the running max, in fp64 lanes
         for acc in (E, S, W) if smoothing else (E,):
             _call("tp_dot64_zero", _ref(v, acc))
@@ -167,18 +183,19 @@ def online_max_sum(row: Row, capped: bool, smoothing: bool, weighted: bool) -> N
             """The chunk's terms; its exp is added to v[EV] (first_of_pair False), put there (True), or
             added to set 1 of the exp sums on its own (None: the odd chunk and the tail)."""
             io.load(x, r, col, v, L, n)
-            z = get(v, L)
-            if capped:
-                put(v, Z, T.call_extern(VEC, "tp_ce_cap", z, row.cap, row.inv))
-                z = get(v, Z)
-            e = T.call_extern(VEC, "tp_exp", z - splat(m[0]))
+            if capped:  # z - M from the fp64 capped logits, rounded once
+                put(v, Z, T.call_extern(VEC, "tp_ce_shifted", get(v, L), row.cap, d[11], T.float64(0)))
+                shifted = get(v, Z)
+            else:
+                shifted = get(v, L) - splat(m[0])
+            e = T.call_extern(VEC, "tp_exp", shifted)
             if first_of_pair is None:
                 put(v, EV, e)
                 _call("tp_ce_add64", _ref(v, E + 2), _ref(v, _masked(v, EV, TMP, n)))
             else:
                 put(v, EV, e if first_of_pair else get(v, EV) + e)
             if smoothing:
-                put(v, SV, splat(m[0]) - z)
+                put(v, SV, -shifted)
                 if weighted:  # a tail's missing weights load as 0: their products and sum are 0
                     io.load(row.w, r, col, v, WL, n)
                     _call("tp_dot64_add", _ref(v, S + 2 * u), _ref(v, WL), _ref(v, _masked(v, SV, TMP, n)))
@@ -205,9 +222,9 @@ def online_max_sum(row: Row, capped: bool, smoothing: bool, weighted: bool) -> N
             _set(d, 2, d[2] + (total(W) if weighted else _f64(T.min(BLOCK, C - c0))))
 
 
-def grad_row(row: Row, grad, capped: bool, weighted: bool) -> None:
+def grad_row(row: Row, grad, capped: bool, weighted: bool, shift) -> None:
     """Pass 2: grad[r, c] = s_c ((p_c d[4] - d[5] w_c) d[8] + p_c d[9]) (``coefficients``), p_c = exp((z_c - M) -
-    log S) (m[0], m[1])."""
+    log S): M and log S in fp32 (m[0], m[1]), or with a softcap M in fp64 and log S the fp64 ``shift``."""
     io, x, r, m, d = row.io, row.x, row.r, row.m, row.d
     v = vectors(6)
     L, Z, SL, WL, G = 0, 1, 2, 3, 4
@@ -215,11 +232,11 @@ def grad_row(row: Row, grad, capped: bool, weighted: bool) -> None:
 
     def step(col, n=None):
         io.load(x, r, col, v, L, n)
-        z = get(v, L)
         if capped:
-            _call("tp_ce_cap_slope", _ref(v, L), row.cap, row.inv, _ref(v, Z), _ref(v, SL))
-            z = get(v, Z)
-        p = T.call_extern(VEC, "tp_exp", (z - splat(m[0])) - splat(m[1]))
+            _call("tp_ce_shifted_slope", _ref(v, L), row.cap, d[11], shift, _ref(v, Z), _ref(v, SL))
+            p = T.call_extern(VEC, "tp_exp", get(v, Z))
+        else:
+            p = T.call_extern(VEC, "tp_exp", (get(v, L) - splat(m[0])) - splat(m[1]))
         if weighted:
             io.load(row.w, r, col, v, WL, n)
             g = (p * A - B * get(v, WL)) * a + p * zt
@@ -254,14 +271,16 @@ def target_terms(row: Row, has_weight, capped: bool):
         _set(d, 6, T.float64(1))
 
         def cap():  # the target's slope in fp64 (one element per row: the largest gradient's accuracy)
-            _set(d, 6, T.call_extern("float64", "tp_ce_target_slope", m[3], row.cap, row.inv))
-            _set(m, 3, row.capped_value(m[3]))
+            _set(d, 6, T.call_extern("float64", "tp_ce_target_slope", m[3], row.cap))
+            _set(d, 12, row.capped_value(m[3]))
+            _set(m, 3, T.cast(d[12], "float32"))
 
         if capped:
             cap()
 
     def outside():
         _set(m, 3, T.cast(T.call_extern("float64", "tp_ce_nan"), "float32"))
+        _set(d, 12, T.call_extern("float64", "tp_ce_nan"))
         _set(d, 6, T.call_extern("float64", "tp_ce_nan"))
         _set(d, 7, d[6])
 
@@ -302,15 +321,25 @@ def coefficients(row: Row, wt, W, eps, a, zterm) -> None:
     _set(d, 5, T.if_then_else(fused, d[5] * a, d[5]))
 
 
-def fix_target(row: Row, grad, shift, wt, W, eps, a, zterm) -> None:
+def fix_target(row: Row, grad, shift, wt, W, eps, a, zterm, lanes_p: bool = False) -> None:
     """grad[r, t] rewritten (pass 2 wrote it without the target's term) as the contract's formula in fp64,
     s_t (a ((1 - eps) w_t (p_t - 1) + eps / C (W p_t - w_t)) + 2 b zs lse p_t), p_t = exp((z_t - M) - shift):
     p_t - 1 formed first (no cancellation of A against the target's term). Where torch's order (p_t A - the
-    target's term) is not finite (an infinite weight or scale), that value instead: torch's inf - inf is nan."""
+    target's term) is not finite (an infinite weight or scale), that value instead: torch's inf - inf is nan.
+    ``lanes_p`` (the backward, M = the saved fp32 lse): p_t is the lanes' fp32 exp of the same argument. The lse's
+    rounding is in every p there; the lanes' exp rounds it away where torch's does (two equal logits: p = 1/2
+    exactly), an fp64 p_t alone would show it (1/2 (1 - 2e-9) of fp32's ln 2, a gradient where the golden's is 0)."""
     t, m, d = row.t, row.m, row.d
 
     def write():
-        _set(d, 10, _exp64((_f64(m[3]) - _f64(m[0])) - shift))  # once (the terms below read it 4 times)
+        arg = (row.target64() - row.max64()) - shift
+        if not lanes_p:
+            p_t = _exp64(arg)
+        elif row.capped:
+            p_t = T.call_extern("float64", "tp_ce_exp1", T.cast(arg, "float32"))
+        else:
+            p_t = T.call_extern("float64", "tp_ce_exp1", (m[3] - m[0]) - m[1])
+        _set(d, 10, p_t)  # once (the terms below read it 4 times)
         p = d[10]
         ce = (T.float64(1) - eps) * wt * (p - T.float64(1)) + _smoothing(eps, eps / _f64(C) * (W * p - wt))
         A, B = _ab(wt, W, eps)
@@ -332,7 +361,7 @@ def forward_row(row: Row, target, grad, loss, z_loss, lse, ignore_index, eps, zs
     _if(m[0] == T.float32(float("inf")), lambda: _set(d, 0, T.float64(1)))
     _set(d, 3, T.call_extern("float64", "log", d[0]))
     _set(m, 1, T.cast(d[3], "float32"))
-    _set(lse, r, T.cast(_f64(m[0]) + d[3], "float32"))
+    _set(lse, r, T.cast(row.max64() + d[3], "float32"))
 
     def ignored():
         _set(loss, r, T.cast(0, loss.dtype))
@@ -341,8 +370,8 @@ def forward_row(row: Row, target, grad, loss, z_loss, lse, ignore_index, eps, zs
 
     def counted():
         wt = target_terms(row, has_weight, capped)
-        lse64 = _f64(m[0]) + d[3]
-        nll = d[3] + (_f64(m[0]) - _f64(m[3]))  # log S + (M - z_t): M cancels exactly
+        lse64 = row.max64() + d[3]
+        nll = d[3] + (row.max64() - row.target64())  # log S + (M - z_t): M cancels exactly
         W = T.if_then_else(has_weight != 0, d[2], _f64(C))
         ce = (T.float64(1) - eps) * wt * nll
         if smoothing != "none":
@@ -353,7 +382,7 @@ def forward_row(row: Row, target, grad, loss, z_loss, lse, ignore_index, eps, zs
         def fused():
             zterm = z_term(zs, b, lse64)
             coefficients(row, wt, W, eps, a, zterm)
-            grad_row(row, grad, capped, smoothing == "weighted")
+            grad_row(row, grad, capped, smoothing == "weighted", d[3])
             fix_target(row, grad, d[3], wt, W, eps, a, zterm)
 
         _if(has_grad != 0, fused)
@@ -363,11 +392,19 @@ def forward_row(row: Row, target, grad, loss, z_loss, lse, ignore_index, eps, zs
 
 def backward_row(row: Row, target, dloss, dz_loss, lse, dinput, ignore_index, eps, zs, weight_sum, has_dz_loss,
                  has_weight, capped: bool, weighted: bool):  # fmt: skip
-    """One row's gradient from the saved lse: pass 2 with M = lse, log S = 0."""
-    m, t, r = row.m, row.t, row.r
+    """One row's gradient from the saved lse: pass 2 with M = lse, log S = 0. With a softcap, pass 1 again
+    instead: the capped logits are fp64 and the saved lse fp32, whose rounding (up to half its ulp, about 1e-7
+    at lse 4) every p would carry (a single class's p = 1 would not be 1)."""
+    m, t, r, d = row.m, row.t, row.r, row.d
     _set(t, 0, T.cast(target[r], "int64"))
-    _set(m, 0, lse[r])
-    _set(m, 1, T.float32(0))
+    if capped:
+        online_max_sum(row, True, False, False)
+        _set(d, 3, T.call_extern("float64", "log", d[0]))
+        shift = d[3]
+    else:
+        _set(m, 0, lse[r])
+        _set(m, 1, T.float32(0))
+        shift = T.float64(0)
 
     def counted():
         wt = target_terms(row, has_weight, capped)
@@ -375,8 +412,8 @@ def backward_row(row: Row, target, dloss, dz_loss, lse, dinput, ignore_index, ep
         W = T.if_then_else(has_weight != 0, weight_sum, _f64(C))
         zterm = z_term(zs, b, _f64(lse[r]))
         coefficients(row, wt, W, eps, _f64(dloss[r]), zterm)
-        grad_row(row, dinput, capped, weighted)
-        fix_target(row, dinput, T.float64(0), wt, W, eps, _f64(dloss[r]), zterm)
+        grad_row(row, dinput, capped, weighted, shift)
+        fix_target(row, dinput, shift, wt, W, eps, _f64(dloss[r]), zterm, lanes_p=not capped)
 
     _if(t[0] == ignore_index, lambda: zero_row(row, dinput), counted)
 
@@ -398,13 +435,13 @@ def build_forward(dtype: torch.dtype, target: str = "int64", capped: bool = Fals
     def cross_entropy_fwd(
         input: _rows(X, "input"), target: _per_row(target), weight: _classes(X), grad: _rows(X, "grad"),
         loss: _per_row(rows), z_loss: _per_row(rows), lse: _per_row(), ignore_index: T.int64, label_smoothing: T.float64,
-        lse_square_scale: T.float64, softcap: T.float32, inv_softcap: T.float32, scale_loss: T.float64,
+        lse_square_scale: T.float64, softcap: T.float32, scale_loss: T.float64,
         scale_z_loss: T.float64, has_weight: T.int32, has_grad: T.int32, first: T.int64, count: T.int64,
     ):  # fmt: skip
         T.func_attr({GRID: ["N"]})
         with T.Kernel(count, prelude=PRELUDE) as i:
             forward_row(
-                Row(X, input, weight, first + i, softcap, inv_softcap), target, grad, loss, z_loss, lse, ignore_index,
+                Row(X, input, weight, first + i, softcap, capped), target, grad, loss, z_loss, lse, ignore_index,
                 label_smoothing, lse_square_scale, scale_loss, scale_z_loss, has_weight, has_grad, capped, smoothing,
             )  # fmt: skip
 
@@ -420,13 +457,13 @@ def build_backward(dtype: torch.dtype, target: str = "int64", capped: bool = Fal
     def cross_entropy_bwd(
         dloss: _per_row(), dz_loss: _per_row(), input: _rows(X, "input"), target: _per_row(target),
         weight: _classes(X), lse: _per_row(), dinput: _rows(X, "dinput"), ignore_index: T.int64,
-        label_smoothing: T.float64, lse_square_scale: T.float64, softcap: T.float32, inv_softcap: T.float32,
+        label_smoothing: T.float64, lse_square_scale: T.float64, softcap: T.float32,
         weight_sum: T.float64, has_dz_loss: T.int32, has_weight: T.int32, first: T.int64, count: T.int64,
     ):  # fmt: skip
         T.func_attr({GRID: ["N"]})
         with T.Kernel(count, prelude=PRELUDE) as i:
             backward_row(
-                Row(X, input, weight, first + i, softcap, inv_softcap), target, dloss, dz_loss, lse, dinput,
+                Row(X, input, weight, first + i, softcap, capped), target, dloss, dz_loss, lse, dinput,
                 ignore_index, label_smoothing, lse_square_scale, weight_sum, has_dz_loss, has_weight, capped, weighted,
             )  # fmt: skip
 
@@ -437,10 +474,6 @@ def build_backward(dtype: torch.dtype, target: str = "int64", capped: bool = Fal
 # this kernel's row epilogue out of line, jumping back, which it reads as scalar loops. So
 # tests/backends/test_tilelang_cross_entropy.py checks every variant's disassembly itself (as rope's test does).
 PACKED_CHECKS = ()
-
-
-def _softcap(softcap: float) -> tuple[float, float]:
-    return (float(softcap), 1.0 / float(softcap)) if softcap else (0.0, 0.0)
 
 
 def _target(target: torch.Tensor) -> torch.Tensor:
@@ -471,14 +504,14 @@ def forward(input, target, weight, ignore_index: int, label_smoothing: float, ls
     rows = torch.float64 if wide else torch.float32
     loss, z_loss = (outputs.empty((n,), rows, input.device) for _ in range(2))
     lse = outputs.empty((n,), torch.float32, input.device)
-    cap, inv = _softcap(softcap)
+    cap = float(softcap) if softcap else 0.0
     a, b = scales
     smoothing = "none" if not label_smoothing else "uniform" if weight is None else "weighted"
     variant = (bool(softcap), smoothing, "float64" if wide else "float32")
     _kernel("cross_entropy_fwd", build_forward, variant, input, target, weight, grad)(
         threads_for(n * c), input=input, target=_target(target), weight=weight, grad=grad, loss=loss, z_loss=z_loss,
         lse=lse, ignore_index=int(ignore_index), label_smoothing=float(label_smoothing),
-        lse_square_scale=float(lse_square_scale), softcap=cap, inv_softcap=inv, scale_loss=float(a), scale_z_loss=float(b),
+        lse_square_scale=float(lse_square_scale), softcap=cap, scale_loss=float(a), scale_z_loss=float(b),
     )  # fmt: skip
     return loss, z_loss, lse
 
@@ -488,7 +521,7 @@ def backward(dloss, dz_loss, input, target, weight, lse, ignore_index: int, labe
     """dinput ``[N, C]`` in input's dtype from input and the forward's lse."""
     n, c = input.shape
     dinput = outputs.empty((n, c), input.dtype, input.device)
-    cap, inv = _softcap(softcap)
+    cap = float(softcap) if softcap else 0.0
     weight_sum = 0.0 if weight is None or not label_smoothing else float(weight.sum(dtype=torch.float64))
     variant = (bool(softcap), bool(label_smoothing) and weight is not None)
     _kernel("cross_entropy_bwd", build_backward, variant, input, target, weight)(
@@ -496,6 +529,6 @@ def backward(dloss, dz_loss, input, target, weight, lse, ignore_index: int, labe
         dz_loss=None if dz_loss is None or not lse_square_scale else dz_loss.contiguous(),  # no z-loss: never read
         input=input, target=_target(target), weight=weight, lse=lse.contiguous(), dinput=dinput,
         ignore_index=int(ignore_index), label_smoothing=float(label_smoothing), lse_square_scale=float(lse_square_scale),
-        softcap=cap, inv_softcap=inv, weight_sum=weight_sum,
+        softcap=cap, weight_sum=weight_sum,
     )  # fmt: skip
     return dinput
