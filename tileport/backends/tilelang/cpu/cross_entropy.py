@@ -174,7 +174,7 @@ def online_max_sum(row: Row, capped: bool, smoothing: bool, weighted: bool) -> N
             if capped:
                 _set(d, 11, new)
 
-        _if(T.Or(new > row.max64(), new != new), raise_max)  # a nan max stays: S, lse and the loss are nan
+        _if(T.Or(new > row.max64(), new != new), raise_max)  # noqa: PLR0124 (a TileLang nan test: a nan max stays, S, lse and the loss are nan)
         # the block's sums against the running max, in fp64 lanes
         for acc in (E, S, W) if smoothing else (E,):
             _call("tp_dot64_zero", _ref(v, acc))
