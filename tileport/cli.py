@@ -719,7 +719,7 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="print the finding
 
 @app.command()
 def lower(
-    op: str = typer.Argument(..., help=_ops_help("lower")),
+    op: Optional[str] = typer.Argument(None, help=_ops_help("lower") + " (with --impl: the contract its inputs are drawn from)"),
     target: str = typer.Option(..., help="cuda, ascend (Ascend 950, arch35: TileLang), or ascend-a2 / ascend-a3 (arch32: the Triton kernels through triton-ascend)"),
     dtype: str = typer.Option("fp16", help="fp32/float32, fp16/float16, bf16/bfloat16"),
     dim: int = typer.Option(4096, help="row length D the kernels are built for"),
@@ -727,12 +727,23 @@ def lower(
     arch: str = typer.Option("sm_90", help="CUDA architecture"),
     rsqrt: str = typer.Option("exact", help="CUDA: exact (__frsqrt_rn) or approx (rsqrt.approx.f32)"),
     nr_steps: int = typer.Option(1, help="Ascend: Newton-Raphson steps after the hardware rsqrt"),
+    impl: Optional[str] = typer.Option(None, metavar="MODULE:FUNCTION", help="your own launcher (e.g. fla.modules.l2norm:l2norm_fwd): its Triton kernels captured and judged for --target ascend-a2/a3"),
+    arg: Optional[list[str]] = typer.Option(None, metavar="NAME=SHAPE:DTYPE", help="an argument of --impl's function: NAME=SHAPE:DTYPE (x=4096x2048:bfloat16) or NAME=VALUE (eps=1e-6) (repeatable)"),
+    rows: int = typer.Option(256, help="with OP and --impl: rows of the drawn inputs"),
 ) -> None:
-    """Write OP's forward and backward device source for TARGET; build a cubin when nvcc is present.
+    """Write OP's forward and backward device source for TARGET; build a cubin when nvcc is present. With
+    --impl, capture your function's Triton launches and say, per kernel, whether it lowers for the chip and
+    what to change where it does not (lower.md, lower.json; exit 1 when one does not).
 
     \b
     Example: tileport lower OP --target ascend --dim 4096
+    Example: tileport lower --impl fla.modules.l2norm:l2norm_fwd --arg x=4096x2048:bfloat16 --target ascend-a2
     """
+    if impl is not None:
+        _lower_impl(op, impl, arg, target, dtype, dim, rows, out)
+        return
+    if op is None:
+        raise typer.BadParameter("name an operator (see `tileport ops`), or your own function with --impl", param_hint="OP")
     from .lower import lower as run_lower
 
     _spec(op)
@@ -760,6 +771,36 @@ def lower(
         console.print(f"{name}: {used / 1024:.1f} KB of on-chip memory", markup=False)
     for note in result.notes:
         console.print(note, markup=False)
+
+
+def _lower_impl(op, impl, arg, target, dtype, dim, rows, out) -> None:
+    """``lower --impl``: the readiness check of a user's Triton launcher for an A2/A3 chip."""
+    from .external import ImplError
+    from .readiness import check, report
+    from .readiness.capture import parse_arg
+
+    if target not in ("ascend-a2", "ascend-a3"):
+        raise typer.BadParameter(f"--impl is judged for ascend-a2 or ascend-a3 (Triton), not {target!r}", param_hint="--target")
+    try:
+        given = dict(parse_arg(a) for a in arg or ())
+    except ImplError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--arg") from None
+    spec = example = None
+    if op is not None:
+        spec = _spec(op)
+        (dt,) = _dtypes([dtype])
+        example = spec.example((rows, dim), dt, "cpu", torch.Generator().manual_seed(0))
+    elif not given:
+        raise typer.BadParameter("give the function's arguments (--arg NAME=SHAPE:DTYPE) or an operator to draw them from", param_hint="--arg")
+    try:
+        result = check(impl, target, given, spec, example)
+    except (ImplError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--impl") from None
+    for path in report.write(result, out):
+        console.print(f"wrote {path}", markup=False)
+    for line in report.summary(result):
+        (console if result.ok else err_console).print(line, markup=False, highlight=False)
+    raise typer.Exit(0 if result.ok else 1)
 
 
 @app.command()

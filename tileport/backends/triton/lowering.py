@@ -7,6 +7,7 @@ where CANN's bishengir-compile is present.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -16,8 +17,8 @@ import torch
 
 from . import ascend
 
-_TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.uint16: "u16", torch.int16: "i16",
-          torch.int32: "i32", torch.int64: "i64", torch.uint8: "u8", torch.bool: "i1"}  # fmt: skip
+_TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64", torch.uint16: "u16",
+          torch.int16: "i16", torch.int32: "i32", torch.int64: "i64", torch.uint8: "u8", torch.int8: "i8", torch.bool: "i1"}  # fmt: skip
 
 
 class LoweringError(RuntimeError):
@@ -30,6 +31,15 @@ class Launch:
     signature: dict[str, str]
     constants: dict[str, object]
     grid: tuple
+    options: dict[str, object] = field(default_factory=dict)  # launch options that are no parameter (num_warps, ...)
+    shapes: dict[str, tuple] = field(default_factory=dict)  # a tensor argument's shape
+
+    @property
+    def programs(self) -> int:
+        n = 1
+        for g in self.grid:
+            n *= int(g)
+        return n
 
     @property
     def name(self) -> str:
@@ -39,6 +49,14 @@ class Launch:
     def module(self) -> str:
         return self.kernel.fn.__module__ if hasattr(self.kernel, "fn") else ""
 
+    @property
+    def where(self) -> str:
+        """module.name, or file.py:name for a kernel of a file imported by path."""
+        fn = getattr(self.kernel, "fn", None)
+        if fn is not None and self.module.startswith("tileport_file_"):
+            return f"{Path(fn.__code__.co_filename).name}:{self.name}"
+        return f"{self.module}.{self.name}"
+
 
 @dataclass
 class Lowered:
@@ -47,6 +65,12 @@ class Lowered:
     files: dict[str, str] = field(default_factory=dict)  # stage (ttir, ttadapter) -> its text
     binary: str = ""  # why there is no NPU binary, or its size
     npubin: bytes | None = None  # the NPU binary, where CANN built one
+    stage: str = ""  # where it stopped short of the Linalg IR: "ttir" (the front end) or "linalg"; "" if it lowered
+    error: str = ""  # the compiler's message there (one line)
+
+    @property
+    def lowered(self) -> bool:
+        return "ttadapter" in self.files
 
 
 def _type(v) -> str:
@@ -61,36 +85,58 @@ def _type(v) -> str:
     raise LoweringError(f"an argument of type {type(v).__name__} has no Triton signature type")
 
 
-@contextlib.contextmanager
-def capturing(chip: ascend.Chip):
-    """Inside the block, Triton launches are recorded (as ``Launch``), not run, and tiled for ``chip``; the
-    registry hands out the Triton kernels whatever the tensors' device (they are CPU tensors here)."""
-    import triton.runtime.jit as jit
+def _launch(kernel, args: tuple, kwargs: dict, grid) -> Launch:
+    """A launch as Triton would compile it: non-constexpr parameters typed (None is a constexpr, as Triton
+    specializes it), constexprs by value (their defaults where not given), other keywords as options."""
+    import inspect
 
-    from ..registry import REGISTRY
-    from . import BACKEND
+    values = dict(zip(kernel.arg_names, args)) | kwargs
+    defaults = {n: p.default for n, p in inspect.signature(kernel.fn).parameters.items() if p.default is not p.empty}
+    sig, consts, shapes = {}, {}, {}
+    for p in kernel.params:
+        v = values[p.name] if p.name in values else defaults.get(p.name)
+        if p.is_constexpr or v is None:
+            consts[p.name] = v
+        else:
+            sig[p.name] = _type(v)
+        if isinstance(v, torch.Tensor):
+            shapes[p.name] = tuple(v.shape)
+    options = {k: v for k, v in kwargs.items() if k not in sig and k not in consts}
+    meta = {k: v for k, v in values.items() if not isinstance(v, torch.Tensor)} | consts
+    return Launch(kernel, sig, consts, tuple(grid(meta) if callable(grid) else grid), options, shapes)
+
+
+@contextlib.contextmanager
+def recording():
+    """Inside the block, Triton launches are recorded (as ``Launch``), not run."""
+    from triton.runtime import jit
 
     launches: list[Launch] = []
 
     def record(self, *args, grid=None, warmup=False, **kwargs):
-        values = dict(zip(self.arg_names, args)) | kwargs
-        sig, consts = {}, {}
-        for p in self.params:
-            v = values[p.name]
-            if p.is_constexpr:
-                consts[p.name] = v
-            else:
-                sig[p.name] = _type(v)
-        launches.append(Launch(self, sig, consts, tuple(grid(consts) if callable(grid) else grid)))
+        launches.append(_launch(self, args, kwargs, grid))
 
-    run, kernels = jit.JITFunction.run, REGISTRY.kernels
+    run = jit.JITFunction.run
     jit.JITFunction.run = record
-    REGISTRY.kernels = lambda op, device, dtypes, backend=None: BACKEND.kernels(op)  # type: ignore[method-assign]
     try:
-        with ascend.lowering_for(chip):
-            yield launches
+        yield launches
     finally:
         jit.JITFunction.run = run
+
+
+@contextlib.contextmanager
+def capturing(chip: ascend.Chip):
+    """Inside the block, Triton launches are recorded (as ``Launch``), not run, and tiled for ``chip``; the
+    registry hands out the Triton kernels whatever the tensors' device (they are CPU tensors here)."""
+    from ..registry import REGISTRY
+    from . import BACKEND
+
+    kernels = REGISTRY.kernels
+    REGISTRY.kernels = lambda op, device, dtypes, backend=None: BACKEND.kernels(op)  # type: ignore[method-assign]
+    try:
+        with recording() as launches, ascend.lowering_for(chip):
+            yield launches
+    finally:
         REGISTRY.kernels = kernels  # type: ignore[method-assign]
 
 
@@ -116,15 +162,21 @@ def launches(op: str, chip: ascend.Chip, dtype: torch.dtype, dim: int, rows: int
     with capturing(chip) as found:
         inputs |= _output_grads(spec, inputs, gen)
         spec.run(inputs, "triton", True)
+    return distinct(found)
+
+
+def distinct(found: list[Launch]) -> list[Launch]:
+    """One launch per kernel, constexprs and signature (what Triton compiles once), in order of first launch."""
     unique: dict[tuple, Launch] = {}
     for launch in found:
-        unique.setdefault((launch.name, tuple(sorted(launch.constants.items())), tuple(sorted(launch.signature.items()))), launch)
+        key = (launch.module, launch.name, tuple(sorted(launch.constants.items(), key=str)), tuple(sorted(launch.signature.items())))
+        unique.setdefault(key, launch)
     return list(unique.values())
 
 
-def compile_launch(launch: Launch, chip: ascend.Chip) -> Lowered:
-    """TTIR and Linalg IR of one captured launch for ``chip`` (and the NPU binary with CANN); LoweringError where
-    triton-ascend stops before the Linalg IR."""
+def compile_launch(launch: Launch, chip: ascend.Chip, strict: bool = True) -> Lowered:
+    """TTIR and Linalg IR of one captured launch for ``chip`` (and the NPU binary with CANN); where triton-ascend
+    stops before the Linalg IR, LoweringError (``strict``) or the result with its ``stage`` and ``error``."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -135,8 +187,9 @@ def compile_launch(launch: Launch, chip: ascend.Chip) -> Lowered:
         os.environ["TRITON_CACHE_DIR"] = cache  # a fresh cache: its files are this compile's
         error = None
         try:
-            compiled = triton.compile(ASTSource(fn=launch.kernel, signature=launch.signature, constants=launch.constants),
-                                      target=GPUTarget("npu", chip.arch, 0))  # fmt: skip
+            with contextlib.redirect_stdout(io.StringIO()):  # triton-ascend prints its search for CANN's compiler
+                compiled = triton.compile(ASTSource(fn=launch.kernel, signature=launch.signature, constants=launch.constants),
+                                          target=GPUTarget("npu", chip.arch, 0))  # fmt: skip
             out.npubin = compiled.asm.get("npubin")
             out.binary = f"NPU binary built ({len(out.npubin or b'')} bytes)"
         except Exception as exc:  # noqa: BLE001 - judged below by the stages that were written
@@ -151,7 +204,11 @@ def compile_launch(launch: Launch, chip: ascend.Chip) -> Lowered:
                 out.files[path.suffix[1:]] = path.read_text()
     if "ttadapter" not in out.files:
         text = " ".join(str(error).split())[:600] if error else "no Linalg IR written"
-        raise LoweringError(f"{launch.module}.{launch.name} does not lower for {chip.arch}: {type(error).__name__ if error else ''}: {text}")
+        out.stage = "linalg" if "ttir" in out.files else "ttir"
+        out.error = f"{type(error).__name__ if error else ''}: {text}"
+        if not strict:
+            return out
+        raise LoweringError(f"{launch.module}.{launch.name} does not lower for {chip.arch}: {out.error}")
     if error is not None:
         out.binary = ("no NPU binary: CANN's bishengir-compile is not set up (source <ascend-toolkit>/set_env.sh)"
                       if ascend.bishengir() is None else f"no NPU binary: {type(error).__name__}: {' '.join(str(error).split())[:300]}")  # fmt: skip

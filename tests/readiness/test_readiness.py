@@ -1,0 +1,231 @@
+"""``tileport lower --impl FILE:FUNCTION --target ascend-a2``: each small kernel of kernels.py trips one known
+cause and is reported with it and its fix; the clean one lowers; a package that asks for the NPU gets the
+stand-in's chip; the exit status and the report files. Lowering needs triton-ascend (.ci/run's second
+environment); the argument parsing and the cause table are tested everywhere."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from tileport.backends.triton import ascend
+from tileport.cli import app
+from tileport.external import ImplError
+from tileport.readiness import causes
+from tileport.readiness.capture import parse_arg
+
+runner = CliRunner()
+KERNELS = Path(__file__).with_name("kernels.py")
+needs_triton_ascend = pytest.mark.skipif(
+    ascend.triton_ascend_version() is None,
+    reason="triton-ascend is not the installed Triton here (.ci/run's second environment)",
+)
+
+# launcher -> (its argument, the cause it trips, whether the kernel still lowers, whether the check fails)
+TRIPS = {
+    "fp64": ("x=4096:float32", "fp64", False, True),
+    "cuda_libdevice": ("x=4096:float32", "cuda-libdevice", False, True),
+    "inline_asm": ("x=4096:float32", "inline-asm", True, True),
+    "big_grid": ("x=2097152:float32", "grid", True, True),
+    "whole_row": ("x=65536:float32", "ub", True, True),
+    "warp_tuned": ("x=65536:float32", "num-warps", True, False),
+    "unaligned_rows": ("x=8x4099:float16", "tail", True, False),
+}
+
+
+def test_arguments_parse_as_shapes_or_values():
+    assert parse_arg("x=4096x2048:bfloat16") == ("x", ((4096, 2048), torch.bfloat16))
+    assert parse_arg("t=128:int64") == ("t", ((128,), torch.int64))
+    assert parse_arg("eps=1e-6") == ("eps", 1e-6)
+    assert parse_arg("casting_mode=llama") == ("casting_mode", "llama")
+    with pytest.raises(ImplError, match="NAME=SHAPE:DTYPE"):
+        parse_arg("4096x2048")
+    with pytest.raises(ImplError, match="float128"):
+        parse_arg("x=4:float128")
+
+
+def test_compiler_messages_match_their_cause_or_none():
+    assert (
+        causes.classify("ValueError(\"Expected dtype ['bf16'] but got fp64\")").key
+        == "fp64"
+    )
+    assert (
+        causes.classify(
+            "AttributeError: module 'triton.language.extra' has no attribute 'cuda'"
+        ).key
+        == "cuda-libdevice"
+    )
+    assert causes.classify("MLIRCompilationError: something no one has seen") is None
+    assert {c.key for c in causes.CAUSES if not c.patterns} >= {
+        "grid",
+        "ub",
+        "tail",
+        "num-warps",
+        "cores",
+    }
+
+
+def test_impl_needs_an_ascend_target_and_arguments(tmp_path):
+    res = runner.invoke(
+        app,
+        [
+            "lower",
+            "--impl",
+            f"{KERNELS}:clean",
+            "--arg",
+            "x=64:float32",
+            "--target",
+            "cuda",
+            "--out",
+            str(tmp_path),
+        ],
+    )
+    assert res.exit_code == 2 and "ascend-a2 or ascend-a3" in res.output
+    res = runner.invoke(
+        app,
+        [
+            "lower",
+            "--impl",
+            f"{KERNELS}:clean",
+            "--target",
+            "ascend-a2",
+            "--out",
+            str(tmp_path),
+        ],
+    )
+    assert res.exit_code == 2 and "--arg NAME=SHAPE:DTYPE" in res.output
+
+
+@pytest.mark.ascend
+@needs_triton_ascend
+@pytest.mark.parametrize("name", sorted(TRIPS))
+def test_each_kernel_is_reported_with_its_cause_and_fix(name, tmp_path):
+    arg, key, lowers, fails = TRIPS[name]
+    res = runner.invoke(
+        app,
+        [
+            "lower",
+            "--impl",
+            f"{KERNELS}:{name}",
+            "--arg",
+            arg,
+            "--target",
+            "ascend-a2",
+            "--out",
+            str(tmp_path),
+        ],
+    )
+    assert res.exit_code == (1 if fails else 0), res.output
+    report = json.loads((tmp_path / "lower.json").read_text())
+    (kernel,) = report["kernels"]
+    assert kernel["lowered"] is lowers and kernel["ok"] is not fails
+    found = {f["cause"]: f for f in kernel["findings"]}
+    assert key in found, found
+    assert found[key]["fix"] == causes.BY_KEY[key].fix and found[key]["fails"] is fails
+    md = (tmp_path / "lower.md").read_text()
+    assert md.startswith(
+        f"# tileport lower --impl {KERNELS}:{name} --target ascend-a2: {'FAIL' if fails else 'PASS'}"
+    )
+    assert causes.BY_KEY[key].fix in md
+    if lowers:
+        assert any(p.suffix == ".ttadapter" for p in tmp_path.iterdir())
+
+
+@pytest.mark.ascend
+@needs_triton_ascend
+@pytest.mark.parametrize("target", ["ascend-a2", "ascend-a3"])
+def test_a_clean_kernel_lowers_within_the_limits(target, tmp_path):
+    res = runner.invoke(
+        app,
+        [
+            "lower",
+            "--impl",
+            f"{KERNELS}:clean",
+            "--arg",
+            "x=65536:float32",
+            "--target",
+            target,
+            "--out",
+            str(tmp_path),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "lower.json").read_text())
+    assert report["ok"] and report["arch"] == ascend.CHIPS[target].arch
+    (kernel,) = report["kernels"]
+    assert (
+        kernel["findings"] == []
+        and kernel["programs"] == 40
+        and kernel["ub_bytes"] <= ascend.CHIPS[target].ub_bytes
+    )
+
+
+PACKAGE = """
+import torch, triton, triton.language as tl
+
+BACKEND = triton.runtime.driver.active.get_current_target().backend  # what fla asks at import
+CORES = torch.npu.get_device_properties(0).vector_core_num if BACKEND == "npu" else 1024
+
+
+@triton.jit
+def _copy(X, Y, N, BLOCK: tl.constexpr):
+    for blk in range(tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)):
+        o = blk * BLOCK + tl.arange(0, BLOCK)
+        tl.store(Y + o, tl.load(X + o, mask=o < N), mask=o < N)
+
+
+def copy(x):
+    y = torch.empty_like(x)
+    _copy[(CORES,)](x, y, x.numel(), BLOCK=2048)
+    return y
+"""
+
+
+@pytest.mark.ascend
+@needs_triton_ascend
+def test_a_package_that_asks_for_the_npu_takes_its_path(tmp_path):
+    """Its import asks Triton's driver and torch.npu (which raise without an NPU): the stand-in answers as A3."""
+    (tmp_path / "pkg.py").write_text(PACKAGE)
+    res = runner.invoke(app, ["lower", "--impl", f"{tmp_path / 'pkg.py'}:copy", "--arg", "x=1048576:bfloat16", "--target", "ascend-a3",
+                              "--out", str(tmp_path / "out")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "out" / "lower.json").read_text())
+    assert (
+        "triton driver: target" in report["path"]
+        and "torch.npu.get_device_properties" in report["path"]
+    )
+    assert report["kernels"][0]["programs"] == ascend.CHIPS["ascend-a3"].vector_cores
+    assert (
+        not hasattr(torch, "npu") or torch.npu is not None
+    )  # restored: no stand-in left behind
+    import sys
+
+    assert "torch_npu" not in sys.modules
+
+
+@pytest.mark.ascend
+@needs_triton_ascend
+def test_autograd_function_apply_captures_the_backward(tmp_path):
+    (tmp_path / "fn.py").write_text(
+        PACKAGE
+        + """
+
+class Copy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale=1.0):
+        return copy(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return copy(g), None
+"""
+    )
+    res = runner.invoke(app, ["lower", "--impl", f"{tmp_path / 'fn.py'}:Copy.apply", "--arg", "x=4096:float32", "--target", "ascend-a2",
+                              "--out", str(tmp_path / "out")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "out" / "lower.json").read_text())
+    assert report["backward"] == "captured" and report["arguments"] == {
+        "x": "4096:float32"
+    }

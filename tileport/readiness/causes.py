@@ -1,0 +1,98 @@
+"""The known causes of a Triton kernel not lowering (or not fitting) on Ascend A2/A3, each with the change that
+fixes it: the one table ``tileport lower --impl`` reads. A compiler message matches a cause by its patterns; a
+message no cause matches is reported as unknown with the message itself, never guessed."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Cause:
+    key: str
+    what: str  # the cause, in words
+    fix: str  # the change that fixes it
+    patterns: tuple[
+        str, ...
+    ] = ()  # regular expressions on the compiler's message (empty: found by tileport's checks)
+    fails: bool = (
+        True  # False: a note (the kernel lowers and runs; it could run better)
+    )
+
+
+CAUSES = (
+    Cause(
+        "fp64",
+        "fp64 math: the A2/A3 vector units have no fp64 (triton-ascend takes bf16, fp16, fp32, fp8 only)",
+        "compensated fp32: carry a value and its rounding error as two fp32 (two-sum, fma for products), as "
+        "tileport's backends/triton/common.py does for its sums",
+        (r"got fp64", r"\bfp64\b", r"float64"),
+    ),
+    Cause(
+        "cuda-libdevice",
+        "CUDA's libdevice (tl.extra.cuda.libdevice): triton-ascend has no CUDA extras",
+        "tl.extra.ascend.libdevice.<fn> (triton-ascend's own), or tl.math.<fn> / a tl expression",
+        (r"extra' has no attribute 'cuda'", r"libdevice"),
+    ),
+    Cause(
+        "inline-asm",
+        "inline PTX assembly (tl.inline_asm_elementwise): the NPU runs no PTX",
+        "the same operation in tl expressions (or tl.extra.ascend.libdevice)",
+        (r"inline_asm",),
+    ),
+    Cause(
+        "tensor-descriptor",
+        "tensor descriptors (TMA: tl.make_tensor_descriptor): a Hopper copy engine",
+        "plain pointer loads and stores with masks (tl.load(ptr + offsets, mask=...))",
+        (r"tensor_descriptor", r"TensorDescriptor"),
+    ),
+    Cause(
+        "grid",
+        "a grid past 65535 programs: the launch is refused on A2/A3",
+        "a persistent loop over blocks: launch the vector-core count of programs and let each take blocks "
+        "pid, pid + num_programs, ... (``for blk in range(tl.program_id(0), n_blocks, tl.num_programs(0))``)",
+    ),
+    Cause(
+        "ub",
+        "tiles past the unified buffer (192 KB per vector core on A2/A3): the NPU binary does not build",
+        "a smaller block: the largest that fits the budget with every live tile (see the figures), the row "
+        "walked in blocks with a running reduction where a whole row does not fit",
+    ),
+    Cause(
+        "cores",
+        "more programs than vector cores: they run in waves, each a launch's worth of set-up",
+        "a persistent loop over blocks (grid = the vector-core count), as for the grid limit",
+        fails=False,
+    ),
+    Cause(
+        "double-buffer",
+        "tiles past half the unified buffer: no room to double-buffer the loads",
+        "a block of half the size, so loads overlap compute",
+        fails=False,
+    ),
+    Cause(
+        "num-warps",
+        "configurations that differ only in num_warps / num_stages: GPU warp tuning, which means "
+        "nothing on Ascend (they compile to one kernel)",
+        "tune the block sizes and the grid (the core count) "
+        "instead; keep one configuration per block size",
+        fails=False,
+    ),
+    Cause(
+        "tail",
+        "a block whose last dimension is not a multiple of 32 bytes: unaligned vector loads",
+        "a block of a multiple of 32 bytes in its last dimension (16 fp16/bf16, 8 fp32 elements), the row's "
+        "tail masked",
+        fails=False,
+    ),
+)
+BY_KEY = {c.key: c for c in CAUSES}
+
+
+def classify(message: str) -> Cause | None:
+    """The known cause a compiler message names, or None (unknown)."""
+    for cause in CAUSES:
+        if any(re.search(p, message) for p in cause.patterns):
+            return cause
+    return None

@@ -1,0 +1,167 @@
+"""A user's Triton kernels judged for an A2/A3 chip: captured under the stand-in, each distinct launch compiled
+by triton-ascend, its failure matched to a known cause, its figures against the chip's limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..backends.triton import ascend, lowering
+from . import capture as cap
+from . import causes, limits, standin
+
+
+@dataclass
+class Finding:
+    key: str  # a causes.CAUSES key, or "unknown"
+    what: str
+    fix: str
+    fails: bool
+    detail: str = ""  # the figures or the compiler's message behind it
+
+
+@dataclass
+class KernelVerdict:
+    kernel: str  # module.name
+    constants: dict
+    options: list[
+        dict
+    ]  # the launch options of every configuration compiled as this one (num_warps, ...)
+    grid: tuple
+    programs: int
+    lowered: bool
+    stage: str = ""  # where it stopped ("ttir", "linalg"), "" if it lowered
+    error: str = ""
+    limits: limits.Limits | None = None
+    findings: list[Finding] = field(default_factory=list)
+    files: dict[str, str] = field(
+        default_factory=dict
+    )  # stage -> text (ttir, ttadapter)
+    binary: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.lowered and not any(f.fails for f in self.findings)
+
+
+@dataclass
+class Readiness:
+    target: str
+    chip: ascend.Chip
+    impl: str
+    triton_ascend: str | None
+    path: list[str]  # what the package asked about the device (the stand-in answered)
+    capture: cap.Capture
+    kernels: list[KernelVerdict] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return (
+            bool(self.kernels)
+            and all(k.ok for k in self.kernels)
+            and not self.capture.error
+        )
+
+
+def _finding(key: str, detail: str = "") -> Finding:
+    c = causes.BY_KEY[key]
+    return Finding(key, c.what, c.fix, c.fails, detail)
+
+
+def _compile_finding(message: str, ttir: str) -> Finding:
+    found = causes.classify(message) or (
+        causes.BY_KEY["inline-asm"] if "inline_asm" in ttir else None
+    )
+    if found is None:
+        return Finding("unknown", "unknown: no cause in tileport's table matches the compiler's message",
+                       "read the message; if its cause is known, add it to tileport/readiness/causes.py", True, message)  # fmt: skip
+    return Finding(found.key, found.what, found.fix, True, message)
+
+
+def _judge(
+    launch: lowering.Launch, options: list[dict], chip: ascend.Chip
+) -> KernelVerdict:
+    done = lowering.compile_launch(launch, chip, strict=False)
+    v = KernelVerdict(launch.where, launch.constants, options, launch.grid, launch.programs,
+                      done.lowered, done.stage, done.error, files=dict(done.files), binary=done.binary)  # fmt: skip
+    if not done.lowered:
+        v.findings.append(_compile_finding(done.error, done.files.get("ttir", "")))
+        return v
+    if "inline_asm" in done.files.get(
+        "ttir", ""
+    ):  # carried into the Linalg IR; CANN's compiler refuses it
+        v.findings.append(
+            _finding("inline-asm", "tt.elementwise_inline_asm in the TTIR")
+        )
+    v.limits = limits.measure(
+        launch.programs, done.files["ttadapter"], chip, launch.shapes, launch.signature
+    )
+    for key in v.limits.findings():
+        v.findings.append(_finding(key, _detail(key, v.limits)))
+    if len({tuple(sorted(o.items())) for o in options}) > 1:
+        v.findings.append(_finding("num-warps", f"{len(options)} configurations: " + "; ".join(
+            ", ".join(f"{k}={val}" for k, val in sorted(o.items())) for o in options)))  # fmt: skip
+    return v
+
+
+def _detail(key: str, lim: limits.Limits) -> str:
+    if key in ("grid", "cores"):
+        return f"{lim.programs} programs, {lim.cores} vector cores (limit {limits.MAX_PROGRAMS})"
+    if key in ("ub", "double-buffer"):
+        return f"tiles {lim.ub_bytes / 1024:.1f} KB of {lim.ub_budget // 1024} KB (largest {lim.largest}, {lim.largest.bytes / 1024:.1f} KB)"
+    if key == "tail":
+        rows = ", ".join(
+            f"{n} rows of {b} bytes" for n, b in lim.unaligned_rows.items()
+        )
+        block = (
+            f"block's last dimension {lim.tail_bytes} bytes"
+            if lim.tail_bytes and lim.tail_bytes % limits.ALIGN
+            else ""
+        )
+        return "; ".join(x for x in (block, rows) if x)
+    return ""
+
+
+def _grouped(
+    launches: list[lowering.Launch],
+) -> list[tuple[lowering.Launch, list[dict]]]:
+    """Distinct launches (what compiles once), each with the launch options of every launch compiled as it."""
+    out: dict[tuple, tuple[lowering.Launch, list[dict]]] = {}
+    for launch in launches:
+        key = (
+            launch.module,
+            launch.name,
+            tuple(sorted(launch.constants.items(), key=str)),
+            tuple(sorted(launch.signature.items())),
+        )
+        _first, opts = out.setdefault(key, (launch, []))
+        if launch.options not in opts:
+            opts.append(launch.options)
+    return list(out.values())
+
+
+def check(
+    impl: str,
+    target: str,
+    given: dict[str, object],
+    spec=None,
+    example: dict | None = None,
+) -> Readiness:
+    """The user's function at ``impl`` captured for ``target`` (ascend-a2, ascend-a3) and every kernel judged;
+    ValueError where triton-ascend is not installed or the target is unknown."""
+    if target not in ascend.CHIPS:
+        raise ValueError(
+            f"unknown Ascend target {target!r}; choose from {', '.join(ascend.CHIPS)}"
+        )
+    version = ascend.triton_ascend_version()
+    if version is None:
+        raise ValueError(
+            f"--target {target} lowers through triton-ascend, which is not installed here: {ascend.INSTALL}"
+        )
+    chip = ascend.CHIPS[target]
+    with standin.standing_in(chip) as path:
+        captured = cap.capture(impl, given, spec, example)
+    result = Readiness(target, chip, impl, version, path.asked, captured)
+    result.kernels = [
+        _judge(launch, options, chip) for launch, options in _grouped(captured.launches)
+    ]
+    return result
