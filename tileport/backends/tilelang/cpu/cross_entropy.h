@@ -16,12 +16,16 @@
 typedef long long tp_nl __attribute__((vector_size(64)));
 
 // exp(h) of 8 fp64 lanes for 0 <= h <= 88 (nan stays nan): h = n ln2 + r (ln2 in two parts, the first with 32
-// significant bits so n * it is exact), |r| <= 0.35, e^r by its Taylor polynomial of degree 7 (truncation below
-// 6e-9 relative: t's error at most q * 1e-8, against fp32's q * 2^-22), times 2^n.
+// significant bits so n * it is exact), |r| <= 0.35, e^r by its Taylor polynomial of degree 11 (truncation below
+// 1e-15 relative), times 2^n. A degree-7 one (6e-9) left z's errors of one sign, summed into a row's lse: where
+// the lse cancels (all z near -cap, lse = -cap + log C, small) they were 5x the fp32 composite's.
 static inline tp_nd tp_ce_exp64(tp_nd h) {
   const tp_nd n = (h * 1.4426950408889634 + 6755399441055744.0) - 6755399441055744.0;
   const tp_nd r = (h - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
-  tp_nd p = (tp_nd){} + 1.0 / 40320.0;
+  tp_nd p = (tp_nd){} + 1.0 / 39916800.0;
+  p = tp_fma_nd(p, r, (tp_nd){} + 1.0 / 3628800.0);
+  p = tp_fma_nd(p, r, (tp_nd){} + 1.0 / 362880.0);
+  p = tp_fma_nd(p, r, (tp_nd){} + 1.0 / 40320.0);
   p = tp_fma_nd(p, r, (tp_nd){} + 1.0 / 5040.0);
   p = tp_fma_nd(p, r, (tp_nd){} + 1.0 / 720.0);
   p = tp_fma_nd(p, r, (tp_nd){} + 1.0 / 120.0);
@@ -35,11 +39,12 @@ static inline tp_nd tp_ce_exp64(tp_nd h) {
   return h == h ? e : h;
 }
 
-// 2 / d of 8 fp64 lanes, d >= 2 (or inf, nan): AVX-512's 14-bit reciprocal and one Newton step (about 2^-27
-// relative, as the exp above), not vdivpd (two per 16 lanes, in both passes).
+// 2 / d of 8 fp64 lanes, d >= 2 (or inf, nan): AVX-512's 14-bit reciprocal and two Newton steps (about 2^-52
+// relative), not vdivpd (two per 16 lanes, in both passes).
 static inline tp_nd tp_ce_two_over(tp_nd d) {
 #if defined(__AVX512F__)
   tp_nd r = (tp_nd)_mm512_rcp14_pd((__m512d)d);
+  r = r * tp_fma_nd(-d, r, (tp_nd){} + 2.0);
   r = r * tp_fma_nd(-d, r, (tp_nd){} + 2.0);
   return r + r;
 #else
@@ -85,28 +90,40 @@ static inline void tp_ce_tanh64(const tp_v16* x, double inv, tp_nd t[2], tp_nd s
   }
 }
 
-// (z - M) - shift of 16 lanes (z = cap * tanh(x / cap) in fp64), rounded once to fp32: the exp's argument.
-extern "C" inline tp_v16 tp_ce_shifted(tp_v16 x, float cap, double M, double shift) {
-  tp_nd t[2], s[2];
-  tp_ce_tanh64(&x, 1.0 / (double)cap, t, s);
-  const double c = cap;
-  return tp_narrow16(tp_fma_nd((tp_nd){} + c, t[0], (tp_nd){} - M) - shift,
-                     tp_fma_nd((tp_nd){} + c, t[1], (tp_nd){} - M) - shift);
+// e^x - 1 of 16 lanes, x <= 0 (a capped row's z - M): pass 1's sum as the count of columns plus these. Near the
+// max (x within an ulp of 0: every z of a row saturated at -cap), fp32's e^x rounds to 1 or 1 - 2^-24 and the
+// roundings of 149 such terms all lean one way (lse, -cap + log C, small, was 7e-6 off); e^x - 1 keeps x's bits.
+// x = n ln2 + r as in tp_exp_n, e^r - 1 = r (1 + r/2 + ...) by Horner, then 2^n (e^r - 1) + (2^n - 1).
+static inline tp_nf tp_ce_expm1_n(tp_nf x) {
+  const tp_nf lo = (tp_nf){} - 104.0f, shift = (tp_nf){} + 12582912.0f;
+  const tp_nf xc = x < lo ? lo : x;
+  const tp_nf n = (xc * 1.44269504088896341f + shift) - shift;
+  const tp_nf r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+  tp_nf p = (tp_nf){} + (1.0f / 40320.0f);
+  p = tp_fma_nf(p, r, (tp_nf){} + (1.0f / 5040.0f));
+  p = tp_fma_nf(p, r, (tp_nf){} + (1.0f / 720.0f));
+  p = tp_fma_nf(p, r, (tp_nf){} + (1.0f / 120.0f));
+  p = tp_fma_nf(p, r, (tp_nf){} + (1.0f / 24.0f));
+  p = tp_fma_nf(p, r, (tp_nf){} + (1.0f / 6.0f));
+  p = tp_fma_nf(p, r, (tp_nf){} + 0.5f);
+  p = tp_fma_nf(p, r, (tp_nf){} + 1.0f);
+  const tp_nf em1 = p * r;  // e^r - 1
+#if defined(__AVX512F__)
+  const tp_nf s = (tp_nf)_mm512_scalef_ps((__m512)((tp_nf){} + 1.0f), (__m512)n);  // 2^n (0 below fp32's range)
+#else
+  const tp_ni k = __builtin_convertvector(n, tp_ni);
+  const tp_nf s = (tp_nf)(((k < -126 ? (tp_ni){} - 126 : k) + 127) << 23);  // 2^n (2^-126 below: -1 there)
+#endif
+  const tp_nf out = n == 0.0f ? em1 : tp_fma_nf(s, em1, s - 1.0f);
+  return x != x ? x : (x < lo ? (tp_nf){} - 1.0f : out);
+}
+extern "C" inline tp_v16 tp_ce_expm1(tp_v16 x) {
+  tp_v16 r;
+#pragma GCC unroll 4
+  for (int i = 0; i < TP_PARTS; ++i) r.v[i] = tp_ce_expm1_n(x.v[i]);
+  return r;
 }
 
-// *arg = (z - M) - shift as tp_ce_shifted, and *s = the slope, rounded to fp32.
-extern "C" inline void* tp_ce_shifted_slope(tp_v16* x, float cap, double M, double shift, tp_v16* arg, tp_v16* s) {
-  tp_nd t[2], sl[2];
-  tp_ce_tanh64(x, 1.0 / (double)cap, t, sl);
-  const double c = cap;
-  *arg = tp_narrow16(tp_fma_nd((tp_nd){} + c, t[0], (tp_nd){} - M) - shift,
-                     tp_fma_nd((tp_nd){} + c, t[1], (tp_nd){} - M) - shift);
-  *s = tp_narrow16(sl[0], sl[1]);
-  return 0;
-}
-
-// One value through the lanes above, so the target's logit and a block's max get the bits the lanes get (the
-// broadcast held opaque, so no lane is specialized for it): z in fp64, and the slope (fp64).
 #if defined(__x86_64__) || defined(__i386__)
 #define TP_CE_OPAQUE(r) __asm__("" : "+v"(r))
 #elif defined(__aarch64__)
@@ -114,13 +131,40 @@ extern "C" inline void* tp_ce_shifted_slope(tp_v16* x, float cap, double M, doub
 #else
 #define TP_CE_OPAQUE(r) __asm__("" : "+m"(r))
 #endif
+
+// z = cap * t, rounded (held opaque: with -ffp-contract=fast g++ fused cap * t - M into one FMA, so z - M was
+// the product's rounding error, not 0, where z is the max: a single class's p was not 1).
+static inline tp_nd tp_ce_z(float cap, tp_nd t) {
+  tp_nd z = (double)cap * t;
+  TP_CE_OPAQUE(z);
+  return z;
+}
+
+// (z - M) - shift of 16 lanes (z = cap * tanh(x / cap) in fp64), rounded once to fp32: the exp's argument.
+extern "C" inline tp_v16 tp_ce_shifted(tp_v16 x, float cap, double M, double shift) {
+  tp_nd t[2], s[2];
+  tp_ce_tanh64(&x, 1.0 / (double)cap, t, s);
+  return tp_narrow16(tp_ce_z(cap, t[0]) - M - shift, tp_ce_z(cap, t[1]) - M - shift);
+}
+
+// *arg = (z - M) - shift as tp_ce_shifted, and *s = the slope, rounded to fp32.
+extern "C" inline void* tp_ce_shifted_slope(tp_v16* x, float cap, double M, double shift, tp_v16* arg, tp_v16* s) {
+  tp_nd t[2], sl[2];
+  tp_ce_tanh64(x, 1.0 / (double)cap, t, sl);
+  *arg = tp_narrow16(tp_ce_z(cap, t[0]) - M - shift, tp_ce_z(cap, t[1]) - M - shift);
+  *s = tp_narrow16(sl[0], sl[1]);
+  return 0;
+}
+
+// One value through the lanes above, so the target's logit and a block's max get the bits the lanes get (the
+// broadcast held opaque, so no lane is specialized for it): z in fp64, and the slope (fp64).
 static inline void tp_ce_one64(float x, float cap, double* z, double* slope) {
   tp_v16 v(x);
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) TP_CE_OPAQUE(v.v[i]);
   tp_nd t[2], s[2];
   tp_ce_tanh64(&v, 1.0 / (double)cap, t, s);
-  *z = (double)cap * t[0][0];
+  *z = tp_ce_z(cap, t[0])[0];
   *slope = s[0][0];
 }
 extern "C" inline double tp_ce_cap64(float x, float cap) {
