@@ -34,9 +34,9 @@ PREFIX = "impl:"
 # the names users' code gives an input or attribute (the first rows input: any of FIRST)
 FIRST = ("x", "input", "hidden_states", "hidden", "inp", "inputs", "a", "X")
 ALIASES = {
-    "residual": ("residual", "res", "residual_in"),
-    "weight": ("weight", "w", "gamma", "scale"),
-    "bias": ("bias", "b", "beta"),
+    "residual": ("residual", "res", "residual_in", "R"),
+    "weight": ("weight", "w", "W", "gamma", "scale"),
+    "bias": ("bias", "b", "B", "beta"),
     "gate": ("gate", "z", "g"),
     "eps": ("eps", "epsilon", "variance_epsilon", "norm_eps", "layer_norm_eps", "rms_norm_eps"),
     "dim": ("dim", "axis"),

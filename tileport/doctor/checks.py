@@ -256,7 +256,8 @@ def triton_ascend(p: Probe) -> Finding:
     if asc is None:
         which = f"upstream triton {upstream}" if upstream else "no triton"
         return Finding("Triton for Ascend A2/A3", "info", f"{which}: A2/A3 (arch32) NPUs get the torch backend here; their Triton path is "
-                       "triton-ascend, which replaces upstream triton (an environment of its own)", env)  # fmt: skip
+                       "triton-ascend, which replaces upstream triton (an environment of its own), and `tileport lower --impl` "
+                       "(whether your kernels lower for A2/A3) runs there", env)  # fmt: skip
     home = p.environ.get("ASCEND_HOME_PATH")
     bishengir = p.which("bishengir-compile") or (str(Path(home) / "bin" / "bishengir-compile") if home and (Path(home) / "bin" / "bishengir-compile").is_file() else None)
     missing = []
@@ -266,7 +267,8 @@ def triton_ascend(p: Probe) -> Finding:
         missing.append("CANN's bishengir-compile (source <ascend-toolkit>/set_env.sh): lowering stops at the Linalg IR")
     if not p.can_import("torch_npu"):
         missing.append("torch_npu matching this torch: no device runs")
-    detail = f"triton-ascend {asc}: A2/A3 (arch32) run tileport's Triton kernels" + (f"; bishengir-compile {bishengir}" if bishengir else "")
+    detail = (f"triton-ascend {asc}: A2/A3 (arch32) run tileport's Triton kernels, and `tileport lower --impl` judges yours"
+              + (f"; bishengir-compile {bishengir}" if bishengir else ""))  # fmt: skip
     if missing:
         return Finding("Triton for Ascend A2/A3", "warn", detail + "; missing for a device run: " + "; ".join(missing),
                        "on the NPU host: source set_env.sh, install torch_npu for this torch")  # fmt: skip
