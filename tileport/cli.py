@@ -730,6 +730,8 @@ def lower(
     impl: Optional[str] = typer.Option(None, metavar="MODULE:FUNCTION", help="your own launcher (e.g. fla.modules.l2norm:l2norm_fwd): its Triton kernels captured and judged for --target ascend-a2/a3"),
     arg: Optional[list[str]] = typer.Option(None, metavar="NAME=SHAPE:DTYPE", help="an argument of --impl's function: NAME=SHAPE:DTYPE (x=4096x2048:bfloat16) or NAME=VALUE (eps=1e-6) (repeatable)"),
     rows: int = typer.Option(256, help="with OP and --impl: rows of the drawn inputs"),
+    cases: Optional[Path] = typer.Option(None, help="with --impl: a case file (a tileport suite or the test kit's design YAML): its quick cases' inputs"),
+    problem: Optional[Path] = typer.Option(None, help="with --impl: a KernelBench-style problem file: get_inputs() (and get_init_inputs() for a ModelNew)"),
 ) -> None:
     """Write OP's forward and backward device source for TARGET; build a cubin when nvcc is present. With
     --impl, capture your function's Triton launches and say, per kernel, whether it lowers for the chip and
@@ -740,7 +742,7 @@ def lower(
     Example: tileport lower --impl fla.modules.l2norm:l2norm_fwd --arg x=4096x2048:bfloat16 --target ascend-a2
     """
     if impl is not None:
-        _lower_impl(op, impl, arg, target, dtype, dim, rows, out)
+        _lower_impl(op, impl, arg, target, dtype, dim, rows, out, cases, problem)
         return
     if op is None:
         raise typer.BadParameter("name an operator (see `tileport ops`), or your own function with --impl", param_hint="OP")
@@ -773,7 +775,24 @@ def lower(
         console.print(note, markup=False)
 
 
-def _lower_impl(op, impl, arg, target, dtype, dim, rows, out) -> None:
+def _readiness_cases(op, cases: Path, limit: int = 4) -> tuple[object, list[dict]]:
+    """(spec, inputs) of a case file's first quick cases of distinct shapes (each shape compiles its own
+    kernels)."""
+    from .cases import load_suite, spec_of
+    from .cases.generate import generate, make_inputs
+
+    suite = load_suite(cases)
+    spec = _spec(op) if op is not None else spec_of(suite)
+    seen, examples = set(), []
+    for case in generate(suite, "quick"):
+        if case.shape in seen or len(examples) >= limit:
+            continue
+        seen.add(case.shape)
+        examples.append(make_inputs(suite, case))
+    return spec, examples
+
+
+def _lower_impl(op, impl, arg, target, dtype, dim, rows, out, cases=None, problem=None) -> None:
     """``lower --impl``: the readiness check of a user's Triton launcher for an A2/A3 chip."""
     from .external import ImplError
     from .readiness import check, report
@@ -785,15 +804,30 @@ def _lower_impl(op, impl, arg, target, dtype, dim, rows, out) -> None:
         given = dict(parse_arg(a) for a in arg or ())
     except ImplError as exc:
         raise typer.BadParameter(str(exc), param_hint="--arg") from None
-    spec = example = None
-    if op is not None:
+    spec = examples = loaded = None
+    if problem is not None:
+        from .external import import_file
+
+        try:
+            loaded = import_file(problem.expanduser().resolve())
+        except Exception as exc:  # noqa: BLE001 - the problem file's own error, in one line
+            raise typer.BadParameter(f"{problem} does not import: {type(exc).__name__}: {exc}", param_hint="--problem") from None
+        if not all(hasattr(loaded, n) for n in ("get_inputs", "get_init_inputs")):
+            raise typer.BadParameter(f"{problem}: a problem file defines get_inputs() and get_init_inputs()", param_hint="--problem")
+    elif cases is not None:
+        try:
+            spec, examples = _readiness_cases(op, cases)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--cases") from None
+    elif op is not None:
         spec = _spec(op)
         (dt,) = _dtypes([dtype])
-        example = spec.example((rows, dim), dt, "cpu", torch.Generator().manual_seed(0))
+        examples = [spec.example((rows, dim), dt, "cpu", torch.Generator().manual_seed(0))]
     elif not given:
-        raise typer.BadParameter("give the function's arguments (--arg NAME=SHAPE:DTYPE) or an operator to draw them from", param_hint="--arg")
+        raise typer.BadParameter("give the function's arguments (--arg NAME=SHAPE:DTYPE), an operator to draw them from, "
+                                 "--cases or --problem", param_hint="--arg")  # fmt: skip
     try:
-        result = check(impl, target, given, spec, example)
+        result = check(impl, target, given, spec, examples, loaded)
     except (ImplError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--impl") from None
     for path in report.write(result, out):

@@ -229,3 +229,37 @@ class Copy(torch.autograd.Function):
     assert report["backward"] == "captured" and report["arguments"] == {
         "x": "4096:float32"
     }
+
+
+PROBLEM = """
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def get_inputs():
+    return [torch.randn(64, 1024)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.ascend
+@needs_triton_ascend
+def test_inputs_from_a_problem_or_a_case_file(tmp_path):
+    (tmp_path / "problem.py").write_text(PROBLEM)
+    res = runner.invoke(app, ["lower", "--impl", f"{KERNELS}:clean", "--problem", str(tmp_path / "problem.py"), "--target", "ascend-a2",
+                              "--out", str(tmp_path / "p")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "p" / "lower.json").read_text())["arguments"] == {"input 0": "64x1024:float32"}
+    suite = Path(__file__).resolve().parents[2] / "tileport" / "cases" / "suites" / "l2norm.yaml"
+    res = runner.invoke(app, ["lower", "l2norm", "--impl", f"{KERNELS}:clean", "--cases", str(suite), "--target", "ascend-a2",
+                              "--out", str(tmp_path / "c")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "c" / "lower.json").read_text())
+    assert report["kernels"] and all(k["ok"] for k in report["kernels"])

@@ -144,29 +144,53 @@ def _tensors(out) -> list[torch.Tensor]:
     return []
 
 
-def capture(
-    target: str, given: dict[str, object], spec=None, example: dict | None = None
-) -> Capture:
-    """Import ``target`` (MODULE:FUNCTION or path/file.py:FUNCTION) and call it, its launches recorded; the
-    caller holds the stand-in (``standin.standing_in``) so the import takes the chip's path."""
+def _problem_call(fn, problem, target: str) -> tuple[object, list, dict[str, str]]:
+    """A KernelBench problem's inputs for ``fn``: ``get_inputs()`` (floating tensors requiring grad); a module
+    class (ModelNew) is built from ``get_init_inputs()`` first."""
+    torch.manual_seed(0)
+    inputs = [t.detach().requires_grad_(True) if isinstance(t, torch.Tensor) and t.dtype.is_floating_point else t
+              for t in problem.get_inputs()]  # fmt: skip
+    if inspect.isclass(fn) and issubclass(fn, torch.nn.Module):
+        fn = fn(*problem.get_init_inputs())
+    described = {f"input {i}": (f"{'x'.join(map(str, t.shape))}:{str(t.dtype).removeprefix('torch.')}"
+                                if isinstance(t, torch.Tensor) else repr(t)) for i, t in enumerate(inputs)}  # fmt: skip
+    return fn, inputs, described
+
+
+def _run(fn, args: list, kwargs: dict, result: Capture) -> None:
+    """One call, and the backward of what it returns where that carries a graph."""
+    try:
+        with torch.enable_grad():
+            out = fn(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the launches before it still count; the report says where it stopped
+        result.error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
+        return
+    graph = [t for t in _tensors(out) if t.requires_grad and t.grad_fn is not None]
+    if graph:
+        try:
+            torch.autograd.backward(graph, [torch.ones_like(t) for t in graph])
+            result.backward = result.backward or "captured"
+        except Exception as exc:  # noqa: BLE001 - a backward that cannot run on garbage still had its launches
+            result.backward = f"stopped: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
+def capture(target: str, given: dict[str, object], spec=None, examples: list[dict] | None = None,
+            problem=None) -> Capture:  # fmt: skip
+    """Import ``target`` (MODULE:FUNCTION or path/file.py:FUNCTION) and call it, its launches recorded: on
+    ``given`` arguments, once per drawn ``examples`` (an operator's inputs: a spec's example, a case file's
+    cases), or on a KernelBench ``problem``'s inputs. The caller holds the stand-in (``standin.standing_in``)
+    so the import takes the chip's path."""
     result = Capture(target)
     with lowering.recording() as found:
         fn, _, _ = load_callable(target)
-        args, kwargs, result.arguments = arguments(fn, target, given, spec, example)
-        try:
-            with torch.enable_grad():
-                out = fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - the launches before it still count; the report says where it stopped
-            result.error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
-            out = None
-        graph = [t for t in _tensors(out) if t.requires_grad and t.grad_fn is not None]
-        if graph:
-            try:
-                torch.autograd.backward(graph, [torch.ones_like(t) for t in graph])
-                result.backward = "captured"
-            except Exception as exc:  # noqa: BLE001 - a backward that cannot run on garbage still had its launches
-                result.backward = (
-                    f"stopped: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-                )
+        if problem is not None:
+            fn, inputs, result.arguments = _problem_call(fn, problem, target)
+            _run(fn, inputs, {}, result)
+        for example in examples or [None]:
+            if problem is not None:
+                break
+            args, kwargs, described = arguments(fn, target, given, spec, example)
+            result.arguments = result.arguments or described
+            _run(fn, args, kwargs, result)
     result.launches = list(found)
     return result

@@ -139,13 +139,8 @@ def _grouped(
     return list(out.values())
 
 
-def check(
-    impl: str,
-    target: str,
-    given: dict[str, object],
-    spec=None,
-    example: dict | None = None,
-) -> Readiness:
+def check(impl: str, target: str, given: dict[str, object], spec=None, examples: list[dict] | None = None,
+          problem=None) -> Readiness:  # fmt: skip
     """The user's function at ``impl`` captured for ``target`` (ascend-a2, ascend-a3) and every kernel judged;
     ValueError where triton-ascend is not installed or the target is unknown."""
     if target not in ascend.CHIPS:
@@ -159,7 +154,7 @@ def check(
         )
     chip = ascend.CHIPS[target]
     with standin.standing_in(chip) as path:
-        captured = cap.capture(impl, given, spec, example)
+        captured = cap.capture(impl, given, spec, examples, problem)
     result = Readiness(target, chip, impl, version, path.asked, captured)
     result.kernels = [
         _judge(launch, options, chip) for launch, options in _grouped(captured.launches)
