@@ -775,6 +775,21 @@ def lower(
         console.print(note, markup=False)
 
 
+def _lower_tile_program(impl: str, target: str, given: dict, out: Path) -> None:
+    """``lower --impl --target ascend|cpu``: a user's TileLang kernel lowered for Ascend 950 or built for the CPU."""
+    from .external import ImplError
+    from .readiness import tile_programs
+
+    try:
+        verdict = tile_programs.check(impl, target, given)
+    except (ImplError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--impl") from None
+    for path in tile_programs.write(verdict, out):
+        console.print(f"wrote {path}", markup=False)
+    (console if verdict.ok else err_console).print(tile_programs.markdown(verdict), markup=False, highlight=False)
+    raise typer.Exit(0 if verdict.ok else 1)
+
+
 def _readiness_cases(op, cases: Path, limit: int = 4) -> tuple[object, list[dict]]:
     """(spec, inputs) of a case file's first quick cases of distinct shapes (each shape compiles its own
     kernels)."""
@@ -798,12 +813,16 @@ def _lower_impl(op, impl, arg, target, dtype, dim, rows, out, cases=None, proble
     from .readiness import check, report
     from .readiness.capture import parse_arg
 
-    if target not in ("ascend-a2", "ascend-a3"):
-        raise typer.BadParameter(f"--impl is judged for ascend-a2 or ascend-a3 (Triton), not {target!r}", param_hint="--target")
+    if target not in ("ascend-a2", "ascend-a3", "ascend", "cpu"):
+        raise typer.BadParameter(f"--impl is judged for ascend-a2 or ascend-a3 (a Triton launcher), ascend or cpu (a TileLang "
+                                 f"kernel), not {target!r}", param_hint="--target")  # fmt: skip
     try:
         given = dict(parse_arg(a) for a in arg or ())
     except ImplError as exc:
         raise typer.BadParameter(str(exc), param_hint="--arg") from None
+    if target in ("ascend", "cpu"):
+        _lower_tile_program(impl, target, given, out)
+        return
     spec = examples = loaded = None
     if problem is not None:
         from .external import import_file

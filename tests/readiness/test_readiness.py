@@ -256,8 +256,16 @@ def test_inputs_from_a_problem_or_a_case_file(tmp_path):
     res = runner.invoke(app, ["lower", "--impl", f"{KERNELS}:clean", "--problem", str(tmp_path / "problem.py"), "--target", "ascend-a2",
                               "--out", str(tmp_path / "p")])  # fmt: skip
     assert res.exit_code == 0, res.output
-    assert json.loads((tmp_path / "p" / "lower.json").read_text())["arguments"] == {"input 0": "64x1024:float32"}
-    suite = Path(__file__).resolve().parents[2] / "tileport" / "cases" / "suites" / "l2norm.yaml"
+    assert json.loads((tmp_path / "p" / "lower.json").read_text())["arguments"] == {
+        "input 0": "64x1024:float32"
+    }
+    suite = (
+        Path(__file__).resolve().parents[2]
+        / "tileport"
+        / "cases"
+        / "suites"
+        / "l2norm.yaml"
+    )
     res = runner.invoke(app, ["lower", "l2norm", "--impl", f"{KERNELS}:clean", "--cases", str(suite), "--target", "ascend-a2",
                               "--out", str(tmp_path / "c")])  # fmt: skip
     assert res.exit_code == 0, res.output

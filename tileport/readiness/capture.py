@@ -171,7 +171,9 @@ def _run(fn, args: list, kwargs: dict, result: Capture) -> None:
             torch.autograd.backward(graph, [torch.ones_like(t) for t in graph])
             result.backward = result.backward or "captured"
         except Exception as exc:  # noqa: BLE001 - a backward that cannot run on garbage still had its launches
-            result.backward = f"stopped: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            result.backward = (
+                f"stopped: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            )
 
 
 def capture(target: str, given: dict[str, object], spec=None, examples: list[dict] | None = None,

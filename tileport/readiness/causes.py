@@ -87,12 +87,65 @@ CAUSES = (
         fails=False,
     ),
 )
-BY_KEY = {c.key: c for c in CAUSES}
+# A TileLang kernel written for GPUs, lowered for Ascend (the wheel's ascend target) or built for the CPU (C).
+TILE_CAUSES = (
+    Cause(
+        "vf-block",
+        "a T.Parallel loop outside a vector-function block: Ascend runs vector code in VF blocks",
+        "import tilelang.ascend.language as T and put the loop in `with T.SimtVF(threads=...):` (per element, as "
+        "tileport's Ascend kernels do) or `with T.SimdVF():`",
+        (r"must be inside a VF block",),
+    ),
+    Cause(
+        "dma-cast",
+        "a T.copy that converts dtypes: Ascend's DMA moves bytes only",
+        "copy in the storage dtype into a UB buffer (T.alloc_shared), convert inside a VF block",
+        (r"DMA copies cannot perform type casting",),
+    ),
+    Cause(
+        "fragment",
+        "register fragments (T.alloc_fragment): a GPU warp's registers, laid out by the MMA/thread "
+        "layout inference",
+        "UB buffers (T.alloc_shared) on Ascend; T.alloc_local for a reduction on the CPU's C target",
+        (r"local\.fragment", r"layout for fragment"),
+    ),
+    Cause(
+        "warp",
+        "warp-level primitives (shuffles, warp reductions): no Ascend counterpart",
+        "T.reduce_sum / T.reduce_max over a UB buffer",
+        (r"shfl", r"warp_shuffle"),
+    ),
+    Cause(
+        "ub-tile",
+        "buffers past the unified buffer (192 KB per vector core)",
+        "smaller blocks, or the row streamed through UB in chunks with a running reduction",
+    ),
+    Cause(
+        "threads",
+        "GPU threads per block (T.Kernel(..., threads=N)): an Ascend kernel's grid is its vector cores",
+        "T.Kernel(CORES) with a persistent loop over blocks; the threads go to T.SimtVF(threads=...)",
+        fails=False,
+    ),
+    Cause(
+        "rsqrt",
+        "T.rsqrt: the NPU's hardware rsqrt is approximate (about 3e-3 relative, as the A2/A3 practice met)",
+        "one or two Newton-Raphson steps, y * (1.5 - 0.5 * s * y * y), as tileport's Ascend kernels do (--nr-steps)",
+        fails=False,
+    ),
+    Cause(
+        "gemm",
+        "T.gemm: the cube unit takes its operands from its own buffers, in 16 x 16 fractal tiles",
+        "tile shapes in multiples of 16 (K too), the operands staged for the cube unit as the wheel's Ascend GEMM "
+        "examples do",
+        fails=False,
+    ),
+)
+BY_KEY = {c.key: c for c in CAUSES + TILE_CAUSES}
 
 
-def classify(message: str) -> Cause | None:
+def classify(message: str, table: tuple[Cause, ...] = CAUSES) -> Cause | None:
     """The known cause a compiler message names, or None (unknown)."""
-    for cause in CAUSES:
+    for cause in table:
         if any(re.search(p, message) for p in cause.patterns):
             return cause
     return None
