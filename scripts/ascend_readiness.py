@@ -64,7 +64,7 @@ UPSTREAM = [
         "fla-core",
         "rope",
         "fla.modules.rotary.ops:rotary_embedding",
-        ["x=2x2048x16x128:bfloat16", "cos=2048x64:float32", "sin=2048x64:float32"],
+        ["x=2x2048x16x128:bfloat16", "cos=2048x64:bfloat16", "sin=2048x64:bfloat16"],
         None,
     ),
     (
@@ -122,6 +122,22 @@ UPSTREAM = [
         "liger_kernel.ops:LigerCrossEntropyFunction.apply",
         ["_input=4096x32000:bfloat16", "target=4096:int64", "weight=None"],
         "liger_kernel.ops.backends._ascend.ops.cross_entropy:LigerCrossEntropyFunction.apply",
+    ),
+    (
+        "Liger cross_entropy V 128256",
+        "liger-kernel",
+        "cross_entropy",
+        "liger_kernel.ops:LigerCrossEntropyFunction.apply",
+        ["_input=1024x128256:bfloat16", "target=1024:int64", "weight=None"],
+        "liger_kernel.ops.backends._ascend.ops.cross_entropy:LigerCrossEntropyFunction.apply",
+    ),
+    (
+        "Liger softmax D 65536",
+        "liger-kernel",
+        "softmax",
+        "liger_kernel.ops:LigerSoftmaxFunction.apply",
+        ["input_=256x65536:bfloat16"],
+        "liger_kernel.ops.backends._ascend.ops.softmax:LigerSoftmaxFunction.apply",
     ),
 ]
 TARGETS = ("ascend-a2", "ascend-a3")
@@ -204,10 +220,13 @@ def checks(only: list[str]) -> list[dict]:
 
 def _cell(r: dict) -> str:
     if "report" not in r:
-        return "refused: " + r["refused"].split("Error: ")[-1][:160].replace("|", "/")
+        why = r["refused"].split("does not import: ")[-1].split("Error: ")[-1]
+        return "**does not import**: " + why[:160].replace("|", "/")
     rep = r["report"]
     if not rep["kernels"]:
         return "**no Triton launch** " + (rep.get("error") or "")
+    if rep["backward"].startswith("stopped"):
+        return f"**backward raised**: {rep['backward'].removeprefix('stopped: ')[:160]} (forward: {len(rep['kernels'])} kernels lower)"
     bad = [k for k in rep["kernels"] if not k["ok"]]
     notes = sorted(
         {f["cause"] for k in rep["kernels"] for f in k["findings"] if not f["fails"]}

@@ -271,3 +271,31 @@ def test_inputs_from_a_problem_or_a_case_file(tmp_path):
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "c" / "lower.json").read_text())
     assert report["kernels"] and all(k["ok"] for k in report["kernels"])
+
+
+@pytest.mark.ascend
+@needs_triton_ascend
+def test_a_backward_that_raises_fails_the_check(tmp_path):
+    """fla's Ascend layer norm refuses D = 2048 in its backward: the forward's kernels lowering is no PASS."""
+    (tmp_path / "fn.py").write_text(
+        PACKAGE
+        + """
+
+class Refusing(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return copy(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("feature dim exceeds the UB-safe block size")
+"""
+    )
+    res = runner.invoke(app, ["lower", "--impl", f"{tmp_path / 'fn.py'}:Refusing.apply", "--arg", "x=4096:float32", "--target", "ascend-a2",
+                              "--out", str(tmp_path / "out")])  # fmt: skip
+    assert res.exit_code == 1, res.output
+    md = (tmp_path / "out" / "lower.md").read_text()
+    assert (
+        "FAIL: 1 kernels lower, but the backward stopped: RuntimeError: feature dim exceeds"
+        in md.splitlines()[0]
+    )

@@ -55,11 +55,10 @@ class Readiness:
 
     @property
     def ok(self) -> bool:
-        return (
-            bool(self.kernels)
-            and all(k.ok for k in self.kernels)
-            and not self.capture.error
-        )
+        """Every kernel lowers within the limits, and neither the call nor its backward raised (a kernel not
+        reached is not vouched for)."""
+        stopped = self.capture.error or self.capture.backward.startswith("stopped")
+        return bool(self.kernels) and all(k.ok for k in self.kernels) and not stopped
 
 
 def _finding(key: str, detail: str = "") -> Finding:

@@ -20,6 +20,9 @@ def _verdict(k) -> str:
 
 def headline(r: Readiness) -> str:
     bad = [k for k in r.kernels if not k.ok]
+    if not bad and r.kernels and (r.capture.error or r.capture.backward.startswith("stopped")):
+        which = f"the call raised ({r.capture.error})" if r.capture.error else f"the backward {r.capture.backward}"
+        return f"FAIL: {len(r.kernels)} kernels lower, but {which}: the kernels after it were not reached"
     return ("PASS: every kernel lowers within the chip's limits" if r.ok
             else f"FAIL: {len(bad)} of {len(r.kernels)} kernels do not lower or exceed a limit" if r.kernels
             else "FAIL: the function launched no Triton kernel")  # fmt: skip
