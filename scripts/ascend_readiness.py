@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,36 +151,43 @@ def slug(name: str) -> str:
 def run(
     name: str, variant: str, impl: str, args: list[str], target: str, env: dict
 ) -> dict:
-    """One check in its own process: its lower.json, or the refusal (exit 2) and its message."""
-    out = RESULTS / f"{slug(name)}-{variant}-{target}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "tileport.cli",
-        "lower",
-        "--impl",
-        impl,
-        "--target",
-        target,
-        "--out",
-        str(out),
-    ]
-    for a in args:
-        cmd += ["--arg", a]
-    p = subprocess.run(
-        cmd, check=False, capture_output=True, text=True, env=os.environ | env, cwd=ROOT
-    )
-    result = {
-        "name": name,
-        "variant": variant,
-        "impl": impl,
-        "target": target,
-        "exit": p.returncode,
-    }
-    if (out / "lower.json").is_file() and p.returncode in (0, 1):
-        result |= {"report": json.loads((out / "lower.json").read_text())}
-    else:
-        result["refused"] = " ".join((p.stderr or p.stdout).split())[-600:]
+    """One check in its own process: its lower.json (the IR files are left behind), or the refusal (exit 2) and
+    its message."""
+    with tempfile.TemporaryDirectory(prefix="tileport-readiness-") as tmp:
+        out = Path(tmp)
+        cmd = [
+            sys.executable,
+            "-m",
+            "tileport.cli",
+            "lower",
+            "--impl",
+            impl,
+            "--target",
+            target,
+            "--out",
+            str(out),
+        ]
+        for a in args:
+            cmd += ["--arg", a]
+        p = subprocess.run(
+            cmd,
+            check=False,
+            capture_output=True,
+            text=True,
+            env=os.environ | env,
+            cwd=ROOT,
+        )
+        result = {
+            "name": name,
+            "variant": variant,
+            "impl": impl,
+            "target": target,
+            "exit": p.returncode,
+        }
+        if (out / "lower.json").is_file() and p.returncode in (0, 1):
+            result |= {"report": json.loads((out / "lower.json").read_text())}
+        else:
+            result["refused"] = " ".join((p.stderr or p.stdout).split())[-600:]
     (RESULTS / f"{slug(name)}-{variant}-{target}.json").write_text(
         json.dumps(result, indent=1)
     )
