@@ -1,4 +1,23 @@
 """Shared fixtures: ``golden`` and ``randn`` are tileport's own test helpers (``tileport.testing``, which plugin
-packages' tests import too); importing it sets the Triton interpreter where no GPU is present."""
+packages' tests use too); its session hooks set the Triton interpreter where no GPU is present, and restore it."""
 
-from tileport.testing import golden, randn  # noqa: F401
+import os
+
+import pytest
+
+from tileport.testing import golden, pytest_configure, pytest_unconfigure, randn  # noqa: F401
+
+
+# pytest's own variable, and what tilelang sets when it is first imported (its paths, once per process)
+_NOT_THE_TESTS = ("PYTEST_CURRENT_TEST", "PYTHONPATH", "TL_", "TVM_")
+
+
+@pytest.fixture(autouse=True)
+def _environment_left_as_found():
+    """A test may change environment variables only through monkeypatch (restored before this check runs)."""
+    before = dict(os.environ)
+    yield
+    after = dict(os.environ)
+    changed = sorted(k for k in before.keys() | after.keys()
+                     if before.get(k) != after.get(k) and not k.startswith(_NOT_THE_TESTS))  # fmt: skip
+    assert not changed, f"the test left environment variables changed: {', '.join(changed)}"

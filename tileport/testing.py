@@ -7,9 +7,11 @@ conftest.py: ``from tileport.testing import golden, randn``):
 - ``randn(*shape, dtype=, seed=, scale=)``: seeded normal samples drawn in fp32, then cast (the same values for
   every dtype of a test).
 
-Importing this module sets ``TRITON_INTERPRET=1`` where no GPU is present (Triton runs on a CPU only under its
-interpreter, chosen before triton is imported), unless the installed Triton is triton-ascend (it lowers for
-Ascend here; its tests compile, they do not interpret).
+Its session hooks (``pytest_configure``, ``pytest_unconfigure``, imported into the conftest.py) set
+``TRITON_INTERPRET=1`` for the test session where no GPU is present (Triton runs on a CPU only under its
+interpreter, chosen before a kernel is defined), unless the installed Triton is triton-ascend (it lowers for
+Ascend here; its tests compile, they do not interpret), and restores the variable when the session ends.
+Importing the module changes nothing.
 """
 
 import importlib.util
@@ -18,11 +20,31 @@ import os
 import pytest
 import torch
 
-if not torch.cuda.is_available() and importlib.util.find_spec("triton") is not None:
+_INTERPRET = "TRITON_INTERPRET"
+_before: list[str | None] = []
+
+
+def wants_interpreter() -> bool:
+    """Whether Triton's kernels run under its interpreter here (no GPU, upstream Triton)."""
+    if torch.cuda.is_available() or importlib.util.find_spec("triton") is None:
+        return False
     from tileport.backends.triton.ascend import triton_ascend_version
 
-    if triton_ascend_version() is None:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    return triton_ascend_version() is None
+
+
+def pytest_configure(config):
+    _before.append(os.environ.get(_INTERPRET))
+    if wants_interpreter():
+        os.environ.setdefault(_INTERPRET, "1")
+
+
+def pytest_unconfigure(config):
+    before = _before.pop() if _before else None
+    if before is None:
+        os.environ.pop(_INTERPRET, None)
+    else:
+        os.environ[_INTERPRET] = before
 
 
 @pytest.fixture

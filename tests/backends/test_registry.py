@@ -130,6 +130,7 @@ def test_real_registry_sends_device_tensors_to_the_device_kernels(monkeypatch):
     is the installed Triton, else to torch (here: upstream Triton). Decided from device descriptions: no device
     is here."""
     monkeypatch.delenv("TILEPORT_BACKEND", raising=False)
+    monkeypatch.setattr(REGISTRY, "memo", {})  # the fake devices' decisions stay out of the real registry's memo
     cuda = REGISTRY.resolve("l2norm", torch.device("cuda"), (F32,))
     assert cuda.name == "tilelang"
     assert cuda.kernels("l2norm", "cuda").__name__ == "tileport.backends.tilelang.cuda.l2norm"

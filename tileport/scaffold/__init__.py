@@ -284,8 +284,9 @@ def _package_plan(name: str, like: str | None, folder: Path, inputs, attrs, outp
     how = f"--package {folder} " + (f"--like {like}" if like and inputs is None and outputs is None else " ".join(
         f"--{k} {v}" for k, v in (("like", like), ("inputs", inputs), ("attrs", attrs), ("outputs", outputs)) if v))
     ops_import = f"import {pkg} as OPS"
-    conftest = ('"""tileport\'s test fixtures: the float64 golden of an operator, seeded samples."""\n\n'
-                "from tileport.testing import golden, randn  # noqa: F401\n")
+    conftest = ('"""tileport\'s test fixtures: the float64 golden of an operator, seeded samples; the Triton interpreter\n'
+                'for the session where no GPU is present."""\n\n'
+                "from tileport.testing import golden, pytest_configure, pytest_unconfigure, randn  # noqa: F401\n")
     kernels_init = f'"""{name}\'s kernel modules, one per backend (named in spec.py\'s ``kernels``)."""\n'
     if sig.general:
         how = f"--package {folder} {_how(like, inputs=inputs, attrs=attrs, outputs=outputs, where=where)}"
