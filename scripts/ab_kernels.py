@@ -5,7 +5,8 @@
 
 BASE_TREE is a checkout of the previous kernels (``git worktree add /tmp/base HEAD~1``); this tree is the new.
 Each round runs one process per tree (its own kernel cache), alternating which goes first; a process times
-every (op, shape, dtype) forward (its outputs preallocated where the operator takes ``out=``; or with ``--mode bwd`` the backward through autograd, the graph built once, as
+every (op, shape, dtype) forward (its outputs preallocated where the operator takes ``out=``; or with ``--mode bwd`` the
+backward through autograd, the graph built once, as
 the bench's bwd mode) with ``tileport.bench.timing.interleave`` beside a copy of the same bytes.
 The table gives the min over rounds and new / base as a time ratio (< 1 is faster). Name the machine with it.
 """
@@ -56,7 +57,14 @@ print(json.dumps(out))
 def run_tree(tree: Path, groups: list, budget: float, cache: str, mode: str = "fwd") -> dict:
     # run in the tree: `python -c` puts the working directory first on sys.path, ahead of PYTHONPATH
     env = dict(os.environ, PYTHONPATH=str(tree), TILEPORT_CACHE_DIR=cache)
-    res = subprocess.run([sys.executable, "-c", CHILD, json.dumps(groups), str(budget), mode], env=env, cwd=tree, capture_output=True, text=True, check=True)
+    res = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(groups), str(budget), mode],
+        env=env,
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
@@ -70,8 +78,12 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=0.3)
     ap.add_argument("--mode", choices=("fwd", "bwd"), default="fwd")
     a = ap.parse_args()
-    groups = [(op, s, d) for op in a.op or ["l2norm", "rms_norm"] for s in a.shape or ["1024x512", "256x4096", "4096x128", "16384x32"]
-              for d in a.dtype or ["fp32", "bf16"]]  # fmt: skip
+    groups = [
+        (op, s, d)
+        for op in a.op or ["l2norm", "rms_norm"]
+        for s in a.shape or ["1024x512", "256x4096", "4096x128", "16384x32"]
+        for d in a.dtype or ["fp32", "bf16"]
+    ]
     best: dict[str, dict[str, dict[str, float]]] = {"base": {}, "new": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
@@ -84,7 +96,10 @@ def main() -> None:
     print("| op dtype shape | base us | new us | new / base | copy us |\n|---|---|---|---|---|")
     for key in best["new"]:
         b, n = best["base"][key]["kernel"], best["new"][key]["kernel"]
-        print(f"| {key} | {b:.1f} | {n:.1f} | {n / b:.2f} | {min(best['base'][key]['copy'], best['new'][key]['copy']):.1f} |")
+        print(
+            f"| {key} | {b:.1f} | {n:.1f} | {n / b:.2f} | "
+            f"{min(best['base'][key]['copy'], best['new'][key]['copy']):.1f} |"
+        )
 
 
 if __name__ == "__main__":

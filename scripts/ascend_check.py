@@ -20,23 +20,69 @@ import time
 from pathlib import Path
 
 # The practice's table: (dtype, shape) pairs its acceptance tables time (a norm's token x hidden rows)
-SHAPES = (("bf16", "16384x4096"), ("bf16", "32768x2048"), ("fp16", "1024x512"), ("fp32", "4096x4096"), ("bf16", "16384x128"))
+SHAPES = (
+    ("bf16", "16384x4096"),
+    ("bf16", "32768x2048"),
+    ("fp16", "1024x512"),
+    ("fp32", "4096x4096"),
+    ("bf16", "16384x128"),
+)
 
 
 def plan(ops: list[str], level: str, out: Path) -> list[list[str]]:
     """The commands the check runs, in order."""
     cmds = [["tileport", "doctor", "--json"]]
     for op in ops:
-        cmds.append(["tileport", "verify", op, "--device", "npu", "--level", level, "--no-perf", "--out", str(out / f"{op}-verify")])
+        cmds.append(
+            [
+                "tileport",
+                "verify",
+                op,
+                "--device",
+                "npu",
+                "--level",
+                level,
+                "--no-perf",
+                "--out",
+                str(out / f"{op}-verify"),
+            ]
+        )
         for dtype, shape in SHAPES:
-            cmds.append(["tileport", "bench", op, "--device", "npu", "--threads", "1", "--mode", "fwd", "--mode", "fwdbwd", "--no-compile",
-                         "--dtype", dtype, "--shape", shape, "--budget", "0.3", "--csv", str(out / "bench.csv"), "--out", str(out)])  # fmt: skip
+            cmds.append(
+                [
+                    "tileport",
+                    "bench",
+                    op,
+                    "--device",
+                    "npu",
+                    "--threads",
+                    "1",
+                    "--mode",
+                    "fwd",
+                    "--mode",
+                    "fwdbwd",
+                    "--no-compile",
+                    "--dtype",
+                    dtype,
+                    "--shape",
+                    shape,
+                    "--budget",
+                    "0.3",
+                    "--csv",
+                    str(out / "bench.csv"),
+                    "--out",
+                    str(out),
+                ]
+            )
     return cmds
 
 
 def summary(ops: list[str], out: Path, codes: dict[str, int]) -> str:
     """A markdown summary: each operator's verify verdict and its fwd / fwd+bwd speed against torch_npu eager."""
-    lines = ["| operator | verify | shape | dtype | mode | triton us | torch_npu eager us | speedup |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| operator | verify | shape | dtype | mode | triton us | torch_npu eager us | speedup |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     rows = list(csv.DictReader(open(out / "bench.csv"))) if (out / "bench.csv").is_file() else []
     for op in ops:
         verdict = {0: "pass", 1: "FAIL"}.get(codes.get(op, -1), "did not run")
@@ -45,10 +91,16 @@ def summary(ops: list[str], out: Path, codes: dict[str, int]) -> str:
         if not keys:
             lines.append(f"| {op} | {verdict} | - | - | - | - | - | - |")
         for shape, dtype, mode in keys:
-            t = {r["provider"]: float(r["value"]) for r in mine if (r["shape"], r["dtype"], r["mode"]) == (shape, dtype, mode)}
+            t = {
+                r["provider"]: float(r["value"])
+                for r in mine
+                if (r["shape"], r["dtype"], r["mode"]) == (shape, dtype, mode)
+            }
             ours, eager = t.get("triton"), t.get("torch-eager")
             speed = f"{eager / ours:.2f}x" if ours and eager else "-"
-            lines.append(f"| {op} | {verdict} | {shape} | {dtype} | {mode} | {ours or '-'} | {eager or '-'} | {speed} |")
+            lines.append(
+                f"| {op} | {verdict} | {shape} | {dtype} | {mode} | {ours or '-'} | {eager or '-'} | {speed} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -90,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
                 codes[cmd[2]] = done.returncode
             print(f"{' '.join(cmd[:3])}: exit code {done.returncode}", flush=True)
     (args.out / "summary.md").write_text(summary(ops, args.out, codes))
-    (args.out / "check.json").write_text(json.dumps({"seconds": round(time.time() - start), "verify": codes, "triton": ascend.triton_flavour()}))
+    (args.out / "check.json").write_text(
+        json.dumps({"seconds": round(time.time() - start), "verify": codes, "triton": ascend.triton_flavour()})
+    )
     print((args.out / "summary.md").read_text())
     return 0 if all(c == 0 for c in codes.values()) else 1
 

@@ -148,9 +148,7 @@ def slug(name: str) -> str:
     return name.lower().replace(" ", "-")
 
 
-def run(
-    name: str, variant: str, impl: str, args: list[str], target: str, env: dict
-) -> dict:
+def run(name: str, variant: str, impl: str, args: list[str], target: str, env: dict) -> dict:
     """One check in its own process: its lower.json (the IR files are left behind), or the refusal (exit 2) and
     its message."""
     with tempfile.TemporaryDirectory(prefix="tileport-readiness-") as tmp:
@@ -188,22 +186,18 @@ def run(
             result |= {"report": json.loads((out / "lower.json").read_text())}
         else:
             result["refused"] = " ".join((p.stderr or p.stdout).split())[-600:]
-    (RESULTS / f"{slug(name)}-{variant}-{target}.json").write_text(
-        json.dumps(result, indent=1)
-    )
+    (RESULTS / f"{slug(name)}-{variant}-{target}.json").write_text(json.dumps(result, indent=1))
     return result
 
 
 def checks(only: list[str]) -> list[dict]:
     RESULTS.mkdir(parents=True, exist_ok=True)
     done = []
-    for name, package, op, impl, args, ascend_impl in UPSTREAM:
+    for name, package, _op, impl, args, ascend_impl in UPSTREAM:
         if only and not any(o in slug(name) for o in only):
             continue
         for target in TARGETS:
-            if (
-                package == "fla-core"
-            ):  # fla dispatches to its Ascend variant on an NPU; the switch turns that off
+            if package == "fla-core":  # fla dispatches to its Ascend variant on an NPU; the switch turns that off
                 done.append(
                     run(
                         name,
@@ -219,8 +213,7 @@ def checks(only: list[str]) -> list[dict]:
                 done.append(run(name, "on-npu", impl, args, target, {}))
                 done.append(run(name, "ascend-variant", ascend_impl, args, target, {}))
             print(
-                f"{name} {target}: "
-                + ", ".join(f"{d['variant']} exit {d['exit']}" for d in done[-2:]),
+                f"{name} {target}: " + ", ".join(f"{d['variant']} exit {d['exit']}" for d in done[-2:]),
                 flush=True,
             )
     return done
@@ -234,27 +227,27 @@ def _cell(r: dict) -> str:
     if not rep["kernels"]:
         return "**no Triton launch** " + (rep.get("error") or "")
     if rep["backward"].startswith("stopped"):
-        return f"**backward raised**: {rep['backward'].removeprefix('stopped: ')[:160]} (forward: {len(rep['kernels'])} kernels lower)"
+        return (
+            f"**backward raised**: {rep['backward'].removeprefix('stopped: ')[:160]} (forward: "
+            f"{len(rep['kernels'])} kernels lower)"
+        )
     bad = [k for k in rep["kernels"] if not k["ok"]]
-    notes = sorted(
-        {f["cause"] for k in rep["kernels"] for f in k["findings"] if not f["fails"]}
+    notes = sorted({f["cause"] for k in rep["kernels"] for f in k["findings"] if not f["fails"]})
+    head = (
+        f"**{len(bad)} of {len(rep['kernels'])} fail**: "
+        + "; ".join(sorted({f["cause"] for k in bad for f in k["findings"] if f["fails"]}))
+        if bad
+        else f"lowers ({len(rep['kernels'])} kernels)"
     )
-    head = (f"**{len(bad)} of {len(rep['kernels'])} fail**: " + "; ".join(sorted({f["cause"] for k in bad for f in k["findings"] if f["fails"]}))
-            if bad else f"lowers ({len(rep['kernels'])} kernels)")  # fmt: skip
     return head + (f"; notes: {', '.join(notes)}" if notes else "")
 
 
 def _kernels(r: dict) -> str:
     if "report" not in r:
         return "-"
-    names = {
-        k["kernel"].removeprefix("fla.modules.").removeprefix("liger_kernel.ops.")
-        for k in r["report"]["kernels"]
-    }
+    names = {k["kernel"].removeprefix("fla.modules.").removeprefix("liger_kernel.ops.") for k in r["report"]["kernels"]}
     grids = {
-        k["kernel"].removeprefix("fla.modules.").removeprefix("liger_kernel.ops."): k[
-            "programs"
-        ]
+        k["kernel"].removeprefix("fla.modules.").removeprefix("liger_kernel.ops."): k["programs"]
         for k in r["report"]["kernels"]
     }
     return "<br>".join(f"`{n}` (grid {grids[n]})" for n in sorted(names))
@@ -262,20 +255,29 @@ def _kernels(r: dict) -> str:
 
 def page(results: list[dict]) -> str:
     by = {(r["name"], r["variant"], r["target"]): r for r in results}
-    versions = {
-        p: importlib.metadata.version(p)
-        for p in ("fla-core", "liger-kernel", "triton-ascend")
-    }
-    lines = ["# Ascend readiness of the upstream kernels", "",
-             ("`tileport lower --impl` on flash-linear-attention's and Liger-Kernel's kernels for the operators tileport has, "
-             f"without an NPU (fla-core {versions['fla-core']}, liger-kernel {versions['liger-kernel']}, triton-ascend "
-             f"{versions['triton-ascend']}; regenerate with `python scripts/ascend_readiness.py` in the triton-ascend environment). "
-             "Each kernel is captured from the call a user makes, compiled to Linalg IR for the chip and judged against its limits "
-             "(the grid against 65535 programs and the vector cores, the tiles against the 192 KB unified buffer, 32-byte tails). "
-             "*As written*: the GPU kernels on the chip; *on an NPU*: the path the package takes when it finds one (the stand-in "
-             "answers as the chip); *Ascend variant*: the package's own Ascend copy called directly. The raw reports: "
-             "`benchmarks/results/readiness/`."), "",
-             "| upstream | variant | A2 (Ascend 910B3) | A3 (Ascend 910_9391) | kernels captured (A2) |", "|---|---|---|---|---|"]  # fmt: skip
+    versions = {p: importlib.metadata.version(p) for p in ("fla-core", "liger-kernel", "triton-ascend")}
+    lines = [
+        "# Ascend readiness of the upstream kernels",
+        "",
+        (
+            "`tileport lower --impl` on flash-linear-attention's and Liger-Kernel's kernels for the operators tileport "
+            "has, "
+            f"without an NPU (fla-core {versions['fla-core']}, liger-kernel {versions['liger-kernel']}, triton-ascend "
+            f"{versions['triton-ascend']}; regenerate with `python scripts/ascend_readiness.py` in the triton-ascend "
+            "environment). "
+            "Each kernel is captured from the call a user makes, compiled to Linalg IR for the chip and judged against "
+            "its limits "
+            "(the grid against 65535 programs and the vector cores, the tiles against the 192 KB unified buffer, "
+            "32-byte tails). "
+            "*As written*: the GPU kernels on the chip; *on an NPU*: the path the package takes when it finds one (the "
+            "stand-in "
+            "answers as the chip); *Ascend variant*: the package's own Ascend copy called directly. The raw reports: "
+            "`benchmarks/results/readiness/`."
+        ),
+        "",
+        "| upstream | variant | A2 (Ascend 910B3) | A3 (Ascend 910_9391) | kernels captured (A2) |",
+        "|---|---|---|---|---|",
+    ]
     for name, *_ in UPSTREAM:
         for variant in ("as-written", "on-npu", "ascend-variant"):
             a2, a3 = (
@@ -289,9 +291,7 @@ def page(results: list[dict]) -> str:
                 "on-npu": "on an NPU",
                 "ascend-variant": "Ascend variant",
             }[variant]
-            lines.append(
-                f"| {name} | {label} | {_cell(a2)} | {_cell(a3) if a3 else '-'} | {_kernels(a2)} |"
-            )
+            lines.append(f"| {name} | {label} | {_cell(a2)} | {_cell(a3) if a3 else '-'} | {_kernels(a2)} |")
     notes = ROOT / "docs" / "notes" / "ascend-readiness.md"
     if notes.is_file():
         lines += ["", notes.read_text().strip()]
@@ -299,9 +299,7 @@ def page(results: list[dict]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "only",
         nargs="*",

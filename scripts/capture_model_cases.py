@@ -61,8 +61,20 @@ def capture(name: str, c: dict) -> dict[str, torch.Tensor]:
     norm = lambda: (1 + 0.1 * torch.randn(c["hidden"], generator=g)).requires_grad_()  # noqa: E731
     H, nh, kv, hd = c["hidden"], c["heads"], c["kv_heads"], c["head_dim"]
     emb = (torch.randn(VOCAB, H, generator=g) * 0.02).requires_grad_()
-    layers = [dict(n1=norm(), q=lin(H, nh * hd), k=lin(H, kv * hd), v=lin(H, kv * hd), o=lin(nh * hd, H),
-                   n2=norm(), gate=lin(H, c["inter"]), up=lin(H, c["inter"]), down=lin(c["inter"], H)) for _ in range(LAYERS)]  # fmt: skip
+    layers = [
+        dict(
+            n1=norm(),
+            q=lin(H, nh * hd),
+            k=lin(H, kv * hd),
+            v=lin(H, kv * hd),
+            o=lin(nh * hd, H),
+            n2=norm(),
+            gate=lin(H, c["inter"]),
+            up=lin(H, c["inter"]),
+            down=lin(c["inter"], H),
+        )
+        for _ in range(LAYERS)
+    ]
     final, head = norm(), lin(H, VOCAB)
     out: dict[str, list] = {k: [] for k in ("hidden", "hidden_weight", "hidden_grad", "qk", "qk_grad")}
     for _ in range(BATCHES):
@@ -74,7 +86,9 @@ def capture(name: str, c: dict) -> dict[str, torch.Tensor]:
             q = _l2((a @ L["q"]).view(TOKENS, nh, hd), sites)
             k = _l2((a @ L["k"]).view(TOKENS, kv, hd), sites).repeat_interleave(nh // kv, dim=1)
             v = (a @ L["v"]).view(TOKENS, kv, hd).repeat_interleave(nh // kv, dim=1)
-            att = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=True, scale=8.0)
+            att = F.scaled_dot_product_attention(
+                q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=True, scale=8.0
+            )
             h = h + att.transpose(0, 1).reshape(TOKENS, nh * hd) @ L["o"]
             m = _rms(h, L["n2"], sites)
             h = h + (F.silu(m @ L["gate"]) * (m @ L["up"])) @ L["down"]
@@ -96,7 +110,11 @@ def main() -> None:
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shapes", metavar="CONFIG", help="a transformers model's operator shapes instead (config.json, folder or family)")
+    ap.add_argument(
+        "--shapes",
+        metavar="CONFIG",
+        help="a transformers model's operator shapes instead (config.json, folder or family)",
+    )
     ap.add_argument("--out", default="model-cases", help="with --shapes: the folder for the case files")
     a = ap.parse_args()
     if a.shapes:

@@ -21,7 +21,8 @@ from tileport.bench.environment import machine
 from tileport.bench.providers import group_inputs, providers
 from tileport.bench.roofline import copy_provider
 from tileport.bench.timing import interleave
-from tileport.dtypes import name as dtype_name, parse
+from tileport.dtypes import name as dtype_name
+from tileport.dtypes import parse
 from tileport.ops.spec import specs
 
 
@@ -48,12 +49,18 @@ def check(op: str, shape, dtype, mode: str, budget: float) -> dict[str, float]:
     spec = specs()[op]
     bench = providers(spec, shape, dtype, mode, ["tilelang"])  # resets dynamo, compiles its own provider
     bench["copy"] = copy_provider(spec.bytes_moved(shape, dtype, mode) // 2)
-    timed = interleave({k: bench[k] for k in ("tilelang", "torch-compile", "torch-eager", "copy")}, budget, min_rounds=20)
+    timed = interleave(
+        {k: bench[k] for k in ("tilelang", "torch-compile", "torch-eager", "copy")}, budget, min_rounds=20
+    )
     inputs, dy, grads = group_inputs(spec, shape, dtype)  # the bench's own tensors
-    alone = interleave({
-        "tilelang": plain(lambda **kw: spec.function(**kw, backend="tilelang"), inputs, dy, mode, grads),
-        "torch-compile": plain(torch.compile(spec.composite, dynamic=False), inputs, dy, mode, grads),
-    }, budget, min_rounds=20)  # fmt: skip
+    alone = interleave(
+        {
+            "tilelang": plain(lambda **kw: spec.function(**kw, backend="tilelang"), inputs, dy, mode, grads),
+            "torch-compile": plain(torch.compile(spec.composite, dynamic=False), inputs, dy, mode, grads),
+        },
+        budget,
+        min_rounds=20,
+    )
     return {"bench " + k: v.min_us for k, v in timed.items()} | {"plain " + k: v.min_us for k, v in alone.items()}
 
 
@@ -67,8 +74,9 @@ def main() -> None:
     a = p.parse_args()
     torch.set_num_threads(1)
     print(f"{machine()}, 1 thread, torch {torch.__version__}; min us over interleaved rounds\n")
-    print("| op | mode | dtype | shape | bench: tileport | compile | x compile | plain: tileport | compile "
-          "| x compile |")
+    print(
+        "| op | mode | dtype | shape | bench: tileport | compile | x compile | plain: tileport | compile | x compile |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for op in a.op or sorted(specs()):
         for mode in a.mode:
@@ -77,8 +85,11 @@ def main() -> None:
                     shape = tuple(int(v) for v in s.split("x"))
                     t = check(op, shape, parse(dt), mode, a.budget)
                     bt, bc, pt, pc = (t[f"{h} {k}"] for h in ("bench", "plain") for k in ("tilelang", "torch-compile"))
-                    print(f"| {op} | {mode} | {dtype_name(parse(dt))} | {s} | {bt:.1f} | {bc:.1f} | {bc / bt:.2f} "
-                          f"| {pt:.1f} | {pc:.1f} | {pc / pt:.2f} |", flush=True)
+                    print(
+                        f"| {op} | {mode} | {dtype_name(parse(dt))} | {s} | {bt:.1f} | {bc:.1f} | {bc / bt:.2f} "
+                        f"| {pt:.1f} | {pc:.1f} | {pc / pt:.2f} |",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

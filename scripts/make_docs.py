@@ -1,9 +1,11 @@
 """Regenerate docs/ops/<op>.md for every operator (or those named) from a verify run, its L1 report, its notes
 (docs/ops/notes/<op>.md) and a benchmark run; docs/results.md from the reports; and
-the speed-bar section of docs/performance.md from benchmarks/results/<op>.md (the tables are never typed by hand). Operators
+the speed-bar section of docs/performance.md from benchmarks/results/<op>.md (the tables are never typed by hand).
+Operators
 and their usage blocks come from their specs (``tileport.ops.spec``).
 
-    python scripts/make_docs.py [OP ...] [--level quick|L0] [--bench-args "..."] [--performance-only] [--reuse] [--no-bench]
+    python scripts/make_docs.py [OP ...] [--level quick|L0] [--bench-args "..."] [--performance-only] [--reuse]
+    [--no-bench]
 
 ``--reuse`` keeps an existing docs/ops/<op>-verify/report.md and docs/ops/<op>-bench/<op>.md (a long L0 run or
 a full benchmark placed there) instead of running them again; ``--level`` and ``--bench-args`` then say how
@@ -18,12 +20,11 @@ import shlex
 import shutil
 from pathlib import Path
 
+import performance_page  # scripts/, beside this file
 from typer.testing import CliRunner
 
 from tileport.cli import app
 from tileport.ops.spec import specs
-
-import performance_page  # scripts/, beside this file
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = ROOT / "docs" / "ops"
@@ -111,13 +112,18 @@ def _run_cell(op: str, folder: str) -> str:
         return "not run"
     checks, failed, retested = _run_totals(report)
     verdict = ("**pass**" if failed == 0 else f"**{failed} of {checks} fail**") + _level_note(report, folder)
-    return (f"[{verdict}]({'ops/' + folder}/report.md): {checks} checks, {retested} retested, "
-            f"{summary_item(report, 'wall time')}; {machine(report).split(' (')[0]}")
+    return (
+        f"[{verdict}]({'ops/' + folder}/report.md): {checks} checks, {retested} retested, "
+        f"{summary_item(report, 'wall time')}; {machine(report).split(' (')[0]}"
+    )
 
 
 def update_results() -> None:
     """docs/results.md: each operator's L0 and L1 verdicts, read from the reports in docs/ops/."""
-    rows = [f"| [{op}](ops/{op}.md) | {_run_cell(op, f'{op}-verify')} | {_run_cell(op, f'{op}-verify-L1')} |" for op in specs()]
+    rows = [
+        f"| [{op}](ops/{op}.md) | {_run_cell(op, f'{op}-verify')} | {_run_cell(op, f'{op}-verify-L1')} |"
+        for op in specs()
+    ]
     page = ROOT / "docs" / "results.md"
     page.write_text(
         "# Verification results\n\n"
@@ -135,7 +141,7 @@ STATUS_START, STATUS_END = "<!-- status:start -->", "<!-- status:end -->"
 
 
 def _level_note(report: str, folder: str) -> str:
-    """" at quick" where a report in an L0 column (or an L1 one) was run at another level (its title says)."""
+    """ " at quick" where a report in an L0 column (or an L1 one) was run at another level (its title says)."""
     m = re.match(r"# tileport verify \S+ \((\w+)\)", report)
     want = "L1" if folder.endswith("-L1") else "L0"
     return f" at {m.group(1)}" if m and m.group(1) != want else ""
@@ -158,15 +164,26 @@ def update_readme() -> None:
         fig = performance_page.headline(op)
         if fig:
             machines.add(fig["machine"].split(" (")[0])
-        speed = f"{fig['share']} / {fig['vs_compile']}" if fig else (
-            "no fwd fp32 1-thread row: see its page" if performance_page.latest_run(op) else "no benchmark CSV yet")
+        speed = (
+            f"{fig['share']} / {fig['vs_compile']}"
+            if fig
+            else (
+                "no fwd fp32 1-thread row: see its page" if performance_page.latest_run(op) else "no benchmark CSV yet"
+            )
+        )
         if fig and fig["shape"] != performance_page.HEADLINE_SHAPE:
             speed += f" (at {fig['shape']})"
-        rows.append(f"| [{op}](docs/ops/{op}.md) | {_verdict(f'{op}-verify')} | {_verdict(f'{op}-verify-L1')} | {speed} |")
+        rows.append(
+            f"| [{op}](docs/ops/{op}.md) | {_verdict(f'{op}-verify')} | {_verdict(f'{op}-verify-L1')} | {speed} |"
+        )
     table = (
-        "\n| operator | L0 | L1 | fwd fp32 1024x512, 1 thread: kernel-only of copy / x torch.compile |\n|---|---|---|---|\n"
+        (
+            "\n| operator | L0 | L1 | fwd fp32 1024x512, 1 thread: kernel-only of copy / x torch.compile "
+            "|\n|---|---|---|---|\n"
+        )
         + "\n".join(rows)
-        + f"\n\nMachine: {', '.join(sorted(machines)) or 'none yet'} (2 vCPUs); generated from the reports and benchmark CSVs "
+        + f"\n\nMachine: {', '.join(sorted(machines)) or 'none yet'} (2 vCPUs); generated from the reports and "
+        "benchmark CSVs "
         "by `scripts/make_docs.py` ([results](docs/results.md), [performance](docs/performance.md)).\n"
     )
     page = ROOT / "README.md"
@@ -180,12 +197,18 @@ def _bench_figures(bench: Path, op: str) -> list[tuple[str, str]]:
     """(caption, file) of the run's latency and bandwidth-share plots: the forward's at the fewest threads
     measured, else the first mode's (a loss benchmarked fwd+bwd only, at 2 threads)."""
     pngs = sorted(p.name for p in bench.glob(f"{op}_*_t*.png"))
-    runs = sorted({(p.rsplit("_t", 1)[1], p[len(op) + 1 :].split("_", 1)[0]) for p in pngs}, key=lambda r: (int(r[0].split(".")[0]), r[1] != "fwd"))
+    runs = sorted(
+        {(p.rsplit("_t", 1)[1], p[len(op) + 1 :].split("_", 1)[0]) for p in pngs},
+        key=lambda r: (int(r[0].split(".")[0]), r[1] != "fwd"),
+    )
     if not runs:
         return []
     threads, mode = runs[0][0].split(".")[0], runs[0][1]
-    return [(f"{stem} {mode} t{threads}", f"{op}_{mode}_{stem}_t{threads}.png") for stem in ("latency", "bandwidth_share")
-            if f"{op}_{mode}_{stem}_t{threads}.png" in pngs]  # fmt: skip
+    return [
+        (f"{stem} {mode} t{threads}", f"{op}_{mode}_{stem}_t{threads}.png")
+        for stem in ("latency", "bandwidth_share")
+        if f"{op}_{mode}_{stem}_t{threads}.png" in pngs
+    ]
 
 
 def op_page(op: str, level: str, bench_args: str, reuse: bool = False, no_bench: bool = False) -> Path:
@@ -208,7 +231,10 @@ def op_page(op: str, level: str, bench_args: str, reuse: bool = False, no_bench:
     titles = SECTIONS + tuple(re.findall(r"^## (Study: .+)$", report, flags=re.M))  # the op's own studies
     rel = Path("..", "..", *bench.relative_to(ROOT).parts).as_posix() if bench.parent != OPS else bench.name
     parts = [
-        f"# {op}\n\n{spec.summary}: `{spec.math}` (the contract is the docstring of `tileport/ops/{op}/__init__.py`).\n",
+        (
+            f"# {op}\n\n{spec.summary}: `{spec.math}` (the contract is the docstring of "
+            f"`tileport/ops/{op}/__init__.py`).\n"
+        ),
         spec.usage + "\n",
         "Backends: `tilelang` (CPU C target here; CUDA and Ascend 950 kernels lowered with `tileport lower`), "
         "`triton` (GPU; CPU interpreter for small shapes), `torch` (the reference and the precision benchmark).\n",
@@ -219,11 +245,14 @@ def op_page(op: str, level: str, bench_args: str, reuse: bool = False, no_bench:
         *l1_part(op),
         *notes_part(op),
         *(
-            [f"## Performance (`tileport bench {op} {bench_args}`)\n",
-             (bench / f"{op}.md").read_text().split("\n", 2)[2].replace("## ", "### "),
-             *(f"![{name.replace('_', ' ')}]({rel}/{png})\n" for name, png in _bench_figures(bench, op))]
-            if benched else [f"## Performance\n\nNot benchmarked yet (`tileport bench {op}`; its speed bar is in the spec).\n"]
-        ),  # fmt: skip
+            [
+                f"## Performance (`tileport bench {op} {bench_args}`)\n",
+                (bench / f"{op}.md").read_text().split("\n", 2)[2].replace("## ", "### "),
+                *(f"![{name.replace('_', ' ')}]({rel}/{png})\n" for name, png in _bench_figures(bench, op)),
+            ]
+            if benched
+            else [f"## Performance\n\nNot benchmarked yet (`tileport bench {op}`; its speed bar is in the spec).\n"]
+        ),
         *([f"![ratios]({op}-verify/ratios.png)\n"] if (evidence / "ratios.png").exists() else []),
         "Regenerate: `python scripts/make_docs.py`.\n",
     ]
@@ -238,9 +267,15 @@ def main() -> None:
     ap.add_argument("ops", nargs="*", help="operators (default: every one)")
     ap.add_argument("--level", default="quick")
     ap.add_argument("--bench-args", default="--quick --threads 1 --threads 2 --mode fwd --mode fwdbwd")
-    ap.add_argument("--performance-only", action="store_true", help="only refresh docs/performance.md's speed-bar section")
+    ap.add_argument(
+        "--performance-only", action="store_true", help="only refresh docs/performance.md's speed-bar section"
+    )
     ap.add_argument("--reuse", action="store_true", help="keep verify and bench outputs already in docs/ops")
-    ap.add_argument("--no-bench", action="store_true", help="where an operator has no benchmark run yet, say so instead of running one")
+    ap.add_argument(
+        "--no-bench",
+        action="store_true",
+        help="where an operator has no benchmark run yet, say so instead of running one",
+    )
     a = ap.parse_args()
     update_performance()
     if a.performance_only:

@@ -56,15 +56,22 @@ def main() -> None:
     dy = torch.randn(shape, generator=g)
     print(f"{machine()}; {a.op} fwd+bwd {a.shape} float32, {a.busy} competing busy process(es), {a.rounds} rounds")
     with contention.busy(a.busy):
-        for label, fns in (("tileport alone", {"tileport": _step(a.op, inputs, dy, None)}),
-                           ("interleaved with torch eager", {"tileport": _step(a.op, inputs, dy, None),
-                                                             "torch-eager": _step(a.op, inputs, dy, "torch")})):  # fmt: skip
+        for label, fns in (
+            ("tileport alone", {"tileport": _step(a.op, inputs, dy, None)}),
+            (
+                "interleaved with torch eager",
+                {"tileport": _step(a.op, inputs, dy, None), "torch-eager": _step(a.op, inputs, dy, "torch")},
+            ),
+        ):
             for threads in (1, 2):
                 torch.set_num_threads(threads)
                 for name, ts in _times(fns, a.rounds).items():
                     n = len(ts)
-                    print(f"{label:30s} {threads} thread(s) {name:12s} min {ts[0] * 1e3:8.3f} ms  median {ts[n // 2] * 1e3:8.3f} ms  "
-                          f"p90 {ts[int(n * 0.9)] * 1e3:8.3f} ms")  # fmt: skip
+                    print(
+                        f"{label:30s} {threads} thread(s) {name:12s} min {ts[0] * 1e3:8.3f} ms  median "
+                        f"{ts[n // 2] * 1e3:8.3f} ms  "
+                        f"p90 {ts[int(n * 0.9)] * 1e3:8.3f} ms"
+                    )
 
 
 if __name__ == "__main__":

@@ -82,10 +82,15 @@ def _bar_summary(rows: list[dict], spec) -> list[str]:
     for label in dict.fromkeys(j["criterion"] for j in judged):
         js = [j for j in judged if j["criterion"] == label]
         worst = min(js, key=lambda j: j["measured"] / j["target"])
-        where = f"{worst['dtype']} {worst['shape']} {worst['mode']}, {worst['threads']} thread{'s' * (worst['threads'] > 1)}"
+        where = (
+            f"{worst['dtype']} {worst['shape']} {worst['mode']}, {worst['threads']} "
+            f"thread{'s' * (worst['threads'] > 1)}"
+        )
         met = sum(j["met"] for j in js)
         cause = "" if met == len(js) else worst["cause"] or "no cause stated"
-        out.append(f"| {label} | {worst['target']:g} | {met} of {len(js)} | {where}: {worst['measured']:.2f} | {cause} |")
+        out.append(
+            f"| {label} | {worst['target']:g} | {met} of {len(js)} | {where}: {worst['measured']:.2f} | {cause} |"
+        )
     return out
 
 
@@ -93,14 +98,24 @@ def _key_figures(rows: list[dict]) -> list[str]:
     """fwd (public and kernel-only) and fwdbwd at one thread on the key shapes: min us per provider."""
     mins = pivot(rows, "min_us")
     cols = ("tilelang", "tilelang:kernel", "torch-eager", "torch-compile", "copy")
-    out = ["| mode | dtype | shape | " + " | ".join(f"{c} us" for c in cols) + " | kernel-only of copy | x compile |",
-           "|---|---|---|" + "---|" * (len(cols) + 2)]
-    for (mode, dtype, shape, threads), provs in sorted(mins.items(), key=lambda kv: (kv[0][0], kv[0][1], KEY_SHAPES.index(kv[0][2]) if kv[0][2] in KEY_SHAPES else 99)):
+    out = [
+        "| mode | dtype | shape | " + " | ".join(f"{c} us" for c in cols) + " | kernel-only of copy | x compile |",
+        "|---|---|---|" + "---|" * (len(cols) + 2),
+    ]
+    for (mode, dtype, shape, threads), provs in sorted(
+        mins.items(), key=lambda kv: (kv[0][0], kv[0][1], KEY_SHAPES.index(kv[0][2]) if kv[0][2] in KEY_SHAPES else 99)
+    ):
         if threads != 1 or shape not in KEY_SHAPES or mode == "bwd":
             continue
         cells = [f"{provs[c]:.1f}" if c in provs else "" for c in cols]
-        share = f"{provs['copy'] / provs['tilelang:kernel']:.2f}" if "copy" in provs and "tilelang:kernel" in provs else ""
-        speed = f"{provs['torch-compile'] / provs['tilelang']:.2f}" if "torch-compile" in provs and "tilelang" in provs else ""
+        share = (
+            f"{provs['copy'] / provs['tilelang:kernel']:.2f}" if "copy" in provs and "tilelang:kernel" in provs else ""
+        )
+        speed = (
+            f"{provs['torch-compile'] / provs['tilelang']:.2f}"
+            if "torch-compile" in provs and "tilelang" in provs
+            else ""
+        )
         out.append(f"| {mode} | {dtype} | {shape} | " + " | ".join(cells) + f" | {share} | {speed} |")
     return out
 
@@ -108,18 +123,34 @@ def _key_figures(rows: list[dict]) -> list[str]:
 def section(op: str) -> str:
     rows = latest_run(op)
     if not rows:
-        return (f"## {op}\n\nNo benchmark CSV yet (`tileport bench {op} --out benchmarks/results/{op}`); an earlier "
-                f"run's table, without its CSV, is on [its page](ops/{op}.md).\n")
+        return (
+            f"## {op}\n\nNo benchmark CSV yet (`tileport bench {op} --out benchmarks/results/{op}`); an earlier "
+            f"run's table, without its CSV, is on [its page](ops/{op}.md).\n"
+        )
     r0 = rows[0]
     threads = ", ".join(str(t) for t in sorted({r["threads"] for r in rows}))
     folder = RESULTS / op
-    link = f"[its table and plots](../benchmarks/results/{op}/{op}.md)" if (folder / f"{op}.md").exists() else "its table: the shared CSV"
-    return "\n".join([
-        f"## {op}", "",
-        f"Run {r0['run']} on {r0['machine']}; {r0['versions']}; threads {threads}; {link}.", "",
-        "The speed bar:", "", *_bar_summary(rows, specs()[op]), "",
-        "Key figures, 1 thread (min us; kernel-only of copy = copy time / kernel-only time):", "", *_key_figures(rows), "",
-    ])
+    link = (
+        f"[its table and plots](../benchmarks/results/{op}/{op}.md)"
+        if (folder / f"{op}.md").exists()
+        else "its table: the shared CSV"
+    )
+    return "\n".join(
+        [
+            f"## {op}",
+            "",
+            f"Run {r0['run']} on {r0['machine']}; {r0['versions']}; threads {threads}; {link}.",
+            "",
+            "The speed bar:",
+            "",
+            *_bar_summary(rows, specs()[op]),
+            "",
+            "Key figures, 1 thread (min us; kernel-only of copy = copy time / kernel-only time):",
+            "",
+            *_key_figures(rows),
+            "",
+        ]
+    )
 
 
 HEADLINE_SHAPE = "1024x512"  # the row-wise operators' in-cache shape

@@ -26,10 +26,13 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from tileport.bench.environment import machine  # noqa: E402
-from tileport.verify import prepare  # noqa: E402
-from tileport.verify import cluster, pool  # noqa: E402
-from tileport.verify.accuracy import Task  # noqa: E402
 from tileport.precision.standard import RETEST_MIN_SEEDS, RETEST_SEEDS  # noqa: E402
+from tileport.verify import (  # noqa: E402
+    cluster,
+    pool,
+    prepare,  # noqa: E402
+)
+from tileport.verify.accuracy import Task  # noqa: E402
 
 MACHINES = (1, 2, 4, 8, 16, 32, 64)
 
@@ -51,7 +54,9 @@ def main() -> None:
 
     plan = prepare(args.op, args.level, ["tilelang"])
     lv = plan.suite.level(args.level)
-    task = Task(plan.suite, tuple(plan.names), lv.limits, lv.runs, RETEST_SEEDS, device="cpu", min_seeds=RETEST_MIN_SEEDS)
+    task = Task(
+        plan.suite, tuple(plan.names), lv.limits, lv.runs, RETEST_SEEDS, device="cpu", min_seeds=RETEST_MIN_SEEDS
+    )
     cases = sample(plan.cases, args.sample)
     cpus = pool.cpus()
     rows = []
@@ -67,7 +72,14 @@ def main() -> None:
             t0 = time.perf_counter()
             runner()
             seconds = time.perf_counter() - t0
-            rows.append({"executor": name, "cases": len(cases), "seconds": round(seconds, 1), "cases_per_s": len(cases) / seconds})
+            rows.append(
+                {
+                    "executor": name,
+                    "cases": len(cases),
+                    "seconds": round(seconds, 1),
+                    "cases_per_s": len(cases) / seconds,
+                }
+            )
     total = len(plan.cases)
     rate = rows[-1]["cases_per_s"]
     projection = [{"machines": n, "hours": total / (rate * n) / 3600} for n in MACHINES]
@@ -86,14 +98,24 @@ def main() -> None:
     fig.tight_layout()
     fig.savefig(args.out / "projection.png", dpi=110)
 
-    md = [f"Machine: {machine()}. Sample: {len(cases)} of the {total} {args.level} cases of {args.op} "
-          f"({lv.runs} runs per case, retests of {RETEST_SEEDS} seeds where a check fails), TileLang CPU backend.", "",
-          "| executor | cases | seconds | cases/s |", "|---|---|---|---|"]  # fmt: skip
+    md = [
+        f"Machine: {machine()}. Sample: {len(cases)} of the {total} {args.level} cases of {args.op} "
+        f"({lv.runs} runs per case, retests of {RETEST_SEEDS} seeds where a check fails), TileLang CPU backend.",
+        "",
+        "| executor | cases | seconds | cases/s |",
+        "|---|---|---|---|",
+    ]
     md += [f"| {r['executor']} | {r['cases']} | {r['seconds']} | {r['cases_per_s']:.3f} |" for r in rows]
-    md += ["", f"Projected wall time of all {total} {args.level} cases at the Ray rate, N machines like this one:", "",
-           "| machines | " + " | ".join(str(p["machines"]) for p in projection) + " |",
-           "|---|" + "---|" * len(projection),
-           "| hours | " + " | ".join(f"{p['hours']:.1f}" for p in projection) + " |", "", "![projection](projection.png)"]  # fmt: skip
+    md += [
+        "",
+        f"Projected wall time of all {total} {args.level} cases at the Ray rate, N machines like this one:",
+        "",
+        "| machines | " + " | ".join(str(p["machines"]) for p in projection) + " |",
+        "|---|" + "---|" * len(projection),
+        "| hours | " + " | ".join(f"{p['hours']:.1f}" for p in projection) + " |",
+        "",
+        "![projection](projection.png)",
+    ]
     (args.out / "throughput.md").write_text("\n".join(md) + "\n")
 
     table = Table(title=f"{args.op} {args.level} throughput ({machine()})")

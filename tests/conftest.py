@@ -7,7 +7,6 @@ import pytest
 
 from tileport.testing import golden, pytest_configure, pytest_unconfigure, randn  # noqa: F401
 
-
 # pytest's own variable, and what tilelang sets when it is first imported (its paths, once per process)
 _NOT_THE_TESTS = ("PYTEST_CURRENT_TEST", "PYTHONPATH", "TL_", "TVM_")
 
@@ -18,6 +17,7 @@ def _environment_left_as_found():
     before = dict(os.environ)
     yield
     after = dict(os.environ)
-    changed = sorted(k for k in before.keys() | after.keys()
-                     if before.get(k) != after.get(k) and not k.startswith(_NOT_THE_TESTS))  # fmt: skip
+    changed = sorted(
+        k for k in before.keys() | after.keys() if before.get(k) != after.get(k) and not k.startswith(_NOT_THE_TESTS)
+    )
     assert not changed, f"the test left environment variables changed: {', '.join(changed)}"

@@ -3,7 +3,6 @@ import json
 
 import pytest
 import torch
-
 from typer.testing import CliRunner
 
 from tileport.cli import app
@@ -65,7 +64,9 @@ def test_verify_rejects_unknown_operator_dtype_level_backend_device():
     result = runner.invoke(app, ["verify", "no_such_op"])
     assert result.exit_code == 2 and "unknown operator 'no_such_op'" in result.output
     result = runner.invoke(app, ["verify", "l2norm", "--level", "quick", "--device", "tpu"])
-    assert result.exit_code == 2 and "device must be one of cpu, cuda, npu" in " ".join(result.output.replace("│", " ").split())
+    assert result.exit_code == 2 and "device must be one of cpu, cuda, npu" in " ".join(
+        result.output.replace("│", " ").split()
+    )
     if not torch.cuda.is_available():
         result = runner.invoke(app, ["verify", "l2norm", "--level", "quick", "--device", "cuda"])
         assert result.exit_code == 2 and "torch sees no CUDA GPU" in " ".join(result.output.replace("│", " ").split())
@@ -89,8 +90,24 @@ def test_verify_exits_non_zero_on_failure(monkeypatch, tmp_path):
         out = real.run(inputs, backend, backward)
         return out | {"y": out["y"] * 1.01} if backend == "tilelang" else out
 
-    monkeypatch.setattr(accuracy, "spec_of", lambda suite: dataclasses.replace(real, run=wrong_run))  # here, not in workers
-    args = ["verify", "l2norm", "--level", "quick", "--dtype", "fp16", "--backend", "tilelang", "--no-perf", "--retest-seeds", "3", "--jobs", "1"]
+    monkeypatch.setattr(
+        accuracy, "spec_of", lambda suite: dataclasses.replace(real, run=wrong_run)
+    )  # here, not in workers
+    args = [
+        "verify",
+        "l2norm",
+        "--level",
+        "quick",
+        "--dtype",
+        "fp16",
+        "--backend",
+        "tilelang",
+        "--no-perf",
+        "--retest-seeds",
+        "3",
+        "--jobs",
+        "1",
+    ]
     result = runner.invoke(app, args + ["--out", str(tmp_path)])
     assert result.exit_code == 1 and "checks failed at quick" in result.output
     doc = json.loads((tmp_path / "results.json").read_text())
@@ -106,12 +123,28 @@ def test_cases_writes_the_level_without_running_it(tmp_path):
     doc = json.loads(out.read_text())
     cov = doc["coverage"]
     assert cov["scale"] >= 10000 and set(cov["dimension_counts"]) == {str(d) for d in range(1, 9)}
-    assert {k: round(v / cov["scale"], 1) for k, v in cov["distributions"].items()} == {"tiny": 0.1, "uniform": 0.3, "normal": 0.4, "outliers": 0.2}
-    assert {"empty", "lower_border", "upper_border", "scalar", "all_nan", "all_inf", "all_-inf", "all_mixed_inf"} <= set(cov["scenarios"])
+    assert {k: round(v / cov["scale"], 1) for k, v in cov["distributions"].items()} == {
+        "tiny": 0.1,
+        "uniform": 0.3,
+        "normal": 0.4,
+        "outliers": 0.2,
+    }
+    assert {
+        "empty",
+        "lower_border",
+        "upper_border",
+        "scalar",
+        "all_nan",
+        "all_inf",
+        "all_-inf",
+        "all_mixed_inf",
+    } <= set(cov["scenarios"])
     normal = next(c for c in doc["cases"] if c["distribution"] == "normal")
     assert -100 <= normal["mu"] <= 100 and 1 <= normal["sigma"] <= 25
     noisy = next(c for c in doc["cases"] if c["distribution"] == "outliers")
-    assert all(v["outliers"] == max(1, v_n // 1000) for v, v_n in ((v, _n(v["shape"])) for v in noisy["inputs"].values()))
+    assert all(
+        v["outliers"] == max(1, v_n // 1000) for v, v_n in ((v, _n(v["shape"])) for v in noisy["inputs"].values())
+    )
 
 
 def _n(shape):
@@ -128,7 +161,20 @@ def test_cases_rejects_an_unknown_level(tmp_path):
 
 def test_verify_reads_a_test_kit_case_file(tmp_path):
     out = tmp_path / "rep"
-    args = ["verify", "--cases", "examples/atk/l2norm.yaml", "--level", "quick", "--backend", "tilelang", "--no-perf", "--dtype", "fp16", "--out", str(out)]
+    args = [
+        "verify",
+        "--cases",
+        "examples/atk/l2norm.yaml",
+        "--level",
+        "quick",
+        "--backend",
+        "tilelang",
+        "--no-perf",
+        "--dtype",
+        "fp16",
+        "--out",
+        str(out),
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     doc = json.loads((out / "results.json").read_text())
@@ -168,7 +214,11 @@ def test_off_a_terminal_progress_is_a_line_every_few_seconds():
         bar.update(task, description="case 1 of 3: float32", advance=1)
         bar.update(task, description="retest y on tilelang over 30 new seeds", advance=0)
     lines = console.file.getvalue().splitlines()
-    assert "at 1 of 3, eta ~" in lines[0] and lines[0].endswith(": case 1 of 3: float32") and "retest y on tilelang" in lines[1]
+    assert (
+        "at 1 of 3, eta ~" in lines[0]
+        and lines[0].endswith(": case 1 of 3: float32")
+        and "retest y on tilelang" in lines[1]
+    )
     assert "done 1 of 3: " in lines[-1] and "eta" not in lines[-1]
 
 

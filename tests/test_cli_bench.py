@@ -12,8 +12,27 @@ runner = CliRunner()
 
 def test_bench_appends_csv_and_draws(tmp_path):
     csv, out = tmp_path / "bench.csv", tmp_path / "out"
-    args = ["bench", "l2norm", "--shape", "33x100", "--dtype", "fp32", "--threads", "1", "--mode", "fwd", "--mode", "bwd",
-            "--no-compile", "--budget", "0.05", "--csv", str(csv), "--out", str(out)]  # fmt: skip
+    args = [
+        "bench",
+        "l2norm",
+        "--shape",
+        "33x100",
+        "--dtype",
+        "fp32",
+        "--threads",
+        "1",
+        "--mode",
+        "fwd",
+        "--mode",
+        "bwd",
+        "--no-compile",
+        "--budget",
+        "0.05",
+        "--csv",
+        str(csv),
+        "--out",
+        str(out),
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     rows = csvfile.read(csv)
@@ -48,8 +67,27 @@ def test_bench_argument_errors(tmp_path):
 
 def test_bench_rms_norm_times_torch_fused_op_and_judges_its_bar(tmp_path):
     csv, out = tmp_path / "bench.csv", tmp_path / "out"
-    args = ["bench", "rms_norm", "--shape", "1024x512", "--dtype", "bfloat16", "--threads", "1", "--mode", "fwd",
-            "--mode", "fwdbwd", "--no-compile", "--budget", "0.05", "--csv", str(csv), "--out", str(out)]  # fmt: skip
+    args = [
+        "bench",
+        "rms_norm",
+        "--shape",
+        "1024x512",
+        "--dtype",
+        "bfloat16",
+        "--threads",
+        "1",
+        "--mode",
+        "fwd",
+        "--mode",
+        "fwdbwd",
+        "--no-compile",
+        "--budget",
+        "0.05",
+        "--csv",
+        str(csv),
+        "--out",
+        str(out),
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     rows = csvfile.read(csv)
@@ -64,8 +102,23 @@ def test_bench_out_writes_only_there(tmp_path, monkeypatch):
     (relative to the working folder, here an empty one)."""
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "run"
-    args = ["bench", "l2norm", "--shape", "33x100", "--dtype", "fp32", "--threads", "1", "--mode", "fwd", "--no-compile",
-            "--budget", "0.05", "--out", str(out)]  # fmt: skip
+    args = [
+        "bench",
+        "l2norm",
+        "--shape",
+        "33x100",
+        "--dtype",
+        "fp32",
+        "--threads",
+        "1",
+        "--mode",
+        "fwd",
+        "--no-compile",
+        "--budget",
+        "0.05",
+        "--out",
+        str(out),
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert csvfile.read(out / "bench.csv") and (out / "l2norm.md").exists()
@@ -80,7 +133,9 @@ def test_bench_without_out_writes_into_an_ignored_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["bench", "l2norm", "--dtype", "fp32", *TINY])
     assert result.exit_code == 0, result.output
-    assert csvfile.read(tmp_path / "tileport-bench" / "bench.csv") and (tmp_path / "tileport-bench" / "l2norm.md").exists()
+    assert (
+        csvfile.read(tmp_path / "tileport-bench" / "bench.csv") and (tmp_path / "tileport-bench" / "l2norm.md").exists()
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tileport-bench"]
     ignored = (Path(__file__).resolve().parents[1] / ".gitignore").read_text().splitlines()
     assert "tileport-bench/" in ignored

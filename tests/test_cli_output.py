@@ -50,7 +50,9 @@ def test_verify_failure_lists_the_first_failures_then_a_summary(tmp_path):
     assert "Retests: " in text and "retested over at most 3 new seeds each" in " ".join(text.split())
     assert f"impl:{impl}:l2norm rstd: " in text and "not returned by the function" in text  # what it does not give
     assert "Checks per backend and dtype" in text and "FAIL" in text
-    assert "Every check (ratios" not in result.output and "MERE ratio ┃" not in result.output  # the long tables stay in the report
+    assert (
+        "Every check (ratios" not in result.output and "MERE ratio ┃" not in result.output
+    )  # the long tables stay in the report
 
 
 def test_backends_prints_the_extras_in_brackets(monkeypatch):
@@ -82,7 +84,13 @@ def test_the_estimate_grows_with_cases_runs_and_timing_groups():
     suite = load_suite("l2norm")
 
     def plan(level, names=("tilelang",), interpreted=()):
-        return SimpleNamespace(suite=suite, level=level, cases=generate(suite, level, None, 0), names=list(names), interpreted=set(interpreted))
+        return SimpleNamespace(
+            suite=suite,
+            level=level,
+            cases=generate(suite, level, None, 0),
+            names=list(names),
+            interpreted=set(interpreted),
+        )
 
     quick, l0 = estimate.estimate_s(plan("quick"), 0, 2), estimate.estimate_s(plan("L0"), 0, 2)
     assert 0 < quick < l0

@@ -31,20 +31,32 @@ def test_parameters_map_by_name_with_users_aliases():
 
 
 def test_normalized_shape_is_derived_and_arg_maps_by_hand(tmp_path):
-    path = _module(tmp_path, """
+    path = _module(
+        tmp_path,
+        """
         def ln(inp, normalized_shape, gamma=None, beta=None, epsilon=1e-5):
             return torch.nn.functional.layer_norm(inp, normalized_shape, gamma, beta, epsilon)
 
         def odd(data, eps=1e-6):
             return data * torch.rsqrt(data.float().pow(2).sum(-1, keepdim=True) + eps)
-    """)
+    """,
+    )
     impl = resolve(get("layer_norm"), f"{path}:ln")
-    assert impl.mapping == {"inp": "x", "normalized_shape": "normalized_shape", "gamma": "weight", "beta": "bias", "epsilon": "eps"}
+    assert impl.mapping == {
+        "inp": "x",
+        "normalized_shape": "normalized_shape",
+        "gamma": "weight",
+        "beta": "bias",
+        "epsilon": "eps",
+    }
     x = torch.randn(4, 8)
     out = impl.run(get("layer_norm"), {"x": x, "weight": None, "bias": None, "eps": 1e-5}, False)
     torch.testing.assert_close(out["y"], torch.nn.functional.layer_norm(x, (8,)))
     assert impl.not_judged == {"mean": "not returned by the function", "rstd": "not returned by the function"}
-    with pytest.raises(ImplError, match=r"parameter 'data' maps to nothing in l2norm's contract; it could be one of x, eps \(--arg data=NAME\)"):
+    with pytest.raises(
+        ImplError,
+        match=r"parameter 'data' maps to nothing in l2norm's contract; it could be one of x, eps \(--arg data=NAME\)",
+    ):
         resolve(get("l2norm"), f"{path}:odd")
     assert resolve(get("l2norm"), f"{path}:odd", ["data=x"]).mapping == {"data": "x", "eps": "eps"}
 
@@ -73,13 +85,16 @@ def test_bad_arg_overrides_are_refused(tmp_path):
 
 
 def test_a_case_it_cannot_take_and_a_result_that_does_not_fit_fail_that_case(tmp_path):
-    path = _module(tmp_path, """
+    path = _module(
+        tmp_path,
+        """
         def no_weight(x, eps=1e-6):
             return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
         def wrong_shape(x, weight=None, eps=1e-6):
             return x[:, :1]
-    """)
+    """,
+    )
     spec = get("rms_norm")
     x = torch.randn(3, 8)
     with pytest.raises(ImplCaseError, match="the function takes no weight"):
@@ -89,11 +104,14 @@ def test_a_case_it_cannot_take_and_a_result_that_does_not_fit_fail_that_case(tmp
 
 
 def test_gradients_are_judged_through_autograd_or_listed_as_not_tested(tmp_path):
-    path = _module(tmp_path, """
+    path = _module(
+        tmp_path,
+        """
         def detached(x, weight=None, eps=1e-6):
             with torch.no_grad():
                 return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-    """)
+    """,
+    )
     spec = get("rms_norm")
     x, dy, w = torch.randn(3, 8), torch.randn(3, 8), torch.randn(8)
     good = resolve(spec, f"{NORMS}:rms_norm").run(spec, {"x": x, "weight": w, "eps": 1e-6, "dy": dy}, True)
@@ -106,8 +124,25 @@ def test_gradients_are_judged_through_autograd_or_listed_as_not_tested(tmp_path)
 
 
 def _verify(target, out, *more):
-    return runner.invoke(app, ["verify", "rms_norm", "--impl", target, "--level", "quick", "--dtype", "bf16", "--backend", "torch",
-                               "--no-perf", "--out", str(out), *more])  # fmt: skip
+    return runner.invoke(
+        app,
+        [
+            "verify",
+            "rms_norm",
+            "--impl",
+            target,
+            "--level",
+            "quick",
+            "--dtype",
+            "bf16",
+            "--backend",
+            "torch",
+            "--no-perf",
+            "--out",
+            str(out),
+            *more,
+        ],
+    )
 
 
 def test_verify_passes_an_fp32_implementation_and_fails_a_low_precision_sum(tmp_path):
@@ -130,8 +165,25 @@ def test_verify_refuses_a_bad_impl_before_any_case(tmp_path):
 
 
 def test_bench_times_the_implementation_beside_the_backends(tmp_path):
-    args = ["bench", "rms_norm", "--impl", f"{NORMS}:rms_norm", "--shape", "33x100", "--dtype", "fp32", "--threads", "1",
-            "--mode", "fwd", "--no-compile", "--budget", "0.05", "--out", str(tmp_path)]  # fmt: skip
+    args = [
+        "bench",
+        "rms_norm",
+        "--impl",
+        f"{NORMS}:rms_norm",
+        "--shape",
+        "33x100",
+        "--dtype",
+        "fp32",
+        "--threads",
+        "1",
+        "--mode",
+        "fwd",
+        "--no-compile",
+        "--budget",
+        "0.05",
+        "--out",
+        str(tmp_path),
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     providers = {r["provider"] for r in csvfile.read(tmp_path / "bench.csv")}
@@ -141,28 +193,51 @@ def test_bench_times_the_implementation_beside_the_backends(tmp_path):
 def test_a_function_taking_out_gets_nan_filled_outputs(tmp_path):
     """Where the function accepts ``out=``, it is given NaN-filled outputs (the standard's section 3): an element
     it never writes stays NaN and fails, instead of passing by luck."""
-    path = _module(tmp_path, """
+    path = _module(
+        tmp_path,
+        """
         def partial(x, weight=None, eps=1e-6, out=None):
             y = x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
             out[..., :-1].copy_(y[..., :-1])  # forgets the last column
             return out
-    """)
+    """,
+    )
     spec = get("rms_norm")
     out = resolve(spec, f"{path}:partial").run(spec, {"x": torch.randn(3, 8), "weight": None, "eps": 1e-6}, False)
     assert torch.isnan(out["y"][:, -1]).all() and torch.isfinite(out["y"][:, :-1]).all()
 
 
 def test_verify_times_the_implementation_too(tmp_path):
-    result = runner.invoke(app, ["verify", "l2norm", "--impl", f"{tmp_path_module(tmp_path)}:l2", "--level", "quick", "--dtype", "fp32",
-                                 "--backend", "torch", "--out", str(tmp_path / "v")])  # fmt: skip
-    assert result.exit_code in (0, 1), result.output[-3000:]  # its plain autograd dx fails the large range: judged, not the point
+    result = runner.invoke(
+        app,
+        [
+            "verify",
+            "l2norm",
+            "--impl",
+            f"{tmp_path_module(tmp_path)}:l2",
+            "--level",
+            "quick",
+            "--dtype",
+            "fp32",
+            "--backend",
+            "torch",
+            "--out",
+            str(tmp_path / "v"),
+        ],
+    )
+    assert result.exit_code in (0, 1), result.output[
+        -3000:
+    ]  # its plain autograd dx fails the large range: judged, not the point
     perf = json.loads((tmp_path / "v" / "results.json").read_text())["performance"]
     assert any(r["provider"].startswith("impl:") and r["mode"] == "fwdbwd" for r in perf)
 
 
 def tmp_path_module(tmp_path):
-    return _module(tmp_path, """
+    return _module(
+        tmp_path,
+        """
         def l2(input, eps=1e-6):
             x = input.float()
             return (x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps)).to(input.dtype)
-    """)
+    """,
+    )

@@ -25,7 +25,9 @@ def _site(tmp_path: Path, entries: str) -> dict:
 
 
 def _tileport(env, *args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "tileport.cli", *args], env=env, capture_output=True, text=True, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "tileport.cli", *args], env=env, capture_output=True, text=True, cwd=cwd
+    )
 
 
 @pytest.mark.slow
@@ -40,19 +42,31 @@ def test_a_plugin_operator_is_listed_verified_and_derived(tmp_path):
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
     report = (tmp_path / "v" / "report.md").read_text()
     assert "# tileport verify demo_scale (quick): PASS" in report and "| tilelang | float32 |" in report
-    code = ("import torch, tileport_demo, inspect; x = torch.randn(3, 4, requires_grad=True); tileport_demo.demo_scale(x, 3.0).sum().backward();"
-            "print(inspect.signature(tileport_demo.demo_scale), x.grad.unique().tolist())")  # fmt: skip
+    code = (
+        "import torch, tileport_demo, inspect; x = torch.randn(3, 4, requires_grad=True); tileport_demo.demo_scale(x, "
+        "3.0).sum().backward();"
+        "print(inspect.signature(tileport_demo.demo_scale), x.grad.unique().tolist())"
+    )
     derived = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert derived.stdout.strip() == "(x, scale=2.0, *, backend=None) [3.0]", derived.stderr
 
 
 @pytest.mark.slow
 def test_a_broken_plugin_is_reported_by_name_and_stops_nothing(tmp_path):
-    env = _site(tmp_path, "demo_scale = tileport_demo.spec:SPEC\nbroken_op = tileport_demo.broken:SPEC\nnot_a_spec = tileport_demo.reference:forward\n")
+    env = _site(
+        tmp_path,
+        (
+            "demo_scale = tileport_demo.spec:SPEC\nbroken_op = tileport_demo.broken:SPEC\nnot_a_spec = "
+            "tileport_demo.reference:forward\n"
+        ),
+    )
     listed = _tileport(env, "ops")
     assert listed.returncode == 0, listed.stderr
     out = " ".join(listed.stdout.split())
-    assert "plugin not loaded: tileport-demo 0.1: broken_op = tileport_demo.broken:SPEC: ImportError: this plugin module is broken" in out
+    assert (
+        "plugin not loaded: tileport-demo 0.1: broken_op = tileport_demo.broken:SPEC: ImportError: this plugin module "
+        "is broken"
+    ) in out
     assert "not_a_spec = tileport_demo.reference:forward: TypeError: it gives a function, not an OpSpec" in out
     assert "demo_scale" in out and "rms_norm" in out
     doctor = _tileport(env, "doctor")

@@ -61,7 +61,9 @@ def _files(tmp_path, ref=REF, new=NEW):
 
 
 def _verify(ref, impl, out):
-    return runner.invoke(app, ["verify", "--problem", ref, "--impl", impl, "--level", "quick", "--dtype", "bf16", "--out", str(out)])
+    return runner.invoke(
+        app, ["verify", "--problem", ref, "--impl", impl, "--level", "quick", "--dtype", "bf16", "--out", str(out)]
+    )
 
 
 def test_a_candidate_passes_or_fails_on_its_merits(tmp_path):
@@ -84,7 +86,9 @@ def test_shapes_too_large_are_generalized_and_reported(tmp_path):
     assert generalize((4096, 393216)) == (32, 393216)
     assert generalize((2, 3, 5)) == (2, 3, 5)
     assert generalize((1, MAX_ELEMENTS * 4)) == (1, MAX_ELEMENTS)  # the last dimension alone too large: cut too
-    ref, new = _files(tmp_path, REF.replace("torch.rand(8, 64)", "torch.rand(4096, 393216)").replace("return [64]", "return [393216]"))
+    ref, new = _files(
+        tmp_path, REF.replace("torch.rand(8, 64)", "torch.rand(4096, 393216)").replace("return [64]", "return [393216]")
+    )
     p = load(ref, new)
     assert p.shapes[0] == (32, 393216) and "(4096, 393216)" in p.notes[0] and "ran as (32, 393216)" in p.notes[0]
 
@@ -119,7 +123,9 @@ def _shrunk(tmp_path, name: str, **constants) -> str:
 
 
 def test_kernelbench_problems_run_at_their_own_sizes_within_the_budget():
-    p = load(str(KB / "40_LayerNorm.py"), str(KB / "40_LayerNorm_new.py"))  # 67M elements: shapes read on the meta device
+    p = load(
+        str(KB / "40_LayerNorm.py"), str(KB / "40_LayerNorm_new.py")
+    )  # 67M elements: shapes read on the meta device
     assert p.shapes == p.original == [(16, 64, 256, 256)] and p.scaled == {} and p.notes == []
     assert describe(p)["sizes"].startswith("the problem's own: a case needs about 4 GiB, within the 6 GiB budget")
     p = load(str(KB / "39_L2Norm_.py"), str(KB / "39_L2Norm_l1.py"))  # 2.1e9 elements: past it
@@ -141,7 +147,19 @@ def test_scaling_the_module_constants_scales_the_init_arguments_too(tmp_path, mo
 def test_kernelbench_layer_norm_passes_with_scaled_init_arguments(tmp_path, monkeypatch):
     monkeypatch.setattr(problems, "MEMORY_BUDGET", 2048 * problems.BYTES_PER_ELEMENT)  # in this process: --jobs 1
     ref = _shrunk(tmp_path, "40_LayerNorm.py", batch_size=4, features=4, dim1=8, dim2=32)
-    args = ["verify", "--problem", ref, "--impl", str(KB / "40_LayerNorm_new.py"), "--level", "quick", "--dtype", "fp32", "--jobs", "1"]
+    args = [
+        "verify",
+        "--problem",
+        ref,
+        "--impl",
+        str(KB / "40_LayerNorm_new.py"),
+        "--level",
+        "quick",
+        "--dtype",
+        "fp32",
+        "--jobs",
+        "1",
+    ]
     ok = runner.invoke(app, args + ["--out", str(tmp_path / "out")])
     assert ok.exit_code == 0, ok.output[-3000:]
     md = (tmp_path / "out" / "report.md").read_text()
@@ -150,9 +168,23 @@ def test_kernelbench_layer_norm_passes_with_scaled_init_arguments(tmp_path, monk
 
 def test_kernelbench_l2norm_by_the_l1_norm_fails_fast(tmp_path):
     ref = _shrunk(tmp_path, "39_L2Norm_.py", batch_size=8, dim=1000)
-    args = ["verify", "--problem", ref, "--impl", str(KB / "39_L2Norm_l1.py"), "--level", "quick", "--dtype", "fp32", "--jobs", "1"]
+    args = [
+        "verify",
+        "--problem",
+        ref,
+        "--impl",
+        str(KB / "39_L2Norm_l1.py"),
+        "--level",
+        "quick",
+        "--dtype",
+        "fp32",
+        "--jobs",
+        "1",
+    ]
     bad = runner.invoke(app, args + ["--out", str(tmp_path / "out")])
     assert bad.exit_code == 1, bad.output[-3000:]
     rows = json.loads((tmp_path / "out" / "results.json").read_text())["results"]
     assert rows and all(not r["passed"] for r in rows)
-    assert all(f"retest over {FAR_SEEDS} seeds failed: cut short" in r["failures"] for r in rows)  # every ratio ~1e6 its limit
+    assert all(
+        f"retest over {FAR_SEEDS} seeds failed: cut short" in r["failures"] for r in rows
+    )  # every ratio ~1e6 its limit

@@ -3,9 +3,8 @@ markdown, its failed cells link to their rows, long tables are folded, plots car
 say which is which, and in a 1400x900 and a 2200x900 browser window (headless Chromium) the grid, its FAIL
 cells included, is on the first screen with nothing over it, for a failing --impl too."""
 
-import json
-
 import dataclasses
+import json
 import re
 import shutil
 import subprocess
@@ -29,12 +28,31 @@ def failing_report(tmp_path_factory):
 
     def wrong_run(inputs, backend, backward):
         result = real.run(inputs, backend, backward)
-        return result | {"y": result["y"] * 1.01} if backend == "tilelang" and inputs["x"].dtype.itemsize == 2 else result
+        return (
+            result | {"y": result["y"] * 1.01} if backend == "tilelang" and inputs["x"].dtype.itemsize == 2 else result
+        )
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(accuracy, "spec_of", lambda suite: dataclasses.replace(real, run=wrong_run))
-        args = ["verify", "l2norm", "--level", "quick", "--dtype", "fp16", "--dtype", "fp32", "--backend", "tilelang", "--retest-seeds", "3",
-                "--jobs", "1", "--no-perf", "--out", str(out)]  # fmt: skip
+        args = [
+            "verify",
+            "l2norm",
+            "--level",
+            "quick",
+            "--dtype",
+            "fp16",
+            "--dtype",
+            "fp32",
+            "--backend",
+            "tilelang",
+            "--retest-seeds",
+            "3",
+            "--jobs",
+            "1",
+            "--no-perf",
+            "--out",
+            str(out),
+        ]
         result = runner.invoke(app, args)
     assert result.exit_code == 1, result.output[-2000:]
     return out
@@ -77,8 +95,27 @@ def impl_failing_report(tmp_path_factory):
     where = tmp_path_factory.mktemp("impl")
     (where / "wrong_shape_rms_norm.py").write_text(WRONG_SHAPE)
     out = where / "report"
-    args = ["verify", "rms_norm", "--level", "quick", "--dtype", "fp16", "--dtype", "fp32", "--backend", "tilelang", "--retest-seeds", "3",
-            "--jobs", "1", "--no-perf", "--impl", f"{where / 'wrong_shape_rms_norm.py'}:rms_norm", "--out", str(out)]  # fmt: skip
+    args = [
+        "verify",
+        "rms_norm",
+        "--level",
+        "quick",
+        "--dtype",
+        "fp16",
+        "--dtype",
+        "fp32",
+        "--backend",
+        "tilelang",
+        "--retest-seeds",
+        "3",
+        "--jobs",
+        "1",
+        "--no-perf",
+        "--impl",
+        f"{where / 'wrong_shape_rms_norm.py'}:rms_norm",
+        "--out",
+        str(out),
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 1, result.output[-2000:]
     return out
@@ -88,9 +125,23 @@ def _probe(browser: str, page: str, tmp_path, width: int, height: int = 900) -> 
     """Open the page with the probe in a headless browser window of width x height; the probe's findings."""
     target = tmp_path / f"r{width}.html"
     target.write_text(page.replace("</body>", PROBE + "</body>"))
-    done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--window-size={width},{height}",
-                           "--virtual-time-budget=3000", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", target.as_uri()],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--window-size={width},{height}",
+            "--virtual-time-budget=3000",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom",
+            target.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     found = re.search(r"data-probe=\"([^\"]+)\"", done.stdout)
     assert found, done.stderr[-2000:]
     return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
@@ -116,7 +167,9 @@ def test_the_failing_impl_fails_in_its_run_column_and_every_cell_link_lands(impl
     assert hrefs and all(f'id="{h}"' in page for h in hrefs)
 
 
-@pytest.mark.skipif(not any(shutil.which(b) for b in BROWSERS), reason="no Chromium here (Debian: apt-get install chromium)")
+@pytest.mark.skipif(
+    not any(shutil.which(b) for b in BROWSERS), reason="no Chromium here (Debian: apt-get install chromium)"
+)
 @pytest.mark.parametrize("width", [1400, 2200, 800])
 def test_a_failing_impls_fail_cells_are_on_the_first_screen_and_uncovered(impl_failing_report, tmp_path, width):
     browser = next(shutil.which(b) for b in BROWSERS if shutil.which(b))
@@ -126,15 +179,32 @@ def test_a_failing_impls_fail_cells_are_on_the_first_screen_and_uncovered(impl_f
     assert not hidden, (seen["grid"], hidden)
 
 
-@pytest.mark.skipif(not any(shutil.which(b) for b in BROWSERS), reason="no Chromium here (Debian: apt-get install chromium)")
+@pytest.mark.skipif(
+    not any(shutil.which(b) for b in BROWSERS), reason="no Chromium here (Debian: apt-get install chromium)"
+)
 def test_the_verdict_grid_is_on_the_first_screen_in_a_browser(failing_report, tmp_path):
     browser = next(shutil.which(b) for b in BROWSERS if shutil.which(b))
     page = (failing_report / "report.html").read_text()
-    probe = ("<script>window.addEventListener('load',()=>{const r=document.getElementById('verdict').getBoundingClientRect();"
-             "document.body.setAttribute('data-grid',[r.top,r.bottom,r.right].join(','));});</script>")  # fmt: skip
+    probe = (
+        "<script>window.addEventListener('load',()=>{const r=document.getElementById('verdict').getBoundingClientRect();"
+        "document.body.setAttribute('data-grid',[r.top,r.bottom,r.right].join(','));});</script>"
+    )
     (tmp_path / "r.html").write_text(page.replace("</body>", probe + "</body>"))
-    done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,900", "--virtual-time-budget=3000",
-                           "--dump-dom", (tmp_path / "r.html").as_uri()], capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1400,900",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            (tmp_path / "r.html").as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     found = re.search(r'data-grid="([\d.,-]+)"', done.stdout)
     assert found, done.stderr[-2000:]
     top, bottom, right = map(float, found.group(1).split(","))

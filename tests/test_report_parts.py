@@ -13,9 +13,17 @@ from tileport.precision.metrics import Metrics, Verdict
 from tileport.report import html, plots, tables
 
 
-def _check(case: int, dtype: str, output: str, mare: float = 1.0, failures=(), elements: int = 64, backend: str = "tilelang"):
+def _check(
+    case: int, dtype: str, output: str, mare: float = 1.0, failures=(), elements: int = 64, backend: str = "tilelang"
+):
     m = Metrics(1e-3 * mare, 1e-3, 1e-3, 0, 0, elements)
-    verdict = Verdict("L0", m, Metrics(1e-3, 1e-3, 1e-3, 0, 0, elements), {"mare": mare, "mere": 1.0, "rmse": 1.0, "small": 0.0}, list(failures))
+    verdict = Verdict(
+        "L0",
+        m,
+        Metrics(1e-3, 1e-3, 1e-3, 0, 0, elements),
+        {"mare": mare, "mere": 1.0, "rmse": 1.0, "small": 0.0},
+        list(failures),
+    )
     return CaseResult("op", backend, case, dtype, (8, 8), "normal", {}, output, verdict)
 
 
@@ -30,8 +38,15 @@ def big_report():
     results = []
     for d, dtype in enumerate(("float16", "bfloat16", "float32")):
         for case in range(d * 2000, (d + 1) * 2000):
-            results.append(_check(case, dtype, "y", 50.0 if dtype == "float32" and case % 7 == 0 else 1.0,
-                                  ["MARE ratio 50 > 10"] if dtype == "float32" and case % 7 == 0 else ()))  # fmt: skip
+            results.append(
+                _check(
+                    case,
+                    dtype,
+                    "y",
+                    50.0 if dtype == "float32" and case % 7 == 0 else 1.0,
+                    ["MARE ratio 50 > 10"] if dtype == "float32" and case % 7 == 0 else (),
+                )
+            )
             results.append(_check(case, dtype, "dx"))
     return _report(results)
 
@@ -82,7 +97,9 @@ def _figures(monkeypatch) -> list:
 
 def test_the_failed_slot_counts_failed_checks_past_the_axis(tmp_path, monkeypatch):
     kept = _figures(monkeypatch)
-    failing = [_check(c, "float32", "run", mare=0.0, failures=["did not run"], elements=0, backend="impl:x") for c in range(7)]
+    failing = [
+        _check(c, "float32", "run", mare=0.0, failures=["did not run"], elements=0, backend="impl:x") for c in range(7)
+    ]
     rep = SimpleNamespace(**vars(_report([_check(c, "float32", "y") for c in range(5)] + failing)), op="op")
     plots.ratio_distributions(rep, tmp_path / "ratios.png")
     (ax,) = kept[0].axes
@@ -96,9 +113,22 @@ def test_a_provider_keeps_its_colour_between_the_fwd_and_fwdbwd_plots(tmp_path, 
     kept = _figures(monkeypatch)
 
     def row(mode, provider, us):
-        return {"statistic": "min_us", "mode": mode, "dtype": "float32", "shape": "4x8", "threads": 1, "provider": provider, "value": us}
+        return {
+            "statistic": "min_us",
+            "mode": mode,
+            "dtype": "float32",
+            "shape": "4x8",
+            "threads": 1,
+            "provider": provider,
+            "value": us,
+        }
 
-    rows = [row("fwd", "torch eager", 3.0), row("fwd", "tilelang", 1.0), row("fwdbwd", "tilelang", 2.0), row("fwdbwd", "triton", 5.0)]
+    rows = [
+        row("fwd", "torch eager", 3.0),
+        row("fwd", "tilelang", 1.0),
+        row("fwdbwd", "tilelang", 2.0),
+        row("fwdbwd", "triton", 5.0),
+    ]
     plots.latency(rows, tmp_path / "f.png", "op", "fwd")
     plots.latency(rows, tmp_path / "b.png", "op", "fwdbwd")
     colour = [{ln.get_label(): ln.get_color() for ln in fig.axes[0].lines} for fig in kept]
@@ -107,7 +137,9 @@ def test_a_provider_keeps_its_colour_between_the_fwd_and_fwdbwd_plots(tmp_path, 
 
 
 def test_a_study_is_plain_and_says_it_is_no_verdict():
-    st = SimpleNamespace(title="k steps", headers=("k", "L0"), rows=(("0", "fail"), ("2", "pass")), note="measured on 1024x1024")
+    st = SimpleNamespace(
+        title="k steps", headers=("k", "L0"), rows=(("0", "fail"), ("2", "pass")), note="measured on 1024x1024"
+    )
     (t,) = tables.studies(SimpleNamespace(studies=[st]))
     page = html.table_html(t)
     assert "not part of the verdict" in t.title and 'class="fail"' not in page and "<td>fail</td>" in page

@@ -15,7 +15,11 @@ from tileport.ops import spec as s
 from tileport.scaffold import ScaffoldError, class_name, default_like, default_root, plan, render
 
 ROOT = default_root()
-GATED = {"inputs": "x:rows,gate:rows,weight:vector?", "attrs": "eps=1e-6,activation=silu|sigmoid", "outputs": "y:rows,rstd:per_row"}
+GATED = {
+    "inputs": "x:rows,gate:rows,weight:vector?",
+    "attrs": "eps=1e-6,activation=silu|sigmoid",
+    "outputs": "y:rows,rstd:per_row",
+}
 
 
 @pytest.mark.parametrize("name", ["Bad", "2norm", "soft-plus", "class", "x y", ""])
@@ -35,7 +39,10 @@ def test_existing_operators_and_api_names_are_never_overwritten(name):
     [
         ({"like": "nope"}, "--like 'nope' is not an operator"),
         ({"inputs": "x:rows"}, "give --like OP, or --inputs and --outputs"),
-        ({"inputs": "x:matrix", "outputs": "y:rows"}, r"--inputs: 'x:matrix' is not NAME:ROLE with ROLE one of rows, vector"),
+        (
+            {"inputs": "x:matrix", "outputs": "y:rows"},
+            r"--inputs: 'x:matrix' is not NAME:ROLE with ROLE one of rows, vector",
+        ),
         ({"inputs": "w:vector,x:rows", "outputs": "y:rows"}, "the first input must be a required rows tensor"),
         ({"inputs": "x:rows", "outputs": "s:per_row"}, "the first output must be a rows tensor"),
         ({"inputs": "x:rows", "attrs": "eps", "outputs": "y:rows"}, r"--attrs: 'eps' is not NAME=DEFAULT"),
@@ -50,23 +57,37 @@ def test_a_signature_that_cannot_be_written_is_refused_by_name(signature, messag
 def test_plan_names_every_layer_the_export_line_and_what_remains():
     p = plan("soft_gate", **GATED)
     written = {str(path.relative_to(ROOT)) for path in p.files}
-    assert {"tileport/ops/soft_gate/__init__.py", "tileport/ops/soft_gate/spec.py", "tileport/ops/soft_gate/_interface.py",
-            "tileport/backends/torch/soft_gate.py",
-            "tileport/backends/tilelang/cpu/soft_gate.py", "tileport/backends/tilelang/cuda/soft_gate.py",
-            "tileport/backends/tilelang/ascend/soft_gate.py", "tileport/backends/triton/soft_gate.py",
-            "tileport/cases/suites/soft_gate.yaml", "tests/ops/test_soft_gate_numerics.py",
-            "tests/ops/test_soft_gate_errors.py", "docs/ops/soft_gate.md"} == written  # fmt: skip
+    assert {
+        "tileport/ops/soft_gate/__init__.py",
+        "tileport/ops/soft_gate/spec.py",
+        "tileport/ops/soft_gate/_interface.py",
+        "tileport/backends/torch/soft_gate.py",
+        "tileport/backends/tilelang/cpu/soft_gate.py",
+        "tileport/backends/tilelang/cuda/soft_gate.py",
+        "tileport/backends/tilelang/ascend/soft_gate.py",
+        "tileport/backends/triton/soft_gate.py",
+        "tileport/cases/suites/soft_gate.yaml",
+        "tests/ops/test_soft_gate_numerics.py",
+        "tests/ops/test_soft_gate_errors.py",
+        "docs/ops/soft_gate.md",
+    } == written
     assert p.export.startswith("from .soft_gate import SoftGate, soft_gate, soft_gate_bwd, soft_gate_fwd")
     assert class_name("group_norm") == "GroupNorm"
     assert not any("$" in text for text in p.files.values())  # every placeholder filled
     docs = next(t for path, t in p.files.items() if path.suffix == ".md")
-    assert all(item in docs for item in p.remains) and "`row_map`" in docs and "`inv_rms`" in docs and "`tp_exp`" in docs
+    assert (
+        all(item in docs for item in p.remains) and "`row_map`" in docs and "`inv_rms`" in docs and "`tp_exp`" in docs
+    )
 
 
 def test_the_signature_is_the_declaration():
     p = plan("soft_gate", **GATED)
     sig = p.signature
-    assert [(t.name, t.role, t.optional) for t in sig.inputs] == [("x", "rows", False), ("gate", "rows", False), ("weight", "vector", True)]
+    assert [(t.name, t.role, t.optional) for t in sig.inputs] == [
+        ("x", "rows", False),
+        ("gate", "rows", False),
+        ("weight", "vector", True),
+    ]
     assert [(a.name, a.kind, a.default) for a in sig.attrs] == [("eps", s.EPS, 1e-6), ("activation", s.CHOICE, "silu")]
     assert sig.attrs[1].choices == ("silu", "sigmoid")
     assert sig.backward.tensors == ("x", "gate", "rstd", "dy", "weight")
@@ -92,7 +113,11 @@ def test_like_any_operator_writes_valid_python_and_keeps_its_fields(like):
         assert f"unit_stride=LIKE.unit_stride,  # kept from {like}" in spec_text
     else:
         assert f"kernel_out={base.kernel_out!r}" in spec_text
-    own = {f for f in ("originals", "competitors", "studies", "golden", "aliases", "case_attrs", "docs") if getattr(base, f)}
+    own = {
+        f
+        for f in ("originals", "competitors", "studies", "golden", "aliases", "case_attrs", "docs")
+        if getattr(base, f)
+    }
     assert set(p.left_out) == own | ({"run"} if base.own_run else set())
     if p.left_out:
         assert any(", ".join(p.left_out) in item for item in p.remains)
@@ -167,13 +192,21 @@ def _last_cell(table: str, name: str) -> str:
 
 
 # Tests that enumerate the operators: with a scaffolded one present they must still pass (or say it is unfinished).
-ENUMERATING = ["tests/backends/test_registry.py::test_available_backends_report", "tests/cases/test_schema.py",
-               "tests/test_seam.py", "tests/ops/test_interface.py", "tests/ops/test_generated_interface.py"]  # fmt: skip
+ENUMERATING = [
+    "tests/backends/test_registry.py::test_available_backends_report",
+    "tests/cases/test_schema.py",
+    "tests/test_seam.py",
+    "tests/ops/test_interface.py",
+    "tests/ops/test_generated_interface.py",
+]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", [{"like": "rms_norm"}, GATED, {"inputs": "x:rows,weight:vector", "outputs": "y:rows"}],
-                         ids=["like-rms_norm", "two-rows-signature", "one-output-signature"])  # fmt: skip
+@pytest.mark.parametrize(
+    "how",
+    [{"like": "rms_norm"}, GATED, {"inputs": "x:rows,weight:vector", "outputs": "y:rows"}],
+    ids=["like-rms_norm", "two-rows-signature", "one-output-signature"],
+)
 def test_a_scaffolded_operator_is_wired_and_its_tests_fail_on_the_todos(tmp_path, how):
     _copy_checkout(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
@@ -182,29 +215,64 @@ def test_a_scaffolded_operator_is_wired_and_its_tests_fail_on_the_todos(tmp_path
     made = subprocess.run(cli + ["scaffold", "soft_gate", *args], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
     assert "What remains to write" in made.stdout and "tileport/backends/tilelang/cpu/soft_gate.py" in made.stdout
-    status = subprocess.run(["git", "-C", str(tmp_path), "status", "--porcelain"], capture_output=True, text=True).stdout.splitlines()
-    assert [s for s in status if not s.startswith("?? ")] == [" M tileport/ops/__init__.py"]  # new files + the export line
+    status = subprocess.run(
+        ["git", "-C", str(tmp_path), "status", "--porcelain"], capture_output=True, text=True
+    ).stdout.splitlines()
+    assert [s for s in status if not s.startswith("?? ")] == [
+        " M tileport/ops/__init__.py"
+    ]  # new files + the export line
     again = subprocess.run(cli + ["scaffold", "soft_gate"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert again.returncode != 0 and "exists already" in again.stdout + again.stderr
     listed = subprocess.run(cli + ["ops"], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert _last_cell(listed.stdout, "soft_gate") == "stubs: tilelang, torch, triton", listed.stdout  # stubs are not support
+    assert _last_cell(listed.stdout, "soft_gate") == "stubs: tilelang, torch, triton", (
+        listed.stdout
+    )  # stubs are not support
     assert _last_cell(listed.stdout, "rms_norm") == "tilelang, torch, triton", listed.stdout
-    served = subprocess.run([sys.executable, "-c", "import tileport; print({b.name: (b.serves, b.stubs) for b in tileport.available_backends()})"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True)  # fmt: skip
+    served = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import tileport; print({b.name: (b.serves, b.stubs) for b in tileport.available_backends()})",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     tilelang = eval(served.stdout)["tilelang"]
-    assert "soft_gate" not in tilelang[0] and "rms_norm" in tilelang[0] and tilelang[1] == ("soft_gate",), served.stdout + served.stderr
-    verified = subprocess.run(cli + ["verify", "soft_gate", "--level", "quick", "--dtype", "fp32", "--no-perf", "--out", str(tmp_path / "v")],
-                              cwd=tmp_path, env=env, capture_output=True, text=True)  # fmt: skip
+    assert "soft_gate" not in tilelang[0] and "rms_norm" in tilelang[0] and tilelang[1] == ("soft_gate",), (
+        served.stdout + served.stderr
+    )
+    verified = subprocess.run(
+        cli + ["verify", "soft_gate", "--level", "quick", "--dtype", "fp32", "--no-perf", "--out", str(tmp_path / "v")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     said = verified.stdout + verified.stderr
-    assert verified.returncode == 1 and "not implemented: TODO(soft_gate)" in said and "Traceback" not in said, said[-3000:]
+    assert verified.returncode == 1 and "not implemented: TODO(soft_gate)" in said and "Traceback" not in said, said[
+        -3000:
+    ]
     assert "not implemented: TODO(soft_gate): the torch forward" in (tmp_path / "v" / "report.md").read_text()
-    lowered = subprocess.run(cli + ["lower", "soft_gate", "--target", "cuda", "--out", str(tmp_path / "low")], cwd=tmp_path, env=env,
-                             capture_output=True, text=True)  # fmt: skip
+    lowered = subprocess.run(
+        cli + ["lower", "soft_gate", "--target", "cuda", "--out", str(tmp_path / "low")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert lowered.returncode == 2 and "TODO(soft_gate)" in lowered.stderr + lowered.stdout
     assert "Traceback" not in lowered.stderr + lowered.stdout
     tests = ["tests/ops/test_soft_gate_numerics.py", "tests/ops/test_soft_gate_errors.py"]
     wide = dict(env, COLUMNS="1000")  # the summary's lines keep each failure's message whole
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=tmp_path, env=wide, capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+        cwd=tmp_path,
+        env=wide,
+        capture_output=True,
+        text=True,
+    )
     out = run.stdout
     assert run.returncode == 1, out[-3000:]
     failed = [line for line in out.splitlines() if line.startswith("FAILED")]
@@ -213,8 +281,13 @@ def test_a_scaffolded_operator_is_wired_and_its_tests_fail_on_the_todos(tmp_path
     assert all(" - NotImplementedError: TODO(soft_gate)" in line for line in failed), "\n".join(failed)
     assert not any(e in out for e in ("NameError", "TypeError", "SyntaxError", "AttributeError")), out[-3000:]
     assert "test_empty_rows_give_empty_outputs_and_declared_statistics" not in "".join(failed)
-    enum = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ENUMERATING], cwd=tmp_path, env=env,
-                          capture_output=True, text=True)  # fmt: skip
+    enum = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ENUMERATING],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert enum.returncode == 0, enum.stdout[-3000:]
 
 
@@ -224,23 +297,58 @@ def test_an_out_of_tree_package_installs_is_listed_and_fails_honestly_on_its_tod
     installed (here into a folder, as ``pip install`` would into site-packages) tileport lists the operator with
     its package, verifies it (failing, naming the TODO, until the math is written), and its tests run."""
     folder = tmp_path / "my-gate"
-    made = subprocess.run([sys.executable, "-m", "tileport.cli", "scaffold", "soft_gate", "--package", str(folder), *[a for k, v in GATED.items() for a in (f"--{k}", v)]],
-                          capture_output=True, text=True)  # fmt: skip
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tileport.cli",
+            "scaffold",
+            "soft_gate",
+            "--package",
+            str(folder),
+            *[a for k, v in GATED.items() for a in (f"--{k}", v)],
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert made.returncode == 0, made.stderr
     assert 'soft_gate = "my_gate.spec:SPEC"' in (folder / "pyproject.toml").read_text()
     site = tmp_path / "site"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site), str(folder)],
-                         capture_output=True, text=True)  # fmt: skip
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(folder),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert pip.returncode == 0, pip.stderr
     env = dict(os.environ, PYTHONPATH=str(site))
     cli = [sys.executable, "-m", "tileport.cli"]
     listed = subprocess.run(cli + ["ops"], env=env, capture_output=True, text=True)
     assert any("soft_gate" in line and "my-gate 0.1.0" in line for line in listed.stdout.splitlines()), listed.stdout
-    ran = subprocess.run(cli + ["verify", "soft_gate", "--level", "quick", "--dtype", "fp32", "--no-perf", "--out", str(tmp_path / "v")],
-                         env=env, capture_output=True, text=True)  # fmt: skip
+    ran = subprocess.run(
+        cli + ["verify", "soft_gate", "--level", "quick", "--dtype", "fp32", "--no-perf", "--out", str(tmp_path / "v")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert ran.returncode == 1 and "TODO(soft_gate)" in (tmp_path / "v" / "report.md").read_text()
-    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder / "tests")], env=env,
-                           capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder / "tests")],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     failed = [line for line in tests.stdout.splitlines() if line.startswith("FAILED")]
     assert tests.returncode == 1 and "NotImplementedError: TODO(soft_gate)" in tests.stdout, tests.stdout[-3000:]
     assert failed and all("test_soft_gate_numerics.py" in line for line in failed), tests.stdout[-3000:]
@@ -248,8 +356,11 @@ def test_an_out_of_tree_package_installs_is_listed_and_fails_honestly_on_its_tod
 
 # ---------------------------------------------------------------- operators of any shape (named dimensions)
 
-ROPE_LIKE = {"inputs": "q:[B,T,H,D],cos:[T,R/2]:nograd,sin:[T,R/2]:nograd", "outputs": "q_out:[B,T,H,D]",
-             "where": "R <= D"}  # fmt: skip
+ROPE_LIKE = {
+    "inputs": "q:[B,T,H,D],cos:[T,R/2]:nograd,sin:[T,R/2]:nograd",
+    "outputs": "q_out:[B,T,H,D]",
+    "where": "R <= D",
+}
 
 
 def _text(p, name: str) -> str:
@@ -259,13 +370,24 @@ def _text(p, name: str) -> str:
 def test_a_general_signature_is_read_into_declarations():
     """NAME:[SHAPE] items: the first input float with a gradient, other floating ones like it with one unless
     nograd, integer ones without, ``?`` optional; outputs like the first input; the constraints kept."""
-    sig = plan("soft_rope", inputs="q:[B,T,H,D],k:[B,T,Hk,D]?,cos:[T,R/2]:nograd,pos:[B,T]:index?,"
-               "lab:[B]:int32:in[0,T),m:[B]:bool,w:[D]:float:nograd", attrs="interleaved=false,dim=-1",
-               outputs="q_out:[B,T,H,D],k_out:[B,T,Hk,D]?,n:[B]:int64", where="R <= D; Hk <= H").signature  # fmt: skip
+    sig = plan(
+        "soft_rope",
+        inputs="q:[B,T,H,D],k:[B,T,Hk,D]?,cos:[T,R/2]:nograd,pos:[B,T]:index?,"
+        "lab:[B]:int32:in[0,T),m:[B]:bool,w:[D]:float:nograd",
+        attrs="interleaved=false,dim=-1",
+        outputs="q_out:[B,T,H,D],k_out:[B,T,Hk,D]?,n:[B]:int64",
+        where="R <= D; Hk <= H",
+    ).signature
     assert sig.general and sig.where == ("R <= D", "Hk <= H")
     assert [str(t) for t in sig.inputs] == [
-        "q: [B, T, H, D] float grad", "k: [B, T, Hk, D] like:q grad optional", "cos: [T, R/2] like:q",
-        "pos: [B, T] index optional", "lab: [B] int32 in [0, T)", "m: [B] bool", "w: [D] float"]  # fmt: skip
+        "q: [B, T, H, D] float grad",
+        "k: [B, T, Hk, D] like:q grad optional",
+        "cos: [T, R/2] like:q",
+        "pos: [B, T] index optional",
+        "lab: [B] int32 in [0, T)",
+        "m: [B] bool",
+        "w: [D] float",
+    ]
     outs = ["q_out: [B, T, H, D] like:q", "k_out: [B, T, Hk, D] like:q optional", "n: [B] int64"]
     assert [str(t) for t in sig.outputs] == outs
     assert [(a.name, a.kind) for a in sig.attrs] == [("interleaved", s.BOOL), ("dim", s.INT)]  # no dimension to move
@@ -275,8 +397,13 @@ def test_a_general_signature_is_read_into_declarations():
 def test_the_general_backward_takes_each_output_gradient_and_every_input():
     """``d<output>`` of each floating output (its shape: the declaration's), then every input and attribute; it gives
     ``d<input>`` for each input with a gradient, like it and optional where it is."""
-    sig = plan("soft_rope", inputs="q:[B,T,H,D],k:[B,T,Hk,D]?,cos:[T,R/2]:nograd", attrs="scale=1.0",
-               outputs="q_out:[B,T,H,D],k_out:[B,T,Hk,D]?,n:[B]:int64", where="R <= D").signature  # fmt: skip
+    sig = plan(
+        "soft_rope",
+        inputs="q:[B,T,H,D],k:[B,T,Hk,D]?,cos:[T,R/2]:nograd",
+        attrs="scale=1.0",
+        outputs="q_out:[B,T,H,D],k_out:[B,T,Hk,D]?,n:[B]:int64",
+        where="R <= D",
+    ).signature
     assert sig.backward.tensors == ("dq_out", "dk_out", "q", "k", "cos") and sig.backward.attrs == ("scale",)
     assert [str(t) for t in sig.grads] == ["dq: [B, T, H, D] like:q", "dk: [B, T, Hk, D] like:k optional"]
 
@@ -347,12 +474,15 @@ def test_a_general_plan_writes_its_interface_and_tests_with_the_checks_own_messa
         ROPE_LIKE,
         {"inputs": "x:[*batch,2*F]", "outputs": "y:[*batch,F]"},
         {"inputs": "logits:[N,C],target:[N]:index:in[0,C)", "attrs": "smoothing=0.0", "outputs": "loss:[]"},
-        {"inputs": "q:[B,T,H,D],k:[B,T,Hk,D]?,cos:[T_ro,R/2]:nograd", "outputs": "q_out:[B,T,H,D],k_out:[B,T,Hk,D]?",
-         "where": "R <= D, H % Hk == 0, T <= T_ro"},
+        {
+            "inputs": "q:[B,T,H,D],k:[B,T,Hk,D]?,cos:[T_ro,R/2]:nograd",
+            "outputs": "q_out:[B,T,H,D],k_out:[B,T,Hk,D]?",
+            "where": "R <= D, H % Hk == 0, T <= T_ro",
+        },
         {"inputs": "x:[M,D],w:[D]", "outputs": "y:[M,D]", "where": "D % 64 == 0"},
     ],
     ids=["rope-like", "glu-like", "cross-entropy-like", "gqa", "primary-constraint"],
-)  # fmt: skip
+)
 def test_the_sizes_drawn_satisfy_the_constraints(signature):
     """Every test size, and the spec's ``sizes`` at every bench shape, binds the whole declaration and its
     constraints."""
@@ -376,8 +506,15 @@ def test_a_general_operator_package_out_of_tree_has_its_interface_kernels_and_su
     ``_interface.py`` binds that spec (what ``tileport generate`` writes once the package is installed)."""
     p = plan("soft_rope", package=tmp_path / "my-rope", **ROPE_LIKE)
     written = {str(path.relative_to(tmp_path / "my-rope")) for path in p.files}
-    assert {"pyproject.toml", "my_rope/spec.py", "my_rope/_interface.py", "my_rope/kernels/cpu.py", "my_rope/suite.yaml",
-            "tests/test_soft_rope_numerics.py", "tests/conftest.py"} <= written  # fmt: skip
+    assert {
+        "pyproject.toml",
+        "my_rope/spec.py",
+        "my_rope/_interface.py",
+        "my_rope/kernels/cpu.py",
+        "my_rope/suite.yaml",
+        "tests/test_soft_rope_numerics.py",
+        "tests/conftest.py",
+    } <= written
     for path, text in p.files.items():
         if path.suffix == ".py":
             compile(text, str(path), "exec")
@@ -438,8 +575,13 @@ def test_a_scaffolded_general_operator_is_wired_and_its_tests_fail_on_the_todos(
     assert all(" - NotImplementedError: TODO(soft_rope)" in line for line in failed), "\n".join(failed)
     assert not any(e in out for e in ("NameError", "TypeError", "SyntaxError", "AttributeError")), out[-3000:]
     names = " ".join(passed)
-    for test in ("test_a_dimension_that_disagrees", "test_a_dtype_outside_its_class", "test_sizes_that_break_r_le_d",
-                 "test_an_empty_call_gives_empty_results_without_a_kernel", "test_not_a_tensor"):  # fmt: skip
+    for test in (
+        "test_a_dimension_that_disagrees",
+        "test_a_dtype_outside_its_class",
+        "test_sizes_that_break_r_le_d",
+        "test_an_empty_call_gives_empty_results_without_a_kernel",
+        "test_not_a_tensor",
+    ):
         assert test in names, out[-3000:]
     current = "tests/ops/test_generated_interface.py::test_each_file_is_what_its_spec_generates"
     enum = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ENUMERATING, current], tmp_path, env)
@@ -448,16 +590,18 @@ def test_a_scaffolded_general_operator_is_wired_and_its_tests_fail_on_the_todos(
 
 ROPE_DECLARED = {
     "inputs": "q:[B,T,Hq,D],k:[B,T,Hk,D]?,cos:[T_ro,R/2]:nograd,sin:[T_ro,R/2]:nograd,position_ids:[B,T]:index?,"
-              "offsets:[B]:index?",
-    "attrs": "interleaved=false,offset=0", "outputs": "q_out:[B,T,Hq,D],k_out:[B,T,Hk,D]?", "where": "R <= D",
-}  # fmt: skip
-ADAPTER = '''from .rope import forward  # noqa: F401
+    "offsets:[B]:index?",
+    "attrs": "interleaved=false,offset=0",
+    "outputs": "q_out:[B,T,Hq,D],k_out:[B,T,Hk,D]?",
+    "where": "R <= D",
+}
+ADAPTER = """from .rope import forward  # noqa: F401
 from .rope import backward as _backward
 
 
 def backward(dq_out, dk_out, q, k, cos, sin, position_ids, offsets, interleaved, offset):
     return _backward(dq_out, dk_out, cos, sin, position_ids, offsets, interleaved, offset)
-'''
+"""
 
 
 @pytest.mark.slow

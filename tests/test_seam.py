@@ -11,13 +11,33 @@ from tileport.ops.spec import get, specs
 
 ROOT = Path(tileport.__file__).resolve().parent
 GENERIC = [
-    "cli.py", "lower.py", "dtypes.py", "ops/spec.py", "verify", "bench", "report", "cases/generate.py",
-    "cases/schema.py", "cases/__init__.py", "precision", "backends/registry.py", "backends/torch/__init__.py",
-    "backends/triton/__init__.py", "backends/triton/common.py", "backends/tilelang/__init__.py",
-    "backends/tilelang/targets.py", "backends/tilelang/cache.py", "backends/tilelang/cpu/runtime.py",
-    "backends/tilelang/cpu/interface.py", "backends/tilelang/cpu/rowwise.py", "../scripts/make_docs.py",
-    "../scripts/gpu_check.sh", "scaffold", "ops/interface", "backends/tilelang/cpu/norm_stats.py",
-]  # fmt: skip
+    "cli.py",
+    "lower.py",
+    "dtypes.py",
+    "ops/spec.py",
+    "verify",
+    "bench",
+    "report",
+    "cases/generate.py",
+    "cases/schema.py",
+    "cases/__init__.py",
+    "precision",
+    "backends/registry.py",
+    "backends/torch/__init__.py",
+    "backends/triton/__init__.py",
+    "backends/triton/common.py",
+    "backends/tilelang/__init__.py",
+    "backends/tilelang/targets.py",
+    "backends/tilelang/cache.py",
+    "backends/tilelang/cpu/runtime.py",
+    "backends/tilelang/cpu/interface.py",
+    "backends/tilelang/cpu/rowwise.py",
+    "../scripts/make_docs.py",
+    "../scripts/gpu_check.sh",
+    "scaffold",
+    "ops/interface",
+    "backends/tilelang/cpu/norm_stats.py",
+]
 
 
 def _files():
@@ -37,8 +57,11 @@ def test_specs_are_discovered_by_convention():
 @pytest.mark.parametrize("path", list(_files()), ids=lambda p: str(p.relative_to(ROOT.parent)))
 def test_generic_layers_name_no_operator(path):
     names = "|".join(re.escape(n) for n in specs())
-    hits = [f"{i}: {line.strip()}" for i, line in enumerate(path.read_text().splitlines(), 1)
-            if re.search(rf"\b({names})\b", line, flags=re.I)]  # fmt: skip
+    hits = [
+        f"{i}: {line.strip()}"
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(rf"\b({names})\b", line, flags=re.I)
+    ]
     assert hits == [], f"{path} names an operator"
 
 

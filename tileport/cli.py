@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import sys
-
 from pathlib import Path
-from typing import Optional
 
 import torch
 import typer
@@ -15,7 +13,12 @@ from rich.table import Table
 
 from .transformers.patch import LOSSES as PATCH_LOSSES
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, help="Port tile-level operators and prove each port.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Port tile-level operators and prove each port.",
+)
 
 
 def _width(stderr: bool = False) -> int | None:
@@ -58,7 +61,10 @@ def backends() -> None:
         table.add_column(col)
     for b in available_backends():
         table.add_row(
-            escape(b.name), "[green]yes[/]" if b.available else "[red]no[/]", escape(", ".join(b.device_kinds)), escape(_listed(b.serves, b.stubs)),
+            escape(b.name),
+            "[green]yes[/]" if b.available else "[red]no[/]",
+            escape(", ".join(b.device_kinds)),
+            escape(_listed(b.serves, b.stubs)),
             escape(b.reason),  # reasons name extras: pip install tileport[triton]
         )
     console.print(table)
@@ -71,7 +77,9 @@ def backends() -> None:
     for row in rows:
         paths.add_row(*map(escape, row))
     console.print(paths)
-    console.print(f"Triton here: {triton}; CANN's bishengir-compile: {bishengir or 'not found'}", markup=False, highlight=False)
+    console.print(
+        f"Triton here: {triton}; CANN's bishengir-compile: {bishengir or 'not found'}", markup=False, highlight=False
+    )
     if missing:
         console.print("an A2/A3 device run still needs: " + "; ".join(missing), markup=False, highlight=False)
 
@@ -97,16 +105,30 @@ def ops() -> None:
     for col in ("operator", "from", "math", "inputs", "outputs (grads)", "backends"):
         table.add_column(col)
     for s in all_specs.values():
-        ins = ", ".join([f"{t.name}{'?' if t.optional else ''}" for t in s.inputs] + [f"{a.name}={a.default}" for a in s.attrs + s.case_attrs])
+        ins = ", ".join(
+            [f"{t.name}{'?' if t.optional else ''}" for t in s.inputs]
+            + [f"{a.name}={a.default}" for a in s.attrs + s.case_attrs]
+        )
         outs = ", ".join(t.name for t in s.outputs) + " (" + ", ".join(t.name for t in s.grads) + ")"
-        table.add_row(escape(s.name), escape(origin(s.name)), escape(s.math), escape(ins), escape(outs),
-                      escape(_listed([n for n, b in served.items() if s.kernel_op in b.serves], [n for n, b in served.items() if s.kernel_op in b.stubs])))
+        table.add_row(
+            escape(s.name),
+            escape(origin(s.name)),
+            escape(s.math),
+            escape(ins),
+            escape(outs),
+            escape(
+                _listed(
+                    [n for n, b in served.items() if s.kernel_op in b.serves],
+                    [n for n, b in served.items() if s.kernel_op in b.stubs],
+                )
+            ),
+        )
     console.print(table)
     for entry, why in broken_plugins().items():
         console.print(f"plugin not loaded: {entry}: {why}", markup=False, highlight=False)
 
 
-def _dtypes(names: Optional[list[str]]) -> list[torch.dtype] | None:
+def _dtypes(names: list[str] | None) -> list[torch.dtype] | None:
     """Parsed --dtype values (fp32/float32, fp16/float16, bf16/bfloat16)."""
     from .dtypes import parse
 
@@ -129,7 +151,13 @@ def print_table(t) -> None:
     table = Table(title=escape(t.title), title_justify="left")
     for h in t.headers:
         table.add_column(escape(h))
-    styles = {"pass": "[green]pass[/]", "PASS": "[green]PASS[/]", "FAIL": "[red]FAIL[/]", "fail": "[red]fail[/]", "NO": "[red]NO[/]"}
+    styles = {
+        "pass": "[green]pass[/]",
+        "PASS": "[green]PASS[/]",
+        "FAIL": "[red]FAIL[/]",
+        "fail": "[red]fail[/]",
+        "NO": "[red]NO[/]",
+    }
     for row in t.rows:
         table.add_row(*(styles.get(c, escape(c)) for c in row))
     console.print(table)
@@ -139,30 +167,85 @@ def print_table(t) -> None:
 
 @app.command()
 def verify(
-    op: Optional[str] = typer.Argument(None, help=_ops_help("verify") + " (optional with --cases)"),
+    op: str | None = typer.Argument(None, help=_ops_help("verify") + " (optional with --cases)"),
     level: str = typer.Option("L0", help="quick (CI), or L0 / L1 / L2: the standard's case counts and ratio limits"),
-    backend: Optional[list[str]] = typer.Option(None, metavar="NAME", help="backend to verify (repeatable; default: every available one)"),
-    dtype: Optional[list[str]] = typer.Option(None, metavar="DTYPE", help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: the suite's)"),
+    backend: list[str] | None = typer.Option(
+        None, metavar="NAME", help="backend to verify (repeatable; default: every available one)"
+    ),
+    dtype: list[str] | None = typer.Option(
+        None, metavar="DTYPE", help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: the suite's)"
+    ),
     out: Path = typer.Option(Path("tileport-report"), help="folder for report.md, report.html, results.json/csv, PNGs"),
     seed: int = typer.Option(0, help="seed of the generated cases"),
-    retest_seeds: Optional[int] = typer.Option(None, help="new seeds for a failed check (default: 1000, quick: 30)"),
+    retest_seeds: int | None = typer.Option(None, help="new seeds for a failed check (default: 1000, quick: 30)"),
     perf: bool = typer.Option(True, help="also run the performance and memory tasks"),
-    device: str = typer.Option("cpu", help="cpu, cuda (a GPU) or npu (an Ascend NPU, torch_npu; the golden stays on the CPU)"),
-    cases: Optional[Path] = typer.Option(None, "--cases", help="a case file: a tileport suite or the test kit's design YAML"),
-    jobs: Optional[int] = typer.Option(None, min=1, metavar="N", help="worker processes for the accuracy cases (default: this process's CPUs)"),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="an interrupted run's --out folder: finish its run there"),
-    impl: Optional[list[str]] = typer.Option(None, "--impl", metavar="MODULE:FUNCTION", help="an implementation of OP's contract to verify beside the backends: MODULE:FUNCTION or path/to/file.py:FUNCTION (repeatable)"),
-    arg: Optional[list[str]] = typer.Option(None, "--arg", metavar="NAME=INPUT", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"),
-    problem: Optional[Path] = typer.Option(None, "--problem", help="a KernelBench-style problem file (Model, get_inputs, get_init_inputs): judge --impl's ModelNew against its Model"),
-    api: Optional[str] = typer.Option(None, "--api", help="a function that is no tileport operator (MODULE.FUNCTION): judge --impl, or it on --device, against it in float64"),
-    benchmark_run: Optional[list[str]] = typer.Option(None, "--benchmark-run", metavar="RUN[:PROVIDER]", help="RUN[:PROVIDER]: another machine's verify run (its --out) as the benchmark, in place of the torch composite; repeat with its --retest-for runs"),
-    retest_for: Optional[Path] = typer.Option(None, "--retest-for", help="a run judged with --benchmark-run: run the benchmark's provider here on that run's retest seeds (write to --out)"),
-    ray: Optional[str] = typer.Option(
-        None, "--ray", metavar="[ADDRESS]",
+    device: str = typer.Option(
+        "cpu", help="cpu, cuda (a GPU) or npu (an Ascend NPU, torch_npu; the golden stays on the CPU)"
+    ),
+    cases: Path | None = typer.Option(
+        None, "--cases", help="a case file: a tileport suite or the test kit's design YAML"
+    ),
+    jobs: int | None = typer.Option(
+        None, min=1, metavar="N", help="worker processes for the accuracy cases (default: this process's CPUs)"
+    ),
+    resume: Path | None = typer.Option(
+        None, "--resume", help="an interrupted run's --out folder: finish its run there"
+    ),
+    impl: list[str] | None = typer.Option(
+        None,
+        "--impl",
+        metavar="MODULE:FUNCTION",
+        help=(
+            "an implementation of OP's contract to verify beside the backends: MODULE:FUNCTION or "
+            "path/to/file.py:FUNCTION (repeatable)"
+        ),
+    ),
+    arg: list[str] | None = typer.Option(
+        None, "--arg", metavar="NAME=INPUT", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"
+    ),
+    problem: Path | None = typer.Option(
+        None,
+        "--problem",
+        help=(
+            "a KernelBench-style problem file (Model, get_inputs, get_init_inputs): judge --impl's ModelNew against "
+            "its Model"
+        ),
+    ),
+    api: str | None = typer.Option(
+        None,
+        "--api",
+        help=(
+            "a function that is no tileport operator (MODULE.FUNCTION): judge --impl, or it on --device, against it "
+            "in float64"
+        ),
+    ),
+    benchmark_run: list[str] | None = typer.Option(
+        None,
+        "--benchmark-run",
+        metavar="RUN[:PROVIDER]",
+        help=(
+            "RUN[:PROVIDER]: another machine's verify run (its --out) as the benchmark, in place of the torch "
+            "composite; repeat with its --retest-for runs"
+        ),
+    ),
+    retest_for: Path | None = typer.Option(
+        None,
+        "--retest-for",
+        help=(
+            "a run judged with --benchmark-run: run the benchmark's provider here on that run's retest seeds (write "
+            "to --out)"
+        ),
+    ),
+    ray: str | None = typer.Option(
+        None,
+        "--ray",
+        metavar="[ADDRESS]",
         help="run the accuracy cases as Ray tasks: on the cluster at ADDRESS (auto, HOST:PORT, ray://HOST:PORT), "
         "or on a local Ray instance when no address is given (needs tileport[ray])",
     ),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="also print the report's full tables (every check, the timings)"),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="also print the report's full tables (every check, the timings)"
+    ),
 ) -> None:
     """Run OP's case suite on every available backend: accuracy (dual benchmark), performance, memory; write
     a report. Exit code 1 when a check fails. Each finished case is journaled in the --out folder, so
@@ -172,9 +255,8 @@ def verify(
     Example: tileport verify OP --level quick   (OP: one of `tileport ops`)
     """
     from .report import tables, write_report
-    from .verify import journal, prepare
+    from .verify import competitor, journal, prepare
     from .verify import run as run_verify
-    from .verify import competitor
     from .verify.cluster import RayUnavailable
     from .verify.pool import cpus
 
@@ -192,7 +274,13 @@ def verify(
         cases = Path(req["cases"]) if req["cases"] else None
         problem, api = (Path(req["problem"]) if req.get("problem") else None), req.get("api")
         if resume is not None:
-            backend, device, retest_seeds, perf, out = req["backend"], req["device"], req["retest_seeds"], req["perf"], resume
+            backend, device, retest_seeds, perf, out = (
+                req["backend"],
+                req["device"],
+                req["retest_seeds"],
+                req["perf"],
+                resume,
+            )
             impl, arg, benchmark_run = req.get("impl"), req.get("arg"), req.get("benchmark_run")
         elif problem is not None:
             impl = req.get("impl")
@@ -218,16 +306,40 @@ def verify(
         console.print(_announce(plan, perf, jobs or cpus()), markup=False, highlight=False)
         if resume is None:  # a fresh run: a journal left in --out by another run is not this one's
             (out / journal.RECORDS).unlink(missing_ok=True)
-            request = dict(op=plan.op, level=level, backend=backend, dtype=dtype, seed=seed, device=device,
-                           retest_seeds=retest_seeds, perf=perf, cases=str(cases.resolve()) if cases else None,
-                           problem=str(problem.resolve()) if problem else None, api=api,
-                           impl=[str(Path(t.rpartition(":")[0]).resolve()) + ":" + t.rpartition(":")[2] if t.rpartition(":")[0].endswith(".py") else t for t in impl or ()],
-                           arg=arg, benchmark_run=[_absolute_run(b) for b in benchmark_run or ()],
-                           benchmark_provider=rival.provider if rival else None)  # fmt: skip
+            request = dict(
+                op=plan.op,
+                level=level,
+                backend=backend,
+                dtype=dtype,
+                seed=seed,
+                device=device,
+                retest_seeds=retest_seeds,
+                perf=perf,
+                cases=str(cases.resolve()) if cases else None,
+                problem=str(problem.resolve()) if problem else None,
+                api=api,
+                impl=[
+                    str(Path(t.rpartition(":")[0]).resolve()) + ":" + t.rpartition(":")[2]
+                    if t.rpartition(":")[0].endswith(".py")
+                    else t
+                    for t in impl or ()
+                ],
+                arg=arg,
+                benchmark_run=[_absolute_run(b) for b in benchmark_run or ()],
+                benchmark_provider=rival.provider if rival else None,
+            )
             journal.write_request(out, request)
         try:
-            rep = run_verify(plan, retest_seeds, perf, progress=step, jobs=jobs or cpus(), journal_dir=out, ray_address=ray,
-                             benchmark_run=benchmark_run)  # fmt: skip
+            rep = run_verify(
+                plan,
+                retest_seeds,
+                perf,
+                progress=step,
+                jobs=jobs or cpus(),
+                journal_dir=out,
+                ray_address=ray,
+                benchmark_run=benchmark_run,
+            )
         except RayUnavailable as exc:
             raise typer.BadParameter(str(exc), param_hint="--ray") from exc
         except competitor.CompetitorError as exc:
@@ -243,8 +355,11 @@ def verify(
         _print_outcome(rep, out)
     waiting = [r for r in rep.results if r.retest is not None and r.retest.awaiting]
     if waiting:
-        console.print(f"{len(waiting)} checks await the competitor's retest: on the benchmark's machine run "
-                      f"`tileport verify --retest-for {out} --out MORE`, then add `--benchmark-run MORE` here", markup=False)  # fmt: skip
+        console.print(
+            f"{len(waiting)} checks await the competitor's retest: on the benchmark's machine run "
+            f"`tileport verify --retest-for {out} --out MORE`, then add `--benchmark-run MORE` here",
+            markup=False,
+        )
     if not rep.passed:
         raise typer.Exit(1)
 
@@ -259,11 +374,19 @@ def _announce(plan, perf: bool, jobs: int) -> str:
     timed = perf and not spec_of(plan.suite).reference
     groups = len(performance_groups(plan.op, list(dict.fromkeys(c.dtype for c in plan.cases)))) if timed else 0
     reference = spec_of(plan.suite).reference
-    names = ", ".join(f"{n} (the reference {plan.suite.reference} itself)" if reference and n == SELF else n for n in plan.names) or "no provider"
+    names = (
+        ", ".join(
+            f"{n} (the reference {plan.suite.reference} itself)" if reference and n == SELF else n for n in plan.names
+        )
+        or "no provider"
+    )
     slow = [n for n in plan.names if n in plan.interpreted]
     note = f" ({', '.join(slow)}: interpreted, the quick cases only)" if slow else ""
-    return (f"{plan.op} at {plan.level}: {len(plan.cases)} cases on {names}{note}, {groups} timing groups, {jobs} workers\n"
-            f"rough estimate: about {duration(estimate_s(plan, groups, jobs))} (the CI machine's rates; the ETA follows this run's)")  # fmt: skip
+    return (
+        f"{plan.op} at {plan.level}: {len(plan.cases)} cases on {names}{note}, {groups} timing groups, {jobs} workers\n"
+        f"rough estimate: about {duration(estimate_s(plan, groups, jobs))} (the CI machine's rates; the ETA follows "
+        "this run's)"
+    )
 
 
 def _print_verdict(rep, level: str, paths: dict) -> None:
@@ -272,9 +395,14 @@ def _print_verdict(rep, level: str, paths: dict) -> None:
     if rep.passed:
         head, text = "[green]PASS[/]", f": all {n} checks passed at {level} ({rep.limits} ratio limits)"
     else:
-        head, text = "[red]FAIL[/]", f": {len(rep.failures)} of {n} checks failed at {level} ({rep.limits} ratio limits)"
+        head, text = (
+            "[red]FAIL[/]",
+            f": {len(rep.failures)} of {n} checks failed at {level} ({rep.limits} ratio limits)",
+        )
     console.print(head + escape(text), highlight=False)
-    console.print(f"report: {paths['html']} (report.md, results.json, results.csv beside it)", markup=False, highlight=False)
+    console.print(
+        f"report: {paths['html']} (report.md, results.json, results.csv beside it)", markup=False, highlight=False
+    )
 
 
 def _print_outcome(rep, out: Path, limit: int = 10) -> None:
@@ -294,8 +422,11 @@ def _print_outcome(rep, out: Path, limit: int = 10) -> None:
     if retested:
         passed = sum(r.passed for r in retested)
         seeds = sum(r.retest.seeds for r in retested)  # a retest stops once its outcome is decided
-        say(f"Retests: {len(retested)} checks failed on their first seed and were retested over at most {rep.retest_seeds} new "
-            f"seeds each ({seeds} in all): {passed} passed, {len(retested) - passed} failed")  # fmt: skip
+        say(
+            f"Retests: {len(retested)} checks failed on their first seed and were retested over at most "
+            f"{rep.retest_seeds} new "
+            f"seeds each ({seeds} in all): {passed} passed, {len(retested) - passed} failed"
+        )
     review = sum(bool(r.verdict.actual.nonfinite_review) for r in rep.results)
     if review:
         say(f"{review} checks have inf/nan positions to look at (not failures; listed in the report)")
@@ -347,7 +478,10 @@ def _speed_table(perf: list[dict]) -> Table:
     for m in modes:
         table.add_column(m)
     for name, by in speed.items():
-        cells = [f"{statistics.median(v):.2f}x ({min(v):.2f}-{max(v):.2f})" if v else "-" for v in (by.get(m, []) for m in modes)]
+        cells = [
+            f"{statistics.median(v):.2f}x ({min(v):.2f}-{max(v):.2f})" if v else "-"
+            for v in (by.get(m, []) for m in modes)
+        ]
         table.add_row(escape(name), *cells)
     return table
 
@@ -368,33 +502,54 @@ def _retest_for(run: Path, out: Path, suite, level: str, dtype, seed: int, devic
         cases = generate(suite, level, _dtypes(dtype), seed)
         with _progress() as bar:
             task = bar.add_task("retest for", total=None)
-            seeds = competitor.retest_for(run, out, suite, cases, device, lambda what, total: bar.update(task, description=what, total=total, advance=1))
+            seeds = competitor.retest_for(
+                run,
+                out,
+                suite,
+                cases,
+                device,
+                lambda what, total: bar.update(task, description=what, total=total, advance=1),
+            )
     except competitor.CompetitorError as exc:
         raise typer.BadParameter(str(exc), param_hint="--retest-for") from exc
-    console.print(f"{seeds} retest seeds of {run}'s checks in {out}: pass it to that run's command as one more --benchmark-run", markup=False)
+    console.print(
+        f"{seeds} retest seeds of {run}'s checks in {out}: pass it to that run's command as one more --benchmark-run",
+        markup=False,
+    )
 
 
-def _verify_suite(op: Optional[str], cases: Optional[Path], problem: Optional[Path], api: Optional[str], impl) -> tuple:
+def _verify_suite(op: str | None, cases: Path | None, problem: Path | None, api: str | None, impl) -> tuple:
     """(the suite to verify, what the report adds to its environment) of the one source given: OP's suite,
     a case file, a problem file (with its --impl candidate), or a function (--api)."""
     from . import problems
     from .cases import CaseFileError, atk, load_suite
     from .reference import ReferenceError
 
-    given = [n for n, v in (("OP", op if cases is None else None), ("--problem", problem), ("--api", api)) if v is not None]
+    given = [
+        n for n, v in (("OP", op if cases is None else None), ("--problem", problem), ("--api", api)) if v is not None
+    ]
     if len(given) > 1:
         raise typer.BadParameter(f"give one of OP, --cases, --problem, --api (got {' and '.join(given)})")
     try:
         if problem is not None:
             if not impl or len(impl) != 1:
-                raise typer.BadParameter("--problem needs exactly one --impl: the candidate file (new.py, or new.py:NAME for a class other than ModelNew)",
-                                         param_hint="--impl")  # fmt: skip
+                raise typer.BadParameter(
+                    (
+                        "--problem needs exactly one --impl: the candidate file (new.py, or new.py:NAME for a class "
+                        "other "
+                        "than ModelNew)"
+                    ),
+                    param_hint="--impl",
+                )
             p = problems.load(str(problem), impl[0])
             return problems.suite(p), problems.describe(p)
         if api is not None:
             return atk.api_suite(api), {}
         if op is None and cases is None:
-            raise typer.BadParameter("name an operator, or give --cases FILE.yaml, --api MODULE.FUNCTION or --problem ref.py", param_hint="OP")
+            raise typer.BadParameter(
+                "name an operator, or give --cases FILE.yaml, --api MODULE.FUNCTION or --problem ref.py",
+                param_hint="OP",
+            )
         if cases is not None and not cases.exists():
             raise typer.BadParameter(f"no such case file: {cases}", param_hint="--cases")
         if op is not None and cases is None:
@@ -409,7 +564,9 @@ def _verify_suite(op: Optional[str], cases: Optional[Path], problem: Optional[Pa
 
 @app.command()
 def compare(
-    run_a: str = typer.Argument(..., help="a verify run's --out folder (RUN, or RUN:PROVIDER for one of its providers)"),
+    run_a: str = typer.Argument(
+        ..., help="a verify run's --out folder (RUN, or RUN:PROVIDER for one of its providers)"
+    ),
     run_b: str = typer.Argument(..., help="the run to compare it with (RUN or RUN:PROVIDER)"),
     out: Path = typer.Option(Path("tileport-compare"), help="folder for compare.md, compare.html and compare.png"),
 ) -> None:
@@ -435,12 +592,28 @@ def compare(
 
 @app.command()
 def cases(
-    op: Optional[str] = typer.Argument(None, help=_ops_help("list the cases of")),
+    op: str | None = typer.Argument(None, help=_ops_help("list the cases of")),
     level: str = typer.Option("L0", help="quick, L0, L1 or L2"),
-    out: Optional[Path] = typer.Option(None, help="JSON file for the cases and their coverage (default cases.json); with --from-model, the folder for the case files (default model-cases)"),
-    dtype: Optional[list[str]] = typer.Option(None, metavar="DTYPE", help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: the suite's)"),
+    out: Path | None = typer.Option(
+        None,
+        help=(
+            "JSON file for the cases and their coverage (default cases.json); with --from-model, the folder for the "
+            "case files (default model-cases)"
+        ),
+    ),
+    dtype: list[str] | None = typer.Option(
+        None, metavar="DTYPE", help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: the suite's)"
+    ),
     seed: int = typer.Option(0, help="seed of the generated cases"),
-    from_model: Optional[str] = typer.Option(None, "--from-model", metavar="CONFIG", help="record the shapes the patched operators get in a training step of CONFIG's model (a config.json, a directory holding one, or a test family) as case files for verify --cases"),
+    from_model: str | None = typer.Option(
+        None,
+        "--from-model",
+        metavar="CONFIG",
+        help=(
+            "record the shapes the patched operators get in a training step of CONFIG's model (a config.json, a "
+            "directory holding one, or a test family) as case files for verify --cases"
+        ),
+    ),
 ) -> None:
     """Write OP's generated cases without running them (as the test kit's case command does): per case its
     id, inputs' shapes and dtypes, attributes, distribution (mu, sigma), outliers and scenario. With
@@ -465,14 +638,18 @@ def cases(
     _spec(op)
     suite = load_suite(op)
     if level not in suite.levels:
-        raise typer.BadParameter(f"unknown level {level!r}; choose from {', '.join(suite.levels)}", param_hint="--level")
+        raise typer.BadParameter(
+            f"unknown level {level!r}; choose from {', '.join(suite.levels)}", param_hint="--level"
+        )
     try:
         records = [record(suite, c) for c in generate(suite, level, _dtypes(dtype), seed)]
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     summary = coverage(records)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"op": op, "level": level, "seed": seed, "coverage": summary, "cases": records}, indent=1))
+    out.write_text(
+        json.dumps({"op": op, "level": level, "seed": seed, "coverage": summary, "cases": records}, indent=1)
+    )
     t = Table(title=escape(f"{op} {level}: {summary['cases']} cases ({summary['scale']} in the standard's scale)"))
     t.add_column("what")
     t.add_column("count")
@@ -483,7 +660,7 @@ def cases(
     console.print(f"cases: {out}", markup=False)
 
 
-def _cases_from_model(config: str, out: Path, dtype: Optional[list[str]]) -> None:
+def _cases_from_model(config: str, out: Path, dtype: list[str] | None) -> None:
     from .transformers.cases import capture
 
     dtypes = _dtypes(dtype) or [torch.bfloat16]
@@ -504,34 +681,72 @@ def _shape(text: str) -> tuple[int, ...]:
     except ValueError:
         dims = ()
     if not dims or any(d < 1 for d in dims):
-        raise typer.BadParameter(f"shape {text!r} is not like 1024x512 or 1x128x8x64 (positive integers joined by x)",
-                                 param_hint="--shape")
+        raise typer.BadParameter(
+            f"shape {text!r} is not like 1024x512 or 1x128x8x64 (positive integers joined by x)", param_hint="--shape"
+        )
     return dims
 
 
 @app.command()
 def bench(
-    op: Optional[str] = typer.Argument(None, help=_ops_help("benchmark")),
-    model: Optional[str] = typer.Option(None, "--model", metavar="CONFIG", help="a model's training and forward steps instead of an operator: a transformers config.json, a directory holding one, or a test family (llama, qwen3, ...); unpatched, under torch.compile and patched by tileport"),
-    mode: Optional[list[str]] = typer.Option(None, metavar="MODE", help="fwd, bwd, fwdbwd (repeatable; default: all)"),
-    dtype: Optional[list[str]] = typer.Option(None, metavar="DTYPE", help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: all three)"),
-    threads: Optional[list[int]] = typer.Option(None, metavar="N", help="thread counts (repeatable; default: 1 and 2)"),
-    shape: Optional[list[str]] = typer.Option(
-        None, metavar="SHAPE", help="shapes in the form of OP's sweep: 1024x512 (rows x D), 1x128x8x64 (by named "
+    op: str | None = typer.Argument(None, help=_ops_help("benchmark")),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        metavar="CONFIG",
+        help=(
+            "a model's training and forward steps instead of an operator: a transformers config.json, a directory "
+            "holding one, or a test family (llama, qwen3, ...); unpatched, under torch.compile and patched by tileport"
+        ),
+    ),
+    mode: list[str] | None = typer.Option(None, metavar="MODE", help="fwd, bwd, fwdbwd (repeatable; default: all)"),
+    dtype: list[str] | None = typer.Option(
+        None, metavar="DTYPE", help="fp32/float32, fp16/float16, bf16/bfloat16 (repeatable; default: all three)"
+    ),
+    threads: list[int] | None = typer.Option(None, metavar="N", help="thread counts (repeatable; default: 1 and 2)"),
+    shape: list[str] | None = typer.Option(
+        None,
+        metavar="SHAPE",
+        help="shapes in the form of OP's sweep: 1024x512 (rows x D), 1x128x8x64 (by named "
         "dimensions, as OP declares them; repeatable; default: the sweep)",
     ),
-    workload: Optional[list[str]] = typer.Option(None, metavar="NAME", help="named workloads (repeatable), 'all' for every one"),
-    backend: Optional[list[str]] = typer.Option(None, metavar="NAME", help="tileport backends to time (default: every available one)"),
+    workload: list[str] | None = typer.Option(
+        None, metavar="NAME", help="named workloads (repeatable), 'all' for every one"
+    ),
+    backend: list[str] | None = typer.Option(
+        None, metavar="NAME", help="tileport backends to time (default: every available one)"
+    ),
     quick: bool = typer.Option(False, help="small shapes only, short budgets"),
     budget: float = typer.Option(0.4, help="seconds of interleaved rounds per group (large shapes: 3x)"),
     compile_baseline: bool = typer.Option(True, "--compile/--no-compile", help="include torch.compile"),
-    csv: Optional[Path] = typer.Option(None, help="CSV to append the rows to (default: bench.csv in --out)"),
+    csv: Path | None = typer.Option(None, help="CSV to append the rows to (default: bench.csv in --out)"),
     plot: bool = typer.Option(False, help="only draw the PNGs of the CSV's latest run, do not time"),
-    out: Path = typer.Option(Path("tileport-bench"), help="folder for the CSV, the PNGs and the markdown table (the project's own results: --out benchmarks/results/OP)"),
+    out: Path = typer.Option(
+        Path("tileport-bench"),
+        help=(
+            "folder for the CSV, the PNGs and the markdown table (the project's own results: --out "
+            "benchmarks/results/OP)"
+        ),
+    ),
     device: str = typer.Option("cpu", help="cpu, cuda (an NVIDIA GPU) or npu (an Ascend NPU with torch_npu)"),
-    impl: Optional[list[str]] = typer.Option(None, "--impl", metavar="MODULE:FUNCTION", help="an implementation of OP's contract to time beside the backends: MODULE:FUNCTION or path/to/file.py:FUNCTION (repeatable)"),
-    arg: Optional[list[str]] = typer.Option(None, "--arg", metavar="NAME=INPUT", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"),
-    busy: int = typer.Option(0, min=0, metavar="N", help="keep N competing processes spinning while timing (a shared machine; named in the rows)"),
+    impl: list[str] | None = typer.Option(
+        None,
+        "--impl",
+        metavar="MODULE:FUNCTION",
+        help=(
+            "an implementation of OP's contract to time beside the backends: MODULE:FUNCTION or "
+            "path/to/file.py:FUNCTION (repeatable)"
+        ),
+    ),
+    arg: list[str] | None = typer.Option(
+        None, "--arg", metavar="NAME=INPUT", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"
+    ),
+    busy: int = typer.Option(
+        0,
+        min=0,
+        metavar="N",
+        help="keep N competing processes spinning while timing (a shared machine; named in the rows)",
+    ),
 ) -> None:
     """Time OP's providers side by side (tileport backends, torch eager, torch.compile, a copy of the same
     bytes), append to the CSV, write the markdown table and PNGs.
@@ -561,7 +776,9 @@ def bench(
         names = list(s.workloads) if workload == ["all"] else (workload or [])
         bad = [w for w in names if w not in s.workloads]
         if bad:
-            raise typer.BadParameter(f"unknown workload {bad[0]!r}; choose from {', '.join(s.workloads)}", param_hint="--workload")
+            raise typer.BadParameter(
+                f"unknown workload {bad[0]!r}; choose from {', '.join(s.workloads)}", param_hint="--workload"
+            )
         shapes = [_shape(t) for t in shape] if shape else ([] if names else s.sweep[:4] if quick else s.sweep)
         for x in shapes:  # the spec's example says which forms it takes (tried at that rank with every size 1)
             try:
@@ -569,8 +786,11 @@ def bench(
             except (ValueError, TypeError, IndexError, RuntimeError) as exc:
                 like = "x".join(map(str, s.sweep[0]))
                 given = "x".join(map(str, x))
-                raise typer.BadParameter(f"{given} is not a shape {op}'s benchmarks take (its sweep's are like "
-                                         f"{like}): {type(exc).__name__}: {exc}", param_hint="--shape") from None
+                raise typer.BadParameter(
+                    f"{given} is not a shape {op}'s benchmarks take (its sweep's are like "
+                    f"{like}): {type(exc).__name__}: {exc}",
+                    param_hint="--shape",
+                ) from None
         from . import devices
 
         try:
@@ -595,8 +815,18 @@ def bench(
 
             rows, failed = [], {}
             for names_, part in _by_backends(groups, takes).items():  # one run per set of backends (dtypes differ)
-                rows += run(op, part, list(names_), budget / 3 if quick else budget, compile_baseline, progress=step, device=device,
-                            impls=impls, busy=busy, failed=failed)  # fmt: skip
+                rows += run(
+                    op,
+                    part,
+                    list(names_),
+                    budget / 3 if quick else budget,
+                    compile_baseline,
+                    progress=step,
+                    device=device,
+                    impls=impls,
+                    busy=busy,
+                    failed=failed,
+                )
         csvfile.append(csv, rows)
         console.print(f"appended {len(rows)} rows to {csv}", markup=False)
         for provider, why in failed.items():
@@ -621,7 +851,7 @@ def bench(
     console.print(f"table: {out / (op + '.md')}; plots: {', '.join(p.name for p in pngs)}", markup=False)
 
 
-def _bench_model(config: str, dtype: Optional[list[str]], budget: float, out: Path, quick: bool) -> None:
+def _bench_model(config: str, dtype: list[str] | None, budget: float, out: Path, quick: bool) -> None:
     """``tileport bench --model CONFIG``: the model's steps, unpatched, compiled and patched, in one table."""
     from .transformers import bench as model_bench
 
@@ -629,20 +859,28 @@ def _bench_model(config: str, dtype: Optional[list[str]], budget: float, out: Pa
     if len(dtypes) != 1:
         raise typer.BadParameter("a model is benchmarked in one dtype at a time", param_hint="--dtype")
     try:
-        rows, replaced = model_bench.run(config, dtype=dtypes[0], budget_s=budget if budget != 0.4 else (4.0 if quick else 20.0),
-                                         seq=64 if quick else 256, progress=lambda m: console.print(m, markup=False))  # fmt: skip
+        rows, replaced = model_bench.run(
+            config,
+            dtype=dtypes[0],
+            budget_s=budget if budget != 0.4 else (4.0 if quick else 20.0),
+            seq=64 if quick else 256,
+            progress=lambda m: console.print(m, markup=False),
+        )
     except (ValueError, ImportError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--model") from None
     from .bench.environment import machine
 
-    text = f"# {config}, {dtypes[0]}, {torch.get_num_threads()} threads, {machine()}\n\n{model_bench.table(rows)}\n\npatched:\n```\n{replaced}\n```\n"
+    text = (
+        f"# {config}, {dtypes[0]}, {torch.get_num_threads()} threads, "
+        f"{machine()}\n\n{model_bench.table(rows)}\n\npatched:\n```\n{replaced}\n```\n"
+    )
     out.mkdir(parents=True, exist_ok=True)
     (out / "model.md").write_text(text)
     console.print(text, markup=False)
     console.print(f"written: {out / 'model.md'}", markup=False)
 
 
-def _bench_backends(op: str, dtypes: list, wanted: Optional[list[str]], kind: str, impls: bool) -> dict:
+def _bench_backends(op: str, dtypes: list, wanted: list[str] | None, kind: str, impls: bool) -> dict:
     """{dtype: the backends to time at it}: the requested ones (default: every fast one available) that take it,
     by the registry; a backend that does not is left out with a note. A backend that cannot run ``op`` here at
     all, or a dtype nothing is left to time at (no backend, no --impl), is a usage error naming who takes it."""
@@ -653,7 +891,11 @@ def _bench_backends(op: str, dtypes: list, wanted: Optional[list[str]], kind: st
     asked = tileport_backends(op, kind) if wanted is None else list(wanted)
     kernels = _spec(op).kernel_op  # the operator whose kernels serve op (op's own, or the one it is composed over)
     for b in asked:
-        why = REGISTRY.rejection(b, kernels, kind, []) if b in REGISTRY.names() else f"unknown backend {b!r}; backends: {', '.join(REGISTRY.names())}"
+        why = (
+            REGISTRY.rejection(b, kernels, kind, [])
+            if b in REGISTRY.names()
+            else f"unknown backend {b!r}; backends: {', '.join(REGISTRY.names())}"
+        )
         if why is not None:
             raise typer.BadParameter(why, param_hint="--backend")
     takes = {}
@@ -661,12 +903,25 @@ def _bench_backends(op: str, dtypes: list, wanted: Optional[list[str]], kind: st
         takes[d] = [b for b in asked if REGISTRY.rejection(b, kernels, kind, [d]) is None]
         left, takers = [b for b in asked if b not in takes[d]], ", ".join(_takers(op, kind, d))
         if not takes[d] and not impls:
-            hint = f"backends that take it: {takers} (--backend {takers.split(', ')[0]})" if takers else "no backend takes it"
-            raise typer.BadParameter(f"nothing to time at {name(d)}: {', '.join(asked) or 'no backend'} does not take it for {op} on {kind}; {hint}",
-                                     param_hint="--dtype")  # fmt: skip
+            hint = (
+                f"backends that take it: {takers} (--backend {takers.split(', ')[0]})"
+                if takers
+                else "no backend takes it"
+            )
+            raise typer.BadParameter(
+                (
+                    f"nothing to time at {name(d)}: {', '.join(asked) or 'no backend'} does not take it for {op} on "
+                    f"{kind}; {hint}"
+                ),
+                param_hint="--dtype",
+            )
         if left:
-            console.print(f"not timing {', '.join(left)} at {name(d)}: not taken for {op} on {kind} (backends that take it: "
-                          f"{takers or 'none'})", markup=False, highlight=False)  # fmt: skip
+            console.print(
+                f"not timing {', '.join(left)} at {name(d)}: not taken for {op} on {kind} (backends that take it: "
+                f"{takers or 'none'})",
+                markup=False,
+                highlight=False,
+            )
     return takes
 
 
@@ -719,19 +974,45 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="print the finding
 
 @app.command()
 def lower(
-    op: Optional[str] = typer.Argument(None, help=_ops_help("lower") + " (with --impl: the contract its inputs are drawn from)"),
-    target: str = typer.Option(..., help="cuda, ascend (Ascend 950, arch35: TileLang), or ascend-a2 / ascend-a3 (arch32: the Triton kernels through triton-ascend)"),
+    op: str | None = typer.Argument(
+        None, help=_ops_help("lower") + " (with --impl: the contract its inputs are drawn from)"
+    ),
+    target: str = typer.Option(
+        ...,
+        help=(
+            "cuda, ascend (Ascend 950, arch35: TileLang), or ascend-a2 / ascend-a3 (arch32: the Triton kernels "
+            "through triton-ascend)"
+        ),
+    ),
     dtype: str = typer.Option("fp16", help="fp32/float32, fp16/float16, bf16/bfloat16"),
     dim: int = typer.Option(4096, help="row length D the kernels are built for"),
     out: Path = typer.Option(Path("tileport-lower"), help="folder for the sources and binaries"),
     arch: str = typer.Option("sm_90", help="CUDA architecture"),
     rsqrt: str = typer.Option("exact", help="CUDA: exact (__frsqrt_rn) or approx (rsqrt.approx.f32)"),
     nr_steps: int = typer.Option(1, help="Ascend: Newton-Raphson steps after the hardware rsqrt"),
-    impl: Optional[str] = typer.Option(None, metavar="MODULE:FUNCTION", help="your own launcher (e.g. fla.modules.l2norm:l2norm_fwd): its Triton kernels captured and judged for --target ascend-a2/a3"),
-    arg: Optional[list[str]] = typer.Option(None, metavar="NAME=SHAPE:DTYPE", help="an argument of --impl's function: NAME=SHAPE:DTYPE (x=4096x2048:bfloat16) or NAME=VALUE (eps=1e-6) (repeatable)"),
+    impl: str | None = typer.Option(
+        None,
+        metavar="MODULE:FUNCTION",
+        help=(
+            "your own launcher (e.g. fla.modules.l2norm:l2norm_fwd): its Triton kernels captured and judged for "
+            "--target ascend-a2/a3"
+        ),
+    ),
+    arg: list[str] | None = typer.Option(
+        None,
+        metavar="NAME=SHAPE:DTYPE",
+        help=(
+            "an argument of --impl's function: NAME=SHAPE:DTYPE (x=4096x2048:bfloat16) or NAME=VALUE (eps=1e-6) "
+            "(repeatable)"
+        ),
+    ),
     rows: int = typer.Option(256, help="with OP and --impl: rows of the drawn inputs"),
-    cases: Optional[Path] = typer.Option(None, help="with --impl: a case file (a tileport suite or the test kit's design YAML): its quick cases' inputs"),
-    problem: Optional[Path] = typer.Option(None, help="with --impl: a KernelBench-style problem file: get_inputs() (and get_init_inputs() for a ModelNew)"),
+    cases: Path | None = typer.Option(
+        None, help="with --impl: a case file (a tileport suite or the test kit's design YAML): its quick cases' inputs"
+    ),
+    problem: Path | None = typer.Option(
+        None, help="with --impl: a KernelBench-style problem file: get_inputs() (and get_init_inputs() for a ModelNew)"
+    ),
 ) -> None:
     """Write OP's forward and backward device source for TARGET; build a cubin when nvcc is present. With
     --impl, capture your function's Triton launches and say, per kernel, whether it lowers for the chip and
@@ -745,7 +1026,9 @@ def lower(
         _lower_impl(op, impl, arg, target, dtype, dim, rows, out, cases, problem)
         return
     if op is None:
-        raise typer.BadParameter("name an operator (see `tileport ops`), or your own function with --impl", param_hint="OP")
+        raise typer.BadParameter(
+            "name an operator (see `tileport ops`), or your own function with --impl", param_hint="OP"
+        )
     from .lower import lower as run_lower
 
     _spec(op)
@@ -814,8 +1097,11 @@ def _lower_impl(op, impl, arg, target, dtype, dim, rows, out, cases=None, proble
     from .readiness.capture import parse_arg
 
     if target not in ("ascend-a2", "ascend-a3", "ascend", "cpu"):
-        raise typer.BadParameter(f"--impl is judged for ascend-a2 or ascend-a3 (a Triton launcher), ascend or cpu (a TileLang "
-                                 f"kernel), not {target!r}", param_hint="--target")  # fmt: skip
+        raise typer.BadParameter(
+            f"--impl is judged for ascend-a2 or ascend-a3 (a Triton launcher), ascend or cpu (a TileLang "
+            f"kernel), not {target!r}",
+            param_hint="--target",
+        )
     try:
         given = dict(parse_arg(a) for a in arg or ())
     except ImplError as exc:
@@ -830,9 +1116,13 @@ def _lower_impl(op, impl, arg, target, dtype, dim, rows, out, cases=None, proble
         try:
             loaded = import_file(problem.expanduser().resolve())
         except Exception as exc:  # noqa: BLE001 - the problem file's own error, in one line
-            raise typer.BadParameter(f"{problem} does not import: {type(exc).__name__}: {exc}", param_hint="--problem") from None
+            raise typer.BadParameter(
+                f"{problem} does not import: {type(exc).__name__}: {exc}", param_hint="--problem"
+            ) from None
         if not all(hasattr(loaded, n) for n in ("get_inputs", "get_init_inputs")):
-            raise typer.BadParameter(f"{problem}: a problem file defines get_inputs() and get_init_inputs()", param_hint="--problem")
+            raise typer.BadParameter(
+                f"{problem}: a problem file defines get_inputs() and get_init_inputs()", param_hint="--problem"
+            )
     elif cases is not None:
         try:
             spec, examples = _readiness_cases(op, cases)
@@ -843,8 +1133,11 @@ def _lower_impl(op, impl, arg, target, dtype, dim, rows, out, cases=None, proble
         (dt,) = _dtypes([dtype])
         examples = [spec.example((rows, dim), dt, "cpu", torch.Generator().manual_seed(0))]
     elif not given:
-        raise typer.BadParameter("give the function's arguments (--arg NAME=SHAPE:DTYPE), an operator to draw them from, "
-                                 "--cases or --problem", param_hint="--arg")  # fmt: skip
+        raise typer.BadParameter(
+            "give the function's arguments (--arg NAME=SHAPE:DTYPE), an operator to draw them from, "
+            "--cases or --problem",
+            param_hint="--arg",
+        )
     try:
         result = check(impl, target, given, spec, examples, loaded)
     except (ImplError, ValueError) as exc:
@@ -859,19 +1152,44 @@ def _lower_impl(op, impl, arg, target, dtype, dim, rows, out, cases=None, proble
 @app.command()
 def scaffold(
     name: str = typer.Argument(..., help="the new operator's name, a lower-case identifier (group_norm)"),
-    like: Optional[str] = typer.Option(None, help="the operator whose signature, spec fields and case suite it starts from (default, without a signature: the simplest operator)"),
-    inputs: Optional[str] = typer.Option(None, help=(
-        "tensor inputs, comma-separated, ? for optional: by role, NAME:ROLE with ROLE rows or vector "
-        "(x:rows,gate:rows,weight:vector?), or by named dimensions, NAME:[SHAPE] then :-separated words float, int64, "
-        "int32, index, bool, like:OTHER, nograd, in[LOW,HIGH) (q:[B,T,H,D],k:[B,T,Hk,D]?,cos:[T,R/2]:nograd,"
-        "pos:[B,T]:index?; the first is float with a gradient, other floating ones like it with one)")),
-    attrs: Optional[str] = typer.Option(None, help="attributes NAME=DEFAULT, comma-separated; a choice A|B|C: eps=1e-6,activation=silu|sigmoid"),
-    outputs: Optional[str] = typer.Option(None, help=(
-        "outputs, as --inputs gives its tensors: NAME:ROLE with ROLE rows or per_row (y:rows,rstd:per_row), or "
-        "NAME:[SHAPE] with a dtype word, like the first input by default (q_out:[B,T,H,D])")),
-    where: Optional[str] = typer.Option(None, help="constraints between named dimensions, comma-separated: 'R <= D'"),
-    root: Optional[Path] = typer.Option(None, help="the source checkout to write into (default: the one tileport runs from)"),
-    package: Optional[Path] = typer.Option(None, help="write an operator package outside tileport into this (new or empty) folder: its pyproject declares the tileport.ops entry point"),
+    like: str | None = typer.Option(
+        None,
+        help=(
+            "the operator whose signature, spec fields and case suite it starts from (default, without a signature: "
+            "the simplest operator)"
+        ),
+    ),
+    inputs: str | None = typer.Option(
+        None,
+        help=(
+            "tensor inputs, comma-separated, ? for optional: by role, NAME:ROLE with ROLE rows or vector "
+            "(x:rows,gate:rows,weight:vector?), or by named dimensions, NAME:[SHAPE] then :-separated words float, "
+            "int64, "
+            "int32, index, bool, like:OTHER, nograd, in[LOW,HIGH) (q:[B,T,H,D],k:[B,T,Hk,D]?,cos:[T,R/2]:nograd,"
+            "pos:[B,T]:index?; the first is float with a gradient, other floating ones like it with one)"
+        ),
+    ),
+    attrs: str | None = typer.Option(
+        None, help="attributes NAME=DEFAULT, comma-separated; a choice A|B|C: eps=1e-6,activation=silu|sigmoid"
+    ),
+    outputs: str | None = typer.Option(
+        None,
+        help=(
+            "outputs, as --inputs gives its tensors: NAME:ROLE with ROLE rows or per_row (y:rows,rstd:per_row), or "
+            "NAME:[SHAPE] with a dtype word, like the first input by default (q_out:[B,T,H,D])"
+        ),
+    ),
+    where: str | None = typer.Option(None, help="constraints between named dimensions, comma-separated: 'R <= D'"),
+    root: Path | None = typer.Option(
+        None, help="the source checkout to write into (default: the one tileport runs from)"
+    ),
+    package: Path | None = typer.Option(
+        None,
+        help=(
+            "write an operator package outside tileport into this (new or empty) folder: its pyproject declares the "
+            "tileport.ops entry point"
+        ),
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="list the files it would write, write nothing"),
 ) -> None:
     """Write a new operator's file set (spec and interface, torch reference, TileLang CPU/CUDA/Ascend and Triton
@@ -879,11 +1197,13 @@ def scaffold(
     remains to write.
 
     \b
-    Example: tileport scaffold gated_norm --inputs x:rows,gate:rows,weight:vector? --attrs eps=1e-6 --outputs y:rows,rstd:per_row
+    Example: tileport scaffold gated_norm --inputs x:rows,gate:rows,weight:vector? --attrs eps=1e-6 --outputs
+    y:rows,rstd:per_row
     Example: tileport scaffold my_rope --inputs "q:[B,T,H,D],cos:[T,R/2]:nograd,sin:[T,R/2]:nograd"
     --outputs "q_out:[B,T,H,D]" --where "R <= D"
     """
-    from .scaffold import EXPORTS, ScaffoldError, plan, scaffold as write
+    from .scaffold import EXPORTS, ScaffoldError, plan
+    from .scaffold import scaffold as write
 
     sig = {"inputs": inputs, "attrs": attrs, "outputs": outputs, "package": package, "where": where}
     try:
@@ -902,14 +1222,23 @@ _LOSSES = tuple(m for m in PATCH_LOSSES if m)  # tileport.patch's loss modes, it
 
 @app.command()
 def patch(
-    config: str = typer.Argument(..., help="a transformers config.json, a directory holding one, or a test family (llama, qwen3, gemma2, ...)"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="report what tileport.patch would replace in that model, and what it would leave and why"),
+    config: str = typer.Argument(
+        ..., help="a transformers config.json, a directory holding one, or a test family (llama, qwen3, gemma2, ...)"
+    ),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="report what tileport.patch would replace in that model, and what it would leave and why",
+    ),
     loss: str = typer.Option(_LOSSES[0], "--loss", help=f"the loss' replacement: {', '.join(_LOSSES)} or none"),
 ) -> None:
     """What tileport.patch(model) replaces in a model of CONFIG (built on the meta device: no weights, no download)."""
     if not dry_run:
-        raise typer.BadParameter("from the command line a patch is only reported: add --dry-run (in Python: tileport.patch(model))")
-    from .transformers import patch as patch_model, zoo
+        raise typer.BadParameter(
+            "from the command line a patch is only reported: add --dry-run (in Python: tileport.patch(model))"
+        )
+    from .transformers import patch as patch_model
+    from .transformers import zoo
 
     try:
         model = zoo.skeleton(zoo.load(config))
@@ -922,8 +1251,12 @@ def patch(
 
 @app.command()
 def generate(
-    ops: Optional[list[str]] = typer.Argument(None, metavar="[OP]...", help="operators to regenerate (default: every one)"),
-    check: bool = typer.Option(False, "--check", help="write nothing; exit 1 when a file differs from what its spec generates"),
+    ops: list[str] | None = typer.Argument(
+        None, metavar="[OP]...", help="operators to regenerate (default: every one)"
+    ),
+    check: bool = typer.Option(
+        False, "--check", help="write nothing; exit 1 when a file differs from what its spec generates"
+    ),
 ) -> None:
     """Write each operator's interface (``<its package>/_interface.py``: checks, custom ops, autograd, public forms,
     module) from its spec. Run it after changing a spec; ``--check`` is what the test suite runs."""

@@ -16,7 +16,10 @@ def npu_ready() -> str | None:
     try:
         import torch_npu  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - any failure to import means no NPU here
-        return f"torch_npu does not import ({type(exc).__name__}: {exc}); on an Ascend host source CANN's set_env.sh and install torch_npu"
+        return (
+            f"torch_npu does not import ({type(exc).__name__}: {exc}); on an Ascend host source CANN's set_env.sh "
+            "and install torch_npu"
+        )
     if not torch.npu.is_available():  # type: ignore[attr-defined]
         return "torch_npu sees no NPU"
     return None

@@ -6,8 +6,15 @@ from __future__ import annotations
 import torch
 
 CANONICAL = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
-ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16",
-           "fp64": "float64", "double": "float64"}  # fmt: skip
+ALIASES = {
+    "fp32": "float32",
+    "float": "float32",
+    "fp16": "float16",
+    "half": "float16",
+    "bf16": "bfloat16",
+    "fp64": "float64",
+    "double": "float64",
+}
 
 
 def parse(text: str) -> torch.dtype:

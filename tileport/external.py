@@ -20,9 +20,10 @@ import importlib.util
 import inspect
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -128,7 +129,10 @@ def parse_args(args: list[str] | None) -> dict[str, str]:
     for a in args or ():
         name, eq, target = a.partition("=")
         if not eq or not name.isidentifier() or not target.isidentifier():
-            raise ImplError(f"--arg {a!r}: expected NAME=INPUT (a parameter of the function = an input or attribute of the operator)")
+            raise ImplError(
+                f"--arg {a!r}: expected NAME=INPUT (a parameter of the function = an input or attribute of the "
+                "operator)"
+            )
         out[name] = target
     return out
 
@@ -152,13 +156,23 @@ class Impl:
         return PREFIX + self.target
 
     def describe(self) -> dict:
-        return {"target": self.target, "module": self.module, "file": self.file, "version": self.version, "signature": self.signature,
-                "mapping": dict(self.mapping)}  # fmt: skip
+        return {
+            "target": self.target,
+            "module": self.module,
+            "file": self.file,
+            "version": self.version,
+            "signature": self.signature,
+            "mapping": dict(self.mapping),
+        }
 
     def call(self, **inputs):
         """The function on inputs named as the spec's (bench's convention): its parameters mapped."""
         primary = next(iter(inputs))
-        kwargs = {p: (DERIVED[n](inputs[primary]) if n in DERIVED else inputs[n]) for p, n in self.mapping.items() if n in inputs or n in DERIVED}
+        kwargs = {
+            p: (DERIVED[n](inputs[primary]) if n in DERIVED else inputs[n])
+            for p, n in self.mapping.items()
+            if n in inputs or n in DERIVED
+        }
         return self.fn(**kwargs)
 
     def run(self, spec: s.OpSpec, inputs: dict, backward: bool) -> dict[str, torch.Tensor]:
@@ -170,7 +184,12 @@ class Impl:
             if inputs.get(t.name) is not None and t.name not in mapped:
                 raise ImplCaseError(f"the function takes no {t.name} (the case gives one)")
         for a in spec.attrs:
-            if a.name in inputs and a.name not in mapped and inputs[a.name] is not a.default and inputs[a.name] != a.default:
+            if (
+                a.name in inputs
+                and a.name not in mapped
+                and inputs[a.name] is not a.default
+                and inputs[a.name] != a.default
+            ):
                 raise ImplCaseError(f"the function takes no {a.name} (the case sets {a.name}={inputs[a.name]!r})")
         kwargs = {}
         for param, name in self.mapping.items():
@@ -178,8 +197,13 @@ class Impl:
                 kwargs[param] = DERIVED[name](inputs[primary])
             elif name in inputs and (inputs[name] is not None or name not in {t.name for t in spec.inputs}):
                 kwargs[param] = inputs[name]
-        grads = [t.name for t in spec.inputs if isinstance(kwargs.get(self._param(t.name)), torch.Tensor)
-                 and f"d{t.name}" in {g.name for g in spec.grads} and kwargs[self._param(t.name)].dtype.is_floating_point]  # fmt: skip
+        grads = [
+            t.name
+            for t in spec.inputs
+            if isinstance(kwargs.get(self._param(t.name)), torch.Tensor)
+            and f"d{t.name}" in {g.name for g in spec.grads}
+            and kwargs[self._param(t.name)].dtype.is_floating_point
+        ]
         if backward:
             for name in grads:
                 p = self._param(name)
@@ -207,8 +231,11 @@ class Impl:
         if spec.general:
             b = _bound(spec, inputs)
             return torch.full(b.shape_of(t.name), math.nan, dtype=b.dtype(t.name))
-        return torch.full(tuple(x.shape[:-1]) if t.role == s.PER_ROW else tuple(x.shape), math.nan,
-                          dtype=torch.float32 if t.dtype == "stat" and x.dtype != torch.float64 else x.dtype)
+        return torch.full(
+            tuple(x.shape[:-1]) if t.role == s.PER_ROW else tuple(x.shape),
+            math.nan,
+            dtype=torch.float32 if t.dtype == "stat" and x.dtype != torch.float64 else x.dtype,
+        )
 
     def _outputs(self, spec: s.OpSpec, returned, x: torch.Tensor, inputs: dict) -> dict[str, torch.Tensor]:
         values = tuple(returned) if isinstance(returned, (tuple, list)) else (returned,)
@@ -228,19 +255,25 @@ class Impl:
             if tuple(v.shape) != want:
                 raise ImplCaseError(f"returned {t.name} of shape {tuple(v.shape)}, expected {want}")
             out[t.name] = v
-        for t in spec.outputs[len(values):]:
+        for t in spec.outputs[len(values) :]:
             self.not_judged.setdefault(t.name, "not returned by the function")
         return out
 
     def _grads(self, spec, outs, inputs, kwargs, grads) -> dict[str, torch.Tensor]:
         tracked = [(name, t) for name, t in outs.items() if t.requires_grad and inputs.get(f"d{name}") is not None]
         if not tracked or not grads:
-            why = "backward not tested: the returned tensors carry no autograd history" if not tracked else "no input to differentiate"
+            why = (
+                "backward not tested: the returned tensors carry no autograd history"
+                if not tracked
+                else "no input to differentiate"
+            )
             for g in spec.grads:
                 self.not_judged.setdefault(g.name, why)
             return {}
         leaves = [kwargs[self._param(n)] for n in grads]
-        found = torch.autograd.grad([t for _, t in tracked], leaves, [inputs[f"d{n}"] for n, _ in tracked], allow_unused=True)
+        found = torch.autograd.grad(
+            [t for _, t in tracked], leaves, [inputs[f"d{n}"] for n, _ in tracked], allow_unused=True
+        )
         out = {}
         for name, g in zip(grads, found):
             if g is None:
@@ -268,9 +301,13 @@ def bind(spec: s.OpSpec, fn: Callable, target: str, args: dict[str, str]) -> dic
     """{parameter: spec input/attribute} for ``fn``'s parameters; ImplError naming a parameter that maps to
     nothing (and what it could be) or a required input no parameter takes."""
     try:
-        params = dict(inspect.signature(fn.forward if inspect.isclass(fn) and issubclass(fn, torch.nn.Module) else fn).parameters)
+        params = dict(
+            inspect.signature(fn.forward if inspect.isclass(fn) and issubclass(fn, torch.nn.Module) else fn).parameters
+        )
     except (TypeError, ValueError):
-        raise ImplError(f"--impl {target!r}: its signature cannot be read (a builtin?); wrap it in a Python function") from None
+        raise ImplError(
+            f"--impl {target!r}: its signature cannot be read (a builtin?); wrap it in a Python function"
+        ) from None
     params.pop("self", None)
     names = [t.name for t in spec.inputs] + [a.name for a in spec.attrs]
     primary = spec.inputs[0].name
@@ -281,7 +318,9 @@ def bind(spec: s.OpSpec, fn: Callable, target: str, args: dict[str, str]) -> dic
             continue
         if p in args:
             if args[p] not in names:
-                raise ImplError(f"--arg {p}={args[p]}: {args[p]!r} is not an input or attribute of {spec.name} ({', '.join(names)})")
+                raise ImplError(
+                    f"--arg {p}={args[p]}: {args[p]!r} is not an input or attribute of {spec.name} ({', '.join(names)})"
+                )
             mapping[p] = args[p]
         elif p in names:
             mapping[p] = p
@@ -290,14 +329,19 @@ def bind(spec: s.OpSpec, fn: Callable, target: str, args: dict[str, str]) -> dic
         elif p in DERIVED:
             mapping[p] = p
         elif prm.default is inspect.Parameter.empty:
-            raise ImplError(f"--impl {target!r}: parameter {p!r} maps to nothing in {spec.name}'s contract; it could be one of "
-                            f"{', '.join(names)} (--arg {p}=NAME)")  # fmt: skip
+            raise ImplError(
+                f"--impl {target!r}: parameter {p!r} maps to nothing in {spec.name}'s contract; it could be one of "
+                f"{', '.join(names)} (--arg {p}=NAME)"
+            )
     unknown = set(args) - set(params)
     if unknown:
         raise ImplError(f"--arg {sorted(unknown)[0]}=...: the function has no parameter {sorted(unknown)[0]!r}")
     missing = [t.name for t in spec.inputs if not t.optional and t.name not in mapping.values()]
     if missing:
-        raise ImplError(f"--impl {target!r}: no parameter takes {spec.name}'s required input {missing[0]!r} (--arg PARAM={missing[0]})")
+        raise ImplError(
+            f"--impl {target!r}: no parameter takes {spec.name}'s required input {missing[0]!r} (--arg "
+            f"PARAM={missing[0]})"
+        )
     return mapping
 
 
@@ -317,9 +361,11 @@ def resolve(spec: s.OpSpec, target: str, args: list[str] | dict[str, str] | None
         except (TypeError, ValueError):
             sig = "(...)"
         takes_out = "out" in inspect.signature(fn).parameters and spec.outputs[0].role != s.FREE
-        found = _CACHE[key] = Impl(target, fn, module, file, _version(module), f"{getattr(fn, '__name__', target)}{sig}", mapping, takes_out)
+        found = _CACHE[key] = Impl(
+            target, fn, module, file, _version(module), f"{getattr(fn, '__name__', target)}{sig}", mapping, takes_out
+        )
     return found
 
 
 def parse_provider(provider: str) -> str:
-    return provider[len(PREFIX):]
+    return provider[len(PREFIX) :]

@@ -43,8 +43,10 @@ def _check_budget(target: str, name: str, used: int) -> None:
 
     budget = ON_CHIP_BUDGET[target]
     if used > budget:
-        raise OverBudget(f"{name} addresses {used / 1024:.1f} KB of {target}'s {budget // 1024} KB {ON_CHIP_NAME[target]}: "
-                         "narrow its tiles or its rows per block")  # fmt: skip
+        raise OverBudget(
+            f"{name} addresses {used / 1024:.1f} KB of {target}'s {budget // 1024} KB {ON_CHIP_NAME[target]}: "
+            "narrow its tiles or its rows per block"
+        )
 
 
 def _nvcc(src: Path, arch: str) -> tuple[Path | None, str]:
@@ -56,17 +58,25 @@ def _nvcc(src: Path, arch: str) -> tuple[Path | None, str]:
     root = Path(tilelang.__file__).parent
     sm = arch.removeprefix("sm_")
     out = src.with_suffix(".cubin")
-    cmd = [nvcc, "-std=c++20", f"-gencode=arch=compute_{sm},code=sm_{sm}", "-cubin", "-w",
-           f"-I{root / 'src'}", f"-I{root / '3rdparty' / 'cutlass' / 'include'}", "-o", str(out), str(src)]  # fmt: skip
+    cmd = [
+        nvcc,
+        "-std=c++20",
+        f"-gencode=arch=compute_{sm},code=sm_{sm}",
+        "-cubin",
+        "-w",
+        f"-I{root / 'src'}",
+        f"-I{root / '3rdparty' / 'cutlass' / 'include'}",
+        "-o",
+        str(out),
+        str(src),
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"nvcc failed on {src.name}:\n{p.stderr[-2000:]}")
     return out, f"{src.name} -> {out.name} with {Path(nvcc).name} (sm_{sm})"
 
 
-def lower(
-    op: str, target: str, dtype: torch.dtype, dim: int, out: Path, arch: str = "sm_90", **options
-) -> Lowered:
+def lower(op: str, target: str, dtype: torch.dtype, dim: int, out: Path, arch: str = "sm_90", **options) -> Lowered:
     """Lower OP's forward and backward for ``target`` at row length ``dim``; write sources (and binaries)."""
     if target not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
@@ -101,7 +111,9 @@ def lower(
             result.notes.append("bisheng found: compile with tilelang.compile(..., target='ascend') on the NPU host")
         else:
             result.notes.append("bisheng (CANN) not found: stopped at Ascend C source")
-    (out / "lower.json").write_text(json.dumps(asdict(result) | {"op": op, "dtype": tag, "dim": dim, "options": options}, indent=1))
+    (out / "lower.json").write_text(
+        json.dumps(asdict(result) | {"op": op, "dtype": tag, "dim": dim, "options": options}, indent=1)
+    )
     return result
 
 
@@ -129,12 +141,34 @@ def _lower_triton(op: str, target: str, dtype: torch.dtype, dim: int, out: Path)
             path = out / f"{stem}.npubin"
             path.write_bytes(k.npubin)
             result.binaries.append(str(path))
-        kernels.append({"kernel": f"{k.launch.module}.{k.launch.name}", "files": [f"{stem}.{s}" for s in k.files], "constants": k.launch.constants,
-                        "signature": k.launch.signature, "grid": list(k.launch.grid), "binary": k.binary})  # fmt: skip
+        kernels.append(
+            {
+                "kernel": f"{k.launch.module}.{k.launch.name}",
+                "files": [f"{stem}.{s}" for s in k.files],
+                "constants": k.launch.constants,
+                "signature": k.launch.signature,
+                "grid": list(k.launch.grid),
+                "binary": k.binary,
+            }
+        )
         result.notes.append(f"{k.launch.module}.{k.launch.name} ({blocks}, grid {k.launch.grid[0]}): {k.binary}")
     chip = ascend.CHIPS[target]
-    manifest = {"op": op, "target": target, "chip": chip.name, "arch": chip.arch, "vector_cores": chip.vector_cores, "ub_bytes": chip.ub_bytes,
-                "dtype": tag, "dim": dim, "triton_ascend": ascend.triton_ascend_version(), "kernels": kernels}  # fmt: skip
+    manifest = {
+        "op": op,
+        "target": target,
+        "chip": chip.name,
+        "arch": chip.arch,
+        "vector_cores": chip.vector_cores,
+        "ub_bytes": chip.ub_bytes,
+        "dtype": tag,
+        "dim": dim,
+        "triton_ascend": ascend.triton_ascend_version(),
+        "kernels": kernels,
+    }
     (out / "lower.json").write_text(json.dumps(manifest, indent=1, default=str))
-    result.notes.append(f"triton-ascend {ascend.triton_ascend_version()}, {chip.name}: {len(done)} kernels lowered to TTIR and Linalg IR")
+    result.notes.append(
+        f"triton-ascend {ascend.triton_ascend_version()}, {chip.name}: {len(done)} kernels lowered to TTIR and "
+        "Linalg "
+        "IR"
+    )
     return result

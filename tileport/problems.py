@@ -69,7 +69,9 @@ class Problem:
     candidate: str = ""  # --impl's target: new.py:ModelNew
     notes: list[str] = field(default_factory=list)
     need: int = 0  # bytes a case takes at the problem's own sizes (estimated)
-    scaled: dict[str, tuple[int, int]] = field(default_factory=dict)  # module constant -> (its own value, the value run)
+    scaled: dict[str, tuple[int, int]] = field(
+        default_factory=dict
+    )  # module constant -> (its own value, the value run)
 
     @property
     def name(self) -> str:
@@ -91,7 +93,11 @@ def generalize(shape: tuple[int, ...], limit: int = MAX_ELEMENTS) -> tuple[int, 
 
 
 def _names(model: type, n: int) -> list[str]:
-    params = [p for p, v in inspect.signature(model.forward).parameters.items() if p != "self" and v.kind in (v.POSITIONAL_ONLY, v.POSITIONAL_OR_KEYWORD)]
+    params = [
+        p
+        for p, v in inspect.signature(model.forward).parameters.items()
+        if p != "self" and v.kind in (v.POSITIONAL_ONLY, v.POSITIONAL_OR_KEYWORD)
+    ]
     return params[:n] if len(params) >= n else [f"in{i}" for i in range(n)]
 
 
@@ -175,7 +181,10 @@ def read(ref: str) -> tuple[Any, Problem]:
     module, path = _load_module(ref, "--problem")
     missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, n)]
     if missing:
-        raise ProblemError(f"--problem {ref}: no {', '.join(missing)} (a problem file defines Model, get_inputs() and get_init_inputs())")
+        raise ProblemError(
+            f"--problem {ref}: no {', '.join(missing)} (a problem file defines Model, get_inputs() and "
+            "get_init_inputs())"
+        )
     names = _constants(module)
     own = _OWN.setdefault(module.__name__, {n: getattr(module, n) for n in names})
     for n, v in own.items():
@@ -184,11 +193,17 @@ def read(ref: str) -> tuple[Any, Problem]:
     need = bytes_needed(own_shapes)
     scaled = _scale_constants(module, names, MAX_ELEMENTS) if need > MEMORY_BUDGET else {}
     meta = _meta_inputs(module)
-    past = f"at its own sizes a case needs about {need / 2**30:.3g} GiB, more than the {MEMORY_BUDGET / 2**30:g} GiB budget of a case here"
+    past = (
+        f"at its own sizes a case needs about {need / 2**30:.3g} GiB, more than the {MEMORY_BUDGET / 2**30:g} GiB "
+        "budget of a case here"
+    )
     shapes, given, original, notes = [], [], [], []
     if scaled:
-        notes.append(f"sizes scaled down ({past}): " + ", ".join(f"{n} {a} -> {b}" for n, (a, b) in scaled.items())
-                     + " (module constants: get_inputs() and get_init_inputs() both follow)")  # fmt: skip
+        notes.append(
+            f"sizes scaled down ({past}): "
+            + ", ".join(f"{n} {a} -> {b}" for n, (a, b) in scaled.items())
+            + " (module constants: get_inputs() and get_init_inputs() both follow)"
+        )
     full = iter(own_shapes)
     for i, v in enumerate(meta):
         if isinstance(v, torch.Tensor) and v.dtype.is_floating_point:
@@ -198,8 +213,10 @@ def read(ref: str) -> tuple[Any, Problem]:
             shapes.append(g)
             given.append(None)
             if g != run:
-                notes.append(f"input {i}: {mine} ({math.prod(mine):.3g} elements) ran as {g} ({past}; its shape is "
-                             f"generalized to {MAX_ELEMENTS} elements; init arguments, if any, are not scaled with it)")  # fmt: skip
+                notes.append(
+                    f"input {i}: {mine} ({math.prod(mine):.3g} elements) ran as {g} ({past}; its shape is "
+                    f"generalized to {MAX_ELEMENTS} elements; init arguments, if any, are not scaled with it)"
+                )
         else:
             shapes.append(None)
             original.append(None)
@@ -210,18 +227,24 @@ def read(ref: str) -> tuple[Any, Problem]:
         given = [r if isinstance(v, torch.Tensor) and v.device.type == "meta" else v for v, r in zip(given, real)]
     if not any(s is not None for s in shapes):
         raise ProblemError(f"--problem {ref}: get_inputs() gives no floating-point tensor to draw values for")
-    return module, Problem(path, _names(module.Model, len(meta)), shapes, given, original, notes=notes, need=need, scaled=scaled)
+    return module, Problem(
+        path, _names(module.Model, len(meta)), shapes, given, original, notes=notes, need=need, scaled=scaled
+    )
 
 
 def load(ref: str, candidate: str) -> Problem:
     """The problem in ``ref`` and the candidate ``candidate`` (``new.py`` or ``new.py:NAME``, default
     ``ModelNew``); ProblemError naming what is missing."""
     _, problem = read(ref)
-    file, _, attr = candidate.partition(":") if candidate.count(":") == 1 and not candidate.endswith(".py") else (candidate, "", "")
+    file, _, attr = (
+        candidate.partition(":") if candidate.count(":") == 1 and not candidate.endswith(".py") else (candidate, "", "")
+    )
     new, new_path = _load_module(file, "--impl")
     attr = attr or "ModelNew"
     if not hasattr(new, attr):
-        raise ProblemError(f"--impl {candidate}: no {attr} (a candidate file defines ModelNew, or name the class: new.py:NAME)")
+        raise ProblemError(
+            f"--impl {candidate}: no {attr} (a candidate file defines ModelNew, or name the class: new.py:NAME)"
+        )
     problem.candidate = f"{new_path}:{attr}"
     return problem
 
@@ -243,8 +266,15 @@ def source(ref: str) -> reference.Source:
         return lambda **kw: m(*[kw[n] for n in problem.names])
 
     given = {n: v for n, v, shape in zip(problem.names, problem.given, problem.shapes) if shape is None}
-    return reference.Source(reference.PROBLEM + str(problem.ref), lambda dtype: build(module.Model, dtype), list(problem.names),
-                            list(problem.names), given, build, f"torch {torch.__version__}")  # fmt: skip
+    return reference.Source(
+        reference.PROBLEM + str(problem.ref),
+        lambda dtype: build(module.Model, dtype),
+        list(problem.names),
+        list(problem.names),
+        given,
+        build,
+        f"torch {torch.__version__}",
+    )
 
 
 def suite(problem: Problem) -> Suite:
@@ -260,14 +290,27 @@ def suite(problem: Problem) -> Suite:
         else:
             tensors.append(TensorInput(name, True, (), like=tensors[0].name, shape=shape))
     levels = {"quick": QUICK} | {n: Level(n, c.cases, c.runs_per_case, n) for n, c in COUNTS.items()}
-    return Suite(problem.ref, problem.name, str(problem.ref), False, (), (), {"acc": "double_bm", "golden": "float64", "benchmark": "torch"},
-                 levels, tuple(tensors), (), reference=reference.PROBLEM + str(problem.ref))  # fmt: skip
+    return Suite(
+        problem.ref,
+        problem.name,
+        str(problem.ref),
+        False,
+        (),
+        (),
+        {"acc": "double_bm", "golden": "float64", "benchmark": "torch"},
+        levels,
+        tuple(tensors),
+        (),
+        reference=reference.PROBLEM + str(problem.ref),
+    )
 
 
 def describe(problem: Problem) -> dict[str, Any]:
     """What the report's environment says of the problem: the files, the shapes run and the problem's own, and
     whether they differ and why."""
-    own = f"a case needs about {problem.need / 2**30:.3g} GiB, within the {MEMORY_BUDGET / 2**30:g} GiB budget of a case"
+    own = (
+        f"a case needs about {problem.need / 2**30:.3g} GiB, within the {MEMORY_BUDGET / 2**30:g} GiB budget of a case"
+    )
     return {
         "problem": str(problem.ref),
         "candidate": problem.candidate,

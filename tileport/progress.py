@@ -67,6 +67,12 @@ def progress(console: Console):
     """A progress display for ``console``: rich's bar on a terminal (with the time left at the rate so far),
     periodic lines elsewhere. Descriptions are plain text: a bracket in one is printed, not read as markup."""
     if console.is_terminal:
-        columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+        columns = (
+            TextColumn("{task.description}", markup=False),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
         return Progress(*columns, console=console)
     return Lines(console)

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -118,7 +119,11 @@ def split(returned: Any) -> tuple[list[str], list[torch.Tensor]]:
         fields = getattr(type(returned), "_fields", None) or getattr(type(returned), "__match_args__", None)
         names = list(fields) if fields and len(fields) == len(returned) else [f"out{i}" for i in range(len(returned))]
         return names, list(returned)
-    what = type(returned).__name__ if not isinstance(returned, (tuple, list)) else f"a {type(returned).__name__} of " + ", ".join(type(v).__name__ for v in returned)
+    what = (
+        type(returned).__name__
+        if not isinstance(returned, (tuple, list))
+        else f"a {type(returned).__name__} of " + ", ".join(type(v).__name__ for v in returned)
+    )
     raise ReferenceError(f"returned {what}; a reference returns a tensor or a tuple of tensors")
 
 
@@ -147,7 +152,9 @@ def probe(declared: Declared, shapes: tuple[tuple[int, ...], ...]) -> tuple[list
         given = set(declared.tensors) | {n for n, _ in declared.attrs} | set(declared.derived) | set(src.given)
         unknown = [n for n in given if n not in src.params]
         if unknown:
-            raise ReferenceError(f"{declared.target} has no parameter {unknown[0]!r}; its parameters: {', '.join(src.params)}")
+            raise ReferenceError(
+                f"{declared.target} has no parameter {unknown[0]!r}; its parameters: {', '.join(src.params)}"
+            )
         missing = [n for n in src.required if n not in given]
         if missing:
             raise ReferenceError(f"{declared.target}'s required parameter {missing[0]!r} is not given")
@@ -157,8 +164,10 @@ def probe(declared: Declared, shapes: tuple[tuple[int, ...], ...]) -> tuple[list
         with torch.no_grad():
             returned = _call(src, declared, inputs, torch.float32)
     except Exception as exc:  # noqa: BLE001 - the reference's own message says what it wanted
-        raise ReferenceError(f"{declared.target} refused a call with {', '.join(inputs)} (shapes {', '.join(map(str, shapes))}): "
-                             f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}") from None  # fmt: skip
+        raise ReferenceError(
+            f"{declared.target} refused a call with {', '.join(inputs)} (shapes {', '.join(map(str, shapes))}): "
+            f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
+        ) from None
     names, values = split(returned)
     return names, [v.is_floating_point() for v in values]
 
@@ -176,9 +185,15 @@ def spec_for(declared: Declared, name: str, probe_shapes: tuple[tuple[int, ...],
 
     def run(inputs: dict, backend: str, backward: bool) -> dict:
         on_cpu = backend != SELF  # the benchmark and the golden: the reference on the CPU
-        args = {k: (v.cpu() if on_cpu and isinstance(v, torch.Tensor) else v) for k, v in inputs.items() if k not in douts}
+        args = {
+            k: (v.cpu() if on_cpu and isinstance(v, torch.Tensor) else v) for k, v in inputs.items() if k not in douts
+        }
         dtype = next(v.dtype for v in args.values() if isinstance(v, torch.Tensor) and v.is_floating_point())
-        leaves = [k for k in declared.tensors if backward and isinstance(args.get(k), torch.Tensor) and args[k].is_floating_point()]
+        leaves = [
+            k
+            for k in declared.tensors
+            if backward and isinstance(args.get(k), torch.Tensor) and args[k].is_floating_point()
+        ]
         for k in leaves:
             args[k] = args[k].detach().requires_grad_(True)
         with torch.enable_grad() if backward else torch.no_grad():
@@ -188,14 +203,21 @@ def spec_for(declared: Declared, name: str, probe_shapes: tuple[tuple[int, ...],
         result = {n: v.detach() for n, v in zip(outs, values)}
         tracked = [(v, inputs[f"d{n}"]) for n, v in zip(outs, values) if v.requires_grad and f"d{n}" in inputs]
         if backward and tracked and leaves:
-            found = torch.autograd.grad([v for v, _ in tracked], [args[k] for k in leaves], [g.to(v.device, v.dtype) for v, g in tracked],
-                                        allow_unused=True)  # fmt: skip
+            found = torch.autograd.grad(
+                [v for v, _ in tracked],
+                [args[k] for k in leaves],
+                [g.to(v.device, v.dtype) for v, g in tracked],
+                allow_unused=True,
+            )
             result |= {f"d{k}": g for k, g in zip(leaves, found) if g is not None}
         return result
 
     def grad_shapes(inputs: dict) -> dict:
         """The output gradients' shapes for these inputs: the floating outputs' shapes (one forward, cached)."""
-        key = tuple((k, tuple(v.shape), v.dtype) if isinstance(v, torch.Tensor) else (k, repr(v)) for k, v in sorted(inputs.items()))
+        key = tuple(
+            (k, tuple(v.shape), v.dtype) if isinstance(v, torch.Tensor) else (k, repr(v))
+            for k, v in sorted(inputs.items())
+        )
         if key not in shapes_cache:
             result = run(inputs, "torch", False)
             shapes_cache[key] = {f"d{n}": tuple(result[n].shape) for n, f in zip(outs, floating) if f}

@@ -26,12 +26,16 @@ def _positions(q, position_ids, offsets, offset):
 def _full_width(table, p):
     """[B, T, R]: each token's table row at its position, halves repeated; zeros outside the table."""
     inside = ((p >= 0) & (p < table.shape[0]))[..., None]
-    rows = table[p.clamp(0, max(table.shape[0] - 1, 0))] if table.shape[0] else table.new_zeros(*p.shape, table.shape[1])
+    rows = (
+        table[p.clamp(0, max(table.shape[0] - 1, 0))] if table.shape[0] else table.new_zeros(*p.shape, table.shape[1])
+    )
     rows = torch.where(inside, rows, torch.zeros((), dtype=table.dtype))
     return torch.cat((rows, rows), -1)
 
 
-def through_transformers_form(q, k=None, cos=None, sin=None, position_ids=None, offsets=None, interleaved=False, offset=0):
+def through_transformers_form(
+    q, k=None, cos=None, sin=None, position_ids=None, offsets=None, interleaved=False, offset=0
+):
     if interleaved:  # the declaration's differentiable form (an int offset and an offsets tensor at once)
         return SPEC.api.function(q, k, cos, sin, position_ids, offsets, interleaved=True, offset=offset)
     r = 2 * cos.shape[1]

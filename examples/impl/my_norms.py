@@ -31,19 +31,25 @@ class _RMSNorm(torch.autograd.Function):
         return dx.to(x.dtype), dw, None
 
 
-def rms_norm(hidden_states: torch.Tensor, weight: torch.Tensor | None = None, variance_epsilon: float = 1e-6) -> torch.Tensor:
+def rms_norm(
+    hidden_states: torch.Tensor, weight: torch.Tensor | None = None, variance_epsilon: float = 1e-6
+) -> torch.Tensor:
     """HF-style parameter names; math in fp32, the output rounded once, an explicit backward."""
     return _RMSNorm.apply(hidden_states, weight, variance_epsilon)
 
 
-def rms_norm_autograd(hidden_states: torch.Tensor, weight: torch.Tensor | None = None, variance_epsilon: float = 1e-6) -> torch.Tensor:
+def rms_norm_autograd(
+    hidden_states: torch.Tensor, weight: torch.Tensor | None = None, variance_epsilon: float = 1e-6
+) -> torch.Tensor:
     """The same forward, the backward left to autograd."""
     x = hidden_states.float()
     y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + variance_epsilon)
     return (y if weight is None else y * weight.float()).to(hidden_states.dtype)
 
 
-def rms_norm_low_precision_sum(input: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6) -> torch.Tensor:
+def rms_norm_low_precision_sum(
+    input: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6
+) -> torch.Tensor:
     """The sum of squares in the input's dtype."""
     ms = input.pow(2).mean(-1, keepdim=True)
     y = input * torch.rsqrt(ms + eps)

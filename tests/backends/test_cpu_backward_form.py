@@ -33,11 +33,15 @@ def _dx(op, x, dy, eps):
     if op == "l2norm":
         _, r = tileport.l2norm_fwd(x, eps)
         dx, fp32_form = tileport.l2norm_bwd(x, r, dy, eps=eps), tileport.l2norm_bwd(x, r, dy)
-        gold = torch.func.vjp(lambda t: t / (t * t).sum(-1, keepdim=True).add(eps).sqrt(), x.double())[1](dy.double())[0]
+        gold = torch.func.vjp(lambda t: t / (t * t).sum(-1, keepdim=True).add(eps).sqrt(), x.double())[1](dy.double())[
+            0
+        ]
     else:
         _, r = tileport.rms_norm_fwd(x, None, eps)
         dx, fp32_form = tileport.rms_norm_bwd(x, r, dy, eps=eps)[0], tileport.rms_norm_bwd(x, r, dy)[0]
-        gold = torch.func.vjp(lambda t: t * (t * t).mean(-1, keepdim=True).add(eps).rsqrt(), x.double())[1](dy.double())[0]
+        gold = torch.func.vjp(lambda t: t * (t * t).mean(-1, keepdim=True).add(eps).rsqrt(), x.double())[1](
+            dy.double()
+        )[0]
     return dx, gold, fp32_form
 
 

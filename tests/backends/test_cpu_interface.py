@@ -10,7 +10,7 @@ import tilelang.cpu.language as T
 import torch
 
 from tileport.backends.tilelang.cpu.interface import PARTIAL_BLOCK_ROWS
-from tileport.backends.tilelang.cpu.rowwise import F32, M, Io, partial, per_row, row_map, row_sum, splat
+from tileport.backends.tilelang.cpu.rowwise import F32, Io, M, partial, per_row, row_map, row_sum, splat
 from tileport.backends.tilelang.cpu.runtime import compile_kernel
 
 
@@ -116,7 +116,7 @@ def test_driver_passes_arguments_by_name_in_the_generated_order():
     proto = [n for _, n in k.iface.prototype]
     assert sorted(proto) == sorted(["x", "g", "w", "a", "y", "s", "dw", "M", "D"])
     src = k.source()
-    call = src[src.index("tp_test_scale_kernel(", src.index("tp_test_scale_drive")):].split(";")[0]
+    call = src[src.index("tp_test_scale_kernel(", src.index("tp_test_scale_drive")) :].split(";")[0]
     for name in ("x", "g", "y"):
         assert f"{name} + lo * ld_{name}" in call
     assert "s + lo" in call and "part_dw + b * 2 * D" in call

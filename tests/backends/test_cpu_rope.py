@@ -234,8 +234,20 @@ def test_thread_count_does_not_change_bits(dtype):
     kernel = CACHE.kernel("rope", rope.build, dtype, dtype, "int64", "int64")
     for n in (1, 2, 3):
         q_out, k_out = torch.empty_like(q), torch.empty_like(k)
-        kernel(n, q=q, k=k, q_out=q_out, k_out=k_out, cos=cos, sin=sin, position_ids=None, offsets=offs, offset=3,
-               interleaved=1, conjugate=0)  # fmt: skip
+        kernel(
+            n,
+            q=q,
+            k=k,
+            q_out=q_out,
+            k_out=k_out,
+            cos=cos,
+            sin=sin,
+            position_ids=None,
+            offsets=offs,
+            offset=3,
+            interleaved=1,
+            conjugate=0,
+        )
         outs.append((q_out, k_out))
     for got in outs[1:]:
         assert torch.equal(got[0], outs[0][0]) and torch.equal(got[1], outs[0][1])
@@ -247,8 +259,19 @@ def test_launcher_refuses_tensors_that_do_not_fit_the_declaration():
 
     kernel = CACHE.kernel("rope", rope.build, torch.float32, torch.float32, "int64", "int64")
     q, cos = torch.randn(1, 2, 3, 8), torch.randn(4, 4)
-    args = dict(q=q, k=None, q_out=torch.empty_like(q), k_out=None, cos=cos, sin=cos, position_ids=None, offsets=None,
-                offset=0, interleaved=0, conjugate=0)  # fmt: skip
+    args = dict(
+        q=q,
+        k=None,
+        q_out=torch.empty_like(q),
+        k_out=None,
+        cos=cos,
+        sin=cos,
+        position_ids=None,
+        offsets=None,
+        offset=0,
+        interleaved=0,
+        conjugate=0,
+    )
     kernel(1, **args)
     for bad, match in [
         (dict(q_out=torch.empty(1, 2, 3, 9)), r"q_out must be a tensor of shape \(B, T, Hq, D\)"),
@@ -312,8 +335,20 @@ def test_other_isas_give_the_same_bits(arch, monkeypatch, tmp_path):
     for dt, (q, k, cos, sin, pos, offs, offset) in args:
         for inter in (False, True):
             q_out, k_out = torch.empty_like(q), torch.empty_like(k)
-            built[dt](1, q=q, k=k, q_out=q_out, k_out=k_out, cos=cos, sin=sin, position_ids=pos, offsets=offs,
-                      offset=offset, interleaved=int(inter), conjugate=0)  # fmt: skip
+            built[dt](
+                1,
+                q=q,
+                k=k,
+                q_out=q_out,
+                k_out=k_out,
+                cos=cos,
+                sin=sin,
+                position_ids=pos,
+                offsets=offs,
+                offset=offset,
+                interleaved=int(inter),
+                conjugate=0,
+            )
             assert torch.equal(q_out, native[i][0]) and torch.equal(k_out, native[i][1]), f"{arch} {dt} {inter}"
             i += 1
 
@@ -331,9 +366,13 @@ def _grid_kernel():
     def tp_test_grid(
         x: T.StridedTensor((N, D), (T.dynamic("x_s0", "int64"), 1), "float32"),
         y: T.StridedTensor((N, D), (T.dynamic("y_s0", "int64"), 1), "float32"),
-        ab: T.StridedTensor((2,), (1,), "float32"), idx: T.StridedTensor((N,), (1,), "int32"), has_idx: T.int32,
-        bias: T.float32, first: T.int64, count: T.int64,
-    ):  # fmt: skip
+        ab: T.StridedTensor((2,), (1,), "float32"),
+        idx: T.StridedTensor((N,), (1,), "int32"),
+        has_idx: T.int32,
+        bias: T.float32,
+        first: T.int64,
+        count: T.int64,
+    ):
         T.func_attr({GRID: ["N"]})
         with T.Kernel(count) as i:
             for d in T.serial(D):
@@ -394,10 +433,14 @@ def test_the_streaming_build_streams():
     from tileport.backends.tilelang.cpu.runtime import CACHE
 
     mnemonics = {
-        streaming: collections.Counter(m for _, m, _ in disasm.function(
-            CACHE.kernel("rope", rope.build, torch.float32, torch.float32, "int64", "int64", streaming).lib._name,
-            "rope_kernel"))
+        streaming: collections.Counter(
+            m
+            for _, m, _ in disasm.function(
+                CACHE.kernel("rope", rope.build, torch.float32, torch.float32, "int64", "int64", streaming).lib._name,
+                "rope_kernel",
+            )
+        )
         for streaming in (False, True)
-    }  # fmt: skip
+    }
     assert not [m for m in mnemonics[False] if m.startswith("vmovnt")]
     assert [m for m in mnemonics[True] if m.startswith("vmovnt")], mnemonics[True]

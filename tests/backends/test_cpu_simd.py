@@ -65,7 +65,13 @@ def test_row_tails_are_masked_moves_not_library_calls(dtype):
 def test_other_x86_targets_are_packed(arch, dtype, monkeypatch, tmp_path):
     monkeypatch.setenv(settings.ARCH_ENV, arch)
     monkeypatch.setenv("TILEPORT_CACHE_DIR", str(tmp_path))
-    kinds = ("l2norm_fwd", "l2norm_bwd", "l2norm_bwd_eps", "rms_norm_bwd", "rms_norm_bwd_eps")  # sums, maps, fp64, partials
+    kinds = (
+        "l2norm_fwd",
+        "l2norm_bwd",
+        "l2norm_bwd_eps",
+        "rms_norm_bwd",
+        "rms_norm_bwd_eps",
+    )  # sums, maps, fp64, partials
     for name, build in dict((n, b) for n, b in reversed(KERNELS) if n in kinds).items():
         _check_packed(name, build, dtype)
 
@@ -89,7 +95,6 @@ def test_loop_finder_flags_a_scalar_loop():
     ]
 
 
-
 def test_out_of_line_code_jumping_back_past_the_return_is_not_a_loop():
     """g++ places a row's rarely taken scalar branch after the function's return and jumps back from it: that
     backward jump spans the return and is not a loop (layer_norm's backward has one: a per-row vsubsd)."""
@@ -104,6 +109,7 @@ def test_out_of_line_code_jumping_back_past_the_return_is_not_a_loop():
     ]
     assert [(lp.start, lp.end) for lp in disasm.innermost_loops(insns)] == [(0x10, 0x16)]
 
+
 @pytest.mark.slow
 @pytest.mark.skipif(not X86, reason="x86 -march targets that run on any x86-64")
 @pytest.mark.parametrize("arch", ["x86-64", "x86-64-v3"], ids=["sse2-scalar-f16", "avx2"])
@@ -112,8 +118,11 @@ def test_other_isas_give_the_same_bits_as_the_native_build(arch, monkeypatch, tm
     A row's sum has one order on every ISA: with FMA (AVX2) the outputs are bit-identical to the native build's;
     without it (baseline x86-64) each a + b * c rounds twice, so they agree to rounding."""
     gen = torch.Generator().manual_seed(3)
-    cases = [(dt, torch.randn(5, d, generator=gen).to(dt), torch.randn(5, d, generator=gen).to(dt))
-             for dt in DTYPES for d in (1, 37, 100, 1000, 5000)]  # fmt: skip
+    cases = [
+        (dt, torch.randn(5, d, generator=gen).to(dt), torch.randn(5, d, generator=gen).to(dt))
+        for dt in DTYPES
+        for d in (1, 37, 100, 1000, 5000)
+    ]
 
     def run(build_fwd, build_bwd):
         out = []
@@ -124,12 +133,16 @@ def test_other_isas_give_the_same_bits_as_the_native_build(arch, monkeypatch, tm
             out.append((y, r, dx))
         return out
 
-    native = run({dt: runtime.compile_kernel(l2norm.build_forward(dt, dt)) for dt in DTYPES},
-                 {dt: runtime.compile_kernel(l2norm.build_backward_eps(dt, dt)) for dt in DTYPES})  # fmt: skip
+    native = run(
+        {dt: runtime.compile_kernel(l2norm.build_forward(dt, dt)) for dt in DTYPES},
+        {dt: runtime.compile_kernel(l2norm.build_backward_eps(dt, dt)) for dt in DTYPES},
+    )
     monkeypatch.setenv(settings.ARCH_ENV, arch)
     monkeypatch.setenv("TILEPORT_CACHE_DIR", str(tmp_path))
-    other = run({dt: runtime.compile_kernel(l2norm.build_forward(dt, dt)) for dt in DTYPES},
-                {dt: runtime.compile_kernel(l2norm.build_backward_eps(dt, dt)) for dt in DTYPES})  # fmt: skip
+    other = run(
+        {dt: runtime.compile_kernel(l2norm.build_forward(dt, dt)) for dt in DTYPES},
+        {dt: runtime.compile_kernel(l2norm.build_backward_eps(dt, dt)) for dt in DTYPES},
+    )
     fma = "__FMA__" in settings.isa({settings.ARCH_ENV: arch}).macros
     for (dt, x, _), a, b in zip(cases, native, other):
         for name, u, v in zip(("y", "rstd", "dx"), a, b):
@@ -138,7 +151,9 @@ def test_other_isas_give_the_same_bits_as_the_native_build(arch, monkeypatch, tm
                 assert torch.equal(u, v), f"{where} differs from the native build"
             else:
                 tol = 1e-4 if u.dtype == torch.float32 else 1e-2
-                torch.testing.assert_close(v.double(), u.double(), rtol=tol, atol=tol * u.double().abs().max().item(), msg=where)
+                torch.testing.assert_close(
+                    v.double(), u.double(), rtol=tol, atol=tol * u.double().abs().max().item(), msg=where
+                )
 
 
 _EXP_HARNESS = r"""
@@ -187,7 +202,15 @@ def test_vector_exp_is_within_one_ulp_and_keeps_special_values(tmp_path):
     src.write_text(_EXP_HARNESS)
     header = Path(runtime.__file__).with_name("simd.h")
     exe = tmp_path / "exp"
-    cmd = [os.environ.get("CXX", "g++"), *settings.COMPILE_FLAGS, "-std=c++17", f"-I{header.parent}", str(src), "-o", str(exe)]
+    cmd = [
+        os.environ.get("CXX", "g++"),
+        *settings.COMPILE_FLAGS,
+        "-std=c++17",
+        f"-I{header.parent}",
+        str(src),
+        "-o",
+        str(exe),
+    ]
     subprocess.run(cmd, check=True, capture_output=True)
     worst, *special = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
     assert float(worst) < 1.0

@@ -1,7 +1,7 @@
+from typing import NamedTuple
+
 import pytest
 import torch
-
-from typing import NamedTuple
 
 from tileport.backends import platform
 

@@ -1,9 +1,9 @@
 """Dispatch decisions, on a registry of fake backends (no global state touched) and on the real one."""
 
+from typing import NamedTuple
+
 import pytest
 import torch
-
-from typing import NamedTuple
 
 from tileport.backends import platform
 from tileport.backends.registry import REGISTRY, Availability, BackendUnavailableError, Registry, declared_support
@@ -15,6 +15,7 @@ class NpuDevice(NamedTuple):
 
     index: int
     type: str = "npu"
+
 
 F32, F64 = torch.float32, torch.float64
 
@@ -51,8 +52,18 @@ ALL = [platform.CPU, platform.CUDA, platform.NPU_ARCH35, platform.NPU_ARCH32]
 
 def full_registry(**unavailable):
     return make_registry(
-        Fake("tilelang", [platform.CPU, platform.CUDA, platform.NPU_ARCH35], ok="tilelang" not in unavailable, reason="no g++"),
-        Fake("triton", [platform.CUDA, platform.NPU_ARCH32], ok="triton" not in unavailable, reason="triton not installed"),
+        Fake(
+            "tilelang",
+            [platform.CPU, platform.CUDA, platform.NPU_ARCH35],
+            ok="tilelang" not in unavailable,
+            reason="no g++",
+        ),
+        Fake(
+            "triton",
+            [platform.CUDA, platform.NPU_ARCH32],
+            ok="triton" not in unavailable,
+            reason="triton not installed",
+        ),
         Fake("torch", ALL, dtypes=(F32, F64)),
     )
 

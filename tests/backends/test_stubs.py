@@ -7,12 +7,12 @@ import torch
 
 from tileport.backends.registry import Registry, available_backends
 
-STUB_MODULE = '''STUB = "TODO(fake_op): the torch kernels, in stub_kernels.py"
+STUB_MODULE = """STUB = "TODO(fake_op): the torch kernels, in stub_kernels.py"
 
 
 def forward(x, out=None):
     raise NotImplementedError("TODO(fake_op): the torch forward")
-'''
+"""
 
 
 def _registry(tmp_path, monkeypatch, name: str, source: str) -> Registry:
@@ -36,7 +36,12 @@ def test_a_stub_is_listed_apart_and_not_served(tmp_path, monkeypatch):
 
 
 def test_a_module_without_stub_serves(tmp_path, monkeypatch):
-    reg = _registry(tmp_path, monkeypatch, "written_kernels", STUB_MODULE.replace('STUB = "TODO(fake_op): the torch kernels, in stub_kernels.py"\n', ""))
+    reg = _registry(
+        tmp_path,
+        monkeypatch,
+        "written_kernels",
+        STUB_MODULE.replace('STUB = "TODO(fake_op): the torch kernels, in stub_kernels.py"\n', ""),
+    )
     (torch_info,) = available_backends(reg)
     assert torch_info.stubs == () and "fake_op" in torch_info.serves
     assert reg.stub("torch", "rms_norm") is None  # tileport's own kernels are written

@@ -151,8 +151,17 @@ class _Stand:
         weighted, _, capped = args[3:6]
 
         def fwd(x, t, w, g, loss, zl, lse, ignore, eps, scale, cap, a, b):
-            got = ref.forward(x, t, w if weighted else None, ignore, eps, scale, cap if capped else 0.0,
-                              grad=g if args[6] else None, scales=(a, b))  # fmt: skip
+            got = ref.forward(
+                x,
+                t,
+                w if weighted else None,
+                ignore,
+                eps,
+                scale,
+                cap if capped else 0.0,
+                grad=g if args[6] else None,
+                scales=(a, b),
+            )
             for out, v in zip((loss, zl, lse), got):
                 out.copy_(v)
 
@@ -230,14 +239,31 @@ def test_the_shared_math_in_fp32(backend):
     n = T.dynamic("n")
 
     @T.prim_func
-    def probe(X: T.Tensor((n,), "float32"), Z: T.Tensor((n,), "float32"), S: T.Tensor((n,), "float32"),
-              G: T.Tensor((n,), "float32"), cap: T.float32):  # fmt: skip
+    def probe(
+        X: T.Tensor((n,), "float32"),
+        Z: T.Tensor((n,), "float32"),
+        S: T.Tensor((n,), "float32"),
+        G: T.Tensor((n,), "float32"),
+        cap: T.float32,
+    ):
         with T.Kernel(1):
             for i in T.serial(n):
                 Z[i] = ce.softcapped(C, X[i], cap, lambda z, s: z)
                 S[i] = ce.softcapped(C, X[i], cap, lambda z, s: s)
-                G[i] = ce.gradient(C, True, True, X[i], cap, T.float32(0.75), T.float32(2.0), T.float32(0.5),
-                                   T.float32(0.01), i == 7, T.float32(0.3), T.float32(1.0))  # fmt: skip
+                G[i] = ce.gradient(
+                    C,
+                    True,
+                    True,
+                    X[i],
+                    cap,
+                    T.float32(0.75),
+                    T.float32(2.0),
+                    T.float32(0.5),
+                    T.float32(0.01),
+                    i == 7,
+                    T.float32(0.3),
+                    T.float32(1.0),
+                )
 
     kernel = tilelang.compile(probe, target="c", execution_backend="cython")
     x = torch.linspace(-300.0, 300.0, 60001)

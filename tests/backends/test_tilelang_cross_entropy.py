@@ -5,7 +5,8 @@ b * sum(z_loss)`` (the fused forward's ``scales``) or of ``sum(dloss * loss + dz
 
 Covers every dtype, vocabularies from 1 to 262144 (tails, odd chunk counts, several blocks), each option alone
 and together, ignored rows, in-place gradients, int32 targets, row-strided views, bf16 logits of magnitude 1e4 to
-6e4, -inf and nan logits, non-finite weights and scales as the torch reference's, thread counts, and the softcap's packed tanh against fp64 (a C harness). Tolerances:
+6e4, -inf and nan logits, non-finite weights and scales as the torch reference's, thread counts, and the softcap's
+packed tanh against fp64 (a C harness). Tolerances:
 fp32 within 1e-5 of the golden (relative, plus a few fp32 ulps of the row's scale); 16-bit gradients within the
 dtype's rounding of that."""
 
@@ -277,9 +278,22 @@ def test_same_bits_for_any_thread_count():
     for threads in (1, 2, 3):
         o = [torch.empty(64) for _ in range(3)]
         g = torch.empty_like(x)
-        launch(threads, input=x, target=t, weight=w, grad=g, loss=o[0], z_loss=o[1], lse=o[2], ignore_index=IGNORE,
-               label_smoothing=0.1, lse_square_scale=1e-3, softcap=0.0, scale_loss=1.0,
-               scale_z_loss=1.0)  # fmt: skip
+        launch(
+            threads,
+            input=x,
+            target=t,
+            weight=w,
+            grad=g,
+            loss=o[0],
+            z_loss=o[1],
+            lse=o[2],
+            ignore_index=IGNORE,
+            label_smoothing=0.1,
+            lse_square_scale=1e-3,
+            softcap=0.0,
+            scale_loss=1.0,
+            scale_z_loss=1.0,
+        )
         outs.append((*o, g))
     for other in outs[1:]:
         assert all(torch.equal(u, v) for u, v in zip(outs[0], other))
@@ -405,7 +419,13 @@ def test_softcap_tanh_and_slope_against_fp64(tmp_path):
     cmd = [os.environ.get("CXX", "g++"), *settings.COMPILE_FLAGS, "-std=c++17", f"-I{here}", str(src), "-o", str(exe)]
     subprocess.run(cmd, check=True, capture_output=True)
     out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
-    worst_t, worst_s, zero_below, nonzero_beyond, special = float(out[0]), float(out[1]), int(out[2]), int(out[3]), out[4:]
+    worst_t, worst_s, zero_below, nonzero_beyond, special = (
+        float(out[0]),
+        float(out[1]),
+        int(out[2]),
+        int(out[3]),
+        out[4:],
+    )
     assert worst_t < 0.1 and worst_s < 0.25, (worst_t, worst_s)
     assert zero_below == 0 and nonzero_beyond == 0, (zero_below, nonzero_beyond)
     assert special == ["-1/0", "1/0", "nan/nan", "0/1", "1/0", "-1e-30/1"]

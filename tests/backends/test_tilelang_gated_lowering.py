@@ -34,8 +34,10 @@ def test_swiglu_cuda_lowering(lower, dtype, casting):
     assert set(src) == {"swiglu_fwd", "swiglu_bwd"}
     for name, s in src.items():
         assert f"{name}_kernel(" in s and "int N" in s and "expf" in body(s)
-    assert swiglu.lowered(dtype, 4096, casting=casting)["swiglu_fwd"].script() == swiglu.lowered(
-        dtype, 128, casting=casting)["swiglu_fwd"].script()  # fmt: skip
+    assert (
+        swiglu.lowered(dtype, 4096, casting=casting)["swiglu_fwd"].script()
+        == swiglu.lowered(dtype, 128, casting=casting)["swiglu_fwd"].script()
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -57,9 +59,13 @@ def test_geglu_cuda_rejects_an_unknown_approximation(lower):
 
 
 # Ascend arch35: every dtype across the two ops, both castings and gelu approximations, without the full product.
-ASCEND_CASES = [("swiglu", torch.float16, {"casting": "fp32"}), ("swiglu", torch.float32, {"casting": "eager"}),
-                ("geglu", torch.bfloat16, {"approximate": "none", "casting": "eager"}),
-                ("geglu", torch.float32, {"approximate": "none"}), ("geglu", torch.float16, {"approximate": "tanh"})]
+ASCEND_CASES = [
+    ("swiglu", torch.float16, {"casting": "fp32"}),
+    ("swiglu", torch.float32, {"casting": "eager"}),
+    ("geglu", torch.bfloat16, {"approximate": "none", "casting": "eager"}),
+    ("geglu", torch.float32, {"approximate": "none"}),
+    ("geglu", torch.float16, {"approximate": "tanh"}),
+]
 
 
 @pytest.fixture(scope="module")
@@ -86,15 +92,18 @@ def test_ascend_lowering(backend, op, dtype, options, capfd):
         assert 0 < used <= min(2 * UB_BUDGET, ON_CHIP_BUDGET["ascend"]), f"{name}: {used} B"
     # the element count is a runtime value: one kernel whatever dim
     module = backend.kernels(op, "npu-arch35")
-    assert module.lowered(dtype, 4096, **options)[f"{op}_fwd"].script() == module.lowered(dtype, 128, **options)[
-        f"{op}_fwd"].script()  # fmt: skip
+    assert (
+        module.lowered(dtype, 4096, **options)[f"{op}_fwd"].script()
+        == module.lowered(dtype, 128, **options)[f"{op}_fwd"].script()
+    )
 
 
 def test_ascend_modules_follow_the_cuda_contract(backend):
     import inspect
 
     from tileport.backends.tilelang.ascend import geglu, swiglu
-    from tileport.backends.tilelang.cuda import geglu as cuda_geglu, swiglu as cuda_swiglu
+    from tileport.backends.tilelang.cuda import geglu as cuda_geglu
+    from tileport.backends.tilelang.cuda import swiglu as cuda_swiglu
 
     for ascend, cuda in ((swiglu, cuda_swiglu), (geglu, cuda_geglu)):
         for fn in ("lowered", "forward", "backward"):

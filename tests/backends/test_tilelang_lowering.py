@@ -12,6 +12,7 @@ from tileport.backends.registry import REGISTRY
 from tileport.cli import app
 from tileport.ops.spec import kernel_specs
 
+
 @pytest.fixture(scope="module")
 def backend():
     if not REGISTRY.availability("tilelang").ok:
@@ -53,7 +54,9 @@ def test_one_kernel_per_width_bucket(backend):
     assert a == b
 
 
-@pytest.mark.parametrize("dtype,dim", [SPREAD[0], SPREAD[2], SPREAD[3]])  # (bf16, 100): its bucket is (fp16, 1)'s, bf16 is at 65536
+@pytest.mark.parametrize(
+    "dtype,dim", [SPREAD[0], SPREAD[2], SPREAD[3]]
+)  # (bf16, 100): its bucket is (fp16, 1)'s, bf16 is at 65536
 def test_ascend_lowering(backend, dtype, dim, capfd):
     src = backend.device_sources("l2norm", "ascend", dtype, dim)
     out, err = capfd.readouterr()
@@ -68,7 +71,9 @@ def test_ascend_lowering(backend, dtype, dim, capfd):
 
 @pytest.mark.parametrize("steps", [0, 3])  # 1, the default: test_ascend_lowering
 def test_ascend_refinement_steps_in_source(backend, steps):
-    fwd = backend.device_sources("l2norm", "ascend", torch.float16, 512, nr_steps=steps, only=("l2norm_fwd",))["l2norm_fwd"]
+    fwd = backend.device_sources("l2norm", "ascend", torch.float16, 512, nr_steps=steps, only=("l2norm_fwd",))[
+        "l2norm_fwd"
+    ]
     assert fwd.count("0x1.8p+0f") == steps  # the 1.5 of y * (1.5 - 0.5 * s * y^2), once per step
     assert fwd.count("rsqrtf(") == 1  # the steps reuse one hardware rsqrt
 
@@ -92,7 +97,9 @@ def test_lowered_sources_are_memoized_per_width_bucket(backend):
 def test_lower_cli_cuda_builds_a_cubin(tmp_path, op, dtype):
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not on PATH: the cubin step needs the CUDA toolkit")
-    result = CliRunner().invoke(app, ["lower", op, "--target", "cuda", "--dim", "4097", "--dtype", dtype, "--out", str(tmp_path)])
+    result = CliRunner().invoke(
+        app, ["lower", op, "--target", "cuda", "--dim", "4097", "--dtype", dtype, "--out", str(tmp_path)]
+    )
     assert result.exit_code == 0, result.output
     cubin = tmp_path / f"{op}_fwd_bfloat16_D4097.cubin"  # both spellings of the dtype are accepted, one printed
     assert cubin.read_bytes()[:4] == b"\x7fELF" and (tmp_path / f"{op}_bwd_bfloat16_D4097.cubin").exists()
@@ -123,7 +130,9 @@ def test_rms_norm_cuda_lowering(backend):
     src = backend.device_sources("rms_norm", "cuda", torch.bfloat16, 4097)
     assert set(src) == {"rms_norm_fwd", "rms_norm_bwd", "rms_norm_dweight"}
     assert "__frsqrt_rn" in src["rms_norm_fwd"] and "((float)D)" in src["rms_norm_fwd"]  # a mean, exact rsqrt
-    assert "int D, int M" in src["rms_norm_dweight"] and "atomic" not in src["rms_norm_dweight"].lower()  # rows in order
+    assert (
+        "int D, int M" in src["rms_norm_dweight"] and "atomic" not in src["rms_norm_dweight"].lower()
+    )  # rows in order
 
 
 def test_rms_norm_ascend_lowering(backend, capfd):
@@ -153,7 +162,9 @@ def test_layer_norm_ascend_lowering(backend, capfd):
 
 
 def test_device_sources_only_names_real_kernels(backend):
-    with pytest.raises(ValueError, match="no cuda kernel named l2norm_fwdd for 'l2norm'; it has l2norm_fwd, l2norm_bwd"):
+    with pytest.raises(
+        ValueError, match="no cuda kernel named l2norm_fwdd for 'l2norm'; it has l2norm_fwd, l2norm_bwd"
+    ):
         backend.device_sources("l2norm", "cuda", torch.float16, 64, only=("l2norm_fwdd",))
 
 
@@ -174,13 +185,19 @@ def test_log_softmax_ascend_lowering(backend, capfd):
 
 
 def test_add_rms_norm_cuda_lowering(backend):
-    fwd = backend.device_sources("add_rms_norm", "cuda", torch.bfloat16, 4097, only=("add_rms_norm_fwd",))["add_rms_norm_fwd"]
-    assert "bfloat16_t* __restrict__ S" in fwd and "bfloat16_t* __restrict__ R" in fwd  # residual in, residual_out written
+    fwd = backend.device_sources("add_rms_norm", "cuda", torch.bfloat16, 4097, only=("add_rms_norm_fwd",))[
+        "add_rms_norm_fwd"
+    ]
+    assert (
+        "bfloat16_t* __restrict__ S" in fwd and "bfloat16_t* __restrict__ R" in fwd
+    )  # residual in, residual_out written
     assert fwd.count("tl::AllReduce") == 1 and "__frsqrt_rn" in fwd  # one sum of squares, of the rounded sum
 
 
 def test_add_rms_norm_ascend_lowering(backend, capfd):
-    src = backend.device_sources("add_rms_norm", "ascend", torch.float16, 1000, only=("add_rms_norm_add",))["add_rms_norm_add"]
+    src = backend.device_sources("add_rms_norm", "ascend", torch.float16, 1000, only=("add_rms_norm_add",))[
+        "add_rms_norm_add"
+    ]
     out, err = capfd.readouterr()
     assert "ThreadSync" not in out + err, "lowering reports a data race: " + (out + err)[-400:]
     assert "__float22half2_rn" in src and src.count("asc_copy_ub2gm_align") >= 1  # fp32 add, rounded once, to GM
@@ -205,5 +222,7 @@ def test_lower_refuses_a_kernel_past_the_on_chip_budget(tmp_path, monkeypatch):
     monkeypatch.setitem(targets.ON_CHIP_BUDGET, "cuda", 64)  # a budget every kernel here exceeds: the check runs
     result = CliRunner().invoke(app, ["lower", "softmax", "--target", "cuda", "--dim", "100", "--out", str(tmp_path)])
     text = " ".join(result.output.split())
-    assert result.exit_code == 2 and "softmax_fwd addresses" in text and "of cuda's 0 KB shared memory" in text, result.output
+    assert result.exit_code == 2 and "softmax_fwd addresses" in text and "of cuda's 0 KB shared memory" in text, (
+        result.output
+    )
     assert "Traceback" not in result.output

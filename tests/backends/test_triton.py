@@ -38,7 +38,9 @@ def test_forward_backward_against_golden(dtype, shape, golden, randn):
     assert_dual_benchmark(y, yg, yb, dtype=dtype)
     assert_dual_benchmark(rstd, rg, rb, dtype=torch.float32)
     dx = tileport.l2norm_bwd(x, rstd, dy, backend="triton")
-    assert_dual_benchmark(dx, golden("l2norm", x=x, dy=dy)["dx"], tileport.l2norm_bwd(x, rb, dy, backend="torch"), dtype=dtype)
+    assert_dual_benchmark(
+        dx, golden("l2norm", x=x, dy=dy)["dx"], tileport.l2norm_bwd(x, rb, dy, backend="torch"), dtype=dtype
+    )
 
 
 def test_bf16_rounds_to_nearest_even_like_torch(randn):
@@ -58,7 +60,9 @@ def test_strided_rows_and_empty_inputs(randn):
 
 
 def test_interpreter_refuses_large_shapes_by_name():
-    with pytest.raises(BackendUnavailableError, match=r"CPU interpreter takes at most 1048576 elements .*shape \(1025, 1024\)"):
+    with pytest.raises(
+        BackendUnavailableError, match=r"CPU interpreter takes at most 1048576 elements .*shape \(1025, 1024\)"
+    ):
         tileport.l2norm_fwd(torch.randn(1025, 1024), backend="triton")
 
 

@@ -21,7 +21,9 @@ from tileport.ops.spec import kernel_specs
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
 HAVE = ascend.triton_ascend_version() is not None
-needs_triton_ascend = pytest.mark.skipif(not HAVE, reason="triton-ascend is not the installed Triton here (.ci/run lowers in its second environment)")
+needs_triton_ascend = pytest.mark.skipif(
+    not HAVE, reason="triton-ascend is not the installed Triton here (.ci/run lowers in its second environment)"
+)
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 WIDTHS = (1, 100, 3000, 65536)  # block widths 1, 128, the widest bucket, and chunked rows
 
@@ -48,7 +50,9 @@ def test_every_kernel_lowers_for_a2_and_a3(op, target):
 @pytest.mark.ascend
 @needs_triton_ascend
 def test_lower_command_writes_ir_and_manifest(tmp_path):
-    result = runner.invoke(app, ["lower", "rms_norm", "--target", "ascend-a2", "--dtype", "bf16", "--dim", "4096", "--out", str(tmp_path)])
+    result = runner.invoke(
+        app, ["lower", "rms_norm", "--target", "ascend-a2", "--dtype", "bf16", "--dim", "4096", "--out", str(tmp_path)]
+    )
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "lower.json").read_text())
     assert manifest["arch"] == "Ascend910B3" and manifest["triton_ascend"] == ascend.triton_ascend_version()
@@ -86,7 +90,6 @@ def test_the_ascend_forms_run_on_the_cpu_interpreter(monkeypatch):
     if HAVE:
         pytest.skip("triton-ascend has no CPU interpreter")
     import tileport
-
     from tileport.backends.triton.common import blocks, wide
 
     monkeypatch.setenv(ascend.EMULATE, "ascend-a2")
@@ -107,8 +110,8 @@ def test_verify_on_an_npu_keeps_the_golden_on_the_cpu(monkeypatch, tmp_path):
     moved = []
     monkeypatch.setattr(devices, "npu_ready", lambda: None)
     monkeypatch.setattr(devices, "to", lambda t, device: (moved.append((device, t.dtype)), t)[1])
-    from tileport.verify import accuracy
     from tileport.cases import generate, load_suite, make_inputs
+    from tileport.verify import accuracy
 
     suite = load_suite("l2norm")
     j = accuracy.Judge(suite, "L0", "npu")

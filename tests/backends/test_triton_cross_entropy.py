@@ -56,8 +56,14 @@ def golden(x, t, w, eps, scale, cap, a=1.0, b=1.0):
     z = (cap * torch.tanh(xd / cap) if cap else xd).requires_grad_()
     lse = torch.logsumexp(z, 1)
     valid = t != IGNORE
-    loss = F.cross_entropy(z, t.long(), weight=None if w is None else w.double(), ignore_index=IGNORE,
-                           reduction="none", label_smoothing=eps)  # fmt: skip
+    loss = F.cross_entropy(
+        z,
+        t.long(),
+        weight=None if w is None else w.double(),
+        ignore_index=IGNORE,
+        reduction="none",
+        label_smoothing=eps,
+    )
     zl = torch.where(valid, scale * lse * lse, 0.0)
     (g,) = torch.autograd.grad((a * loss).sum() + (b * zl).sum(), z)
     if cap:
@@ -78,8 +84,11 @@ def check_stats(got, want, x, t, w, cap):
     zmax = x.double().abs().amax(1) if not cap else torch.full((x.shape[0],), float(cap), dtype=torch.float64)
     wmax = 1.0 if w is None else w.double().abs().max().item()
     terms = 8 * U32 * (wlse.abs() + zmax + 1) * wmax
-    for name, g, ref, tol in (("lse", lse, wlse, 8 * U32 * (wlse.abs() + zmax + 1)), ("loss", loss, wl, terms),
-                              ("z_loss", zl, wz, 16 * U32 * wz.abs())):  # fmt: skip
+    for name, g, ref, tol in (
+        ("lse", lse, wlse, 8 * U32 * (wlse.abs() + zmax + 1)),
+        ("loss", loss, wl, terms),
+        ("z_loss", zl, wz, 16 * U32 * wz.abs()),
+    ):
         err = (g.double() - ref).abs()
         bad = err > tol + 1e-30
         assert not bad.any(), f"{name}: {int(bad.sum())} off, worst {err.max():.3g} (want {ref[bad][0]:.6g})"
@@ -186,8 +195,10 @@ def test_int32_targets_as_int64():
     b = ce.forward(x, t.int(), w, IGNORE, eps, scale, cap, grad=g32)
     assert all(torch.equal(p, q) for p, q in zip(a, b)) and torch.equal(g64, g32)
     _, _, lse = a
-    assert torch.equal(ce.backward(torch.ones(5), None, x, t.int(), w, lse, IGNORE, eps, scale, cap),
-                       ce.backward(torch.ones(5), None, x, t, w, lse, IGNORE, eps, scale, cap))  # fmt: skip
+    assert torch.equal(
+        ce.backward(torch.ones(5), None, x, t.int(), w, lse, IGNORE, eps, scale, cap),
+        ce.backward(torch.ones(5), None, x, t, w, lse, IGNORE, eps, scale, cap),
+    )
 
 
 def test_ignored_rows_and_other_ignore_index():
@@ -317,6 +328,7 @@ def test_softcap_of_infinite_logits_is_the_cap():
             assert a.isfinite().all() and torch.allclose(a, b, rtol=1e-5, atol=1e-5), (dtype, a, b)
         assert g.isfinite().all() and torch.allclose(g.float(), gr.float(), rtol=1e-2, atol=1e-3), dtype
 
+
 def test_exp_reduced():
     """The softmax's exp on a GPU and Ascend (their ``tl.exp`` rounds x log2(e) and loses |x| / 2 ulps): within
     one ulp of exp over fp32's whole range, subnormal results kept, nan, inf and -inf through."""
@@ -379,8 +391,9 @@ def test_the_kernels_build_for_a_gpu():
     ptxas), in a process without the interpreter."""
     pytest.importorskip("triton.backends.nvidia", reason="this Triton has no CUDA backend")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    run = subprocess.run([sys.executable, "-c", GPU_BUILD], capture_output=True, text=True, env=env, timeout=600,
-                         check=False)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", GPU_BUILD], capture_output=True, text=True, env=env, timeout=600, check=False
+    )
     if run.returncode != 0 and "ptxas" in run.stderr and "not found" in run.stderr.lower():
         pytest.skip("no ptxas with this Triton")
     assert run.returncode == 0, run.stderr[-2000:]

@@ -97,8 +97,13 @@ def test_backward_fp32_casting(kind, dtype):
     gd, ud, dyd = g.double(), u.double(), dy.double()
     assert dg.dtype == du.dtype == dtype and dg.shape == du.shape == g.shape
     # dgate's fp32 math rounds dy * up * act' in three steps: near act's root (x ~ -1.28 / -0.75) it is absolute
-    close(dg, dyd * ud * act_grad(gd, kind), dtype, ulps=fp32_ulps(kind, g, dtype),
-          floor=4e-7 * (dyd * ud).abs().max().item())
+    close(
+        dg,
+        dyd * ud * act_grad(gd, kind),
+        dtype,
+        ulps=fp32_ulps(kind, g, dtype),
+        floor=4e-7 * (dyd * ud).abs().max().item(),
+    )
     close(du, dyd * act(gd, kind), dtype, ulps=fp32_ulps(kind, g, dtype))
 
 

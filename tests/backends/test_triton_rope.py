@@ -36,8 +36,9 @@ def positions(B, T, rows, position_ids=None, offsets=None, offset=0):
     return p, (p >= 0) & (p < rows)
 
 
-def golden(x, cos, sin, position_ids=None, offsets=None, interleaved=False, offset=0, conjugate=False,
-           dt=torch.float64):
+def golden(
+    x, cos, sin, position_ids=None, offsets=None, interleaved=False, offset=0, conjugate=False, dt=torch.float64
+):
     """The contract's rope of x [B, T, H, D] computed in ``dt`` (float64: the golden; fp32: the kernels' math,
     each product rounded, torch's CPU ops fusing none), with the sum of the pairs' products' magnitudes."""
     B, T = x.shape[:2]

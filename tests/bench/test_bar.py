@@ -10,8 +10,10 @@ def _row(provider, dtype, threads, us, shape="1024x512", mode="fwd", statistic="
 
 
 ROWS = [
-    _row("tilelang:kernel", "float32", 1, 100.0), _row("tilelang:kernel", "bfloat16", 1, 80.0),
-    _row("tilelang:kernel", "float16", 1, 125.0), _row("tilelang:kernel", "float32", 2, 55.0),
+    _row("tilelang:kernel", "float32", 1, 100.0),
+    _row("tilelang:kernel", "bfloat16", 1, 80.0),
+    _row("tilelang:kernel", "float16", 1, 125.0),
+    _row("tilelang:kernel", "float32", 2, 55.0),
     _row("tilelang:kernel", "bfloat16", 2, 60.0),
 ]
 
@@ -30,9 +32,13 @@ def test_thread_scaling_is_the_one_thread_time_over_this_ones():
 
 
 def test_a_criterion_judges_only_its_dtypes_and_says_met_or_not():
-    half = Criterion("16-bit no slower", ("fwd",), ("1024x512",), "vs_fp32", 1.0, kernel_only=True, dtypes=("float16", "bfloat16"))
+    half = Criterion(
+        "16-bit no slower", ("fwd",), ("1024x512",), "vs_fp32", 1.0, kernel_only=True, dtypes=("float16", "bfloat16")
+    )
     judged = {(j["dtype"], j["threads"]): j["met"] for j in judge_bar(ROWS, [half])}
     assert judged == {("bfloat16", 1): True, ("float16", 1): False, ("bfloat16", 2): False}  # 55 / 60 at 2 threads
     scaling = Criterion("two threads", ("fwd",), ("1024x512",), "thread_scaling", 1.6, kernel_only=True)
     assert [(j["dtype"], round(j["measured"], 3), j["met"]) for j in judge_bar(ROWS, [scaling])] == [
-        ("float32", 1.818, True), ("bfloat16", 1.333, False)]
+        ("float32", 1.818, True),
+        ("bfloat16", 1.333, False),
+    ]

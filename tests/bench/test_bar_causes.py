@@ -15,14 +15,21 @@ BAR = (
 
 
 def _row(provider, statistic, value, dtype="float32"):
-    return dict(provider=provider, mode="fwd", dtype=dtype, shape="1024x512", threads=1, statistic=statistic, value=value)
+    return dict(
+        provider=provider, mode="fwd", dtype=dtype, shape="1024x512", threads=1, statistic=statistic, value=value
+    )
 
 
 def test_each_miss_names_its_cause_and_a_met_criterion_none():
-    rows = [_row("tilelang:kernel", "bandwidth_share", 0.5), _row("tilelang:kernel", "bandwidth_share", 0.8, "bfloat16"),
-            _row("tilelang", "speedup_vs_eager", 0.9)]
+    rows = [
+        _row("tilelang:kernel", "bandwidth_share", 0.5),
+        _row("tilelang:kernel", "bandwidth_share", 0.8, "bfloat16"),
+        _row("tilelang", "speedup_vs_eager", 0.9),
+    ]
     md = table_md(bar_table(judge_bar(rows, BAR)))
-    lines = {(line.split(" | ")[0][2:], line.split(" | ")[3]): line for line in md.splitlines() if line.startswith("| ")}
+    lines = {
+        (line.split(" | ")[0][2:], line.split(" | ")[3]): line for line in md.splitlines() if line.startswith("| ")
+    }
     assert lines["fast", "float32"].endswith("| NO | [1] |")
     assert lines["fast", "bfloat16"].endswith("| yes |  |")
     assert lines["quick call", "float32"].endswith("| NO | [2] |")

@@ -71,8 +71,10 @@ def test_the_speed_bar_judges_the_specs_own_shape_classes():
     spec = get("rope")
     base = dict(mode="fwd", dtype="float32", threads=1)
     stats = (("tilelang", "speedup_vs_compile", 1.3), ("tilelang", "min_us", 10.0), ("torch-eager", "min_us", 30.0))
-    rows = [base | dict(shape=shape, provider=p, statistic=stat, value=v)
-            for shape in ("1x1024x32x128", "1x1x32x128")  # a prefill shape of the bar, a decode shape it does not name
-            for p, stat, v in stats]  # fmt: skip
+    rows = [
+        base | dict(shape=shape, provider=p, statistic=stat, value=v)
+        for shape in ("1x1024x32x128", "1x1x32x128")  # a prefill shape of the bar, a decode shape it does not name
+        for p, stat, v in stats
+    ]
     judged = judge_bar(rows, spec.bar)
     assert [(j["criterion"], j["shape"], j["met"]) for j in judged] == [("fwd vs torch.compile", "1x1024x32x128", True)]

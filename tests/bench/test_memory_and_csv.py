@@ -24,7 +24,9 @@ def test_peak_bytes_counts_allocations_not_views_or_inputs():
 
 def test_csv_appends_with_one_header_and_refuses_foreign_files(tmp_path):
     path = tmp_path / "b.csv"
-    row = dict(operator="l2norm", provider="p", mode="fwd", dtype="fp32", shape="2x3", threads=1, statistic="min_us", value=1.5)
+    row = dict(
+        operator="l2norm", provider="p", mode="fwd", dtype="fp32", shape="2x3", threads=1, statistic="min_us", value=1.5
+    )
     csvfile.append(path, [row])
     csvfile.append(path, [dict(row, value=2.5)])
     rows = csvfile.read(path)

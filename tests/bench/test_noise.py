@@ -18,7 +18,12 @@ def _rows(threads, provider, min_us, p80_us, shape="1024x512"):
 
 
 def test_a_quiet_run_has_no_noisy_group():
-    rows = _rows(1, "copy", 100, 110) + _rows(1, "tilelang", 80, 90) + _rows(2, "copy", 60, 66) + _rows(2, "tilelang", 45, 50)
+    rows = (
+        _rows(1, "copy", 100, 110)
+        + _rows(1, "tilelang", 80, 90)
+        + _rows(2, "copy", 60, 66)
+        + _rows(2, "tilelang", 45, 50)
+    )
     assert noisy_groups(rows) == {}
     in_cache = _rows(1, "copy", 100, 110) + _rows(2, "copy", 37, 40)  # 2.7x: each core's cache holds its half
     assert noisy_groups(in_cache) == {}
@@ -48,10 +53,30 @@ def test_the_speed_bar_says_which_records_are_noisy():
     rows = []
     for provider, us, p80 in (("tilelang", 10.0, 11.0), ("torch-compile", 20.0, 200.0), ("copy", 5.0, 5.5)):
         for stat, v in (("min_us", us), ("p80_us", p80)):
-            rows.append(dict(operator="rms_norm", mode=mode, dtype="float32", shape=shape, threads=1, provider=provider,
-                             statistic=stat, value=v))
-        rows.append(dict(operator="rms_norm", mode=mode, dtype="float32", shape=shape, threads=1, provider=provider,
-                         statistic="speedup_vs_compile", value=20.0 / us))
+            rows.append(
+                dict(
+                    operator="rms_norm",
+                    mode=mode,
+                    dtype="float32",
+                    shape=shape,
+                    threads=1,
+                    provider=provider,
+                    statistic=stat,
+                    value=v,
+                )
+            )
+        rows.append(
+            dict(
+                operator="rms_norm",
+                mode=mode,
+                dtype="float32",
+                shape=shape,
+                threads=1,
+                provider=provider,
+                statistic="speedup_vs_compile",
+                value=20.0 / us,
+            )
+        )
     judged = [j for j in judge_bar(rows, (c,)) if j["provider"] == "tilelang"]
     assert judged and all("torch-compile 10.0x" in j["noisy"] for j in judged)
 

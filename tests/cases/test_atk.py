@@ -35,7 +35,11 @@ def test_rms_norm_example_maps_torch_name_ranges_and_attributes():
     uniform = next(c for c in cases if c.counted and c.value_range == "uniform" and c.elements > 10000)
     v = make_inputs(s, uniform)["x"]
     assert v.abs().max() <= 100  # within the valid intervals
-    assert any(make_inputs(s, c)["x"].abs().max() > 5 for c in cases if c.counted and c.value_range == "uniform" and c.elements > 1000)
+    assert any(
+        make_inputs(s, c)["x"].abs().max() > 5
+        for c in cases
+        if c.counted and c.value_range == "uniform" and c.elements > 1000
+    )
 
 
 EXAMPLE = (EXAMPLES / "l2norm.yaml").read_text()
@@ -49,13 +53,38 @@ EXAMPLE = (EXAMPLES / "l2norm.yaml").read_text()
         ("acc: double_bm", "acc: equal", "standard.acc", "one of double_bm"),
         ("name: l2norm\n", "name: torch.no_such_function\n", "name", "a function that imports"),
         ("name: l2norm\n", "", "name", "the key is missing"),
-        ("dtype_numbers: 200", "dtype_numbers: 200\nshape_distribution: x", "shape_distribution", "one of the keys api"),
-        ("      max_length: 131072", "      max_length: 131072\n      min_length: 1", "inputs[0].shapes.min_length", "one of the keys"),
+        (
+            "dtype_numbers: 200",
+            "dtype_numbers: 200\nshape_distribution: x",
+            "shape_distribution",
+            "one of the keys api",
+        ),
+        (
+            "      max_length: 131072",
+            "      max_length: 131072\n      min_length: 1",
+            "inputs[0].shapes.min_length",
+            "one of the keys",
+        ),
         ("type: attr", "type: scalar", "inputs[1].type", "tensor or attr"),
-        ("  - name: eps", "  - name: smoothing", "inputs[1].name", "an attribute of l2norm"),  # (epsilon: an alias of eps)
+        (
+            "  - name: eps",
+            "  - name: smoothing",
+            "inputs[1].name",
+            "an attribute of l2norm",
+        ),  # (epsilon: an alias of eps)
         ("valid: {values: [[-5, 5]]}", "valid: {values: [[5, -5]]}", "inputs[0].ranges.valid.values", "low <= high"),
-        ("valid: {values: [[-5, 5]]}", "valid: {values: [[-5, 5]], weights: [1, 2]}", "inputs[0].ranges.valid.weights", "1 positive numbers"),
-        ("dtypes: {values: [float32, float16, bfloat16]}", "dtypes: {values: [float32, int8]}", "inputs[0].dtypes.values", "fp32, fp16, bf16"),
+        (
+            "valid: {values: [[-5, 5]]}",
+            "valid: {values: [[-5, 5]], weights: [1, 2]}",
+            "inputs[0].ranges.valid.weights",
+            "1 positive numbers",
+        ),
+        (
+            "dtypes: {values: [float32, float16, bfloat16]}",
+            "dtypes: {values: [float32, int8]}",
+            "inputs[0].dtypes.values",
+            "fp32, fp16, bf16",
+        ),
         ("extra_numbers: none", "extra_numbers: some", "extra_numbers", "all, none, or a number"),
     ],
 )
@@ -70,8 +99,13 @@ def test_malformed_atk_file_names_file_key_and_expectation(tmp_path, old, new, k
 
 
 def test_a_second_tensor_may_not_declare_shapes(tmp_path):
-    text = (EXAMPLES / "rms_norm.yaml").read_text().replace(
-        "  - name: weight\n    type: tensor\n", "  - name: weight\n    type: tensor\n    shapes: {dim_numbers: {values: [1]}}\n"
+    text = (
+        (EXAMPLES / "rms_norm.yaml")
+        .read_text()
+        .replace(
+            "  - name: weight\n    type: tensor\n",
+            "  - name: weight\n    type: tensor\n    shapes: {dim_numbers: {values: [1]}}\n",
+        )
     )
     path = tmp_path / "atk.yaml"
     path.write_text(text)
@@ -115,13 +149,19 @@ inputs:
     [
         ("outputs: [y]\n", "outputs", "not supported yet"),
         ("shape_distributions: {}\n", "shape_distributions", "not supported yet"),
-        ("  - {name: epsilon, type: attr, ranges: {valid: {values: [1.0e-6, 1.0e-5]}}, dtypes: {values: [int]}}\n",
-         "inputs[1].ranges.valid.values", "values of dtype int for 'eps'"),
-        ("  - {name: epsilon, type: attr, ranges: {valid: {values: [1.0e-6, 1.0e-5], weights: [1]}}}\n",
-         "inputs[1].ranges.valid.weights", "2 positive numbers, one per interval"),
+        (
+            "  - {name: epsilon, type: attr, ranges: {valid: {values: [1.0e-6, 1.0e-5]}}, dtypes: {values: [int]}}\n",
+            "inputs[1].ranges.valid.values",
+            "values of dtype int for 'eps'",
+        ),
+        (
+            "  - {name: epsilon, type: attr, ranges: {valid: {values: [1.0e-6, 1.0e-5], weights: [1]}}}\n",
+            "inputs[1].ranges.valid.weights",
+            "2 positive numbers, one per interval",
+        ),
         ("  - {name: gamma2, type: tensor}\n", "inputs[1].name", "by the API's names: input, weight"),
     ],
-)  # fmt: skip
+)
 def test_kit_keys_and_attribute_values_are_checked_by_name(tmp_path, extra, key, message):
     text = BASE + extra if extra.startswith("  -") else extra + BASE
     with pytest.raises(CaseFileError, match=message) as info:

@@ -27,7 +27,7 @@ def test_tensors_in_their_declared_shapes_and_dtypes():
     for case in [c for c in generate(ROPE, "quick") if c.all_elements < 1 << 20][:200:3]:  # not the 2^31 borders
         inputs = make_inputs(ROPE, case)
         b = dims.bind_sizes(DECL, dict(case.sizes))
-        for name, shape in case.shapes:
+        for name, _shape in case.shapes:
             assert tuple(inputs[name].shape) == b.shape_of(name), (case.describe(), name)
             assert inputs[name].dtype == (dict(case.int_dtypes).get(name) or case.dtype)
         present = {n: inputs[n] for n in ("q", "k", "cos", "sin", "position_ids", "offsets")}
@@ -211,17 +211,25 @@ def test_a_forward_suite_draws_no_output_gradients(tmp_path, monkeypatch):
         ("C: [1, 40]}", "}", "dims", "missing: C"),
         ("C: [1, 40]}", "C: [1, 40], M: [1, 2]}", "dims.M", "a dimension of the declaration"),
         ("C: [1, 40]", "C: [1, K]", "dims.C[0].range", "over the dimensions above"),
-        ("  - {name: lengths, type: tensor, dtypes: {values: [int32]}, values: {kind: lengths, low: 0, high: C}}\n", "",
-         "inputs", "missing: lengths"),
+        (
+            "  - {name: lengths, type: tensor, dtypes: {values: [int32]}, values: {kind: lengths, low: 0, high: C}}\n",
+            "",
+            "inputs",
+            "missing: lengths",
+        ),
         ("values: {kind: lengths, low: 0, high: C}", "dtypes: {values: [int32]}", "inputs[2].values", "a value rule"),
         ("{values: [int32]}, values", "{values: [float32]}, values", "inputs[2].dtypes.values", "int64, int32"),
-        ("mask, type: tensor, required: false}", "mask, type: tensor, values: {kind: index}}", "inputs[3].values",
-         "no value rule for a bool"),
+        (
+            "mask, type: tensor, required: false}",
+            "mask, type: tensor, values: {kind: index}}",
+            "inputs[3].values",
+            "no value rule for a bool",
+        ),
         ("{kind: index, ignore: 0.2}", "{kind: index, ignore: 1.5}", "inputs[1].values.ignore", "a share from 0 to 1"),
         ("max_length: 6000", "max_length: 6000\nextra_share: 0.1", "extra_share", "no extra cases yet"),
         ("outputs: [y]", "outputs: [z]", "outputs", "names of toy_gather's outputs"),
     ],
-)  # fmt: skip
+)
 def test_a_malformed_suite_names_the_key(tmp_path, monkeypatch, old, new, key, expected):
     monkeypatch.setitem(s.specs(), TOY.name, TOY)
     text = TOY_SUITE.format(backward="true")

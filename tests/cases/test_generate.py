@@ -33,8 +33,10 @@ def test_level_counts_split_among_dtypes_specials_beyond_the_scale():
     assert sum(c.counted for c in only) == 48 and {c.dtype for c in only} == {torch.bfloat16}
 
 
-@pytest.mark.parametrize("level,shares", [("L0", {"uniform": 0.5, "normal": 0.5}),
-                                          ("L1", {"tiny": 0.1, "uniform": 0.3, "normal": 0.4, "outliers": 0.2})])  # fmt: skip
+@pytest.mark.parametrize(
+    "level,shares",
+    [("L0", {"uniform": 0.5, "normal": 0.5}), ("L1", {"tiny": 0.1, "uniform": 0.3, "normal": 0.4, "outliers": 0.2})],
+)
 def test_value_mix_follows_the_standard(level, shares):
     counted = [c for c in generate(SUITE, level, dtypes=[torch.float32]) if c.counted]
     got = collections.Counter(c.value_range for c in counted)
@@ -58,7 +60,11 @@ def test_every_dimension_count_and_the_l0_steps():
 
 
 def test_values_mean_what_the_case_says():
-    cases = [c for c in generate(SUITE, "L1", dtypes=[torch.float32]) if c.counted and c.elements >= 4000 and "weight" not in c.omitted]
+    cases = [
+        c
+        for c in generate(SUITE, "L1", dtypes=[torch.float32])
+        if c.counted and c.elements >= 4000 and "weight" not in c.omitted
+    ]
     first = {c.value_range: c for c in reversed(cases)}
     u, t = make_inputs(SUITE, first["uniform"])["x"], make_inputs(SUITE, first["tiny"])["x"]
     assert u.abs().max() <= 5 and u.abs().max() > 4 and t.abs().max() <= 1e-3
@@ -74,7 +80,9 @@ def test_values_mean_what_the_case_says():
 
 
 def test_outliers_stay_in_the_dtype_range():
-    o = next(c for c in generate(SUITE, "L1", dtypes=[torch.float16]) if c.value_range == "outliers" and c.elements > 2000)
+    o = next(
+        c for c in generate(SUITE, "L1", dtypes=[torch.float16]) if c.value_range == "outliers" and c.elements > 2000
+    )
     x = make_inputs(SUITE, o)["x"]
     assert torch.isfinite(x).all() and x.abs().max() > 1000
 
@@ -85,8 +93,12 @@ def test_special_scenarios_per_dtype():
     for c in cases:
         by[c.scenario].append(c)
     assert sorted(c.shape for c in by["empty"]) == [(0, 3, 16), (2, 0, 16), (2, 3, 0)]
-    assert sorted(len(c.shape) for c in by["lower_border"]) == list(range(1, 9)) and all(c.elements == 1 for c in by["lower_border"])
-    assert {c.shape for c in by["upper_border"]} == {(2**31, 1), (1, 2**31)} and [c.shape for c in by["scalar"]] == [(1,)]
+    assert sorted(len(c.shape) for c in by["lower_border"]) == list(range(1, 9)) and all(
+        c.elements == 1 for c in by["lower_border"]
+    )
+    assert {c.shape for c in by["upper_border"]} == {(2**31, 1), (1, 2**31)} and [c.shape for c in by["scalar"]] == [
+        (1,)
+    ]
     for what in ("nan", "inf", "-inf", "mixed_inf"):
         group = by[f"all_{what}"]
         assert collections.Counter(c.filled for c in group) == {"x": 4, "weight": 4, "dy": 4}
@@ -118,7 +130,13 @@ def test_a_smaller_level_is_a_prefix_of_a_larger_one():
         if not c.counted:
             continue
         twin = by_key[(c.dtype, c.rank)]
-        assert (twin.shape, twin.value_range, twin.attrs, twin.mu, twin.seed) == (c.shape, c.value_range, c.attrs, c.mu, c.seed)
+        assert (twin.shape, twin.value_range, twin.attrs, twin.mu, twin.seed) == (
+            c.shape,
+            c.value_range,
+            c.attrs,
+            c.mu,
+            c.seed,
+        )
 
 
 def test_l2_has_a_model_third_from_the_captured_activations():

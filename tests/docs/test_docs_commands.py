@@ -49,7 +49,7 @@ def shortened(args: list[str], tmp: Path) -> list[str]:
         for run in args[1:3]:
             runs.append(str(tmp / run))
             assert CliRunner().invoke(app, ["verify", "--api", "torch.nn.functional.silu", "--level", "quick", "--dtype", "fp32",
-                                            "--out", runs[-1]]).exit_code == 0  # fmt: skip
+                                            "--out", runs[-1]]).exit_code == 0
         return ["compare", *runs, "--out", str(tmp / "c")]
     if "--benchmark-run" in args:  # the benchmark run comes from another machine: tests/verify/test_competitor.py
         i = args.index("--benchmark-run")
@@ -68,10 +68,10 @@ def shortened(args: list[str], tmp: Path) -> list[str]:
         if "--plot" in keep:  # needs rows first
             assert CliRunner().invoke(app, ["bench", op, "--shape", "33x100", "--dtype", "fp32", "--threads", "1",
                                             "--mode", "fwd", "--no-compile", "--budget", "0.02", "--csv", str(tmp / "b.csv"),
-                                            "--out", str(tmp / "b")]).exit_code == 0  # fmt: skip
+                                            "--out", str(tmp / "b")]).exit_code == 0
             return keep + ["--csv", str(tmp / "b.csv"), "--out", str(tmp / "b")]
         return keep + ["--shape", "33x100", "--dtype", "fp32", "--threads", "1", "--mode", "fwd", "--no-compile",
-                       "--budget", "0.02", "--csv", str(tmp / "b.csv"), "--out", str(tmp / "b")]  # fmt: skip
+                       "--budget", "0.02", "--csv", str(tmp / "b.csv"), "--out", str(tmp / "b")]
     if name == "cases":
         return args + ["--out", str(tmp / "cases.json")]
     if name == "scaffold":  # writing into the checkout is tests/test_scaffold.py's job, in a copy

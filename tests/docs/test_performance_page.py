@@ -25,7 +25,7 @@ def page(tmp_path, monkeypatch):
 
 def _rows(run, machine, kernel_us):
     base = dict(operator="l2norm", mode="fwd", dtype="fp32", shape="1024x512", threads=1, statistic="min_us",
-                machine=machine, versions="torch 2.13.0+cpu", run=run, workload="")  # fmt: skip
+                machine=machine, versions="torch 2.13.0+cpu", run=run, workload="")
     us = {"tilelang": 100.0, "tilelang:kernel": kernel_us, "torch-eager": 300.0, "torch-compile": 160.0, "copy": 50.0}
     rows = [base | dict(provider=p, value=v) for p, v in us.items()]
     rows += [base | dict(provider=p, statistic="bandwidth_share", value=50.0 / v) for p, v in us.items()]

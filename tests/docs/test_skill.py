@@ -33,7 +33,7 @@ def test_the_skill_ships_its_quickstart_and_readme():
         "is_npu=True", "1-D grid", "threads 1 or 2", "T.alloc_ub", "T.tile.", "warp", "mask",  # the API map
         "Newton-Raphson", "glibc >= 2.38", "Python.h", "bisheng", "CANN",  # the pitfalls
     ],
-)  # fmt: skip
+)
 def test_skill_covers(must):
     assert must in (SKILL / "SKILL.md").read_text()
 

@@ -90,7 +90,9 @@ def test_no_npu_and_a_broken_npu_stack():
     )
     f = checks.npu(probe(can_import=lambda n: True, import_module=lambda n: npu_mod))
     assert f.status == "ok" and "Ascend910B2 (npu-arch32)" in f.detail and "Ascend950PR (npu-arch35)" in f.detail
-    npu_310 = types.SimpleNamespace(npu=types.SimpleNamespace(device_count=lambda: 1, get_device_name=lambda i: "Ascend310P3"))
+    npu_310 = types.SimpleNamespace(
+        npu=types.SimpleNamespace(device_count=lambda: 1, get_device_name=lambda i: "Ascend310P3")
+    )
     f = checks.npu(probe(can_import=lambda n: True, import_module=lambda n: npu_310))
     assert f.status == "warn" and "Ascend310P3 (unsupported architecture" in f.detail  # named, not "the check failed"
 
@@ -98,7 +100,9 @@ def test_no_npu_and_a_broken_npu_stack():
 def test_autoload_and_cann():
     f = checks.autoload(probe(can_import=lambda n: True, environ={}))
     assert f.status == "warn" and "TORCH_DEVICE_BACKEND_AUTOLOAD=0" in f.fix
-    assert checks.autoload(probe(can_import=lambda n: True, environ={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})).status == "ok"
+    assert (
+        checks.autoload(probe(can_import=lambda n: True, environ={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})).status == "ok"
+    )
     assert checks.cann(probe(which=lambda n: None, environ={})).status == "info"
     f = checks.cann(probe(which=lambda n: None, environ={"ASCEND_HOME_PATH": "/usr/local/Ascend"}))
     assert f.status == "warn" and "bisheng not on PATH" in f.detail
@@ -107,7 +111,11 @@ def test_autoload_and_cann():
 
 def test_nvcc_present_or_absent():
     assert checks.nvcc(probe(which=lambda n: None)).status == "info"
-    f = checks.nvcc(probe(which=lambda n: "/usr/local/cuda/bin/nvcc", run=lambda c: "Cuda compilation tools, release 13.0, V13.0.48"))
+    f = checks.nvcc(
+        probe(
+            which=lambda n: "/usr/local/cuda/bin/nvcc", run=lambda c: "Cuda compilation tools, release 13.0, V13.0.48"
+        )
+    )
     assert f.status == "ok" and "release 13.0" in f.detail
 
 

@@ -37,7 +37,12 @@ def test_forward_backward_match_golden(backend, dtype, D, weighted, golden, rand
     assert got["residual_out"].dtype == dtype and torch.equal(got["residual_out"], (x.float() + r.float()).to(dtype))
     assert set(got) == set(bm)
     for name in got:
-        assert_dual_benchmark(got[name], gold[name], bm[name], dtype=torch.float32 if name in ("rstd", "dweight") and dtype != torch.float32 else dtype)
+        assert_dual_benchmark(
+            got[name],
+            gold[name],
+            bm[name],
+            dtype=torch.float32 if name in ("rstd", "dweight") and dtype != torch.float32 else dtype,
+        )
 
 
 @pytest.mark.parametrize("backend", ["tilelang", "triton"])
@@ -80,7 +85,9 @@ def test_non_contiguous_inputs_give_the_bits_of_their_contiguous_copies(backend,
     assert all(torch.equal(a, b) for a, b in zip(got, want))
     dy, dres = randn(300, 24, dtype=torch.bfloat16, seed=3).t(), base[:, 0, :]
     g1 = tileport.add_rms_norm_bwd(got[1], got[2], dy, w, dresidual_out=dres, backend=backend)
-    g2 = tileport.add_rms_norm_bwd(got[1], got[2], dy.contiguous(), w.contiguous(), dresidual_out=dres.contiguous(), backend=backend)
+    g2 = tileport.add_rms_norm_bwd(
+        got[1], got[2], dy.contiguous(), w.contiguous(), dresidual_out=dres.contiguous(), backend=backend
+    )
     assert all(torch.equal(a, b) for a, b in zip(g1, g2))
 
 
@@ -107,7 +114,9 @@ def test_empty_inputs(shape, backend):
     assert y.shape == s.shape == x.shape and rstd.shape == x.shape[:-1]
     if rstd.numel():  # D = 0: the mean of nothing is nan, as torch's mean
         assert torch.isnan(rstd).all()
-    dsum, dw = tileport.add_rms_norm_bwd(s, rstd, torch.randn(shape), w, dresidual_out=torch.randn(shape), backend=backend)
+    dsum, dw = tileport.add_rms_norm_bwd(
+        s, rstd, torch.randn(shape), w, dresidual_out=torch.randn(shape), backend=backend
+    )
     assert dsum.shape == x.shape and torch.equal(dw, torch.zeros_like(w))
 
 
@@ -143,8 +152,13 @@ def test_custom_ops_pass_opcheck_and_compile_fullgraph_without_recompiling():
     args = (x, r, w, 1e-6, 0.0, torch.float32, torch.float32, None)
     torch.library.opcheck(torch.ops.tileport.add_rms_norm_fwd.default, args)
     _, s, rstd = torch.ops.tileport.add_rms_norm_fwd(*args)
-    torch.library.opcheck(torch.ops.tileport.add_rms_norm_bwd.default, (s, rstd, torch.randn(3, 4, 16), torch.randn(3, 4, 16), w, 0.0, 1e-6, None))
-    torch.library.opcheck(torch.ops.tileport.add_rms_norm_bwd.default, (s, rstd, torch.randn(3, 4, 16), None, None, 0.0, 1e-6, None))
+    torch.library.opcheck(
+        torch.ops.tileport.add_rms_norm_bwd.default,
+        (s, rstd, torch.randn(3, 4, 16), torch.randn(3, 4, 16), w, 0.0, 1e-6, None),
+    )
+    torch.library.opcheck(
+        torch.ops.tileport.add_rms_norm_bwd.default, (s, rstd, torch.randn(3, 4, 16), None, None, 0.0, 1e-6, None)
+    )
 
     counter = CompileCounter()
     layer = tileport.AddRMSNorm(64)

@@ -202,8 +202,9 @@ def test_every_target_ignored(backend):
     """As torch: "mean" is nan (0 / 0), "sum" and "none" 0, and the gradient is 0."""
     x, t = _logits((5, 9), torch.float32), torch.full((5,), IGNORE)
     for reduction, expect in (("mean", float("nan")), ("sum", 0.0)):
-        loss, dx = _loss_and_grad(lambda v, r=reduction: tileport.cross_entropy(v, t, reduction=r, lse_square_scale=1e-3,
-                                                                    backend=backend), x)  # fmt: skip
+        loss, dx = _loss_and_grad(
+            lambda v, r=reduction: tileport.cross_entropy(v, t, reduction=r, lse_square_scale=1e-3, backend=backend), x
+        )
         torch.testing.assert_close(loss, torch.tensor(expect), equal_nan=True)
         assert bool((dx == 0).all())
     assert bool((tileport.cross_entropy(x, t, reduction="none", backend=backend) == 0).all())
@@ -220,8 +221,17 @@ def test_z_loss_softcap_and_return_z_loss(backend, reduction, softcap):
     x, t, w = _logits((19, 31), dtype, seed=7), _targets((19,), 31, seed=7), _weight(31, dtype)
     kw = {"eps": 0.1, "scale": 1e-2, "softcap": softcap, "reduction": reduction}
     leaf = x.detach().clone().requires_grad_(True)
-    loss, z = tileport.cross_entropy(leaf, t, w, reduction=reduction, label_smoothing=0.1, lse_square_scale=1e-2,
-                                     softcap=softcap, return_z_loss=True, backend=backend)  # fmt: skip
+    loss, z = tileport.cross_entropy(
+        leaf,
+        t,
+        w,
+        reduction=reduction,
+        label_smoothing=0.1,
+        lse_square_scale=1e-2,
+        softcap=softcap,
+        return_z_loss=True,
+        backend=backend,
+    )
     ref = x.double().requires_grad_(True)
     rloss, rz = _plain(ref, t, w.double(), **kw)
     torch.testing.assert_close(loss.double(), rloss.detach(), **tol)
@@ -315,28 +325,50 @@ def test_int32_targets_and_empty_batch():
 @pytest.mark.parametrize(
     "call, exc, message",
     [
-        (lambda x, t: tileport.cross_entropy(x, torch.tensor([0, 9, 1])), IndexError,
-         r"^target\[1\] = 9 is outside \[0, C\) = \[0, 9\) and is not ignore_index = -100$"),
+        (
+            lambda x, t: tileport.cross_entropy(x, torch.tensor([0, 9, 1])),
+            IndexError,
+            r"^target\[1\] = 9 is outside \[0, C\) = \[0, 9\) and is not ignore_index = -100$",
+        ),
         (lambda x, t: tileport.cross_entropy(x, torch.tensor([0, -3, 1])), IndexError, r"target\[1\] = -3 is outside"),
         (lambda x, t: tileport.cross_entropy(x, torch.tensor([0, -3, 1]), ignore_index=-3), None, None),
         (lambda x, t: tileport.cross_entropy(x.long(), t), TypeError, r"^input must be a floating torch.Tensor"),
-        (lambda x, t: tileport.cross_entropy(x.half(), t, torch.ones(9)), TypeError,
-         r"^weight must have the dtype of input \(torch.float16\), got torch.float32$"),
+        (
+            lambda x, t: tileport.cross_entropy(x.half(), t, torch.ones(9)),
+            TypeError,
+            r"^weight must have the dtype of input \(torch.float16\), got torch.float32$",
+        ),
         (lambda x, t: tileport.cross_entropy(x, t.bool()), TypeError, r"^target must have an integer dtype"),
-        (lambda x, t: tileport.cross_entropy(x, t[:2]), ValueError,
-         r"^target of class indices must have shape \(3,\) \(input's \(3, 9\) without its class dimension 1\), got \(2,\)$"),
-        (lambda x, t: tileport.cross_entropy(x, torch.rand(3, 8)), ValueError,
-         r"^target of class probabilities must have input's shape \(3, 9\), got \(3, 8\)$"),
+        (
+            lambda x, t: tileport.cross_entropy(x, t[:2]),
+            ValueError,
+            (
+                r"^target of class indices must have shape \(3,\) \(input's \(3, 9\) without its class dimension 1\), "
+                r"got "
+                r"\(2,\)$"
+            ),
+        ),
+        (
+            lambda x, t: tileport.cross_entropy(x, torch.rand(3, 8)),
+            ValueError,
+            r"^target of class probabilities must have input's shape \(3, 9\), got \(3, 8\)$",
+        ),
         (lambda x, t: tileport.cross_entropy(x, t, torch.ones(8)), ValueError, r"weight"),
-        (lambda x, t: tileport.cross_entropy(x, t, reduction="avg"), ValueError,
-         r"^'avg' is not a valid value for reduction \(one of: none, sum, mean\)$"),
+        (
+            lambda x, t: tileport.cross_entropy(x, t, reduction="avg"),
+            ValueError,
+            r"^'avg' is not a valid value for reduction \(one of: none, sum, mean\)$",
+        ),
         (lambda x, t: tileport.cross_entropy(x, t, softcap=0.0), ValueError, r"^softcap must be None or > 0, got 0.0$"),
-        (lambda x, t: tileport.cross_entropy(x, t, label_smoothing=1.5), ValueError,
-         r"^label_smoothing must be in \[0, 1\], got 1.5$"),
+        (
+            lambda x, t: tileport.cross_entropy(x, t, label_smoothing=1.5),
+            ValueError,
+            r"^label_smoothing must be in \[0, 1\], got 1.5$",
+        ),
         (lambda x, t: tileport.cross_entropy(x, t, lse_square_scale=-1.0), ValueError, r"^lse_square_scale must be"),
         (lambda x, t: tileport.cross_entropy(x[0, 0], t), ValueError, r"^input must have at least 1 dimension"),
     ],
-)  # fmt: skip
+)
 def test_errors_name_the_problem(call, exc, message):
     x, t = _logits((3, 9), torch.float32), torch.tensor([0, 8, IGNORE])
     if exc is None:

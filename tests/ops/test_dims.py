@@ -42,17 +42,32 @@ def test_shape_items():
         ("T, D", "malformed shape 'T, D': it must be written in brackets, as in '[*batch, T, D]'"),
         ("[T,,D]", "malformed shape '[T,,D]': item 2 (column 3) is empty"),
         ("[T, ]", "malformed shape '[T, ]': item 2 (column 4) is empty"),
-        ("[T, R/]", ("malformed shape '[T, R/]': item 2 (column 4) 'R/' is not a dimension "
-                    "(NAME, k*NAME, NAME/k, an int, *NAME or *)")),
-        ("[2.5]", ("malformed shape '[2.5]': item 1 (column 1) '2.5' is not a dimension "
-                  "(NAME, k*NAME, NAME/k, an int, *NAME or *)")),
-        ("[F*2]", ("malformed shape '[F*2]': item 1 (column 1) 'F*2' is not a dimension "
-                  "(NAME, k*NAME, NAME/k, an int, *NAME or *)")),
+        (
+            "[T, R/]",
+            (
+                "malformed shape '[T, R/]': item 2 (column 4) 'R/' is not a dimension "
+                "(NAME, k*NAME, NAME/k, an int, *NAME or *)"
+            ),
+        ),
+        (
+            "[2.5]",
+            (
+                "malformed shape '[2.5]': item 1 (column 1) '2.5' is not a dimension "
+                "(NAME, k*NAME, NAME/k, an int, *NAME or *)"
+            ),
+        ),
+        (
+            "[F*2]",
+            (
+                "malformed shape '[F*2]': item 1 (column 1) 'F*2' is not a dimension "
+                "(NAME, k*NAME, NAME/k, an int, *NAME or *)"
+            ),
+        ),
         ("[0*F]", "malformed shape '[0*F]': item 1 (column 1) '0*F': the factor must be a positive int, got 0"),
         ("[R/0]", "malformed shape '[R/0]': item 1 (column 1) 'R/0': the factor must be a positive int, got 0"),
         ("[*a, T, *]", "malformed shape '[*a, T, *]': 2 variadic items (*a, *); at most one"),
     ],
-)  # fmt: skip
+)
 def test_malformed_shapes_are_refused_by_name(text, message):
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         parse_shape(text)
@@ -95,20 +110,36 @@ def test_declaration_fields():
     ("text", "message"),
     [
         ("x [*, D]", "malformed declaration 'x [*, D]': expected 'NAME: [SHAPE] ...', as in 'x: [*, D] float grad'"),
-        ("x: [*, D] floot", ("malformed declaration 'x: [*, D] floot': unknown word 'floot' "
-                            "(a dtype class, grad, optional, in)")),
-        ("t: [N] index grad", ("malformed declaration 't: [N] index grad': t: a index tensor cannot be "
-                              "differentiable (grad)")),
-        ("t: [N] float in [0, C)", ("malformed declaration 't: [N] float in [0, C)': t: only integer tensors "
-                                   "(int64, int32, index) have a value range, not float")),
-        ("t: [N] index in [0, C]", ("malformed declaration 't: [N] index in [0, C]': a range is written "
-                                   "'in [LOW, HIGH)' or 'in [LOW, HIGH) or A, B'")),
-        ("cos: [T] like:cos", ("malformed declaration 'cos: [T] like:cos': cos: 'like:cos' must name another "
-                              "tensor, as in 'like:x'")),
+        (
+            "x: [*, D] floot",
+            ("malformed declaration 'x: [*, D] floot': unknown word 'floot' (a dtype class, grad, optional, in)"),
+        ),
+        (
+            "t: [N] index grad",
+            ("malformed declaration 't: [N] index grad': t: a index tensor cannot be differentiable (grad)"),
+        ),
+        (
+            "t: [N] float in [0, C)",
+            (
+                "malformed declaration 't: [N] float in [0, C)': t: only integer tensors "
+                "(int64, int32, index) have a value range, not float"
+            ),
+        ),
+        (
+            "t: [N] index in [0, C]",
+            (
+                "malformed declaration 't: [N] index in [0, C]': a range is written "
+                "'in [LOW, HIGH)' or 'in [LOW, HIGH) or A, B'"
+            ),
+        ),
+        (
+            "cos: [T] like:cos",
+            ("malformed declaration 'cos: [T] like:cos': cos: 'like:cos' must name another tensor, as in 'like:x'"),
+        ),
         ("1x: [T]", "malformed declaration '1x: [T]': a tensor's name must be an identifier, got '1x'"),
         ("x: [T,,D]", "malformed declaration 'x: [T,,D]': malformed shape '[T,,D]': item 2 (column 3) is empty"),
     ],
-)  # fmt: skip
+)
 def test_malformed_declarations_are_refused_by_name(text, message):
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         decl(text)
@@ -119,8 +150,11 @@ def test_tensor_decl_checks_its_fields():
         dims.TensorDecl("t", "[N]", "index", low=0)
     with pytest.raises(ValueError, match=r"^t: allowed values \(-1,\) need a value range to be exempt from$"):
         dims.TensorDecl("t", "[N]", "index", allow=(-1,))
-    with pytest.raises(ValueError, match=r"^x: unknown dtype class 'half' \(one of float, int64, int32, index, "
-                                         r"bool, like:OTHER, stat:OTHER\)$"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"^x: unknown dtype class 'half' \(one of float, int64, int32, index, "
+        r"bool, like:OTHER, stat:OTHER\)$",
+    ):
         dims.TensorDecl("x", "[D]", "half")
     with pytest.raises(TypeError, match=r"^a declaration must be a string such as 'x: \[\*, D\] float grad', got int$"):
         decl(3)
@@ -143,18 +177,28 @@ def test_constraints_evaluate_over_sizes():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("R ** 2 < D", ("malformed constraint 'R ** 2 < D': R ** 2 is not allowed (names, ints, + - * / // %, "
-                       "comparisons)")),
-        ("__import__('os').system('true') == 0", ("malformed constraint \"__import__('os').system('true') == 0\": "
-         "__import__('os').system('true') is not allowed (names, ints, + - * / // %, comparisons)")),
+        (
+            "R ** 2 < D",
+            ("malformed constraint 'R ** 2 < D': R ** 2 is not allowed (names, ints, + - * / // %, comparisons)"),
+        ),
+        (
+            "__import__('os').system('true') == 0",
+            (
+                "malformed constraint \"__import__('os').system('true') == 0\": "
+                "__import__('os').system('true') is not allowed (names, ints, + - * / // %, comparisons)"
+            ),
+        ),
         ("R <= 2.5", "malformed constraint 'R <= 2.5': 2.5 is not allowed (names, ints, + - * / // %, comparisons)"),
         ("R in D", "malformed constraint 'R in D': 'in' is not allowed (names, ints, + - * / // %, comparisons)"),
-        ("R is not D", "malformed constraint 'R is not D': 'is not' is not allowed (names, ints, + - * / // %, comparisons)"),
+        (
+            "R is not D",
+            "malformed constraint 'R is not D': 'is not' is not allowed (names, ints, + - * / // %, comparisons)",
+        ),
         ("R", "malformed constraint 'R': it must be a comparison (<, <=, >, >=, ==, !=)"),
         ("R < D and D < 9", "malformed constraint 'R < D and D < 9': it must be a comparison (<, <=, >, >=, ==, !=)"),
         ("R <=", "malformed constraint 'R <=': invalid syntax"),
     ],
-)  # fmt: skip
+)
 def test_malformed_constraints_are_refused(text, message):
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         dims.constraint(text)
@@ -176,13 +220,25 @@ def test_a_constraint_dividing_by_zero_says_so():
         ({"inputs": ("a: [D] like:b", "b: [D] like:a")}, "the dtypes go round: a like b like a"),
         ({"inputs": ("x: [*B, D]", "y: [B]")}, "B is a variadic dimension in x but a single one in y"),
         ({"inputs": ("x: [C]",), "attrs": ("C",)}, "C named both a dimension and an attribute"),
-        ({"inputs": ("t: [N] index in [0, K)",)}, "t's value range reads K, which is neither a dimension nor an attribute"),
+        (
+            {"inputs": ("t: [N] index in [0, K)",)},
+            "t's value range reads K, which is neither a dimension nor an attribute",
+        ),
         ({"inputs": ("t: [N] index in [0, N) or pad",)}, "t's allowed value pad is not an attribute (attrs: none)"),
-        ({"inputs": ("x: [*B, D]",), "where": ("B < D",)}, "the constraint B < D reads B, which is a variadic run, not a size"),
-        ({"inputs": ("x: [D]",), "where": ("R <= D",)}, "the constraint R <= D reads R, which is neither a dimension nor an attribute"),
-        ({"inputs": ("x: [*, D]",), "outputs": ("y: [*, F]",)}, "y [*, F] has F, which no input has: its size cannot be derived"),
+        (
+            {"inputs": ("x: [*B, D]",), "where": ("B < D",)},
+            "the constraint B < D reads B, which is a variadic run, not a size",
+        ),
+        (
+            {"inputs": ("x: [D]",), "where": ("R <= D",)},
+            "the constraint R <= D reads R, which is neither a dimension nor an attribute",
+        ),
+        (
+            {"inputs": ("x: [*, D]",), "outputs": ("y: [*, F]",)},
+            "y [*, F] has F, which no input has: its size cannot be derived",
+        ),
     ],
-)  # fmt: skip
+)
 def test_inconsistent_declarations_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         Declaration(**kwargs)
@@ -208,8 +264,12 @@ ROPE = Declaration(
 
 
 def _rope(B=2, T=16, Hq=8, Hk=2, D=64, R=64, **changed):
-    tensors = {"q": torch.randn(B, T, Hq, D), "k": torch.randn(B, T, Hk, D), "cos": torch.randn(T, R // 2),
-               "sin": torch.randn(T, R // 2)}  # fmt: skip
+    tensors = {
+        "q": torch.randn(B, T, Hq, D),
+        "k": torch.randn(B, T, Hk, D),
+        "cos": torch.randn(T, R // 2),
+        "sin": torch.randn(T, R // 2),
+    }
     return tensors | changed
 
 
@@ -227,21 +287,42 @@ def test_rope_binds_each_dimension_once():
         ({"cos": torch.randn(15, 32)}, ValueError, "cos has T = 15 (its dim 0) but q has T = 16 (its dim 1)"),
         ({"k": torch.randn(2, 16, 2, 32)}, ValueError, "k has D = 32 (its dim 3) but q has D = 64 (its dim 3)"),
         ({"sin": torch.randn(16, 30)}, ValueError, "sin has R/2 = 30 (its dim 1) but cos has R/2 = 32 (its dim 1)"),
-        ({"cos": torch.randn(16, 40), "sin": torch.randn(16, 40)}, ValueError,
-         "the sizes must satisfy R <= D, got R = 80, D = 64"),
+        (
+            {"cos": torch.randn(16, 40), "sin": torch.randn(16, 40)},
+            ValueError,
+            "the sizes must satisfy R <= D, got R = 80, D = 64",
+        ),
         ({"k": torch.randn(2, 16, 3, 64)}, ValueError, "the sizes must satisfy Hq % Hk == 0, got Hq = 8, Hk = 3"),
-        ({"q": torch.randn(16, 8, 64)}, ValueError, "q must have 4 dimensions ([B, T, Hq, D]), got 3 (shape (16, 8, 64))"),
-        ({"cos": torch.randn(16, 32).half()}, TypeError, "cos must have the dtype of q (torch.float32), got torch.float16"),
-        ({"q": torch.randn(2, 16, 8, 64).double()}, TypeError, "k must have the dtype of q (torch.float64), got torch.float32"),
-        ({"q": torch.zeros(2, 16, 8, 64, dtype=torch.int64)}, TypeError,
-         "q must have a floating dtype (float16, bfloat16, float32, float64), got torch.int64"),
+        (
+            {"q": torch.randn(16, 8, 64)},
+            ValueError,
+            "q must have 4 dimensions ([B, T, Hq, D]), got 3 (shape (16, 8, 64))",
+        ),
+        (
+            {"cos": torch.randn(16, 32).half()},
+            TypeError,
+            "cos must have the dtype of q (torch.float32), got torch.float16",
+        ),
+        (
+            {"q": torch.randn(2, 16, 8, 64).double()},
+            TypeError,
+            "k must have the dtype of q (torch.float64), got torch.float32",
+        ),
+        (
+            {"q": torch.zeros(2, 16, 8, 64, dtype=torch.int64)},
+            TypeError,
+            "q must have a floating dtype (float16, bfloat16, float32, float64), got torch.int64",
+        ),
         ({"sin": None}, TypeError, "sin must be a torch.Tensor, got NoneType"),
         ({"sin": [[0.0]]}, TypeError, "sin must be a torch.Tensor, got list"),
-        ({"cos": torch.randn(16, 32, device="meta")}, ValueError,
-         "cos must be on q's device cpu, got meta (tensors must be on one device)"),
+        (
+            {"cos": torch.randn(16, 32, device="meta")},
+            ValueError,
+            "cos must be on q's device cpu, got meta (tensors must be on one device)",
+        ),
         ({"v": torch.randn(2)}, ValueError, "no tensor named 'v' is declared (declared: q, k, cos, sin, q_out, k_out)"),
     ],
-)  # fmt: skip
+)
 def test_rope_mismatches_name_the_tensor_the_dimension_and_both_sizes(changed, error, message):
     with pytest.raises(error, match=f"^{re.escape(message)}$"):
         bind(ROPE, _rope(**changed))
@@ -269,8 +350,11 @@ def test_constraints_read_attributes():
     assert bind(d, {"x": torch.randn(2, 8)}, {"heads": 4}).size("H") == 8
     with pytest.raises(ValueError, match=r"^the sizes must satisfy H % heads == 0, got H = 8, heads = 3$"):
         bind(d, {"x": torch.randn(2, 8)}, {"heads": 3})
-    with pytest.raises(TypeError, match=r"^the constraint H % heads == 0 reads the attribute heads, which must be an "
-                                        r"int, got float$"):  # fmt: skip
+    with pytest.raises(
+        TypeError,
+        match=r"^the constraint H % heads == 0 reads the attribute heads, which must be an "
+        r"int, got float$",
+    ):
         bind(d, {"x": torch.randn(2, 8)}, {"heads": 4.0})
 
 
@@ -296,9 +380,13 @@ def test_a_multiple_that_does_not_divide_is_named():
 def test_a_fraction_of_a_dimension_bound_earlier():
     d = Declaration(("x: [R]", "cos: [R/2]"))
     assert bind(d, {"x": torch.randn(64), "cos": torch.randn(32)}).size("R") == 64
-    with pytest.raises(ValueError, match=r"^cos has R/2 = 31 \(its dim 0\) but x has R = 63 \(its dim 0\), so R/2 = 31.5$"):
+    with pytest.raises(
+        ValueError, match=r"^cos has R/2 = 31 \(its dim 0\) but x has R = 63 \(its dim 0\), so R/2 = 31.5$"
+    ):
         bind(d, {"x": torch.randn(63), "cos": torch.randn(31)})
-    with pytest.raises(ValueError, match=r"^cos has R/2 = 16 \(its dim 0\) but x has R = 64 \(its dim 0\), so R/2 = 32$"):
+    with pytest.raises(
+        ValueError, match=r"^cos has R/2 = 16 \(its dim 0\) but x has R = 64 \(its dim 0\), so R/2 = 32$"
+    ):
         bind(d, {"x": torch.randn(64), "cos": torch.randn(16)})
 
 
@@ -313,8 +401,10 @@ def test_literal_sizes_and_repeated_names():
 
 # ---------------------------------------------------------------- variadic runs and 0-d tensors
 
-NORM = Declaration(("x: [*batch, D] float grad", "weight: [D] like:x grad optional"),
-                   outputs=("y: [*batch, D] like:x", "rstd: [*batch] float"))  # fmt: skip
+NORM = Declaration(
+    ("x: [*batch, D] float grad", "weight: [D] like:x grad optional"),
+    outputs=("y: [*batch, D] like:x", "rstd: [*batch] float"),
+)
 
 
 def test_a_variadic_run_of_rank_zero():
@@ -327,17 +417,25 @@ def test_a_variadic_run_of_rank_zero():
 def test_a_variadic_run_in_the_middle():
     b = bind(Declaration(("x: [N, *rest, C]", "w: [*rest]")), {"x": torch.randn(2, 3, 4, 5), "w": torch.randn(3, 4)})
     assert b.sizes == {"N": 2, "*rest": (3, 4), "C": 5}
-    with pytest.raises(ValueError, match=r"^w has \*rest = \(4,\) \(its dim 0\) but x has \*rest = \(3, 4\) \(its dims 1-2\)$"):
+    with pytest.raises(
+        ValueError, match=r"^w has \*rest = \(4,\) \(its dim 0\) but x has \*rest = \(3, 4\) \(its dims 1-2\)$"
+    ):
         bind(Declaration(("x: [N, *rest, C]", "w: [*rest]")), {"x": torch.randn(2, 3, 4, 5), "w": torch.randn(4)})
 
 
 def test_a_variadic_run_must_match_exactly_where_it_recurs():
     b = bind(NORM, {"x": torch.randn(2, 3, 8)})
-    with pytest.raises(ValueError, match=r"^rstd has \*batch = \(6,\) \(its dim 0\) but x has \*batch = \(2, 3\) \(its dims 0-1\)$"):
+    with pytest.raises(
+        ValueError, match=r"^rstd has \*batch = \(6,\) \(its dim 0\) but x has \*batch = \(2, 3\) \(its dims 0-1\)$"
+    ):
         b.bind({"rstd": torch.randn(6)})
-    with pytest.raises(ValueError, match=r"^rstd has \*batch = \(\) \(no dims\) but x has \*batch = \(2, 3\) \(its dims 0-1\)$"):
+    with pytest.raises(
+        ValueError, match=r"^rstd has \*batch = \(\) \(no dims\) but x has \*batch = \(2, 3\) \(its dims 0-1\)$"
+    ):
         b.bind({"rstd": torch.tensor(0.0)})
-    with pytest.raises(ValueError, match=r"^x must have at least 1 dimension \(\[\*batch, D\]\), got 0 \(shape \(\)\)$"):
+    with pytest.raises(
+        ValueError, match=r"^x must have at least 1 dimension \(\[\*batch, D\]\), got 0 \(shape \(\)\)$"
+    ):
         bind(NORM, {"x": torch.tensor(1.0)})
 
 
@@ -372,8 +470,12 @@ INTS = Declaration(("a: [N] int64", "b: [N] int32", "c: [N] index", "m: [N] bool
 
 def _ints(**changed):
     n = 3
-    base = {"a": torch.zeros(n, dtype=torch.int64), "b": torch.zeros(n, dtype=torch.int32),
-            "c": torch.zeros(n, dtype=torch.int32), "m": torch.zeros(n, dtype=torch.bool)}  # fmt: skip
+    base = {
+        "a": torch.zeros(n, dtype=torch.int64),
+        "b": torch.zeros(n, dtype=torch.int32),
+        "c": torch.zeros(n, dtype=torch.int32),
+        "m": torch.zeros(n, dtype=torch.bool),
+    }
     return base | changed
 
 
@@ -396,7 +498,11 @@ def test_dtype_classes(changed, message):
 def test_dtypes_of_outputs():
     d = Declaration(("x: [N] float", "t: [N] index"), outputs=("y: [N] like:x", "i: [N] index", "s: [N] float"))
     b = bind(d, {"x": torch.randn(3).half(), "t": torch.zeros(3, dtype=torch.int32)})
-    assert (b.dtype("y"), b.dtype("i"), b.dtype("s", {"s": torch.float32})) == (torch.float16, torch.int64, torch.float32)
+    assert (b.dtype("y"), b.dtype("i"), b.dtype("s", {"s": torch.float32})) == (
+        torch.float16,
+        torch.int64,
+        torch.float32,
+    )
     with pytest.raises(ValueError, match=r"^the dtype of s \(float\) is not fixed by its declaration: give it$"):
         b.dtype("s")
 
@@ -411,7 +517,9 @@ CROSS_ENTROPY = Declaration(
 
 
 def _ce(target, C=10):
-    return bind(CROSS_ENTROPY, {"input": torch.randn(len(target), C), "target": torch.tensor(target)}, {"ignore_index": -100})
+    return bind(
+        CROSS_ENTROPY, {"input": torch.randn(len(target), C), "target": torch.tensor(target)}, {"ignore_index": -100}
+    )
 
 
 def test_cross_entropy_shapes_and_fake_outputs():
@@ -459,9 +567,13 @@ def test_a_scalar_out_of_range_and_meta_tensors():
 
 def test_a_range_reading_a_missing_or_wrong_attribute():
     d = Declaration(("t: [N] index in [0, classes)",), attrs=("classes",))
-    with pytest.raises(ValueError, match=r"^t's value range reads classes, which no given tensor binds and no attribute gives$"):
+    with pytest.raises(
+        ValueError, match=r"^t's value range reads classes, which no given tensor binds and no attribute gives$"
+    ):
         bind(d, {"t": torch.zeros(2, dtype=torch.int64)}).check_values()
-    with pytest.raises(TypeError, match=r"^t's value range reads the attribute classes, which must be an int, got float$"):
+    with pytest.raises(
+        TypeError, match=r"^t's value range reads the attribute classes, which must be an int, got float$"
+    ):
         bind(d, {"t": torch.zeros(2, dtype=torch.int64)}, {"classes": 3.0}).check_values()
 
 
@@ -474,7 +586,9 @@ def test_dy_is_checked_in_its_outputs_own_shape():
     assert str(drstd) == "drstd: [*batch] like:rstd optional"
     grads = b.bind({"dy": torch.randn(2, 3, 8), "drstd": torch.randn(2, 3)}, [dy, drstd])
     assert grads.shape_of("drstd") == (2, 3) and set(grads.tensors) == {"x", "dy", "drstd"}
-    with pytest.raises(ValueError, match=r"^drstd has \*batch = \(2,\) \(its dim 0\) but x has \*batch = \(2, 3\) \(its dims 0-1\)$"):
+    with pytest.raises(
+        ValueError, match=r"^drstd has \*batch = \(2,\) \(its dim 0\) but x has \*batch = \(2, 3\) \(its dims 0-1\)$"
+    ):
         b.bind({"drstd": torch.randn(2)}, [drstd])
     with pytest.raises(TypeError, match=r"^dy must have the dtype of y \(torch.float32\), got torch.float16$"):
         b.bind({"dy": torch.randn(2, 3, 8).half()}, [dy])  # y is not given: its dtype is x's (like:x)
@@ -486,7 +600,9 @@ def test_schema_types():
 
 def test_fake_outputs_need_a_device():
     b = bind_sizes(NORM, {"*batch": (2,), "D": 4})
-    with pytest.raises(ValueError, match=r"^no device to allocate the outputs on: no tensor was bound and none was given$"):
+    with pytest.raises(
+        ValueError, match=r"^no device to allocate the outputs on: no tensor was bound and none was given$"
+    ):
         dims.fake_outputs(["y"], b)
     assert dims.fake_outputs(["y"], b, {"y": torch.float16}, "cpu")[0].shape == (2, 4)
 
@@ -510,7 +626,9 @@ def test_sizes_drawn_for_a_declaration():
 def test_a_sequence_of_declarations_is_cached():
     decls = ("x: [*, D] float", "w: [D] float optional")
     assert bind(decls, {"x": torch.randn(2, 3)}).declaration is bind(list(decls), {"x": torch.randn(1, 3)}).declaration
-    with pytest.raises(TypeError, match=r"^decls must be a sequence of declarations \(or a Declaration\), not a single one$"):
+    with pytest.raises(
+        TypeError, match=r"^decls must be a sequence of declarations \(or a Declaration\), not a single one$"
+    ):
         bind("x: [*, D]", {"x": torch.randn(2)})
 
 
@@ -518,10 +636,13 @@ def test_a_sequence_of_declarations_is_cached():
 
 
 def test_roles_as_declarations():
-    assert [str(s.from_role(n, r)) for n, r in [("x", s.ROWS), ("w", s.VECTOR), ("rstd", s.PER_ROW), ("dw", s.REDUCED)]] == [
-        "x: [*, D] float", "w: [D] float", "rstd: [*] float", "dw: [D] float"]  # fmt: skip
+    assert [
+        str(s.from_role(n, r)) for n, r in [("x", s.ROWS), ("w", s.VECTOR), ("rstd", s.PER_ROW), ("dw", s.REDUCED)]
+    ] == ["x: [*, D] float", "w: [D] float", "rstd: [*] float", "dw: [D] float"]
     assert s.from_role("w", s.VECTOR, optional=True, grad=True).optional
-    with pytest.raises(ValueError, match=r"^f: role 'free' has no short form \(one of rows, vector, per_row, reduced\)$"):
+    with pytest.raises(
+        ValueError, match=r"^f: role 'free' has no short form \(one of rows, vector, per_row, reduced\)$"
+    ):
         s.from_role("f", s.FREE)
     rms = s.get("rms_norm")
     assert [str(t) for t in s.rowwise(rms.inputs).inputs] == ["x: [*, D] float", "weight: [D] float optional"]
@@ -537,8 +658,14 @@ def _today(x, weight=None, rstd=None, dy=None):
         _checks.like_rows(dy, "dy", x)
 
 
-SHORT = Declaration((s.from_role("x", s.ROWS), s.from_role("weight", s.VECTOR, optional=True),
-                     s.from_role("rstd", s.PER_ROW, optional=True), s.from_role("dy", s.ROWS, optional=True)))  # fmt: skip
+SHORT = Declaration(
+    (
+        s.from_role("x", s.ROWS),
+        s.from_role("weight", s.VECTOR, optional=True),
+        s.from_role("rstd", s.PER_ROW, optional=True),
+        s.from_role("dy", s.ROWS, optional=True),
+    )
+)
 
 
 def _outcome(check, **tensors):

@@ -47,16 +47,34 @@ def _inputs(dtype, shape=(N,), seed=0, bias=False, ce_weight=False, ignore_index
     return x, w, t, b, cw
 
 
-def _reference(x, w, t, b, cw, *, compute, ignore_index=-100, reduction="mean", label_smoothing=0.0,
-               lse_square_scale=0.0, softcap=None):  # fmt: skip
+def _reference(
+    x,
+    w,
+    t,
+    b,
+    cw,
+    *,
+    compute,
+    ignore_index=-100,
+    reduction="mean",
+    label_smoothing=0.0,
+    lse_square_scale=0.0,
+    softcap=None,
+):
     """(loss, z_loss) of the composite users write: the logits by F.linear in x's dtype, the loss in ``compute``
     (float64: the golden; float32: the benchmark), z-loss and softcap as Liger-Kernel defines them."""
     z = F.linear(x, w, b).to(compute)
     if softcap:
         z = softcap * torch.tanh(z / softcap)
     z2, t1 = z.reshape(-1, V), t.reshape(-1).long()
-    ce = F.cross_entropy(z2, t1, weight=None if cw is None else cw.to(compute), ignore_index=ignore_index,
-                         reduction="none", label_smoothing=label_smoothing)  # fmt: skip
+    ce = F.cross_entropy(
+        z2,
+        t1,
+        weight=None if cw is None else cw.to(compute),
+        ignore_index=ignore_index,
+        reduction="none",
+        label_smoothing=label_smoothing,
+    )
     valid = t1 != ignore_index
     zl = torch.where(valid, lse_square_scale * torch.logsumexp(z2, -1) ** 2, 0)
     if reduction == "none":
@@ -92,8 +110,13 @@ def _check(actual, golden, bench, what, dtype):
         failures = [f for f in v.failures if not f.startswith("small-value")]
         allowed = max(2 * v.benchmark.small_errors, v.benchmark.small_errors + actual.numel() // 200)
         if v.actual.small_errors > allowed:
-            failures.append(f"small-value errors {v.actual.small_errors} > {allowed} (benchmark's {v.benchmark.small_errors})")
-        assert not failures, f"{what}: {'; '.join(failures)} (MARE {v.actual.mare:.3g} MERE {v.actual.mere:.3g}; benchmark's {v.benchmark.mare:.3g} {v.benchmark.mere:.3g})"
+            failures.append(
+                f"small-value errors {v.actual.small_errors} > {allowed} (benchmark's {v.benchmark.small_errors})"
+            )
+        assert not failures, (
+            f"{what}: {'; '.join(failures)} (MARE {v.actual.mare:.3g} MERE {v.actual.mere:.3g}; benchmark's "
+            f"{v.benchmark.mare:.3g} {v.benchmark.mere:.3g})"
+        )
         return
     err, ref = (actual.double() - golden).abs().item(), (bench.double() - golden).abs().item()
     bound = 4 * ref + 1e-6 * golden.abs().item() + 1e-12
@@ -107,7 +130,9 @@ def _compare(dtype, backend, x, w, t, b, cw, dz=False, **opts):
     g = torch.Generator().manual_seed(7)
     dy = torch.randn(dy_shape, generator=g, dtype=torch.float64)
     if not dy_shape and dtype.itemsize == 2:
-        dy = torch.tensor(1.0, dtype=torch.float64)  # 16-bit and a loss gradient other than 1: test_scaled_half_input_grad
+        dy = torch.tensor(
+            1.0, dtype=torch.float64
+        )  # 16-bit and a loss gradient other than 1: test_scaled_half_input_grad
     dzv = torch.randn(dy_shape, generator=g, dtype=torch.float64) if dz else None
 
     def ours(xx, ww, bb):
@@ -180,10 +205,14 @@ def test_scaled_half_input_grad(backend):
     within the dual benchmark."""
     x, w, t, b, _cw = _inputs(torch.bfloat16, bias=True)
     dy = torch.tensor(-1.37)
-    got = _grads(lambda xx, ww, bb: fused_linear_cross_entropy(xx, ww, t, bb, return_z_loss=True, chunk_size=8,
-                                                               backend=backend), _leaves(x, w, b), dy)  # fmt: skip
-    gold = _grads(lambda xx, ww, bb: _reference(xx, ww, t, bb, None, compute=torch.float64),
-                  _leaves(x, w, b, torch.float64), dy)  # fmt: skip
+    got = _grads(
+        lambda xx, ww, bb: fused_linear_cross_entropy(xx, ww, t, bb, return_z_loss=True, chunk_size=8, backend=backend),
+        _leaves(x, w, b),
+        dy,
+    )
+    gold = _grads(
+        lambda xx, ww, bb: _reference(xx, ww, t, bb, None, compute=torch.float64), _leaves(x, w, b, torch.float64), dy
+    )
     bench = _grads(lambda xx, ww, bb: _reference(xx, ww, t, bb, None, compute=torch.float32), _leaves(x, w, b), dy)
     for name, a, gd, bn in zip(("dinput", "dweight", "dbias"), got[2], gold[2], bench[2]):
         _check(a, gd, bn, name, torch.bfloat16)
@@ -252,12 +281,23 @@ def test_autocast(backend):
     gradients in fp32 (the parameters' dtype), the loss in fp32; as torch's composite under the same autocast."""
     x, w, t, b, _cw = _inputs(torch.float32, bias=True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        got = _grads(lambda xx, ww, bb: fused_linear_cross_entropy(xx, ww, t, bb, return_z_loss=True, chunk_size=16,
-                                                                   backend=backend), _leaves(x, w, b), torch.tensor(1.0))  # fmt: skip
-        bench = _grads(lambda xx, ww, bb: _reference(xx, ww, t, bb, None, compute=torch.float32), _leaves(x, w, b),
-                       torch.tensor(1.0))  # fmt: skip
-    gold = _grads(lambda xx, ww, bb: _reference(xx, ww, t, bb, None, compute=torch.float64),
-                  _leaves(x.bfloat16(), w.bfloat16(), b.bfloat16(), torch.float64), torch.tensor(1.0))  # fmt: skip
+        got = _grads(
+            lambda xx, ww, bb: fused_linear_cross_entropy(
+                xx, ww, t, bb, return_z_loss=True, chunk_size=16, backend=backend
+            ),
+            _leaves(x, w, b),
+            torch.tensor(1.0),
+        )
+        bench = _grads(
+            lambda xx, ww, bb: _reference(xx, ww, t, bb, None, compute=torch.float32),
+            _leaves(x, w, b),
+            torch.tensor(1.0),
+        )
+    gold = _grads(
+        lambda xx, ww, bb: _reference(xx, ww, t, bb, None, compute=torch.float64),
+        _leaves(x.bfloat16(), w.bfloat16(), b.bfloat16(), torch.float64),
+        torch.tensor(1.0),
+    )
     assert got[0].dtype == torch.float32 and [g.dtype for g in got[2]] == [torch.float32] * 3
     _check(got[0], gold[0], bench[0], "loss", torch.bfloat16)
     for a, gd, bn in zip(got[2], gold[2], bench[2]):
@@ -270,10 +310,14 @@ def test_inference_path(backend, reduction):
     """Without gradients (no_grad, or no input requiring one): the same loss, and no gradient buffer made."""
     x, w, t, b, _cw = _inputs(torch.bfloat16, bias=True)
     with torch.no_grad(), _Sizes() as sizes:
-        loss = fused_linear_cross_entropy(x.requires_grad_(), w, t, b, reduction=reduction, chunk_size=16, backend=backend)
+        loss = fused_linear_cross_entropy(
+            x.requires_grad_(), w, t, b, reduction=reduction, chunk_size=16, backend=backend
+        )
     assert loss.grad_fn is None
     assert max(sizes.numels) < V * H  # no [V, H] weight-gradient accumulator
-    ref, _ = _reference(*_leaves(x, w, b, torch.float64)[:2], t, b.double(), None, compute=torch.float64, reduction=reduction)
+    ref, _ = _reference(
+        *_leaves(x, w, b, torch.float64)[:2], t, b.double(), None, compute=torch.float64, reduction=reduction
+    )
     torch.testing.assert_close(loss.double(), ref.detach(), rtol=2e-2, atol=2e-2)
 
 
@@ -286,7 +330,9 @@ class _Sizes(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        given = {t.untyped_storage().data_ptr() for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        given = {
+            t.untyped_storage().data_ptr() for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)
+        }
         for t in pytree.tree_leaves(out):
             if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in given:
                 self.shapes.append(tuple(t.shape))
@@ -330,12 +376,14 @@ def test_empty_and_all_ignored(backend):
 def test_module(backend):
     """FusedLinearCrossEntropyLoss: the function's result; ce_weight a buffer (in the state dict)."""
     x, w, t, b, cw = _inputs(torch.float32, bias=True, ce_weight=True)
-    m = FusedLinearCrossEntropyLoss(cw, label_smoothing=0.1, lse_square_scale=1e-3, return_z_loss=True, chunk_size=16,
-                                    backend=backend)  # fmt: skip
+    m = FusedLinearCrossEntropyLoss(
+        cw, label_smoothing=0.1, lse_square_scale=1e-3, return_z_loss=True, chunk_size=16, backend=backend
+    )
     assert "ce_weight" in m.state_dict()
     loss, z = m(x, w, t, b)
-    ref = fused_linear_cross_entropy(x, w, t, b, cw, label_smoothing=0.1, lse_square_scale=1e-3, return_z_loss=True,
-                                     chunk_size=16, backend=backend)  # fmt: skip
+    ref = fused_linear_cross_entropy(
+        x, w, t, b, cw, label_smoothing=0.1, lse_square_scale=1e-3, return_z_loss=True, chunk_size=16, backend=backend
+    )
     assert torch.equal(loss, ref[0]) and torch.equal(z, ref[1])
     assert tileport.FusedLinearCrossEntropyLoss is FusedLinearCrossEntropyLoss
     assert tileport.fused_linear_cross_entropy is fused_linear_cross_entropy

@@ -88,8 +88,11 @@ def test_backward_against_golden(form, approximate, backend):
     _concat(form, approximate, x, backend).backward(dy)
     assert x.grad.shape == x.shape and x.grad.dtype == torch.float32
     gate, up = x.detach()[:, :21], x.detach()[:, 21:]
-    pair = (tileport.swiglu_bwd(dy, gate, up, backend=backend) if form == "silu_and_mul"
-            else tileport.geglu_bwd(dy, gate, up, approximate=approximate, backend=backend))  # fmt: skip
+    pair = (
+        tileport.swiglu_bwd(dy, gate, up, backend=backend)
+        if form == "silu_and_mul"
+        else tileport.geglu_bwd(dy, gate, up, approximate=approximate, backend=backend)
+    )
     assert torch.equal(x.grad, torch.cat(pair, -1))
     x64 = x.detach().double().requires_grad_()
     _golden(approximate, x64).backward(dy.double())

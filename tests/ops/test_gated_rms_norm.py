@@ -45,7 +45,11 @@ def _check(x, gate, w, dy, golden, backend, activation, nbg, eps=1e-6, judge_dwe
 @pytest.mark.parametrize("D", [1, 7, 128, 4097])
 def test_tilelang_matches_golden(D, dtype, activation, nbg, golden, randn):
     M = min(256, max(48, 4096 // D))  # short rows: enough of them that no one element decides the RMSE ratio
-    x, gate, dy = randn(M, D, dtype=dtype), randn(M, D, dtype=dtype, seed=1, scale=2.0), randn(M, D, dtype=dtype, seed=2)
+    x, gate, dy = (
+        randn(M, D, dtype=dtype),
+        randn(M, D, dtype=dtype, seed=1, scale=2.0),
+        randn(M, D, dtype=dtype, seed=2),
+    )
     # one column's dweight is one number, whose ratio one seed cannot settle: the retest rule's, below
     _check(x, gate, _weight(D, dtype), dy, golden, "tilelang", activation, nbg, judge_dweight=D > 1)
 
@@ -57,7 +61,11 @@ def test_single_column_dweight_passes_the_retest_rule(activation, nbg, golden, r
     kw = dict(activation=activation, norm_before_gate=nbg)
     verdicts = []
     for seed in range(40):
-        x, gate, dy = randn(256, 1, seed=3 * seed), randn(256, 1, seed=3 * seed + 1, scale=2.0), randn(256, 1, seed=3 * seed + 2)
+        x, gate, dy = (
+            randn(256, 1, seed=3 * seed),
+            randn(256, 1, seed=3 * seed + 1, scale=2.0),
+            randn(256, 1, seed=3 * seed + 2),
+        )
         w = _weight(1, torch.float32, seed=1000 + seed)
         _, rstd = tileport.gated_rms_norm_fwd(x, gate, w, backend="tilelang", **kw)
         _, rb = tileport.gated_rms_norm_fwd(x, gate, w, backend="torch", **kw)
@@ -118,8 +126,12 @@ def test_the_golden_backward_is_autograd_of_the_forward(activation, nbg, randn):
     ref = u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + 1e-5) * leaves[2] * (a if nbg else 1.0)
     torch.testing.assert_close(y, ref.detach(), rtol=1e-14, atol=0)
     want = torch.autograd.grad(ref, leaves, dy)
-    _, rstd = tileport.gated_rms_norm_fwd(x, gate, w, 1e-5, activation=activation, norm_before_gate=nbg, backend="torch")
-    got = tileport.gated_rms_norm_bwd(x, gate, rstd, dy, w, eps=1e-5, activation=activation, norm_before_gate=nbg, backend="torch")
+    _, rstd = tileport.gated_rms_norm_fwd(
+        x, gate, w, 1e-5, activation=activation, norm_before_gate=nbg, backend="torch"
+    )
+    got = tileport.gated_rms_norm_bwd(
+        x, gate, rstd, dy, w, eps=1e-5, activation=activation, norm_before_gate=nbg, backend="torch"
+    )
     for g, e in zip(got, want):
         torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-12)
 
@@ -173,7 +185,9 @@ def test_empty_inputs_and_non_contiguous_rows(randn):
     assert y.shape == (0, 8) and rstd.shape == (0,)
     y, rstd = tileport.gated_rms_norm_fwd(torch.empty(3, 0), torch.empty(3, 0))
     assert y.shape == (3, 0) and torch.isnan(rstd).all()  # the mean of nothing
-    dx, dg, dw = tileport.gated_rms_norm_bwd(torch.empty(0, 8), torch.empty(0, 8), torch.empty(0), torch.empty(0, 8), torch.ones(8))
+    dx, dg, dw = tileport.gated_rms_norm_bwd(
+        torch.empty(0, 8), torch.empty(0, 8), torch.empty(0), torch.empty(0, 8), torch.ones(8)
+    )
     assert dx.shape == dg.shape == (0, 8) and torch.equal(dw, torch.zeros(8))
     x, gate = randn(16, 40).t(), randn(40, 32, seed=1)[:, ::2]  # (40, 16) views: transposed, strided columns
     assert not x.is_contiguous() and not gate.is_contiguous()

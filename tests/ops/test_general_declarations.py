@@ -42,15 +42,20 @@ def _backward(dy, dpicked, x, idx, scale):
 
 def _toy(**changes):
     base = dict(
-        name="toy_glu", summary="a toy", math="silu(a) * b * scale",
+        name="toy_glu",
+        summary="a toy",
+        math="silu(a) * b * scale",
         inputs=("x: [*batch, 2*F] float grad", "idx: [K] index optional in [0, F)"),
         attrs=(s.Attr("scale", 1.0, "finite", s.REAL),),
         outputs=("y: [*batch, F] like:x", "picked: [] like:x"),
         grads=("dx: [*batch, 2*F] like:x",),
         backward=s.Backward(("dy", "dpicked", "x", "idx"), ("scale",)),
-        composite=lambda x, idx=None, scale=1.0: _forward(x, idx, scale), example=None, bytes_moved=None,
-        kernels={"torch": "toy_glu_kernels"}, dtypes=(torch.float32,),
-    )  # fmt: skip
+        composite=lambda x, idx=None, scale=1.0: _forward(x, idx, scale),
+        example=None,
+        bytes_moved=None,
+        kernels={"torch": "toy_glu_kernels"},
+        dtypes=(torch.float32,),
+    )
     return s.OpSpec(**(base | changes))
 
 
@@ -90,14 +95,20 @@ def test_checks_of_a_multiple_a_range_and_the_rank(toy):
         toy.forward(torch.randn(3, 8), torch.tensor([0, 4]))
     with pytest.raises(TypeError, match=r"^idx must have an integer dtype \(int64 or int32\), got torch.float32$"):
         toy.forward(torch.randn(3, 8), torch.tensor([0.0]))
-    with pytest.raises(ValueError, match=r"^x has 2\*F = 8 \(its dim 1\) but dy has F = 5 \(its dim 1\), so 2\*F = 10$"):
+    with pytest.raises(
+        ValueError, match=r"^x has 2\*F = 8 \(its dim 1\) but dy has F = 5 \(its dim 1\), so 2\*F = 10$"
+    ):
         toy.backward(torch.randn(3, 5), torch.tensor(1.0), torch.randn(3, 8), None)
 
 
 def test_every_result_empty_is_answered_without_the_kernel(toy):
     y, picked = toy.forward(torch.randn(0, 8), None)  # y empty, but the scalar has an element: the kernel's call
     assert y.shape == (0, 4) and picked.shape == () and float(picked) == 0.0 and CALLS == [(0, 8)]
-    lone = derive(_toy(name="toy_glu_lone", outputs=("y: [*batch, F] like:x",), backward=s.Backward(("dy", "x", "idx"), ("scale",))))
+    lone = derive(
+        _toy(
+            name="toy_glu_lone", outputs=("y: [*batch, F] like:x",), backward=s.Backward(("dy", "x", "idx"), ("scale",))
+        )
+    )
     assert lone.forward(torch.randn(0, 8), None).shape == (0, 4) and CALLS == [(0, 8)]  # every result empty: no call
     # the toy's kernel takes dpicked too: called with lone's three tensors it would raise a TypeError
     assert lone.backward(torch.randn(0, 4), torch.randn(0, 8), None, scale=1.0).shape == (0, 8)
@@ -107,7 +118,9 @@ def test_the_custom_ops_trace_the_declared_shapes(toy):
     x = torch.randn(2, 3, 8)
     torch.library.opcheck(torch.ops.tileport.toy_glu_fwd.default, (x, None, 1.5, None))
     y, picked = toy.forward(x, None)
-    torch.library.opcheck(torch.ops.tileport.toy_glu_bwd.default, (torch.randn_like(y), torch.tensor(1.0), x, None, 1.5, None))
+    torch.library.opcheck(
+        torch.ops.tileport.toy_glu_bwd.default, (torch.randn_like(y), torch.tensor(1.0), x, None, 1.5, None)
+    )
 
 
 @pytest.mark.parametrize(
@@ -116,8 +129,10 @@ def test_the_custom_ops_trace_the_declared_shapes(toy):
         ({"inputs": ("idx: [K] index",)}, "the first input must be a required floating tensor"),
         ({"outputs": ("y: [*batch, F] like:x", "z: [G] like:x")}, "z .* has G, which no input has"),
         ({"backward": s.Backward(("dy", "nope"), ("scale",))}, "the backward names nope"),
-        ({"outputs": ("y: [*batch, F] like:x optional",), "backward": s.Backward(("dy", "x"), ("scale",))},
-         "y is optional, but no optional tensor alone binds"),
+        (
+            {"outputs": ("y: [*batch, F] like:x optional",), "backward": s.Backward(("dy", "x"), ("scale",))},
+            "y is optional, but no optional tensor alone binds",
+        ),
     ],
 )
 def test_a_declaration_that_cannot_be_generated_is_refused_by_name(toy, changes, message):

@@ -13,10 +13,10 @@ import torch
 from typer.testing import CliRunner
 
 import tileport
-from tileport.cli import app
-from tileport.ops import spec as s
 from tileport.backends.registry import REGISTRY
+from tileport.cli import app
 from tileport.ops import interface
+from tileport.ops import spec as s
 from tileport.ops.interface import derive, files
 
 runner = CliRunner()
@@ -59,7 +59,9 @@ def test_a_spec_without_a_current_file_gets_one_under_the_cache_folder(tmp_path,
     monkeypatch.setattr(REGISTRY, "plugin", dict(REGISTRY.plugin))
     monkeypatch.setattr(REGISTRY, "memo", {})
     base = s.get("softmax")
-    spec = dataclasses.replace(base, name="softmax_elsewhere", aliases=(), kernels={"torch": "tileport.backends.torch.softmax"})
+    spec = dataclasses.replace(
+        base, name="softmax_elsewhere", aliases=(), kernels={"torch": "tileport.backends.torch.softmax"}
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no file in a package to be stale: nothing to warn about
         api = derive(spec)

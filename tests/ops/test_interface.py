@@ -13,7 +13,9 @@ from tileport.ops import spec as s
 from tileport.ops.interface import DeclarationError, derive
 from tileport.ops.interface.layout import layout, signature
 
-OPS = sorted(n for n, spec in s.specs().items() if not spec.general)  # row-wise: (M, D) shapes; general ones: test_general_interface.py
+OPS = sorted(
+    n for n, spec in s.specs().items() if not spec.general
+)  # row-wise: (M, D) shapes; general ones: test_general_interface.py
 
 
 def _inputs(spec, rows=3, D=16):
@@ -47,7 +49,9 @@ def test_custom_ops_pass_opcheck(op):
     outs = fwd(*fwd_args)
     outs = dict(zip(lay.outputs, outs if isinstance(outs, tuple) else (outs,)))
     known = {**ins, **outs} | {f"d{o}": torch.randn_like(outs[o]) for o in lay.outputs}
-    bwd_args = [known.get(n) for n in lay.bwd_tensors] + [values[n] if n != lay.dim else fwd_args[len(lay.inputs) + lay.attrs.index(n)] for n in lay.bwd_attrs]
+    bwd_args = [known.get(n) for n in lay.bwd_tensors] + [
+        values[n] if n != lay.dim else fwd_args[len(lay.inputs) + lay.attrs.index(n)] for n in lay.bwd_attrs
+    ]
     bwd_args += [None] + [values[n] for n in lay.bwd_given]
     torch.library.opcheck(getattr(torch.ops.tileport, f"{op}_bwd").default, tuple(bwd_args))
 
@@ -87,7 +91,9 @@ SIGNATURES = {
     "l2norm_fwd": "(x, eps=1e-06, output_dtype=None, backend=None, out=None)",
     "l2norm_bwd": "(x, rstd, dy, backend=None, *, eps=None)",
     "rms_norm": "(x, weight=None, eps=1e-06, *, offset=0.0, casting='fp32', output_dtype=None, backend=None)",
-    "rms_norm_fwd": "(x, weight=None, eps=1e-06, *, offset=0.0, casting='fp32', output_dtype=None, backend=None, out=None)",
+    "rms_norm_fwd": (
+        "(x, weight=None, eps=1e-06, *, offset=0.0, casting='fp32', output_dtype=None, backend=None, out=None)"
+    ),
     "rms_norm_bwd": "(x, rstd, dy, weight=None, *, offset=0.0, casting='fp32', backend=None, eps=None)",
     "layer_norm": "(x, weight=None, bias=None, eps=1e-05, *, output_dtype=None, backend=None)",
     "layer_norm_fwd": "(x, weight=None, bias=None, eps=1e-05, *, output_dtype=None, backend=None, out=None)",
@@ -96,10 +102,19 @@ SIGNATURES = {
     "softmax_fwd": "(x, dim=-1, *, backend=None)",
     "softmax_bwd": "(y, dy, dim=-1, *, backend=None)",
     "log_softmax_bwd": "(y, dy, dim=-1, *, backend=None)",
-    "add_rms_norm": "(x, residual, weight=None, eps=1e-06, *, offset=0.0, residual_dtype=None, output_dtype=None, backend=None)",
-    "add_rms_norm_bwd": "(residual_out, rstd, dy, weight=None, *, dresidual_out=None, offset=0.0, eps=1e-06, backend=None)",
-    "gated_rms_norm": "(x, gate, weight=None, eps=1e-06, *, activation='silu', norm_before_gate=True, output_dtype=None, backend=None)",
-    "gated_rms_norm_bwd": "(x, gate, rstd, dy, weight=None, *, eps=1e-06, activation='silu', norm_before_gate=True, backend=None)",
+    "add_rms_norm": (
+        "(x, residual, weight=None, eps=1e-06, *, offset=0.0, residual_dtype=None, output_dtype=None, backend=None)"
+    ),
+    "add_rms_norm_bwd": (
+        "(residual_out, rstd, dy, weight=None, *, dresidual_out=None, offset=0.0, eps=1e-06, backend=None)"
+    ),
+    "gated_rms_norm": (
+        "(x, gate, weight=None, eps=1e-06, *, activation='silu', norm_before_gate=True, "
+        "output_dtype=None, backend=None)"
+    ),
+    "gated_rms_norm_bwd": (
+        "(x, gate, rstd, dy, weight=None, *, eps=1e-06, activation='silu', norm_before_gate=True, backend=None)"
+    ),
 }
 
 
@@ -121,7 +136,18 @@ def test_the_derived_source_is_readable_and_shows_in_tracebacks():
 def test_default_signature_order():
     spec = s.get("gated_rms_norm")  # declares no signatures: all derived
     assert spec.signatures == {}
-    assert signature(spec, "forward") == ("x", "gate", "weight", "eps", "*", "activation", "norm_before_gate", "output_dtype", "backend", "out")
+    assert signature(spec, "forward") == (
+        "x",
+        "gate",
+        "weight",
+        "eps",
+        "*",
+        "activation",
+        "norm_before_gate",
+        "output_dtype",
+        "backend",
+        "out",
+    )
 
 
 def _broken(**changes):

@@ -124,7 +124,10 @@ def test_non_contiguous_inputs(view, dtype, golden, randn):
     assert torch.equal(dx, tileport.l2norm_bwd(x.contiguous(), rstd_c, dy.contiguous(), eps=1e-6))
 
 
-@pytest.mark.parametrize("x_dtype,out_dtype", [(torch.float16, torch.float32), (torch.float32, torch.bfloat16), (torch.bfloat16, torch.float16)])
+@pytest.mark.parametrize(
+    "x_dtype,out_dtype",
+    [(torch.float16, torch.float32), (torch.float32, torch.bfloat16), (torch.bfloat16, torch.float16)],
+)
 def test_output_dtype(x_dtype, out_dtype, golden, randn):
     x = randn(17, 300, dtype=x_dtype)
     _check_fwd(x, golden, output_dtype=out_dtype)
@@ -181,7 +184,6 @@ def test_module(randn):
     assert "eps=0.001" in repr(layer)
 
 
-
 def _verdicts(d, dtype, seed, golden, rows=16):
     """Dual-benchmark verdicts of y, rstd and dx for one seeded (rows, d) case."""
     g = torch.Generator().manual_seed(seed)
@@ -212,6 +214,9 @@ def test_forty_random_widths_few_kernels_all_pass_the_dual_benchmark(golden):
         for dtype in (torch.float32, torch.bfloat16):
             for name, verdict in _verdicts(d, dtype, i, golden).items():
                 if not verdict.passed:
-                    result = retest(lambda seed: _verdicts(d, dtype, seed, golden)[name], range(1000, 1200))
+                    result = retest(
+                        lambda seed, d=d, dtype=dtype, name=name: _verdicts(d, dtype, seed, golden)[name],
+                        range(1000, 1200),
+                    )
                     assert result.passed, (d, dtype, name, result.failures)
     assert compiled() - before <= 4, "more than one kernel per (direction, dtype) for 40 widths"

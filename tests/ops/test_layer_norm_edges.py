@@ -20,7 +20,9 @@ def test_non_contiguous_inputs_give_the_bits_of_their_contiguous_copies(backend,
     yc, mc, rc = tileport.layer_norm_fwd(x.contiguous(), w.contiguous(), b.contiguous(), backend=backend)
     assert torch.equal(y, yc) and torch.equal(m, mc) and torch.equal(r, rc)
     grads = tileport.layer_norm_bwd(x, m, r, dy, w, bias=b, backend=backend)
-    grads_c = tileport.layer_norm_bwd(x.contiguous(), mc, rc, dy.contiguous(), w.contiguous(), bias=b.contiguous(), backend=backend)
+    grads_c = tileport.layer_norm_bwd(
+        x.contiguous(), mc, rc, dy.contiguous(), w.contiguous(), bias=b.contiguous(), backend=backend
+    )
     assert all(torch.equal(g, gc) for g, gc in zip(grads, grads_c))
 
 
@@ -79,7 +81,10 @@ def test_module_is_a_drop_in_for_torch_layernorm(randn):
     for p in ("weight", "bias"):
         torch.testing.assert_close(getattr(ours, p).grad, getattr(theirs, p).grad, rtol=1e-4, atol=1e-4)
     assert tileport.LayerNorm(64, elementwise_affine=False).weight is None
-    assert tileport.LayerNorm(64, bias=False).bias is None and set(dict(tileport.LayerNorm(8).named_parameters())) == {"weight", "bias"}
+    assert tileport.LayerNorm(64, bias=False).bias is None and set(dict(tileport.LayerNorm(8).named_parameters())) == {
+        "weight",
+        "bias",
+    }
 
 
 def test_custom_ops_pass_opcheck():

@@ -114,8 +114,12 @@ def test_golden_backward_at_one_element_rows_is_the_math():
     x = torch.tensor([[2.5], [-1.3], [0.7]], dtype=torch.float64)
     one = torch.ones(1, dtype=torch.float64)
     finite = get("layer_norm").run_golden({"x": x, "dy": torch.full_like(x, 3.0), "weight": one, "eps": 1e-5}, True)
-    assert torch.equal(finite["dx"], torch.zeros_like(x)) and torch.equal(finite["dweight"], torch.zeros(1, dtype=torch.float64))
-    inf = get("layer_norm").run_golden({"x": x[:1, 0], "dy": torch.full((1,), float("inf"), dtype=torch.float64), "weight": one, "eps": 1e-5}, True)
+    assert torch.equal(finite["dx"], torch.zeros_like(x)) and torch.equal(
+        finite["dweight"], torch.zeros(1, dtype=torch.float64)
+    )
+    inf = get("layer_norm").run_golden(
+        {"x": x[:1, 0], "dy": torch.full((1,), float("inf"), dtype=torch.float64), "weight": one, "eps": 1e-5}, True
+    )
     assert inf["dweight"].isnan().all()
     y, mean, rstd = tileport.layer_norm_fwd(x[:1, 0].float(), one.float(), None, 1e-5)
     _, dw, _ = tileport.layer_norm_bwd(x[:1, 0].float(), mean, rstd, torch.full((1,), float("inf")), one.float())

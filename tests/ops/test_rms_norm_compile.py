@@ -10,8 +10,12 @@ def test_custom_ops_pass_opcheck():
     y, rstd = torch.ops.tileport.rms_norm_fwd(x, w, 1e-6, 0.0, "fp32", None, None)
     torch.testing.assert_close(y, tileport.rms_norm(x, w), rtol=0, atol=0)
     torch.library.opcheck(torch.ops.tileport.rms_norm_fwd.default, (x, w, 1e-6, 0.0, "fp32", None, None))
-    torch.library.opcheck(torch.ops.tileport.rms_norm_bwd.default, (x, rstd, torch.randn(3, 4, 16), w, 0.0, "fp32", None, 1e-6))
-    torch.library.opcheck(torch.ops.tileport.rms_norm_bwd.default, (x, rstd, torch.randn(3, 4, 16), None, 0.0, "fp32", None, None))
+    torch.library.opcheck(
+        torch.ops.tileport.rms_norm_bwd.default, (x, rstd, torch.randn(3, 4, 16), w, 0.0, "fp32", None, 1e-6)
+    )
+    torch.library.opcheck(
+        torch.ops.tileport.rms_norm_bwd.default, (x, rstd, torch.randn(3, 4, 16), None, 0.0, "fp32", None, None)
+    )
 
 
 def test_fullgraph_compile_forward_backward_without_recompiling_for_rows():

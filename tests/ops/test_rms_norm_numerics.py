@@ -77,7 +77,9 @@ def test_without_weight_and_with_gemma_offset(dtype, golden, randn):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_triton_interpreter_matches_golden(dtype, golden, randn):
-    _check(randn(33, 200, dtype=dtype), _weight(200, dtype), randn(33, 200, dtype=dtype, seed=3), golden, backend="triton")
+    _check(
+        randn(33, 200, dtype=dtype), _weight(200, dtype), randn(33, 200, dtype=dtype, seed=3), golden, backend="triton"
+    )
 
 
 def test_matches_torch_rms_norm_and_its_autograd(randn):
@@ -157,7 +159,8 @@ def test_dweight_over_many_rows_is_its_terms_sum_rounded_once():
 def test_a_forward_rstd_an_ulp_off_stands_for_the_fp64_one(ulps):
     """The forward's rstd is within 2.5 * 2^-24 of the fp64 value (its sum of squares in fp32 blocks); given eps,
     the backward takes any rstd that near as that value (norm_stats.FORWARD_RSTD): dweight of one row is then
-    the golden term rounded once (an ulp is at most 2 * 2^-24 of the value). An rstd 1% away is a different rstd and is used as given."""
+    the golden term rounded once (an ulp is at most 2 * 2^-24 of the value). An rstd 1% away is a different rstd and is
+    used as given."""
     g = torch.Generator().manual_seed(6)
     x, dy = 3 * torch.randn(1, 4096, generator=g), torch.randn(1, 4096, generator=g)
     w = torch.ones(4096)

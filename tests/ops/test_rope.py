@@ -50,21 +50,58 @@ def _tables(t, r, dtype=torch.float32):
     [
         (dict(k=torch.randn(3, 5, 2, 8)), ValueError, r"^k has B = 3 \(its dim 0\) but q has B = 2 \(its dim 0\)$"),
         (dict(k=torch.randn(2, 5, 2, 6)), ValueError, r"^k has D = 6 \(its dim 3\) but q has D = 8 \(its dim 3\)$"),
-        (dict(sin=torch.randn(6, 3)), ValueError, r"^sin has T_ro = 6 \(its dim 0\) but cos has T_ro = 7 \(its dim 0\)$"),
-        (dict(cos=torch.randn(7, 5), sin=torch.randn(7, 5)), ValueError, r"^the sizes must satisfy R <= D, got R = 10, D = 8$"),
-        (dict(k=torch.randn(2, 5, 2, 8).half()), TypeError, r"^k must have the dtype of q \(torch.float32\), got torch.float16$"),
-        (dict(q=torch.randn(2, 5, 8)), ValueError, r"^q must have 4 dimensions \(\[B, T, Hq, D\]\), got 3 \(shape \(2, 5, 8\)\)$"),
+        (
+            dict(sin=torch.randn(6, 3)),
+            ValueError,
+            r"^sin has T_ro = 6 \(its dim 0\) but cos has T_ro = 7 \(its dim 0\)$",
+        ),
+        (
+            dict(cos=torch.randn(7, 5), sin=torch.randn(7, 5)),
+            ValueError,
+            r"^the sizes must satisfy R <= D, got R = 10, D = 8$",
+        ),
+        (
+            dict(k=torch.randn(2, 5, 2, 8).half()),
+            TypeError,
+            r"^k must have the dtype of q \(torch.float32\), got torch.float16$",
+        ),
+        (
+            dict(q=torch.randn(2, 5, 8)),
+            ValueError,
+            r"^q must have 4 dimensions \(\[B, T, Hq, D\]\), got 3 \(shape \(2, 5, 8\)\)$",
+        ),
         (dict(q=torch.zeros(2, 5, 4, 8, dtype=torch.int64)), TypeError, r"^q must have a floating dtype"),
-        (dict(position_ids=torch.zeros(2, 5)), TypeError, r"^position_ids must have an integer dtype \(int64 or int32\), got torch.float32$"),
-        (dict(position_ids=torch.zeros(2, 4, dtype=torch.int64)), ValueError, r"^position_ids has T = 4 \(its dim 1\) but q has T = 5"),
-        (dict(offsets=torch.zeros(3, dtype=torch.int32)), ValueError, r"^offsets has B = 3 \(its dim 0\) but q has B = 2"),
+        (
+            dict(position_ids=torch.zeros(2, 5)),
+            TypeError,
+            r"^position_ids must have an integer dtype \(int64 or int32\), got torch.float32$",
+        ),
+        (
+            dict(position_ids=torch.zeros(2, 4, dtype=torch.int64)),
+            ValueError,
+            r"^position_ids has T = 4 \(its dim 1\) but q has T = 5",
+        ),
+        (
+            dict(offsets=torch.zeros(3, dtype=torch.int32)),
+            ValueError,
+            r"^offsets has B = 3 \(its dim 0\) but q has B = 2",
+        ),
         (dict(k=torch.randn(2, 5, 2, 8, device="meta")), ValueError, r"^k must be on q's device cpu, got meta"),
         (dict(cos="table"), TypeError, r"^cos must be a torch.Tensor, got str$"),
     ],
 )
 def test_checks_name_the_tensor_the_dimension_and_both_sizes(change, error, message):
-    ins = dict(q=torch.randn(2, 5, 4, 8), k=torch.randn(2, 5, 2, 8), cos=torch.randn(7, 3), sin=torch.randn(7, 3),
-               position_ids=None, offsets=None) | change  # fmt: skip
+    ins = (
+        dict(
+            q=torch.randn(2, 5, 4, 8),
+            k=torch.randn(2, 5, 2, 8),
+            cos=torch.randn(7, 3),
+            sin=torch.randn(7, 3),
+            position_ids=None,
+            offsets=None,
+        )
+        | change
+    )
     for fn in (SPEC.api.function, SPEC.api.forward):
         with pytest.raises(error, match=message):
             fn(**ins, backend="torch")

@@ -55,7 +55,9 @@ def test_any_dim_and_strided_inputs_give_the_bits_of_contiguous_last_dim_rows(op
         y = fwd(x, dim, backend=backend)
         ref = fwd(x.movedim(dim, -1).contiguous(), -1, backend=backend).movedim(-1, dim)
         assert torch.equal(y, ref), dim
-        assert torch.equal(bwd(y, dy, dim, backend=backend), bwd(ref.contiguous(), dy.contiguous(), dim, backend=backend))
+        assert torch.equal(
+            bwd(y, dy, dim, backend=backend), bwd(ref.contiguous(), dy.contiguous(), dim, backend=backend)
+        )
         torch.testing.assert_close(y, getattr(torch, op)(x, dim), rtol=1e-5, atol=1e-6)
     t = x.transpose(0, 2)  # strided
     assert torch.equal(fwd(t, -1, backend=backend), fwd(t.contiguous(), -1, backend=backend))

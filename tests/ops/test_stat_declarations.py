@@ -31,9 +31,13 @@ def test_stat_names_a_declared_tensor_without_cycles():
 
 @pytest.mark.parametrize(
     "dtype, stat",
-    [(torch.float16, torch.float32), (torch.bfloat16, torch.float32), (torch.float32, torch.float32),
-     (torch.float64, torch.float64)],
-)  # fmt: skip
+    [
+        (torch.float16, torch.float32),
+        (torch.bfloat16, torch.float32),
+        (torch.float32, torch.float32),
+        (torch.float64, torch.float64),
+    ],
+)
 def test_binding_resolves_stat_outputs_and_their_gradients(dtype, stat):
     declaration = dims.Declaration(DECLS, OUTS)
     b = dims.bind(declaration, {"x": torch.zeros(3, 5, dtype=dtype), "t": torch.zeros(3, dtype=torch.long)})
@@ -73,11 +77,18 @@ def test_prob_attribute_kind():
 def _stat_spec():
     """An operator with statistics outputs, one of them (lse) kept for its backward without a gradient."""
     return s.OpSpec(
-        name="stat_probe", summary="", math="", composite=lambda **k: None, example=None, bytes_moved=None,
-        inputs=("x: [N, C] float grad",), attrs=(s.Attr("eps", 0.0, "[0, 1]", s.PROB),),
-        outputs=("loss: [N] stat:x", "lse: [N] stat:x"), grads=("dx: [N, C] like:x",),
+        name="stat_probe",
+        summary="",
+        math="",
+        composite=lambda **k: None,
+        example=None,
+        bytes_moved=None,
+        inputs=("x: [N, C] float grad",),
+        attrs=(s.Attr("eps", 0.0, "[0, 1]", s.PROB),),
+        outputs=("loss: [N] stat:x", "lse: [N] stat:x"),
+        grads=("dx: [N, C] like:x",),
         backward=s.Backward(("dloss", "x", "lse"), ("eps",)),
-    )  # fmt: skip
+    )
 
 
 def test_generated_interface_writes_stat_dtypes_and_checks():

@@ -69,8 +69,10 @@ def _assert_within(y, golden, bound, what):
     bad = ~(err <= bound)
     if bool(bad.any()):
         i = int((err / bound).flatten().argmax())
-        raise AssertionError(f"{what}: {int(bad.sum())} elements beyond the bound; worst {y.flatten()[i].item()!r} "
-                             f"against {golden.flatten()[i].item()!r} (bound {bound.flatten()[i].item():.3g})")
+        raise AssertionError(
+            f"{what}: {int(bad.sum())} elements beyond the bound; worst {y.flatten()[i].item()!r} "
+            f"against {golden.flatten()[i].item()!r} (bound {bound.flatten()[i].item():.3g})"
+        )
 
 
 def _call(op, approximate, gate, up, backend, casting="fp32"):
@@ -221,8 +223,11 @@ def test_large_gate_derivatives_not_cancelled(op, approximate, backend):
     the derivative keeps its bits, relatively; at |gate| up to 3e38 it is 0 or 1, never nan."""
     v = torch.tensor([-3e38, -1e20, -60.0, -20.0, -8.0, -5.0, 8.0, 60.0, 1e20, 3e38])
     n = v.numel()
-    dg, _ = (tileport.swiglu_bwd(torch.ones(n), v, torch.ones(n), casting="fp32", backend=backend) if op == "swiglu"
-             else tileport.geglu_bwd(torch.ones(n), v, torch.ones(n), approximate=approximate, backend=backend))
+    dg, _ = (
+        tileport.swiglu_bwd(torch.ones(n), v, torch.ones(n), casting="fp32", backend=backend)
+        if op == "swiglu"
+        else tileport.geglu_bwd(torch.ones(n), v, torch.ones(n), approximate=approximate, backend=backend)
+    )
     g64 = v[2:-2].double().requires_grad_()
     _golden_act(g64, approximate).sum().backward()
     want = torch.cat([torch.zeros(2), g64.grad.float(), torch.ones(2)]).double()

@@ -20,7 +20,8 @@ def test_known_values():
 
 
 @pytest.mark.parametrize(
-    "dtype,threshold,bound", [(torch.float16, 2**-11, 2**-16), (torch.bfloat16, 2**-8, 2**-16), (torch.float32, 2**-14, 2**-30)]
+    "dtype,threshold,bound",
+    [(torch.float16, 2**-11, 2**-16), (torch.bfloat16, 2**-8, 2**-16), (torch.float32, 2**-14, 2**-30)],
 )
 def test_small_value_rule_per_dtype(dtype, threshold, bound):
     g = torch.tensor([threshold * 0.5, threshold * 0.5, threshold * 2], dtype=torch.float64)

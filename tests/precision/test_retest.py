@@ -83,7 +83,9 @@ def test_a_pass_runs_every_seed():
 
 def test_the_fuse_and_an_inf_nan_error_decide_at_once():
     fused = retest_stream(Counted([_verdict(0.5)] * 50), 50, min_seeds=200)
-    assert not fused.passed and fused.seeds == 1 and "small-sample fuse: 50 new seeds < 200" in "; ".join(fused.failures)
+    assert (
+        not fused.passed and fused.seeds == 1 and "small-sample fuse: 50 new seeds < 200" in "; ".join(fused.failures)
+    )
     verdicts = [_verdict(0.5), _verdict(0.5, nonfinite=3)] + [_verdict(0.5)] * 28
     r = retest_stream(Counted(verdicts), 30, min_seeds=0)
     assert not r.passed and r.seeds == 2 and "inf/nan" in r.stopped

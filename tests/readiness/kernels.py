@@ -11,9 +11,7 @@ CORES = 40  # Ascend A2's vector cores: the clean launcher's grid
 
 @triton.jit
 def _scale(X, Y, N, BLOCK: tl.constexpr):
-    for blk in range(
-        tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)
-    ):  # a persistent loop over blocks
+    for blk in range(tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)):  # a persistent loop over blocks
         o = blk * BLOCK + tl.arange(0, BLOCK)
         tl.store(Y + o, tl.load(X + o, mask=o < N) * 2.0, mask=o < N)
 
@@ -53,9 +51,7 @@ def cuda_libdevice(x):
 def _asm(X, Y, N, BLOCK: tl.constexpr):
     o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(X + o, mask=o < N)
-    y = tl.inline_asm_elementwise(
-        "mov.b32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
-    )
+    y = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
     tl.store(Y + o, y, mask=o < N)
 
 
@@ -85,9 +81,7 @@ def whole_row(x):
     return y
 
 
-@triton.autotune(
-    configs=[triton.Config({}, num_warps=w) for w in (4, 8, 16)], key=["N"]
-)
+@triton.autotune(configs=[triton.Config({}, num_warps=w) for w in (4, 8, 16)], key=["N"])
 @triton.jit
 def _warps(X, Y, N, BLOCK: tl.constexpr):
     for blk in range(tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)):

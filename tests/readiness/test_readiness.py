@@ -47,14 +47,9 @@ def test_arguments_parse_as_shapes_or_values():
 
 
 def test_compiler_messages_match_their_cause_or_none():
+    assert causes.classify("ValueError(\"Expected dtype ['bf16'] but got fp64\")").key == "fp64"
     assert (
-        causes.classify("ValueError(\"Expected dtype ['bf16'] but got fp64\")").key
-        == "fp64"
-    )
-    assert (
-        causes.classify(
-            "AttributeError: module 'triton.language.extra' has no attribute 'cuda'"
-        ).key
+        causes.classify("AttributeError: module 'triton.language.extra' has no attribute 'cuda'").key
         == "cuda-libdevice"
     )
     assert causes.classify("MLIRCompilationError: something no one has seen") is None
@@ -125,9 +120,7 @@ def test_each_kernel_is_reported_with_its_cause_and_fix(name, tmp_path):
     assert key in found, found
     assert found[key]["fix"] == causes.BY_KEY[key].fix and found[key]["fails"] is fails
     md = (tmp_path / "lower.md").read_text()
-    assert md.startswith(
-        f"# tileport lower --impl {KERNELS}:{name} --target ascend-a2: {'FAIL' if fails else 'PASS'}"
-    )
+    assert md.startswith(f"# tileport lower --impl {KERNELS}:{name} --target ascend-a2: {'FAIL' if fails else 'PASS'}")
     assert causes.BY_KEY[key].fix in md
     if lowers:
         assert any(p.suffix == ".ttadapter" for p in tmp_path.iterdir())
@@ -155,11 +148,7 @@ def test_a_clean_kernel_lowers_within_the_limits(target, tmp_path):
     report = json.loads((tmp_path / "lower.json").read_text())
     assert report["ok"] and report["arch"] == ascend.CHIPS[target].arch
     (kernel,) = report["kernels"]
-    assert (
-        kernel["findings"] == []
-        and kernel["programs"] == 40
-        and kernel["ub_bytes"] <= ascend.CHIPS[target].ub_bytes
-    )
+    assert kernel["findings"] == [] and kernel["programs"] == 40 and kernel["ub_bytes"] <= ascend.CHIPS[target].ub_bytes
 
 
 PACKAGE = """
@@ -188,18 +177,25 @@ def copy(x):
 def test_a_package_that_asks_for_the_npu_takes_its_path(tmp_path):
     """Its import asks Triton's driver and torch.npu (which raise without an NPU): the stand-in answers as A3."""
     (tmp_path / "pkg.py").write_text(PACKAGE)
-    res = runner.invoke(app, ["lower", "--impl", f"{tmp_path / 'pkg.py'}:copy", "--arg", "x=1048576:bfloat16", "--target", "ascend-a3",
-                              "--out", str(tmp_path / "out")])  # fmt: skip
+    res = runner.invoke(
+        app,
+        [
+            "lower",
+            "--impl",
+            f"{tmp_path / 'pkg.py'}:copy",
+            "--arg",
+            "x=1048576:bfloat16",
+            "--target",
+            "ascend-a3",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "out" / "lower.json").read_text())
-    assert (
-        "triton driver: target" in report["path"]
-        and "torch.npu.get_device_properties" in report["path"]
-    )
+    assert "triton driver: target" in report["path"] and "torch.npu.get_device_properties" in report["path"]
     assert report["kernels"][0]["programs"] == ascend.CHIPS["ascend-a3"].vector_cores
-    assert (
-        not hasattr(torch, "npu") or torch.npu is not None
-    )  # restored: no stand-in left behind
+    assert not hasattr(torch, "npu") or torch.npu is not None  # restored: no stand-in left behind
     import sys
 
     assert "torch_npu" not in sys.modules
@@ -222,13 +218,23 @@ class Copy(torch.autograd.Function):
         return copy(g), None
 """
     )
-    res = runner.invoke(app, ["lower", "--impl", f"{tmp_path / 'fn.py'}:Copy.apply", "--arg", "x=4096:float32", "--target", "ascend-a2",
-                              "--out", str(tmp_path / "out")])  # fmt: skip
+    res = runner.invoke(
+        app,
+        [
+            "lower",
+            "--impl",
+            f"{tmp_path / 'fn.py'}:Copy.apply",
+            "--arg",
+            "x=4096:float32",
+            "--target",
+            "ascend-a2",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "out" / "lower.json").read_text())
-    assert report["backward"] == "captured" and report["arguments"] == {
-        "x": "4096:float32"
-    }
+    assert report["backward"] == "captured" and report["arguments"] == {"x": "4096:float32"}
 
 
 PROBLEM = """
@@ -253,21 +259,38 @@ def get_init_inputs():
 @needs_triton_ascend
 def test_inputs_from_a_problem_or_a_case_file(tmp_path):
     (tmp_path / "problem.py").write_text(PROBLEM)
-    res = runner.invoke(app, ["lower", "--impl", f"{KERNELS}:clean", "--problem", str(tmp_path / "problem.py"), "--target", "ascend-a2",
-                              "--out", str(tmp_path / "p")])  # fmt: skip
-    assert res.exit_code == 0, res.output
-    assert json.loads((tmp_path / "p" / "lower.json").read_text())["arguments"] == {
-        "input 0": "64x1024:float32"
-    }
-    suite = (
-        Path(__file__).resolve().parents[2]
-        / "tileport"
-        / "cases"
-        / "suites"
-        / "l2norm.yaml"
+    res = runner.invoke(
+        app,
+        [
+            "lower",
+            "--impl",
+            f"{KERNELS}:clean",
+            "--problem",
+            str(tmp_path / "problem.py"),
+            "--target",
+            "ascend-a2",
+            "--out",
+            str(tmp_path / "p"),
+        ],
     )
-    res = runner.invoke(app, ["lower", "l2norm", "--impl", f"{KERNELS}:clean", "--cases", str(suite), "--target", "ascend-a2",
-                              "--out", str(tmp_path / "c")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "p" / "lower.json").read_text())["arguments"] == {"input 0": "64x1024:float32"}
+    suite = Path(__file__).resolve().parents[2] / "tileport" / "cases" / "suites" / "l2norm.yaml"
+    res = runner.invoke(
+        app,
+        [
+            "lower",
+            "l2norm",
+            "--impl",
+            f"{KERNELS}:clean",
+            "--cases",
+            str(suite),
+            "--target",
+            "ascend-a2",
+            "--out",
+            str(tmp_path / "c"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "c" / "lower.json").read_text())
     assert report["kernels"] and all(k["ok"] for k in report["kernels"])
@@ -291,11 +314,20 @@ class Refusing(torch.autograd.Function):
         raise RuntimeError("feature dim exceeds the UB-safe block size")
 """
     )
-    res = runner.invoke(app, ["lower", "--impl", f"{tmp_path / 'fn.py'}:Refusing.apply", "--arg", "x=4096:float32", "--target", "ascend-a2",
-                              "--out", str(tmp_path / "out")])  # fmt: skip
+    res = runner.invoke(
+        app,
+        [
+            "lower",
+            "--impl",
+            f"{tmp_path / 'fn.py'}:Refusing.apply",
+            "--arg",
+            "x=4096:float32",
+            "--target",
+            "ascend-a2",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     assert res.exit_code == 1, res.output
     md = (tmp_path / "out" / "lower.md").read_text()
-    assert (
-        "FAIL: 1 kernels lower, but the backward stopped: RuntimeError: feature dim exceeds"
-        in md.splitlines()[0]
-    )
+    assert "FAIL: 1 kernels lower, but the backward stopped: RuntimeError: feature dim exceeds" in md.splitlines()[0]

@@ -31,11 +31,7 @@ def test_each_construct_is_named_with_its_counterpart(name, target, tmp_path):
     from tileport.readiness import tile_programs
 
     status, fails, notes = EXPECTED[(name, target)]
-    args = (
-        SIZE
-        if name != "matmul"
-        else ["--arg", "M=256", "--arg", "N=256", "--arg", "K=256"]
-    )
+    args = SIZE if name != "matmul" else ["--arg", "M=256", "--arg", "N=256", "--arg", "K=256"]
     res = runner.invoke(
         app,
         [
@@ -64,9 +60,7 @@ def test_each_construct_is_named_with_its_counterpart(name, target, tmp_path):
     for key in fails | notes:
         assert causes.BY_KEY[key].fix in md
     if status == 0:
-        assert (
-            tmp_path / ("kernel.cpp" if target == "ascend" else "kernel.c")
-        ).read_text()
+        assert (tmp_path / ("kernel.cpp" if target == "ascend" else "kernel.c")).read_text()
 
 
 def test_what_is_no_tile_program_is_refused(tmp_path):

@@ -34,9 +34,7 @@ def _run(tmp_path, impl: str, *args: str) -> tuple[int, dict]:
     reason="fla-core is not installed (.ci/run installs it)",
 )
 def test_fla_l2norm_fwd_takes_its_ascend_path(tmp_path):
-    status, report = _run(
-        tmp_path, "fla.modules.l2norm:l2norm_fwd", "x=4096x2048:bfloat16"
-    )
+    status, report = _run(tmp_path, "fla.modules.l2norm:l2norm_fwd", "x=4096x2048:bfloat16")
     assert status == 0, report
     assert "triton driver: target" in report["path"]
     (kernel,) = report["kernels"]
@@ -57,8 +55,5 @@ def test_liger_rms_norm_gets_a_verdict_per_kernel(tmp_path):
     )
     assert status == 0, report
     names = sorted(k["kernel"].rsplit(".", 1)[-1] for k in report["kernels"])
-    assert (
-        names == ["_rms_norm_backward_kernel", "_rms_norm_forward_kernel"]
-        and report["backward"] == "captured"
-    )
+    assert names == ["_rms_norm_backward_kernel", "_rms_norm_forward_kernel"] and report["backward"] == "captured"
     assert all(k["lowered"] and k["ok"] for k in report["kernels"])

@@ -18,8 +18,7 @@ def elementwise(M=1024, N=1024, block_M=128, block_N=128, dtype="float16"):
         ):
             for i, j in T.Parallel(block_M, block_N):
                 C[by * block_M + i, bx * block_N + j] = (
-                    A[by * block_M + i, bx * block_N + j]
-                    + B[by * block_M + i, bx * block_N + j]
+                    A[by * block_M + i, bx * block_N + j] + B[by * block_M + i, bx * block_N + j]
                 )
 
     return add

@@ -47,9 +47,7 @@ CASES = [(f, "fused_linear") for f in zoo.FAMILIES] + [("llama", "cross_entropy"
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-@pytest.mark.parametrize(
-    ("family", "loss_mode"), CASES, ids=[f"{f}-{m}" for f, m in CASES]
-)
+@pytest.mark.parametrize(("family", "loss_mode"), CASES, ids=[f"{f}-{m}" for f, m in CASES])
 def test_a_patched_model_trains_like_the_original(family, loss_mode, dtype):
     batches = _batches(128)
     base = zoo.model(family, seed=3).to(dtype).train()
@@ -62,12 +60,8 @@ def test_a_patched_model_trains_like_the_original(family, loss_mode, dtype):
     finally:
         tileport.unpatch(mine)
     rtol, atol, topk_atol, param_atol = TOL[dtype]
-    torch.testing.assert_close(
-        torch.tensor(got_losses), torch.tensor(want_losses), rtol=rtol, atol=atol
-    )
-    torch.testing.assert_close(
-        got_logits, want_logits, rtol=1e-5, atol=topk_atol
-    )  # the top-20 log-probabilities
+    torch.testing.assert_close(torch.tensor(got_losses), torch.tensor(want_losses), rtol=rtol, atol=atol)
+    torch.testing.assert_close(got_logits, want_logits, rtol=1e-5, atol=topk_atol)  # the top-20 log-probabilities
     for name, p in want_params.items():
         torch.testing.assert_close(
             got_params[name],

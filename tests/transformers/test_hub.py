@@ -15,9 +15,7 @@ from tileport.transformers import hub, zoo
     ("family", "operator", "count"),
     [("llama", rms_norm, 5), ("qwen3_next", gated_rms_norm, 1)],
 )
-def test_kernelize_with_tileport_as_the_kernel_source(
-    family, operator, count, monkeypatch
-):
+def test_kernelize_with_tileport_as_the_kernel_source(family, operator, count, monkeypatch):
     model = zoo.model(family).eval()
     tokens = torch.randint(1, 128, (2, 9), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -26,9 +24,7 @@ def test_kernelize_with_tileport_as_the_kernel_source(
         kernels.kernelize(model, mode=kernels.Mode.INFERENCE, device="cpu")
     seen = []
     forward = operator.forward
-    monkeypatch.setattr(
-        operator, "forward", lambda *a, **k: (seen.append(1), forward(*a, **k))[1]
-    )
+    monkeypatch.setattr(operator, "forward", lambda *a, **k: (seen.append(1), forward(*a, **k))[1])
     monkeypatch.setenv("TILEPORT_BACKEND", "torch")
     with torch.no_grad():
         got = model(tokens).logits

@@ -16,7 +16,9 @@ from tileport.transformers import zoo
 def test_the_table_has_every_step_and_provider(tmp_path):
     cfg = zoo.config("qwen3", hidden=64, vocab=512)
     (tmp_path / "config.json").write_text(json.dumps(cfg.to_dict()))
-    result = CliRunner().invoke(app, ["bench", "--model", str(tmp_path), "--quick", "--budget", "0.2", "--out", str(tmp_path / "b")])
+    result = CliRunner().invoke(
+        app, ["bench", "--model", str(tmp_path), "--quick", "--budget", "0.2", "--out", str(tmp_path / "b")]
+    )
     assert result.exit_code == 0, result.output
     text = (tmp_path / "b" / "model.md").read_text()
     for step in ("train", "forward"):

@@ -47,8 +47,20 @@ def test_each_patched_operator_gets_a_case_file_at_the_models_shapes(written):
 
 def test_a_written_file_verifies(written, tmp_path):
     out, _ = written
-    result = CliRunner().invoke(app, ["verify", "swiglu", "--cases", str(out / "swiglu.yaml"), "--level", "quick",
-                                      "--no-perf", "--out", str(tmp_path / "v")])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "verify",
+            "swiglu",
+            "--cases",
+            str(out / "swiglu.yaml"),
+            "--level",
+            "quick",
+            "--no-perf",
+            "--out",
+            str(tmp_path / "v"),
+        ],
+    )
     assert result.exit_code == 0 and "PASS" in result.output, result.output
     assert "gate 2x64x" in (tmp_path / "v" / "report.md").read_text()
 

@@ -53,15 +53,11 @@ def test_other_models_of_the_family_are_left_as_they_were():
         assert torch.equal(_logits(b), want_b)
         assert all("forward" not in m.__dict__ for m in b.modules())
         tileport.unpatch(a)
-        assert (
-            modeling.apply_rotary_pos_emb is not rotary_before
-        )  # c still patched: the dispatcher stays
+        assert modeling.apply_rotary_pos_emb is not rotary_before  # c still patched: the dispatcher stays
     finally:
         tileport.unpatch(a)
         tileport.unpatch(c)
-    assert (
-        modeling.apply_rotary_pos_emb is rotary_before
-    )  # the last unpatch puts the file's global back
+    assert modeling.apply_rotary_pos_emb is rotary_before  # the last unpatch puts the file's global back
 
 
 def test_the_patched_model_calls_tileport_where_it_says():
@@ -89,9 +85,7 @@ def test_switches_and_dry_run():
     model = zoo.model("qwen3").eval()
     report = tileport.patch(model, rms_norm=False, mlp=False, loss=None, dry_run=True)
     assert report.counts() == {"rope": 2}
-    assert not tileport.transformers.patched(model) and all(
-        "forward" not in m.__dict__ for m in model.modules()
-    )
+    assert not tileport.transformers.patched(model) and all("forward" not in m.__dict__ for m in model.modules())
 
 
 class _CenteredNorm(torch.nn.Module):
@@ -110,9 +104,7 @@ def test_a_module_whose_semantics_differ_is_left_with_why():
     model = torch.nn.Sequential(_CenteredNorm(64))
     report = tileport.patch(model, loss=None)
     assert not report.replaced
-    assert [s.detail for s in report.left] == [
-        "computes no RMSNorm form tileport has on a probe"
-    ]
+    assert [s.detail for s in report.left] == ["computes no RMSNorm form tileport has on a probe"]
 
 
 def test_bad_arguments():

@@ -7,12 +7,11 @@ import pytest
 import torch
 
 from tileport.cases import generate, load_suite, make_inputs
-from tileport.verify import accuracy
-from tileport.verify.accuracy import merge
-from tileport.verify.pool import run_task
-from tileport.verify.accuracy import Judge
 from tileport.ops.spec import get as op_spec
 from tileport.precision.retest import FAR_SEEDS
+from tileport.verify import accuracy
+from tileport.verify.accuracy import Judge, merge
+from tileport.verify.pool import run_task
 
 FIELDS = ("mare", "mere", "rmse", "small_errors")
 
@@ -54,7 +53,9 @@ def test_a_wrong_backend_fails_its_first_seed_and_its_retest(monkeypatch):
 
     monkeypatch.setattr(accuracy, "spec_of", lambda suite: dataclasses.replace(real, run=wrong_run))
     cases = generate(suite, "quick", [torch.float16])[:3]
-    results, _, _ = merge(run_task(accuracy.Task(suite, ("tilelang",), "L0", 1, 5, min_seeds=0), cases))  # fails on its merits
+    results, _, _ = merge(
+        run_task(accuracy.Task(suite, ("tilelang",), "L0", 1, 5, min_seeds=0), cases)
+    )  # fails on its merits
     y = [r for r in results if r.output == "y"]
     assert len(y) == 3 and all(not r.verdict.passed and r.retest is not None and not r.retest.passed for r in y)
     assert all(r.passed for r in results if r.output != "y")
@@ -120,7 +121,9 @@ def test_a_backend_that_raises_fails_alone(monkeypatch):
     results, _, _ = merge(run_task(accuracy.Task(suite, ("tilelang", "triton"), "L0", 1, 5, min_seeds=0), cases))
     triton = [r for r in results if r.backend == "triton"]
     tilelang = [r for r in results if r.backend == "tilelang"]
-    assert len(triton) == 2 and all(not r.passed and "TypeError: forward() takes 2" in " ".join(r.verdict.failures) for r in triton)
+    assert len(triton) == 2 and all(
+        not r.passed and "TypeError: forward() takes 2" in " ".join(r.verdict.failures) for r in triton
+    )
     assert tilelang and all(r.passed for r in tilelang) and {r.output for r in tilelang} == {"y", "rstd", "dx"}
 
 
@@ -142,4 +145,6 @@ def test_a_failure_by_orders_of_magnitude_is_cut_short_at_quick_only(monkeypatch
     if conforming:  # the standard's rule, stopped only where no remaining seed could pass it: past half of them
         assert seeds // 2 < y.retest.seeds < seeds and "decided after" in y.retest.failures[0]
     else:
-        assert y.retest.seeds == FAR_SEEDS and "cut short" in y.retest.failures[0] and "cut short" in "; ".join(y.failures)
+        assert (
+            y.retest.seeds == FAR_SEEDS and "cut short" in y.retest.failures[0] and "cut short" in "; ".join(y.failures)
+        )

@@ -122,8 +122,12 @@ def _verdicts(folder):
 def test_a_sharded_run_killed_mid_way_resumes_to_the_uninterrupted_report(tmp_path, local_cluster):
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     assert CliRunner().invoke(app, ARGS + ["--jobs", "1", "--out", str(whole)]).exit_code == 0
-    proc = subprocess.Popen([sys.executable, "-m", "tileport.cli", *ARGS, "--ray", "--out", str(cut)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tileport.cli", *ARGS, "--ray", "--out", str(cut)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 300
     while len(journal.read(cut)) < 16:
         assert time.monotonic() < deadline and proc.poll() is None, "the sharded run should journal cases"
@@ -141,9 +145,14 @@ def test_an_address_where_nothing_answers_is_one_clear_error_at_once(tmp_path):
     """Ray retries a dead GCS address for minutes (its bar at 0/?, its warnings streaming): tileport checks the
     port first and stops with one line naming the address."""
     t0 = time.monotonic()
-    result = CliRunner().invoke(app, ["verify", "l2norm", "--level", "quick", "--no-perf", "--ray", "127.0.0.1:1", "--out", str(tmp_path)])
+    result = CliRunner().invoke(
+        app, ["verify", "l2norm", "--level", "quick", "--no-perf", "--ray", "127.0.0.1:1", "--out", str(tmp_path)]
+    )
     text = " ".join(result.output.replace("│", " ").split())
-    assert result.exit_code == 2 and "cannot reach the Ray cluster at '127.0.0.1:1': nothing answers at 127.0.0.1:1" in text
+    assert (
+        result.exit_code == 2
+        and "cannot reach the Ray cluster at '127.0.0.1:1': nothing answers at 127.0.0.1:1" in text
+    )
     assert time.monotonic() - t0 < 30
     with pytest.raises(cluster.RayUnavailable, match="expected auto, HOST:PORT or ray://HOST:PORT"):
         cluster._reachable("no-port")

@@ -39,7 +39,9 @@ def test_records_round_trip_a_torn_tail_is_dropped_and_a_writer_continues_after_
 
 def test_resume_without_a_run_says_so(tmp_path):
     result = CliRunner().invoke(app, ["verify", "--resume", str(tmp_path)], terminal_width=400)
-    assert result.exit_code == 2 and "holds no verify run to resume" in " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.output).split())
+    assert result.exit_code == 2 and "holds no verify run to resume" in " ".join(
+        re.sub(r"[│╭╮╰╯─]", " ", result.output).split()
+    )
 
 
 def _verdicts(folder):
@@ -59,8 +61,12 @@ def _wait_for_records(folder, n: int, timeout: float = 180.0) -> None:
 def test_a_run_killed_mid_way_resumes_to_the_uninterrupted_report(tmp_path):
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     assert CliRunner().invoke(app, ARGS + ["--out", str(whole)]).exit_code == 0
-    proc = subprocess.Popen([sys.executable, "-m", "tileport.cli", *ARGS, "--out", str(cut)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tileport.cli", *ARGS, "--out", str(cut)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     _wait_for_records(cut, 1)  # at the first record: the rest of the run is still ahead (a few seconds)
     os.killpg(proc.pid, signal.SIGKILL)  # mid-run, as a lost machine would
     proc.wait()

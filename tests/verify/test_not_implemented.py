@@ -48,7 +48,9 @@ def test_a_stubbed_reference_fails_every_backend_naming_it(monkeypatch):
 
 def test_only_not_implemented_is_told_apart():
     assert raised(NotImplementedError("TODO(x): the cpu forward")) == "not implemented: TODO(x): the cpu forward"
-    assert raised(TypeError("forward() takes 2 arguments")) == "did not run: raised TypeError: forward() takes 2 arguments"
+    assert (
+        raised(TypeError("forward() takes 2 arguments")) == "did not run: raised TypeError: forward() takes 2 arguments"
+    )
 
 
 def test_performance_leaves_out_a_stubbed_backend_and_survives_a_stubbed_baseline(monkeypatch):
@@ -59,12 +61,20 @@ def test_performance_leaves_out_a_stubbed_backend_and_survives_a_stubbed_baselin
 
     from tileport.backends.registry import REGISTRY
 
-    performance = importlib.import_module("tileport.verify.performance")  # the module (the package exports its function)
+    performance = importlib.import_module(
+        "tileport.verify.performance"
+    )  # the module (the package exports its function)
     timed = []
-    monkeypatch.setattr(REGISTRY, "stub", lambda name, op: "TODO(l2norm): the cpu kernels" if name == "tilelang" else None)
-    monkeypatch.setattr(performance, "run", lambda op, groups, backends, **kw: timed.append(backends) or [{"provider": "triton"}])
+    monkeypatch.setattr(
+        REGISTRY, "stub", lambda name, op: "TODO(l2norm): the cpu kernels" if name == "tilelang" else None
+    )
+    monkeypatch.setattr(
+        performance, "run", lambda op, groups, backends, **kw: timed.append(backends) or [{"provider": "triton"}]
+    )
     failed = {}
-    assert performance.performance("l2norm", [], ["tilelang", "triton", "torch"], failed=failed) == [{"provider": "triton"}]
+    assert performance.performance("l2norm", [], ["tilelang", "triton", "torch"], failed=failed) == [
+        {"provider": "triton"}
+    ]
     assert timed == [["triton"]] and failed == {"tilelang": "not implemented: TODO(l2norm): the cpu kernels"}
 
     def composite_stub(*args, **kw):

@@ -6,10 +6,10 @@ import dataclasses
 import pytest
 import torch
 
+from tileport.bench import originals
 from tileport.cases import generate, load_suite
 from tileport.ops import spec as opspec
 from tileport.report.tables import originals as originals_table
-from tileport.bench import originals
 from tileport.verify import accuracy
 from tileport.verify.accuracy import Reduced, Task, merge
 from tileport.verify.pool import run_task
@@ -38,8 +38,15 @@ def test_probe_says_which_originals_were_found_and_why_not(rms_norm_with):
     spec = rms_norm_with(TORCH_ORIGINAL, MISSING, BROKEN)
     status = {s.name: s for s in originals.probe(spec)}
     assert status["stand-in"].found and status["stand-in"].runs and status["stand-in"].why == ""
-    assert not status["missing"].found and "not installed (no package 'no_such_package_for_tileport'" in status["missing"].why
-    assert status["broken"].found and not status["broken"].runs and "does not import: AttributeError" in status["broken"].why
+    assert (
+        not status["missing"].found
+        and "not installed (no package 'no_such_package_for_tileport'" in status["missing"].why
+    )
+    assert (
+        status["broken"].found
+        and not status["broken"].runs
+        and "does not import: AttributeError" in status["broken"].why
+    )
     table = originals_table(type("Rep", (), {"originals": [dataclasses.asdict(s) for s in status.values()]})())
     assert [r[3] for r in table.rows] == ["yes", "no", "no"]
 
@@ -50,7 +57,9 @@ def test_an_original_that_runs_joins_the_cross_backend_comparison(rms_norm_with,
     suite = load_suite("rms_norm")
     every = [c for c in generate(suite, "quick", [torch.float32]) if c.counted]
     cases = [c for c in every if 1 < c.elements <= 4096][:3] + [next(c for c in every if c.elements > 1 << 16)]
-    task = Task(suite, ("tilelang",), "L0", 1, 5, min_seeds=0, originals=("stand-in",), originals_cut=Reduced(1000, 1, 5))
+    task = Task(
+        suite, ("tilelang",), "L0", 1, 5, min_seeds=0, originals=("stand-in",), originals_cut=Reduced(1000, 1, 5)
+    )
     results, pairs, skipped = merge(run_task(task, cases))
     compared = {(p.a, p.b, p.output): p for p in pairs if "stand-in (original)" in (p.a, p.b)}
     outputs = {o for _, _, o in compared}

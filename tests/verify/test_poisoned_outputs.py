@@ -34,7 +34,11 @@ def test_kernels_write_every_element_of_their_outputs():
 def test_an_unwritten_element_fails_verify(monkeypatch):
     """A backend that leaves the last column of its outputs unwritten is caught: its allocation is poisoned."""
     suite = load_suite("l2norm")
-    case = next(c for c in generate(suite, "quick", dtypes=[torch.float32]) if c.counted and c.shape[-1] > 4 and len(c.shape) == 2)
+    case = next(
+        c
+        for c in generate(suite, "quick", dtypes=[torch.float32])
+        if c.counted and c.shape[-1] > 4 and len(c.shape) == 2
+    )
     spec = op_spec("l2norm")
 
     def lazy_run(inputs, backend, backward):

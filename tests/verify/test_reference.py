@@ -17,7 +17,7 @@ from tileport.cli import app
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "atk"
-PORTS = '''
+PORTS = """
 import torch
 
 def my_max(input, dim, keepdim=False):
@@ -43,7 +43,7 @@ def my_gelu(input, approximate="none"):
 
 def gelu_in_dtype_tanh_always(input, approximate="none"):  # ignores approximate
     return torch.nn.functional.gelu(input, approximate="tanh")
-'''
+"""
 
 
 def _failed(folder: Path) -> list[dict]:
@@ -63,9 +63,17 @@ def ports(tmp_path):
 
 def test_the_example_files_load_as_references_or_operators():
     mx = load_suite(EXAMPLES / "torch_max_dim.yaml")
-    assert mx.reference == "torch.max" and [t.name for t in mx.tensors] == ["input"] and [a.name for a in mx.attrs] == ["dim", "keepdim"]
+    assert (
+        mx.reference == "torch.max"
+        and [t.name for t in mx.tensors] == ["input"]
+        and [a.name for a in mx.attrs] == ["dim", "keepdim"]
+    )
     spec = spec_of(mx)
-    assert [t.name for t in spec.outputs] == ["values", "indices"] and spec.exact == ("indices",) and [g.name for g in spec.grads] == ["dinput"]
+    assert (
+        [t.name for t in spec.outputs] == ["values", "indices"]
+        and spec.exact == ("indices",)
+        and [g.name for g in spec.grads] == ["dinput"]
+    )
     gelu = load_suite(EXAMPLES / "gelu_approximate.yaml")
     assert gelu.reference == "torch.nn.functional.gelu" and gelu.attrs[0].values == ("none", "tanh")
     assert load_suite(EXAMPLES / "rms_norm_api_names.yaml").reference is None  # a tileport operator: its backends
@@ -88,10 +96,31 @@ def test_the_golden_is_the_function_in_float64_and_the_gradient_is_drawn_in_the_
 
 
 def test_a_port_passes_and_wrong_indices_fail_by_exact_equality(ports, tmp_path):
-    ok, text = _cli("--cases", EXAMPLES / "torch_max_dim.yaml", "--level", "quick", "--dtype", "fp16", "--impl", f"{ports}:my_max", "--out", tmp_path / "ok")
+    ok, text = _cli(
+        "--cases",
+        EXAMPLES / "torch_max_dim.yaml",
+        "--level",
+        "quick",
+        "--dtype",
+        "fp16",
+        "--impl",
+        f"{ports}:my_max",
+        "--out",
+        tmp_path / "ok",
+    )
     assert ok.exit_code == 0, text[-2000:]
-    bad, text = _cli("--cases", EXAMPLES / "torch_max_dim.yaml", "--level", "quick", "--dtype", "fp16", "--impl", f"{ports}:first_index_max",
-                     "--out", tmp_path / "bad")  # fmt: skip
+    bad, text = _cli(
+        "--cases",
+        EXAMPLES / "torch_max_dim.yaml",
+        "--level",
+        "quick",
+        "--dtype",
+        "fp16",
+        "--impl",
+        f"{ports}:first_index_max",
+        "--out",
+        tmp_path / "bad",
+    )
     assert bad.exit_code == 1
     md = (tmp_path / "bad" / "report.md").read_text()
     assert "elements differ from the golden (exact equality" in md
@@ -99,18 +128,49 @@ def test_a_port_passes_and_wrong_indices_fail_by_exact_equality(ports, tmp_path)
 
 
 def test_an_input_the_reference_refuses_must_be_refused_by_the_port(ports, tmp_path):
-    bad, _ = _cli("--cases", EXAMPLES / "torch_max_dim.yaml", "--level", "quick", "--dtype", "fp32", "--impl", f"{ports}:lenient_max",
-                  "--out", tmp_path / "r")  # fmt: skip
+    bad, _ = _cli(
+        "--cases",
+        EXAMPLES / "torch_max_dim.yaml",
+        "--level",
+        "quick",
+        "--dtype",
+        "fp32",
+        "--impl",
+        f"{ports}:lenient_max",
+        "--out",
+        tmp_path / "r",
+    )
     assert bad.exit_code == 1
     assert "returned a result where the reference raised" in (tmp_path / "r" / "report.md").read_text()
 
 
 def test_gelu_port_is_judged_per_approximate_class(ports, tmp_path):
-    ok, text = _cli("--cases", EXAMPLES / "gelu_approximate.yaml", "--level", "quick", "--dtype", "bf16", "--impl", f"{ports}:my_gelu", "--out", tmp_path / "ok")
+    ok, text = _cli(
+        "--cases",
+        EXAMPLES / "gelu_approximate.yaml",
+        "--level",
+        "quick",
+        "--dtype",
+        "bf16",
+        "--impl",
+        f"{ports}:my_gelu",
+        "--out",
+        tmp_path / "ok",
+    )
     assert ok.exit_code == 0, text[-2000:]
     assert "dinput" in (tmp_path / "ok" / "results.csv").read_text()  # the gradient judged through the port's autograd
-    bad, _ = _cli("--cases", EXAMPLES / "gelu_approximate.yaml", "--level", "quick", "--dtype", "fp32", "--impl",
-                  f"{ports}:gelu_in_dtype_tanh_always", "--out", tmp_path / "bad")  # fmt: skip
+    bad, _ = _cli(
+        "--cases",
+        EXAMPLES / "gelu_approximate.yaml",
+        "--level",
+        "quick",
+        "--dtype",
+        "fp32",
+        "--impl",
+        f"{ports}:gelu_in_dtype_tanh_always",
+        "--out",
+        tmp_path / "bad",
+    )
     assert bad.exit_code == 1
     failed = _failed(tmp_path / "bad")
     assert failed and {r["attrs"] for r in failed} == {"approximate=none"}
@@ -125,8 +185,19 @@ def test_each_reference_example_runs_the_function_itself(example, tmp_path):
 
 @pytest.mark.parametrize("example", ["rms_norm_api_names", "l2norm"])
 def test_each_operator_example_runs_on_tileports_backend(example, tmp_path):
-    ok, text = _cli("--cases", EXAMPLES / f"{example}.yaml", "--level", "quick", "--dtype", "fp32", "--backend", "tilelang", "--no-perf",
-                    "--out", tmp_path)  # fmt: skip
+    ok, text = _cli(
+        "--cases",
+        EXAMPLES / f"{example}.yaml",
+        "--level",
+        "quick",
+        "--dtype",
+        "fp32",
+        "--backend",
+        "tilelang",
+        "--no-perf",
+        "--out",
+        tmp_path,
+    )
     assert ok.exit_code == 0, text[-2000:]
 
 
@@ -136,12 +207,12 @@ def test_api_option_runs_a_torch_function_without_a_file(tmp_path):
     assert "torch.nn.functional.silu" in (tmp_path / "report.md").read_text()
 
 
-MODULE = '''
+MODULE = """
 import torch
 
 def scale_add(input, other, alpha):
     return input + alpha * other
-'''
+"""
 DESIGN = """
 api: pytorch
 name: {name}
@@ -160,11 +231,18 @@ inputs:
     [
         ("torch.nn.functional.no_such_gelu", "", "does not import"),
         ("refmod.scale_add", "  - {name: other, type: tensor}\n", "required parameter 'alpha' is not given"),
-        ("refmod.scale_add", "  - {name: other, type: tensor}\n  - {name: beta, type: attr, ranges: {valid: {values: [1.0]}}}\n",
-         "has no parameter 'beta'"),
-        ("torch.nn.functional.gelu", "  - {name: approx, type: attr, ranges: {valid: {values: [tanh]}}}\n", "refused a call"),
+        (
+            "refmod.scale_add",
+            "  - {name: other, type: tensor}\n  - {name: beta, type: attr, ranges: {valid: {values: [1.0]}}}\n",
+            "has no parameter 'beta'",
+        ),
+        (
+            "torch.nn.functional.gelu",
+            "  - {name: approx, type: attr, ranges: {valid: {values: [tanh]}}}\n",
+            "refused a call",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_design_files_are_refused_naming_file_and_key(tmp_path, monkeypatch, name, more, message):
     (tmp_path / "refmod.py").write_text(MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -183,9 +261,15 @@ def test_api_that_does_not_import_exits_2(tmp_path):
 
 
 def test_a_problem_is_a_reference_suite_too(tmp_path):
-    (tmp_path / "ref.py").write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, a, b):\n        return a @ b\n"
-                                     "def get_inputs():\n    return [torch.rand(8, 16), torch.rand(16, 4)]\ndef get_init_inputs():\n    return []\n")  # fmt: skip
-    (tmp_path / "new.py").write_text("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        return (a.double() @ b.double()).to(a.dtype)\n")
+    (tmp_path / "ref.py").write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, a, b):\n        return a @ b\n"
+        "def get_inputs():\n    return [torch.rand(8, 16), torch.rand(16, 4)]\ndef get_init_inputs():\n    return []\n"
+    )
+    (tmp_path / "new.py").write_text(
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        return (a.double() "
+        "@ "
+        "b.double()).to(a.dtype)\n"
+    )
     p = problems.load(str(tmp_path / "ref.py"), str(tmp_path / "new.py"))
     s = problems.suite(p)
     spec = spec_of(s)
@@ -193,5 +277,7 @@ def test_a_problem_is_a_reference_suite_too(tmp_path):
     case = generate(s, "quick", [torch.float32])[0]
     inputs = make_inputs(s, case)
     assert inputs["a"].shape == (8, 16) and inputs["b"].shape == (16, 4)  # each input its own shape
-    ok, text = _cli("--problem", tmp_path / "ref.py", "--impl", tmp_path / "new.py", "--level", "quick", "--out", tmp_path / "out")
+    ok, text = _cli(
+        "--problem", tmp_path / "ref.py", "--impl", tmp_path / "new.py", "--level", "quick", "--out", tmp_path / "out"
+    )
     assert ok.exit_code == 0, text[-2000:]

@@ -64,6 +64,7 @@ def _huge_empty(shape, dtype: torch.dtype) -> torch.Tensor:
     offset = -torch.frombuffer(area, dtype=torch.uint8, count=1).data_ptr() % HUGE_PAGE
     return torch.frombuffer(area, dtype=dtype, count=n, offset=offset).view(shape)  # the tensor keeps the mapping
 
+
 _POISON = contextvars.ContextVar("tileport_poison_outputs", default=False)
 
 

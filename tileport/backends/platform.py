@@ -89,8 +89,20 @@ def cpu_flags() -> frozenset[str]:
 def cpu_isa(flags: frozenset[str] | None = None) -> str:
     """The CPU's vector ISA in a few words, from its feature flags (what benchmarks must name)."""
     f = cpu_flags() if flags is None else flags
-    base = next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"), ("asimd", "NEON"),
-                                         ("sse2", "SSE2")) if flag in f), "no SIMD flags")  # fmt: skip
+    base = next(
+        (
+            name
+            for flag, name in (
+                ("avx512f", "AVX-512"),
+                ("avx2", "AVX2"),
+                ("avx", "AVX"),
+                ("asimd", "NEON"),
+                ("sse2", "SSE2"),
+            )
+            if flag in f
+        ),
+        "no SIMD flags",
+    )
     extras = [name for flag, name in (("fma", "FMA"), ("f16c", "F16C"), ("avx512_bf16", "AVX512-BF16")) if flag in f]
     return ", ".join([base, *extras])
 

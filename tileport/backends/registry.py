@@ -15,8 +15,9 @@ import importlib
 import os
 import pkgutil
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 import torch
 
@@ -34,6 +35,7 @@ def env_backend() -> str | None:
         return os.environ.get(ENV_BACKEND)
     value = data.get(_ENV_KEY)
     return None if value is None else os.environ.decodevalue(value)
+
 
 # Priority per device kind. Names not registered are skipped with a reason.
 DISPATCH_ORDER: dict[str, tuple[str, ...]] = {
@@ -149,7 +151,11 @@ class Registry:
             return None
         try:
             if op in self.plugin:
-                notes = [stub_note(importlib.import_module(m)) for k, m in self.plugin[op][0].items() if k.split(":")[0] == name]
+                notes = [
+                    stub_note(importlib.import_module(m))
+                    for k, m in self.plugin[op][0].items()
+                    if k.split(":")[0] == name
+                ]
                 return notes[0] if notes and all(notes) else None
             kind = platform.CPU if platform.CPU in backend.device_kinds else sorted(backend.device_kinds)[0]
             return stub_note(backend.kernels(op, kind))
@@ -204,7 +210,10 @@ class Registry:
         backend = self.load(name)
         if op in self.plugin:  # an operator outside tileport: the modules and dtypes its spec names
             if self.plugin_module(name, op, device_kind) is None or device_kind not in backend.device_kinds:
-                return f"backend {name!r} has no {op!r} kernel for {device_kind!r} (its package names: {', '.join(self.plugin[op][0])})"
+                return (
+                    f"backend {name!r} has no {op!r} kernel for {device_kind!r} (its package names: "
+                    f"{', '.join(self.plugin[op][0])})"
+                )
             bad = [d for d in dtypes if d not in self.plugin[op][1] and not (name == "torch" and d == torch.float64)]
             return f"backend {name!r} does not support {_dtype_name(bad[0])} for {op!r}" if bad else None
         return backend.supports(op, device_kind, dtypes)  # type: ignore[union-attr]
@@ -298,7 +307,16 @@ def available_backends(registry: Registry = REGISTRY) -> list[BackendInfo]:
     for name in registry.names():
         avail = registry.availability(name)
         b = registry.load(name)
-        ops = tuple(sorted(set(b.dtypes) | {op for op, (mods, _) in registry.plugin.items() if any(k.split(":")[0] == name for k in mods)})) if b else ()
+        ops = (
+            tuple(
+                sorted(
+                    set(b.dtypes)
+                    | {op for op, (mods, _) in registry.plugin.items() if any(k.split(":")[0] == name for k in mods)}
+                )
+            )
+            if b
+            else ()
+        )
         infos.append(
             BackendInfo(
                 name=name,
@@ -307,7 +325,8 @@ def available_backends(registry: Registry = REGISTRY) -> list[BackendInfo]:
                 device_kinds=tuple(sorted(b.device_kinds)) if b else (),
                 ops=ops,
                 interpreted=bool(avail.ok and getattr(b, "interpreted", False)),
-                # only where it is available: its modules import what it needs (importing Triton early would fix its mode)
+                # only where it is available: its modules import what it needs (importing Triton early would fix its
+                # mode)
                 stubs=tuple(op for op in ops if registry.stub(name, op)) if avail.ok else (),
             )
         )

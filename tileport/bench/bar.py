@@ -14,7 +14,11 @@ def derived(rows: list[dict], statistic: str) -> dict[tuple, dict[str, float]]:
     otherwise the rows' own statistic."""
     if statistic == "memory_vs_eager":
         peaks = pivot(rows, "peak_bytes")
-        return {k: {p: provs["torch-eager"] / b for p, b in provs.items() if b > 0} for k, provs in peaks.items() if "torch-eager" in provs}
+        return {
+            k: {p: provs["torch-eager"] / b for p, b in provs.items() if b > 0}
+            for k, provs in peaks.items()
+            if "torch-eager" in provs
+        }
     if statistic not in ("vs_fp32", "thread_scaling"):
         return pivot(rows, statistic)
     mins, out = pivot(rows, "min_us"), {}
@@ -39,7 +43,19 @@ def judge_bar(rows: list[dict], criteria, backend: str = "tilelang") -> list[dic
                 continue
             if mode in c.modes and shape in c.shapes and provider in provs:
                 value, target = provs[provider], c.target_for(dtype)
-                out.append(dict(criterion=c.label, provider=provider, mode=mode, dtype=dtype, shape=shape,
-                                threads=threads, measured=value, target=target, met=value >= target, cause=c.cause,
-                                noisy="; ".join(noisy.get((mode, dtype, shape, int(threads)), ()))))  # fmt: skip
+                out.append(
+                    dict(
+                        criterion=c.label,
+                        provider=provider,
+                        mode=mode,
+                        dtype=dtype,
+                        shape=shape,
+                        threads=threads,
+                        measured=value,
+                        target=target,
+                        met=value >= target,
+                        cause=c.cause,
+                        noisy="; ".join(noisy.get((mode, dtype, shape, int(threads)), ())),
+                    )
+                )
     return out

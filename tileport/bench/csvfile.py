@@ -9,13 +9,31 @@ from pathlib import Path
 from ..dtypes import normalize
 
 FIELDS = (
-    "operator", "provider", "mode", "dtype", "shape", "threads", "statistic", "value",
-    "machine", "versions", "run", "workload",
-)  # fmt: skip
+    "operator",
+    "provider",
+    "mode",
+    "dtype",
+    "shape",
+    "threads",
+    "statistic",
+    "value",
+    "machine",
+    "versions",
+    "run",
+    "workload",
+)
 STATISTICS = (
-    "min_us", "median_us", "p80_us", "gbps", "bandwidth_share", "speedup_vs_eager", "speedup_vs_compile",
-    "peak_bytes", "peak_resident_bytes", "rounds",
-)  # fmt: skip
+    "min_us",
+    "median_us",
+    "p80_us",
+    "gbps",
+    "bandwidth_share",
+    "speedup_vs_eager",
+    "speedup_vs_compile",
+    "peak_bytes",
+    "peak_resident_bytes",
+    "rounds",
+)
 
 
 def append(path: str | Path, rows: list[dict]) -> Path:

@@ -17,7 +17,11 @@ def machine() -> str:
 def versions() -> str:
     import tileport
 
-    parts = [f"tileport {tileport.__version__}", f"torch {torch.__version__}", f"python {_py_platform.python_version()}"]
+    parts = [
+        f"tileport {tileport.__version__}",
+        f"torch {torch.__version__}",
+        f"python {_py_platform.python_version()}",
+    ]
     try:
         import tilelang
 

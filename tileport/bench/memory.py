@@ -14,8 +14,8 @@ from __future__ import annotations
 import ctypes
 import re
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.utils._pytree as pytree
@@ -36,7 +36,9 @@ class _Accounting(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         # an output sharing an argument's storage is a view or an in-place result: nothing new was allocated
-        given = {t.untyped_storage().data_ptr() for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        given = {
+            t.untyped_storage().data_ptr() for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)
+        }
         for t in pytree.tree_leaves(out):
             if isinstance(t, torch.Tensor) and t.device.type == "cpu":
                 storage = t.untyped_storage()

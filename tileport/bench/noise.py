@@ -26,7 +26,11 @@ def noisy_groups(rows: list[dict]) -> dict[tuple, list[str]]:
     mins, p80s = _groups(rows, "min_us"), _groups(rows, "p80_us")
     out: dict[tuple, list[str]] = {}
     for key, provs in mins.items():
-        wide = [f"{p} {p80s[key][p] / us:.1f}x" for p, us in provs.items() if us > 0 and p80s.get(key, {}).get(p, 0) / us > SPREAD_LIMIT]
+        wide = [
+            f"{p} {p80s[key][p] / us:.1f}x"
+            for p, us in provs.items()
+            if us > 0 and p80s.get(key, {}).get(p, 0) / us > SPREAD_LIMIT
+        ]
         if wide:
             out.setdefault(key, []).append(f"rounds spread past {SPREAD_LIMIT:g}x (p80/min: {', '.join(wide)})")
         mode, dtype, shape, threads = key
@@ -35,7 +39,9 @@ def noisy_groups(rows: list[dict]) -> dict[tuple, list[str]]:
             scaling = one / provs["copy"]
             lo, hi = SCALING_RANGE[0], SCALING_RANGE[1] * threads
             if not lo <= scaling <= hi:
-                out.setdefault(key, []).append(f"the copy scales {scaling:.2f}x from 1 to {threads} threads (outside {lo:g}-{hi:g}x)")
+                out.setdefault(key, []).append(
+                    f"the copy scales {scaling:.2f}x from 1 to {threads} threads (outside {lo:g}-{hi:g}x)"
+                )
     return out
 
 

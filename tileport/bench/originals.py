@@ -7,9 +7,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
-from typing import Callable
 
 import torch
 
@@ -62,7 +62,9 @@ def run(spec: OpSpec, fn: Callable, inputs: dict, backward: bool) -> dict[str, t
                 raise Unsupported(f"no parameter {a.name} (the case sets {a.name}={inputs[a.name]!r})")
         elif a.name in inputs:
             kwargs[a.name] = inputs[a.name]
-    grads = {f"d{k}": k for k, v in kwargs.items() if isinstance(v, torch.Tensor) and f"d{k}" in {g.name for g in spec.grads}}
+    grads = {
+        f"d{k}": k for k, v in kwargs.items() if isinstance(v, torch.Tensor) and f"d{k}" in {g.name for g in spec.grads}
+    }
     backward = backward and "dy" in inputs
     if backward:
         kwargs |= {k: kwargs[k].detach().requires_grad_(True) for k in grads.values()}
@@ -93,5 +95,9 @@ def probe(spec: OpSpec, device: str = "cpu") -> list[Status]:
             out.append(Status(spec.name, name, targets[name], True, True))
         except Exception as exc:  # noqa: BLE001 - the reason it cannot take part is the finding
             msg = " ".join(str(exc).split())[:200]
-            out.append(Status(spec.name, name, targets[name], True, False, f"installed, fails here: {type(exc).__name__}: {msg}"))
+            out.append(
+                Status(
+                    spec.name, name, targets[name], True, False, f"installed, fails here: {type(exc).__name__}: {msg}"
+                )
+            )
     return out

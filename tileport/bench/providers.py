@@ -9,12 +9,13 @@ once), ``fwdbwd`` (both).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch._functorch.config  # noqa: F401  (donated_buffer, patched for the bwd mode)
 
 import tileport
+
 from ..ops.spec import OpSpec
 from ..ops.spec import get as get_spec
 from . import originals
@@ -24,7 +25,9 @@ def _output_grads(outs: tuple, dy: torch.Tensor) -> tuple:
     """The gradient of each output: ``dy`` where the output has its shape (a row-wise operator's outputs), else
     a tensor drawn in that output's own shape and dtype from a fixed seed (a loss, a rotated q beside k)."""
     g = torch.Generator().manual_seed(1)
-    return tuple(dy if o.shape == dy.shape else torch.randn(o.shape, generator=g).to(o.dtype).to(o.device) for o in outs)
+    return tuple(
+        dy if o.shape == dy.shape else torch.randn(o.shape, generator=g).to(o.dtype).to(o.device) for o in outs
+    )
 
 
 def _autograd(fn: Callable, inputs: dict, dy: torch.Tensor, mode: str, grads: list[str]):
@@ -38,7 +41,9 @@ def _autograd(fn: Callable, inputs: dict, dy: torch.Tensor, mode: str, grads: li
     dys: list[tuple] = []  # drawn on the first call, from the outputs it gives
 
     def grad(out, **kw):  # an absent output (None: k_out where k is None) or a statistic (lse) has no gradient
-        outs = tuple(o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o is not None and o.requires_grad)
+        outs = tuple(
+            o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o is not None and o.requires_grad
+        )
         if not dys:
             dys.append(_output_grads(outs, dy))
         return torch.autograd.grad(outs, wrt, dys[0], **kw)
@@ -66,10 +71,20 @@ def group_inputs(spec: OpSpec, shape, dtype, device="cpu") -> tuple[dict, torch.
     first = inputs.get(spec.inputs[0].name)  # dy in the primary input's shape (a benchmark shape may name more sizes)
     dy = torch.randn(first.shape if isinstance(first, torch.Tensor) else shape, generator=g).to(dtype).to(device)
     differentiable = {t.name for t in spec.grads}
-    return inputs, dy, [t.name for t in spec.inputs if isinstance(inputs.get(t.name), torch.Tensor) and f"d{t.name}" in differentiable]
+    return (
+        inputs,
+        dy,
+        [
+            t.name
+            for t in spec.inputs
+            if isinstance(inputs.get(t.name), torch.Tensor) and f"d{t.name}" in differentiable
+        ],
+    )
 
 
-def providers(spec: OpSpec, shape, dtype, mode: str, backends: list[str], compile_baseline: bool = True, device="cpu", impls=()) -> dict:
+def providers(
+    spec: OpSpec, shape, dtype, mode: str, backends: list[str], compile_baseline: bool = True, device="cpu", impls=()
+) -> dict:
     """{provider: zero-argument callable} for one group; inputs drawn once from a fixed seed. ``impls``:
     external implementations (``tileport.external.Impl``), called with their parameters mapped."""
     inputs, dy, grads = group_inputs(spec, shape, dtype, device)
@@ -78,7 +93,9 @@ def providers(spec: OpSpec, shape, dtype, mode: str, backends: list[str], compil
     for b in backends:
         if mode == "fwd":
             if spec.kernel_out:
-                outs = tuple(None if o is None else o.clone() for o in forward(**inputs, backend=b))  # preallocated, same shapes
+                outs = tuple(
+                    None if o is None else o.clone() for o in forward(**inputs, backend=b)
+                )  # preallocated, same shapes
                 out[f"{b}:kernel"] = lambda b=b, outs=outs: forward(**inputs, backend=b, out=outs)
             out[b] = lambda b=b: forward(**inputs, backend=b)
         else:
@@ -102,6 +119,11 @@ def tileport_backends(op: str, device_kind: str = "cpu") -> list[str]:
     on that device kind, except the torch reference and interpreters (milliseconds per call: not a contender)."""
     kernels = get_spec(op).kernel_op
     return [
-        b.name for b in tileport.available_backends()
-        if b.available and kernels in b.serves and device_kind in b.device_kinds and b.name != "torch" and not b.interpreted
-    ]  # fmt: skip
+        b.name
+        for b in tileport.available_backends()
+        if b.available
+        and kernels in b.serves
+        and device_kind in b.device_kinds
+        and b.name != "torch"
+        and not b.interpreted
+    ]

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 from .. import devices
 from ..dtypes import name as dtype_name
+from ..ops.spec import get as op_spec
 from . import contention
 from .environment import machine, versions
 from .memory import peak_bytes, resident_peak_bytes
-from .roofline import copy_provider, gbps
-from ..ops.spec import get as op_spec
 from .providers import providers, tileport_backends
+from .roofline import copy_provider, gbps
 from .timing import interleave
 
 
@@ -103,13 +103,27 @@ def run(
                     provs = {name: (lambda f=f: (f(), sync())) for name, f in provs.items()}
                 provs = _working(provs, {} if failed is None else failed)
                 times = interleave(provs, _budget(g.shape, budget_s))
-                base = dict(operator=op, mode=g.mode, dtype=dtype_name(g.dtype), shape="x".join(map(str, g.shape)),
-                            threads=g.threads, machine=mach if kind == "cpu" else f"{mach}; {devices.name(device)}",
-                            versions=vers, run=stamp, workload=g.workload)  # fmt: skip
+                base = dict(
+                    operator=op,
+                    mode=g.mode,
+                    dtype=dtype_name(g.dtype),
+                    shape="x".join(map(str, g.shape)),
+                    threads=g.threads,
+                    machine=mach if kind == "cpu" else f"{mach}; {devices.name(device)}",
+                    versions=vers,
+                    run=stamp,
+                    workload=g.workload,
+                )
                 copy_gbps = gbps(nbytes, times["copy"])
                 for name, t in times.items():
-                    stats = {"min_us": t.min_us, "median_us": t.median_us, "p80_us": t.p80_us, "rounds": t.rounds,
-                             "gbps": gbps(nbytes, t), "bandwidth_share": gbps(nbytes, t) / copy_gbps}  # fmt: skip
+                    stats = {
+                        "min_us": t.min_us,
+                        "median_us": t.median_us,
+                        "p80_us": t.p80_us,
+                        "rounds": t.rounds,
+                        "gbps": gbps(nbytes, t),
+                        "bandwidth_share": gbps(nbytes, t) / copy_gbps,
+                    }
                     for ref, key in (("torch-eager", "speedup_vs_eager"), ("torch-compile", "speedup_vs_compile")):
                         if ref in times and name != "copy":
                             stats[key] = times[ref].min_us / t.min_us

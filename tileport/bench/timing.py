@@ -9,8 +9,8 @@ right after the copy provider finds the caches cold, and a fixed order hands tha
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -23,7 +23,7 @@ class Timing:
     rounds: int
 
     @classmethod
-    def of(cls, seconds: list[float]) -> "Timing":
+    def of(cls, seconds: list[float]) -> Timing:
         us = np.asarray(seconds) * 1e6
         return cls(float(us.min()), float(np.median(us)), float(np.percentile(us, 80)), len(seconds))
 

@@ -39,12 +39,25 @@ from ..ops.spec import specs
 from ..precision.standard import ACC_STANDARDS, COUNTS, MAX_ELEMENTS
 from .schema import BOUNDARY_FLAGS, AttrInput, CaseFileError, Level, ShapeRule, Suite, TensorInput, _dtypes, _Reader
 
-TOP = ("api", "api_type", "version", "name", "dtype_numbers", "extra_numbers", "generate", "standard", "inputs", "backward")
+TOP = (
+    "api",
+    "api_type",
+    "version",
+    "name",
+    "dtype_numbers",
+    "extra_numbers",
+    "generate",
+    "standard",
+    "inputs",
+    "backward",
+)
 INPUT = ("name", "type", "required", "dtypes", "ranges", "shapes", "boundary")
 # keys the kit's format defines that tileport does not implement yet: refused by name, never ignored
 NOT_YET = {
     "outputs": "outputs are the operator's own (its spec); a file's output declarations are not supported yet",
-    "shape_distributions": "shapes follow the standard's generalization rules; a file's shape distributions are not supported yet",
+    "shape_distributions": (
+        "shapes follow the standard's generalization rules; a file's shape distributions are not supported yet"
+    ),
     "precision_standard": "the standard's ratio limits per level apply; a file's own thresholds are not supported yet",
     "generate_module": "generator modules are not supported",
 }
@@ -85,15 +98,23 @@ def resolve(name: str, file: Path) -> str | None:
         return None
     except reference.ReferenceError as exc:
         known = ", ".join(f"{op} ({', '.join(spec.aliases)})" if spec.aliases else op for op, spec in specs().items())
-        raise CaseFileError(file, "name", f"a function that imports (a torch function, module.function) or a tileport operator: {known}; "
-                            f"{exc}") from None  # fmt: skip
+        raise CaseFileError(
+            file,
+            "name",
+            f"a function that imports (a torch function, module.function) or a tileport operator: {known}; {exc}",
+        ) from None
 
 
 def _intervals(r: _Reader, key: str) -> list[tuple[float, float]]:
     values = r.get(key, list, "a list of [low, high] intervals")
     out = []
     for v in values:
-        if not (isinstance(v, list) and len(v) == 2 and all(isinstance(e, (int, float)) and not isinstance(e, bool) for e in v) and v[0] <= v[1]):
+        if not (
+            isinstance(v, list)
+            and len(v) == 2
+            and all(isinstance(e, (int, float)) and not isinstance(e, bool) for e in v)
+            and v[0] <= v[1]
+        ):
             raise CaseFileError(r.file, r.key(key), "a list of [low, high] intervals with low <= high", v)
         out.append((float(v[0]), float(v[1])))
     if not out:
@@ -147,7 +168,11 @@ def _discrete(r: _Reader, name: str) -> tuple[tuple, tuple, tuple] | None:
         return None
     ranges = r.child("ranges").only("valid", "invalid")
     valid = ranges.child("valid").only("values", "weights") if "valid" in ranges.data else None
-    if valid is None or not isinstance(valid.data.get("values"), list) or any(isinstance(v, list) for v in valid.data["values"]):
+    if (
+        valid is None
+        or not isinstance(valid.data.get("values"), list)
+        or any(isinstance(v, list) for v in valid.data["values"])
+    ):
         return None
     values = tuple(valid.data["values"])
     if not values:
@@ -168,21 +193,33 @@ def _attr_dtype(r: _Reader, name: str, values: tuple) -> None:
     accepted = tuple(t for k in kinds for t in ATTR_DTYPES[k])
     wrong = [v for v in values if not isinstance(v, accepted) or (isinstance(v, bool) and "bool" not in kinds)]
     if wrong:
-        raise CaseFileError(r.file, r.key("ranges.valid.values"), f"values of dtype {', '.join(kinds)} for {name!r}", wrong[0])
+        raise CaseFileError(
+            r.file, r.key("ranges.valid.values"), f"values of dtype {', '.join(kinds)} for {name!r}", wrong[0]
+        )
 
 
 def _attr_values(r: _Reader, name: str) -> tuple[tuple, tuple]:
     """(equivalence classes, invalid values) of an attribute: each valid interval's ends and middle."""
     valid, invalid = _ranges(r)
     if not valid:
-        raise CaseFileError(r.file, r.key("ranges.valid.values"), f"the valid values of attribute {name!r} (intervals or a list of values)")
+        raise CaseFileError(
+            r.file,
+            r.key("ranges.valid.values"),
+            f"the valid values of attribute {name!r} (intervals or a list of values)",
+        )
     values = []
     for lo, hi, _ in valid:
         mid = math.sqrt(lo * hi) if lo > 0 and hi > 0 else (lo + hi) / 2
         values += [lo, mid, hi]
     bad = []
     for lo, hi in invalid:
-        bad += [lo] if lo == hi else [lo, hi] if math.isfinite(lo) and math.isfinite(hi) else [v for v in (lo, hi) if math.isfinite(v)]
+        bad += (
+            [lo]
+            if lo == hi
+            else [lo, hi]
+            if math.isfinite(lo) and math.isfinite(hi)
+            else [v for v in (lo, hi) if math.isfinite(v)]
+        )
     return tuple(dict.fromkeys(values)), tuple(dict.fromkeys(bad))
 
 
@@ -243,27 +280,51 @@ def _reference_suite(path: Path, top: _Reader, target: str, acc: str, per_dtype:
             tensors.append(_first_tensor(r, name, required))
         elif kind == "tensor":
             if "shapes" in r.data or "boundary" in r.data:
-                raise CaseFileError(path, r.key("shapes" if "shapes" in r.data else "boundary"),
-                                    "not supported yet: a reference function's other tensors take the first tensor's shape")  # fmt: skip
+                raise CaseFileError(
+                    path,
+                    r.key("shapes" if "shapes" in r.data else "boundary"),
+                    "not supported yet: a reference function's other tensors take the first tensor's shape",
+                )
             if "dtypes" in r.data and set(_dtypes(r)) != set(tensors[0].dtypes):
-                raise CaseFileError(path, r.key("dtypes.values"), f"the first tensor's dtypes ({', '.join(map(str, tensors[0].dtypes))})")
+                raise CaseFileError(
+                    path,
+                    r.key("dtypes.values"),
+                    f"the first tensor's dtypes ({', '.join(map(str, tensors[0].dtypes))})",
+                )
             valid, invalid = _ranges(r)
-            tensors.append(TensorInput(name, required, (), like=tensors[0].name, valid=tuple(valid), invalid=tuple(invalid)))
+            tensors.append(
+                TensorInput(name, required, (), like=tensors[0].name, valid=tuple(valid), invalid=tuple(invalid))
+            )
         elif kind in ("attr", "attrs"):
             if "shapes" in r.data or "boundary" in r.data:
-                raise CaseFileError(path, r.key("shapes" if "shapes" in r.data else "boundary"), "no such key for an attribute")
+                raise CaseFileError(
+                    path, r.key("shapes" if "shapes" in r.data else "boundary"), "no such key for an attribute"
+                )
             attrs.append(_attr(r, name, required))
         else:
             raise CaseFileError(path, r.key("type"), "tensor or attr", kind)
     if not tensors:
         raise CaseFileError(path, "inputs", "at least one tensor input (the first carries dtypes and shapes)")
     suite = Suite(
-        file=path, name=target, api=top.get("api", str, "the API under test (pytorch, or a dotted name)", "pytorch"),
-        backward=top.get("backward", bool, "true or false", True), outputs=(), grad_outputs=(),
-        standard={"acc": acc, "golden": "float64", "benchmark": "torch", "perf": str(top.data.get("standard", {}).get("perf", ""))},
-        levels=_levels(per_dtype, len(tensors[0].dtypes)), tensors=tuple(tensors), attrs=tuple(attrs),
-        extra_share=_extra_share(top, per_dtype), reference=target, derived=tuple(derived),
-    )  # fmt: skip
+        file=path,
+        name=target,
+        api=top.get("api", str, "the API under test (pytorch, or a dotted name)", "pytorch"),
+        backward=top.get("backward", bool, "true or false", True),
+        outputs=(),
+        grad_outputs=(),
+        standard={
+            "acc": acc,
+            "golden": "float64",
+            "benchmark": "torch",
+            "perf": str(top.data.get("standard", {}).get("perf", "")),
+        },
+        levels=_levels(per_dtype, len(tensors[0].dtypes)),
+        tensors=tuple(tensors),
+        attrs=tuple(attrs),
+        extra_share=_extra_share(top, per_dtype),
+        reference=target,
+        derived=tuple(derived),
+    )
     try:
         spec_of(suite)  # one call of the function: its parameters, its outputs
     except reference.ReferenceError as exc:
@@ -280,12 +341,25 @@ def api_suite(target: str) -> Suite:
     fn = reference.function(target)
     names, required = reference.parameters(fn)
     if names is not None and len(required) > 1:
-        raise ValueError(f"--api {target}: it needs {', '.join(required)}; give a design file (--cases FILE.yaml) naming them")
+        raise ValueError(
+            f"--api {target}: it needs {', '.join(required)}; give a design file (--cases FILE.yaml) naming them"
+        )
     first = (names or ["input"])[0]
-    data = {"api": "pytorch", "name": target, "standard": {"acc": "double_bm"}, "extra_numbers": "none",
-            "inputs": [{"name": first, "type": "tensor", "dtypes": {"values": ["fp32", "fp16", "bf16"]},
-                        "shapes": {"dim_numbers": {"values": [1, 2, 3, 4]}, "max_length": 65536},
-                        "boundary": {"has_empty": True, "has_infnan": True, "has_lower_border": True}}]}  # fmt: skip
+    data = {
+        "api": "pytorch",
+        "name": target,
+        "standard": {"acc": "double_bm"},
+        "extra_numbers": "none",
+        "inputs": [
+            {
+                "name": first,
+                "type": "tensor",
+                "dtypes": {"values": ["fp32", "fp16", "bf16"]},
+                "shapes": {"dim_numbers": {"values": [1, 2, 3, 4]}, "max_length": 65536},
+                "boundary": {"has_empty": True, "has_infnan": True, "has_lower_border": True},
+            }
+        ],
+    }
     return load_atk(Path(f"--api {target}"), data)
 
 
@@ -314,7 +388,9 @@ def load_atk(path: Path, data: Any) -> Suite:
         raise CaseFileError(path, "api_type", "function (tileport's operators are functions)", api_type)
     gen = top.get("generate", str, f"one of {', '.join(GENERATORS)}", "default")
     if gen not in GENERATORS:
-        raise CaseFileError(path, "generate", f"one of {', '.join(GENERATORS)} (generator modules are not supported)", gen)
+        raise CaseFileError(
+            path, "generate", f"one of {', '.join(GENERATORS)} (generator modules are not supported)", gen
+        )
     std = top.child("standard").only("acc", "perf")
     acc = std.get("acc", str, f"one of {', '.join(ACC_STANDARDS)}")
     if acc not in ACC_STANDARDS:
@@ -352,15 +428,27 @@ def load_atk(path: Path, data: Any) -> Suite:
             valid, invalid = _ranges(r)
             for key in ("shapes", "boundary"):
                 if key in r.data:
-                    raise CaseFileError(path, r.key(key), f"no {key} here: only the first tensor declares them; the others follow {op}'s roles")
+                    raise CaseFileError(
+                        path,
+                        r.key(key),
+                        f"no {key} here: only the first tensor declares them; the others follow {op}'s roles",
+                    )
             if "dtypes" in r.data and set(_dtypes(r)) != set(tensors[0].dtypes):
-                raise CaseFileError(path, r.key("dtypes.values"), f"the first tensor's dtypes ({', '.join(map(str, tensors[0].dtypes))})")
+                raise CaseFileError(
+                    path,
+                    r.key("dtypes.values"),
+                    f"the first tensor's dtypes ({', '.join(map(str, tensors[0].dtypes))})",
+                )
             if required is False and not any(t.name == name and t.optional for t in spec.inputs):
                 raise CaseFileError(path, r.key("required"), f"true: {op} needs {name}", required)
-            tensors.append(TensorInput(name, required, (), like=tensors[0].name, valid=tuple(valid), invalid=tuple(invalid)))
+            tensors.append(
+                TensorInput(name, required, (), like=tensors[0].name, valid=tuple(valid), invalid=tuple(invalid))
+            )
         elif kind in ("attr", "attrs"):
             if name not in attr_names:
-                raise CaseFileError(path, r.key("name"), f"an attribute of {op}: {', '.join(sorted(attr_names))}", given)
+                raise CaseFileError(
+                    path, r.key("name"), f"an attribute of {op}: {', '.join(sorted(attr_names))}", given
+                )
             for key in ("shapes", "boundary"):
                 if key in r.data:
                     raise CaseFileError(path, r.key(key), "no such key for an attribute")

@@ -74,8 +74,9 @@ def _call(spec, values: dict[str, object]) -> Call | None:
         return None
     plain = tuple((k, tuple(v) if isinstance(v, (tuple, list)) else int(v)) for k, v in sizes.items())
     absent = tuple(k for k, v in tensors.items() if v is None)
-    return Call(spec.name, floating.dtype, plain, tuple((k, _plain(v)) for k, v in attrs.items()), tuple(floating.shape),
-                absent)  # fmt: skip
+    return Call(
+        spec.name, floating.dtype, plain, tuple((k, _plain(v)) for k, v in attrs.items()), tuple(floating.shape), absent
+    )
 
 
 class _Recorded:
@@ -192,8 +193,12 @@ def write(recording: Recording, out: Path, source: str) -> list[Path]:
         seen[op] = seen.get(op, 0) + 1
         path = out / (f"{op}.yaml" if seen[op] == 1 else f"{op}-{seen[op]}.yaml")
         counts = ", ".join(f"{'x'.join(map(str, c.shape))} x{recording.calls[c]}" for c in calls)
-        head = (f"# {op}'s cases at the shapes {source} gave it (first input's shape x calls: {counts}).\n"
-                f"# Run: tileport verify {op} --cases {path.name}\n")
-        path.write_text(head + yaml.safe_dump(_case_file(op, calls), sort_keys=False, width=120, default_flow_style=None))
+        head = (
+            f"# {op}'s cases at the shapes {source} gave it (first input's shape x calls: {counts}).\n"
+            f"# Run: tileport verify {op} --cases {path.name}\n"
+        )
+        path.write_text(
+            head + yaml.safe_dump(_case_file(op, calls), sort_keys=False, width=120, default_flow_style=None)
+        )
         written.append(path)
     return written

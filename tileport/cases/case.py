@@ -80,8 +80,9 @@ def spec_of(suite: Suite):
     from .. import reference
 
     attrs = tuple((a.name, a.values[0]) for a in suite.attrs)
-    declared = reference.Declared(suite.reference, tuple(t.name for t in suite.tensors), attrs,
-                                  suite.derived, suite.backward)  # fmt: skip
+    declared = reference.Declared(
+        suite.reference, tuple(t.name for t in suite.tensors), attrs, suite.derived, suite.backward
+    )
     rule = suite.primary.shapes
     first = rule.fixed[0] if rule.fixed else (2,) * max(rule.dim_numbers)
     return reference.spec_for(declared, suite.name, tuple(t.shape or first for t in suite.tensors))

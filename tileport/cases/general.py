@@ -72,8 +72,18 @@ class Layout:
             if t.name in shapes and t.name not in self.floating:
                 ints.append((t.name, t.dtypes[int(rng.integers(len(t.dtypes)))] if rng is not None else t.dtypes[0]))
         primary = shapes.get(self.suite.primary.name, next(iter(shapes.values()), ()))
-        return Case(0, None, primary, dist, attrs, omitted=tuple(omitted), sizes=tuple(sizes.items()),
-                    shapes=tuple(shapes.items()), int_dtypes=tuple(ints), **fields)  # fmt: skip
+        return Case(
+            0,
+            None,
+            primary,
+            dist,
+            attrs,
+            omitted=tuple(omitted),
+            sizes=tuple(sizes.items()),
+            shapes=tuple(shapes.items()),
+            int_dtypes=tuple(ints),
+            **fields,
+        )
 
 
 def scale(suite: Suite, limits: str, n: int, rng: np.random.Generator, attrs_default: dict) -> list[Case]:

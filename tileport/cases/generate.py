@@ -25,7 +25,8 @@ from ..ops.spec import VECTOR
 from ..precision.standard import DISTRIBUTIONS, MODEL_SHARE
 from . import general, modelcases
 from .case import EXTRA_RANK, OMIT_SHARE, SPECIAL_RANK, UPPER, Case, spec_of  # noqa: F401
-from .case import draw_attrs as _draw_attrs, mix as _mix
+from .case import draw_attrs as _draw_attrs
+from .case import mix as _mix
 from .schema import DTYPES, Suite
 from .shapes import draw_shape
 from .values import FILLS, draw_mu_sigma, fill, plant, standard_values, suite_values
@@ -68,7 +69,9 @@ def _scale(suite: Suite, limits: str, n: int, rng, attrs_default: dict) -> list[
     for i, dist in enumerate(_mix(limits, n - n_model)):
         mu, sigma = draw_mu_sigma(rng) if dist == "normal" else (None, None)
         if i < len(rule.fixed) or not rule.free:
-            out.append(Case(0, x.dtypes[0], rule.fixed[i % len(rule.fixed)], dist, dict(attrs_default), mu=mu, sigma=sigma))
+            out.append(
+                Case(0, x.dtypes[0], rule.fixed[i % len(rule.fixed)], dist, dict(attrs_default), mu=mu, sigma=sigma)
+            )
             continue
         attrs = _draw_attrs(suite, rng)
         rank = rule.dim_numbers[(i - len(rule.fixed)) % len(rule.dim_numbers)]
@@ -83,7 +86,10 @@ def _specials(suite: Suite, attrs: dict) -> list[Case]:
     flags, rule = suite.primary.boundary, suite.primary.shapes
     out: list[Case] = []
     if flags.get("has_empty"):
-        out += [Case(0, None, EMPTY_BASE[:i] + (0,) + EMPTY_BASE[i + 1 :], "uniform", attrs, "empty") for i in range(len(EMPTY_BASE))]
+        out += [
+            Case(0, None, EMPTY_BASE[:i] + (0,) + EMPTY_BASE[i + 1 :], "uniform", attrs, "empty")
+            for i in range(len(EMPTY_BASE))
+        ]
     if flags.get("has_lower_border"):
         out += [Case(0, None, (1,) * r, "uniform", attrs, "lower_border") for r in rule.dim_numbers]
     if flags.get("has_upper_border"):
@@ -136,8 +142,17 @@ def generate(suite: Suite, level: str, dtypes: list[torch.dtype] | None = None, 
         groups = (
             (0, scale(suite, lv.limits, per_dtype, np.random.default_rng([seed, d_index]), attrs_default)),
             (SPECIAL_RANK, specials(suite, attrs_default)),
-            (EXTRA_RANK, [] if suite.general else _extras(suite, math.ceil(suite.extra_share * per_dtype),
-                                                          np.random.default_rng([seed, d_index, 1]), attrs_default)),
+            (
+                EXTRA_RANK,
+                []
+                if suite.general
+                else _extras(
+                    suite,
+                    math.ceil(suite.extra_share * per_dtype),
+                    np.random.default_rng([seed, d_index, 1]),
+                    attrs_default,
+                ),
+            ),
         )
         for offset, group in groups:
             # a case's seed depends on (seed, dtype, rank) only, so quick's cases are L0's first ones, input for input
@@ -186,13 +201,21 @@ def make_inputs(suite: Suite, case: Case) -> dict[str, Any]:
         elif case.value_range == "uniform" and t.valid:  # a case file's valid intervals, picked by weight
             w = torch.tensor([iv[2] for iv in t.valid])
             lo, hi, _ = t.valid[int(torch.multinomial(w, 1, generator=gen))]
-            v = torch.rand(shape, generator=gen, dtype=torch.float64 if case.dtype == torch.float64 else torch.float32) * (hi - lo) + lo
+            v = (
+                torch.rand(shape, generator=gen, dtype=torch.float64 if case.dtype == torch.float64 else torch.float32)
+                * (hi - lo)
+                + lo
+            )
         elif standard:  # every computed input drawn independently (its own outlier positions)
             v = standard_values(case.value_range, shape, case.dtype, case.mu or 0.0, case.sigma or 1.0, gen)
         elif t.like is None:
             v = suite_values(next(r for r in t.ranges if r.name == case.value_range), shape, case.dtype, near_eps, gen)
         else:
-            v = suite_values(t.ranges[0], shape, case.dtype, near_eps, gen) if t.ranges else torch.randn(shape, generator=gen)
+            v = (
+                suite_values(t.ranges[0], shape, case.dtype, near_eps, gen)
+                if t.ranges
+                else torch.randn(shape, generator=gen)
+            )
         if t.like is None:
             v = plant(v, case.scenario, gen)
         out[name] = None if name in case.omitted else v.to(case.dtype)

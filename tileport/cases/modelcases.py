@@ -10,7 +10,7 @@ index and a slice of its rows, so x, its weight and its gradient come from the s
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +19,7 @@ import torch
 MODELS = Path(__file__).with_name("models")
 
 
-@lru_cache(maxsize=None)
+@cache
 def pool(config: str) -> dict[str, torch.Tensor]:
     """The captured sites of one model configuration."""
     return torch.load(MODELS / f"{config}.pt", weights_only=True)["sites"]

@@ -37,9 +37,21 @@ import torch
 from ..dtypes import stat_dtype
 from ..ops import dims as d
 from .schema import (
-    BOUNDARY_FLAGS, TOP_KEYS, AttrInput, CaseFileError, DimOption, DimRule, IntRule, Suite, TensorInput, _dtypes,
-    _levels, _number, _Reader, _standard,
-)  # fmt: skip
+    BOUNDARY_FLAGS,
+    TOP_KEYS,
+    AttrInput,
+    CaseFileError,
+    DimOption,
+    DimRule,
+    IntRule,
+    Suite,
+    TensorInput,
+    _dtypes,
+    _levels,
+    _number,
+    _Reader,
+    _standard,
+)
 from .sizes import expression
 
 NAMED_KEYS = (*TOP_KEYS, "dims", "where", "max_length", "base", "fixed")
@@ -300,11 +312,22 @@ def load_named(path: Path, data: dict) -> Suite:
         for i, f in enumerate(top.get("fixed", list, "a list of sizes", []))
     )
     suite = Suite(
-        file=path, name=name, api=top.get("api", str, "the dotted name of the API under test"),
-        backward=top.get("backward", bool, "true or false", False), outputs=outputs, grad_outputs=grads,
-        standard=_standard(top), levels=_levels(top), tensors=tuple(tensors), attrs=tuple(attrs),
-        dims=rules, where=where, max_length=max_length, base=base, fixed=fixed,
-    )  # fmt: skip
+        file=path,
+        name=name,
+        api=top.get("api", str, "the dotted name of the API under test"),
+        backward=top.get("backward", bool, "true or false", False),
+        outputs=outputs,
+        grad_outputs=grads,
+        standard=_standard(top),
+        levels=_levels(top),
+        tensors=tuple(tensors),
+        attrs=tuple(attrs),
+        dims=rules,
+        where=where,
+        max_length=max_length,
+        base=base,
+        fixed=fixed,
+    )
     flags = suite.primary.boundary
     if (flags.get("has_empty") or flags.get("has_infnan")) and not base:
         raise CaseFileError(path, "base", "the special scenarios' sizes (has_empty and has_infnan start from them)")

@@ -189,14 +189,14 @@ class _Reader:
             raise CaseFileError(self.file, self.key(name), expected, value)
         return value
 
-    def only(self, *keys: str) -> "_Reader":
+    def only(self, *keys: str) -> _Reader:
         """Reject a key the format does not have: nothing is silently ignored."""
         for k in self.data:
             if k not in keys:
                 raise CaseFileError(self.file, self.key(str(k)), f"one of the keys {', '.join(keys)}", "an unknown key")
         return self
 
-    def child(self, name: str, default: Any = ...) -> "_Reader":
+    def child(self, name: str, default: Any = ...) -> _Reader:
         return _Reader(self.file, self.get(name, dict, "a mapping", default), self.key(name))
 
     def int_list(self, name: str, minimum: int) -> tuple[int, ...]:
@@ -259,7 +259,9 @@ def _dtypes(r: _Reader) -> tuple[torch.dtype, ...]:
         try:
             out.append(parse_dtype(n))
         except (ValueError, TypeError):
-            raise CaseFileError(r.file, r.key("dtypes.values"), f"dtype names from {', '.join(DTYPES)} (or fp32, fp16, bf16)", n) from None
+            raise CaseFileError(
+                r.file, r.key("dtypes.values"), f"dtype names from {', '.join(DTYPES)} (or fp32, fp16, bf16)", n
+            ) from None
     if not out:
         raise CaseFileError(r.file, r.key("dtypes.values"), f"dtype names from {', '.join(DTYPES)}", names)
     return tuple(dict.fromkeys(out))
@@ -268,7 +270,9 @@ def _dtypes(r: _Reader) -> tuple[torch.dtype, ...]:
 def _inputs(file: Path, items: list) -> tuple[tuple[TensorInput, ...], tuple[AttrInput, ...]]:
     tensors, attrs = [], []
     for i, item in enumerate(items):
-        r = _Reader(file, item, f"inputs[{i}]").only("name", "type", "required", "values", "like", "ranges", "dtypes", "shapes", "boundary")
+        r = _Reader(file, item, f"inputs[{i}]").only(
+            "name", "type", "required", "values", "like", "ranges", "dtypes", "shapes", "boundary"
+        )
         name = r.get("name", str, "the input's name")
         required = r.get("required", bool, "true or false", True)
         kind = r.get("type", str, "tensor or attrs")
@@ -288,7 +292,9 @@ def _inputs(file: Path, items: list) -> tuple[tuple[TensorInput, ...], tuple[Att
             flags = {}
             for flag, value in boundary.data.items():
                 if flag not in BOUNDARY_FLAGS or not isinstance(value, bool):
-                    raise CaseFileError(file, boundary.key(flag), f"one of {', '.join(BOUNDARY_FLAGS)}: true/false", value)
+                    raise CaseFileError(
+                        file, boundary.key(flag), f"one of {', '.join(BOUNDARY_FLAGS)}: true/false", value
+                    )
                 flags[flag] = value
             tensors.append(TensorInput(name, required, _ranges(r), _dtypes(r), _shapes(r), flags))
         else:
@@ -306,7 +312,9 @@ def _levels(top: _Reader) -> dict[str, Level]:
         lv = levels.child(name).only("cases", "runs", "limits")
         cases, runs = lv.get("cases", int, "a positive integer"), lv.get("runs", int, "a positive integer")
         if cases < 1 or runs < 1:
-            raise CaseFileError(top.file, lv.key("cases" if cases < 1 else "runs"), "a positive integer", min(cases, runs))
+            raise CaseFileError(
+                top.file, lv.key("cases" if cases < 1 else "runs"), "a positive integer", min(cases, runs)
+            )
         limits = lv.get("limits", str, f"one of {', '.join(COUNTS)}", name)
         if limits not in COUNTS:
             raise CaseFileError(top.file, lv.key("limits"), f"one of {', '.join(COUNTS)}", limits)
@@ -316,7 +324,19 @@ def _levels(top: _Reader) -> dict[str, Level]:
     return out
 
 
-TOP_KEYS = ("name", "api", "api_type", "version", "backward", "outputs", "grad_outputs", "standard", "levels", "inputs", "extra_share")
+TOP_KEYS = (
+    "name",
+    "api",
+    "api_type",
+    "version",
+    "backward",
+    "outputs",
+    "grad_outputs",
+    "standard",
+    "levels",
+    "inputs",
+    "extra_share",
+)
 STANDARD_KEYS = ("acc", "golden", "benchmark", "max_atol", "perf")
 
 

@@ -23,7 +23,9 @@ def draw_dim(rng: np.random.Generator, cap: int, generalized: bool) -> int:
     return max(1, min(cap, int(math.exp(rng.uniform(0.0, math.log(cap + 1))))))
 
 
-def draw_shape(rng: np.random.Generator, rank: int, max_dim: int, max_length: int, generalized: bool) -> tuple[int, ...]:
+def draw_shape(
+    rng: np.random.Generator, rank: int, max_dim: int, max_length: int, generalized: bool
+) -> tuple[int, ...]:
     """A shape of ``rank`` dimensions: the last first (in half of the cases capped near the rank's fair share,
     so leading dimensions get room), then the leading ones sharing what is left of the budget."""
     budget = min(max_length, MAX_ELEMENTS)

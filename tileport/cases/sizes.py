@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -140,8 +141,15 @@ def largest(b: d.Binding, names) -> int:
     return max((math.prod(b.shape_of(n)) for n in names), default=0)
 
 
-def scale_sizes(suite: Suite, declaration: d.Declaration, rng: np.random.Generator, generalized: bool, turn: int,
-                attrs: dict, present: Callable[[dict], list[str]]) -> dict[str, Any]:  # fmt: skip
+def scale_sizes(
+    suite: Suite,
+    declaration: d.Declaration,
+    rng: np.random.Generator,
+    generalized: bool,
+    turn: int,
+    attrs: dict,
+    present: Callable[[dict], list[str]],
+) -> dict[str, Any]:
     """A scale case's sizes: drawn until the constraints hold and the largest present tensor (``present(sizes)``
     names them) is within the suite's max_length; ValueError naming the suite when no draw of TRIES fits."""
     budget = min(suite.max_length or MAX_ELEMENTS, MAX_ELEMENTS)
@@ -151,8 +159,10 @@ def scale_sizes(suite: Suite, declaration: d.Declaration, rng: np.random.Generat
         if b is not None and largest(b, present(sizes)) <= budget:
             return sizes
     where = ", ".join(map(str, declaration.where + tuple(suite.where))) or "none"
-    raise ValueError(f"{suite.file}: no draw of its dims in {TRIES} fits max_length {budget} and the constraints "
-                     f"({where}): widen them")  # fmt: skip
+    raise ValueError(
+        f"{suite.file}: no draw of its dims in {TRIES} fits max_length {budget} and the constraints "
+        f"({where}): widen them"
+    )
 
 
 def _least(rule: DimRule, values: dict, at_least: int) -> int:
@@ -189,8 +199,11 @@ def with_dim(
     out = dict(sizes)
     out[key] = tuple(value if i == item else v for i, v in enumerate(out[key])) if item is not None else value
     for _ in range(len(out)):
-        broken = [c for c in (*declaration.where, *map(d.constraint, where))
-                  if all(n in out for n in c.names) and not _holds(c, out)]  # fmt: skip
+        broken = [
+            c
+            for c in (*declaration.where, *map(d.constraint, where))
+            if all(n in out for n in c.names) and not _holds(c, out)
+        ]
         if not broken:
             return out
         for c in broken:

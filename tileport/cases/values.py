@@ -17,7 +17,12 @@ STANDARD = ("uniform", "normal", "tiny", "outliers")  # the standard's distribut
 FILLS = {"nan": (math.nan,), "inf": (math.inf,), "-inf": (-math.inf,), "mixed_inf": (math.inf, -math.inf)}
 # Magnitudes of a suite's `large` range per dtype: near the top of what the dtype holds, below its overflow
 # on a cast (fp16 max 65504). fp32 math squares them: the sum of squares may overflow in fp32.
-LARGE = {torch.float16: (1e3, 6e4), torch.bfloat16: (1e15, 1e18), torch.float32: (1e15, 1e18), torch.float64: (1e15, 1e18)}
+LARGE = {
+    torch.float16: (1e3, 6e4),
+    torch.bfloat16: (1e15, 1e18),
+    torch.float32: (1e15, 1e18),
+    torch.float64: (1e15, 1e18),
+}
 
 
 def _math_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -46,7 +51,9 @@ def add_outliers(v: torch.Tensor, dtype: torch.dtype, gen: torch.Generator) -> t
     return v
 
 
-def standard_values(kind: str, shape, dtype: torch.dtype, mu: float, sigma: float, gen: torch.Generator) -> torch.Tensor:
+def standard_values(
+    kind: str, shape, dtype: torch.dtype, mu: float, sigma: float, gen: torch.Generator
+) -> torch.Tensor:
     """One input's values from the standard's distribution ``kind``."""
     dt = _math_dtype(dtype)
     if kind == "uniform":
@@ -101,8 +108,9 @@ def plant(v: torch.Tensor, scenario: str | None, gen: torch.Generator) -> torch.
     return v
 
 
-def integer_values(kind: str, shape, low: int, high: int, outside: float, allowed: tuple[int, ...], ignore: float,
-                   gen: torch.Generator) -> torch.Tensor:  # fmt: skip
+def integer_values(
+    kind: str, shape, low: int, high: int, outside: float, allowed: tuple[int, ...], ignore: float, gen: torch.Generator
+) -> torch.Tensor:
     """An integer tensor's values (int64): uniform in [low, high) (``lengths``: [low, high]); a share ``outside``
     of the elements out of that range, half below low (negative where low is 0), half at or past high, within one
     range's width; a share ``ignore`` set to one of the ``allowed`` values (ignore_index). An empty range puts every

@@ -48,9 +48,11 @@ def python_headers(p: Probe) -> Finding:
     if h.exists():
         return Finding("Python.h", "ok", str(h))
     return Finding(
-        "Python.h", "fail", f"no {h}: TileLang builds its Cython wrapper against it",
+        "Python.h",
+        "fail",
+        f"no {h}: TileLang builds its Cython wrapper against it",
         "install the headers: apt install python3-dev, or dnf install python3-devel",
-    )  # fmt: skip
+    )
 
 
 def torch_build(p: Probe) -> Finding:
@@ -71,7 +73,9 @@ def tilelang(p: Probe) -> Finding:
     v = _version(tl.__version__)
     lo, hi = TILELANG_RANGE
     if not lo <= v < hi:
-        return Finding("tilelang", "fail", f"tilelang {tl.__version__}: the CPU runtime is written for 0.1.15+ < 0.2", fix)
+        return Finding(
+            "tilelang", "fail", f"tilelang {tl.__version__}: the CPU runtime is written for 0.1.15+ < 0.2", fix
+        )
     return Finding("tilelang", "ok", f"tilelang {tl.__version__}")
 
 
@@ -80,9 +84,11 @@ def compiler(p: Probe) -> Finding:
     path = p.which(cxx)
     if path is None:
         return Finding(
-            "C++ compiler", "fail", f"{cxx!r} not on PATH: TileLang's C target builds every CPU kernel with it",
+            "C++ compiler",
+            "fail",
+            f"{cxx!r} not on PATH: TileLang's C target builds every CPU kernel with it",
             "install g++ (apt install g++, dnf install gcc-c++) or set CXX",
-        )  # fmt: skip
+        )
     out = p.run([cxx, "--version"]) or ""
     return Finding("C++ compiler", "ok", f"{path}: {out.splitlines()[0] if out else 'version unknown'}")
 
@@ -98,15 +104,22 @@ def openmp(p: Probe) -> Finding:
         src, exe = Path(d) / "omp.cpp", Path(d) / "omp"
         src.write_text(
             "#include <omp.h>\n#include <cstdio>\nint main(){int n=0;\n#pragma omp parallel reduction(+:n)\nn+=1;"
-            "std::printf(\"%d\", n);return n>0?0:1;}\n"
+            'std::printf("%d", n);return n>0?0:1;}\n'
         )
         built = p.run([cxx, *COMPILE_FLAGS, str(src), "-o", str(exe)])
         ran = p.run([str(exe)]) if built is not None else None
     flags = " ".join(COMPILE_FLAGS)
     if built is None:
-        return Finding("OpenMP and flags", "fail", f"{cxx} {flags} failed on a tiny OpenMP program", "install libgomp (gcc's OpenMP)")
+        return Finding(
+            "OpenMP and flags",
+            "fail",
+            f"{cxx} {flags} failed on a tiny OpenMP program",
+            "install libgomp (gcc's OpenMP)",
+        )
     if ran is None:
-        return Finding("OpenMP and flags", "fail", "the tiny OpenMP program built but did not run", "check libgomp.so is loadable")
+        return Finding(
+            "OpenMP and flags", "fail", "the tiny OpenMP program built but did not run", "check libgomp.so is loadable"
+        )
     return Finding("OpenMP and flags", "ok", f"{flags}: built and ran ({ran.strip()} threads)")
 
 
@@ -118,9 +131,13 @@ def shared_cores(p: Probe) -> Finding:
     policy = p.environ.get("OMP_WAIT_POLICY", "")
     if policy.lower() == "passive":
         return Finding(name, "ok", "OMP_WAIT_POLICY=passive: torch's OpenMP threads sleep when idle")
-    return Finding(name, "info", f"OMP_WAIT_POLICY={policy or 'unset'}: torch's own OpenMP threads spin after each parallel "
-                   "op (tileport's kernels back off by themselves)",
-                   "where other processes share the cores: export OMP_WAIT_POLICY=passive before Python starts")  # fmt: skip
+    return Finding(
+        name,
+        "info",
+        f"OMP_WAIT_POLICY={policy or 'unset'}: torch's own OpenMP threads spin after each parallel "
+        "op (tileport's kernels back off by themselves)",
+        "where other processes share the cores: export OMP_WAIT_POLICY=passive before Python starts",
+    )
 
 
 def cpu_kernel(p: Probe) -> Finding:
@@ -135,7 +152,9 @@ def cpu_kernel(p: Probe) -> Finding:
         yt, _ = tileport.l2norm_fwd(x, backend="torch")
         err = float((y - yt).abs().max())
     except Exception as exc:
-        return Finding("TileLang CPU kernel", "fail", f"{type(exc).__name__}: {exc}", "fix the findings above, then rerun")
+        return Finding(
+            "TileLang CPU kernel", "fail", f"{type(exc).__name__}: {exc}", "fix the findings above, then rerun"
+        )
     if not err < 1e-5:
         return Finding("TileLang CPU kernel", "fail", f"ran, but differs from torch by {err:g}", "report this as a bug")
     return Finding("TileLang CPU kernel", "ok", f"l2norm 4x8 ran, max |diff| vs torch {err:.1e}")
@@ -157,9 +176,16 @@ def cpu_simd(p: Probe) -> Finding:
         kernel = CACHE.kernel("l2norm_fwd", l2norm.build_forward, torch.float32, torch.float32, None, False)
         problems = disasm.unpacked(disasm.kernel_loops(kernel.lib._name, "l2norm_fwd"), disasm.register_of(isa.lanes))
     except Exception as exc:
-        return Finding("CPU kernels' SIMD", "fail", f"{type(exc).__name__}: {exc}", "fix the findings above, then rerun")
+        return Finding(
+            "CPU kernels' SIMD", "fail", f"{type(exc).__name__}: {exc}", "fix the findings above, then rerun"
+        )
     if problems:
-        return Finding("CPU kernels' SIMD", "fail", f"{isa.summary()}: {'; '.join(problems)}", "report this as a bug (tileport doctor --json)")
+        return Finding(
+            "CPU kernels' SIMD",
+            "fail",
+            f"{isa.summary()}: {'; '.join(problems)}",
+            "report this as a bug (tileport doctor --json)",
+        )
     return Finding("CPU kernels' SIMD", "ok", f"{isa.summary()}: l2norm_fwd's loops are packed")
 
 
@@ -169,9 +195,11 @@ def glibc(p: Probe) -> Finding:
         return Finding("glibc", "info", "not glibc (or unknown): the tilelang-ascend wheels need glibc >= 2.38")
     if _version(v) < GLIBC_ASCEND:
         return Finding(
-            "glibc", "warn", f"glibc {v}: fine here, too old for the tilelang-ascend wheels (need >= 2.38)",
+            "glibc",
+            "warn",
+            f"glibc {v}: fine here, too old for the tilelang-ascend wheels (need >= 2.38)",
             "for Ascend A2/A3 use an image with glibc >= 2.38 (Ubuntu 24.04, openEuler 24.03)",
-        )  # fmt: skip
+        )
     return Finding("glibc", "ok", f"glibc {v}")
 
 
@@ -183,16 +211,20 @@ def glibcxx(p: Probe) -> Finding:
     if GLIBCXX_NEEDED not in versions:
         newest = max(versions, key=lambda s: int(s.rsplit(".", 1)[1]), default="none")
         return Finding(
-            "libstdc++", "warn", f"{path} has no {GLIBCXX_NEEDED} (newest {newest}): the tilelang-ascend wheels need it",
+            "libstdc++",
+            "warn",
+            f"{path} has no {GLIBCXX_NEEDED} (newest {newest}): the tilelang-ascend wheels need it",
             "gcc-toolset-13 (or conda's libstdcxx-ng >= 13) and put its lib64 first in LD_LIBRARY_PATH",
-        )  # fmt: skip
+        )
     return Finding("libstdc++", "ok", f"{path} has {GLIBCXX_NEEDED}")
 
 
 def nvcc(p: Probe) -> Finding:
     path = p.which("nvcc")
     if path is None:
-        return Finding("nvcc", "info", "not found: `tileport lower --target cuda` stops at CUDA source", "install the CUDA toolkit")
+        return Finding(
+            "nvcc", "info", "not found: `tileport lower --target cuda` stops at CUDA source", "install the CUDA toolkit"
+        )
     out = p.run([path, "--version"]) or ""
     release = next((line.strip() for line in out.splitlines() if "release" in line), "version unknown")
     return Finding("nvcc", "ok", f"{path}: {release}")
@@ -206,7 +238,10 @@ def cuda_devices(p: Probe) -> Finding:
         return Finding("CUDA devices", "info", f"cannot ask torch: {exc}")
     if n == 0:
         return Finding("CUDA devices", "info", "none: CUDA kernels are lowered and compiled, not run")
-    names = ", ".join(f"{torch.cuda.get_device_name(i)} (sm_{''.join(map(str, torch.cuda.get_device_capability(i)))})" for i in range(n))
+    names = ", ".join(
+        f"{torch.cuda.get_device_name(i)} (sm_{''.join(map(str, torch.cuda.get_device_capability(i)))})"
+        for i in range(n)
+    )
     return Finding("CUDA devices", "ok", names)
 
 
@@ -221,11 +256,14 @@ def npu(p: Probe) -> Finding:
         names = [torch_npu.npu.get_device_name(i) for i in range(n)]
     except Exception as exc:
         return Finding(
-            "torch_npu and NPUs", "warn", f"torch_npu is installed but fails: {type(exc).__name__}: {exc}",
+            "torch_npu and NPUs",
+            "warn",
+            f"torch_npu is installed but fails: {type(exc).__name__}: {exc}",
             "source CANN's set_env.sh (source /usr/local/Ascend/ascend-toolkit/set_env.sh) before Python",
-        )  # fmt: skip
+        )
     if not names:
         return Finding("torch_npu and NPUs", "info", "torch_npu imports, no NPU visible")
+
     def kind(name: str) -> str | None:
         try:
             return platform.npu_kind(name)
@@ -233,9 +271,16 @@ def npu(p: Probe) -> Finding:
             return None
 
     kinds = {n: kind(n) for n in names}
-    detail = ", ".join(f"{n} ({k or 'unsupported architecture: served by the torch backend only'})" for n, k in kinds.items())
+    detail = ", ".join(
+        f"{n} ({k or 'unsupported architecture: served by the torch backend only'})" for n, k in kinds.items()
+    )
     if any(k is None for k in kinds.values()):
-        return Finding("torch_npu and NPUs", "warn", detail, "tileport's NPU kernels need an arch35 (Ascend 950) or arch32 (910B/910_93) device")
+        return Finding(
+            "torch_npu and NPUs",
+            "warn",
+            detail,
+            "tileport's NPU kernels need an arch35 (Ascend 950) or arch32 (910B/910_93) device",
+        )
     return Finding("torch_npu and NPUs", "ok", detail)
 
 
@@ -245,7 +290,9 @@ def cann(p: Probe) -> Finding:
     if bisheng:
         return Finding("CANN and bisheng", "ok", f"bisheng {bisheng}" + (f", CANN {home}" if home else ""))
     if home:
-        return Finding("CANN and bisheng", "warn", f"CANN at {home} but bisheng not on PATH", "source CANN's set_env.sh")
+        return Finding(
+            "CANN and bisheng", "warn", f"CANN at {home} but bisheng not on PATH", "source CANN's set_env.sh"
+        )
     return Finding("CANN and bisheng", "info", "not found: `tileport lower --target ascend` stops at Ascend C source")
 
 
@@ -255,11 +302,20 @@ def triton_ascend(p: Probe) -> Finding:
     env = "python3 -m venv .venv-ascend && . .venv-ascend/bin/activate && pip install torch==2.13.0 'tileport[ascend]'"
     if asc is None:
         which = f"upstream triton {upstream}" if upstream else "no triton"
-        return Finding("Triton for Ascend A2/A3", "info", f"{which}: A2/A3 (arch32) NPUs get the torch backend here; their Triton path is "
-                       "triton-ascend, which replaces upstream triton (an environment of its own), and `tileport lower --impl` "
-                       "(whether your kernels lower for A2/A3) runs there", env)  # fmt: skip
+        return Finding(
+            "Triton for Ascend A2/A3",
+            "info",
+            f"{which}: A2/A3 (arch32) NPUs get the torch backend here; their Triton path is "
+            "triton-ascend, which replaces upstream triton (an environment of its own), and `tileport lower --impl` "
+            "(whether your kernels lower for A2/A3) runs there",
+            env,
+        )
     home = p.environ.get("ASCEND_HOME_PATH")
-    bishengir = p.which("bishengir-compile") or (str(Path(home) / "bin" / "bishengir-compile") if home and (Path(home) / "bin" / "bishengir-compile").is_file() else None)
+    bishengir = p.which("bishengir-compile") or (
+        str(Path(home) / "bin" / "bishengir-compile")
+        if home and (Path(home) / "bin" / "bishengir-compile").is_file()
+        else None
+    )
     missing = []
     if not p.can_import("pybind11"):
         missing.append("pybind11 (triton-ascend's import needs it: pip install pybind11)")
@@ -267,11 +323,17 @@ def triton_ascend(p: Probe) -> Finding:
         missing.append("CANN's bishengir-compile (source <ascend-toolkit>/set_env.sh): lowering stops at the Linalg IR")
     if not p.can_import("torch_npu"):
         missing.append("torch_npu matching this torch: no device runs")
-    detail = (f"triton-ascend {asc}: A2/A3 (arch32) run tileport's Triton kernels, and `tileport lower --impl` judges yours"
-              + (f"; bishengir-compile {bishengir}" if bishengir else ""))  # fmt: skip
+    detail = (
+        f"triton-ascend {asc}: A2/A3 (arch32) run tileport's Triton kernels, and `tileport lower --impl` judges yours"
+        + (f"; bishengir-compile {bishengir}" if bishengir else "")
+    )
     if missing:
-        return Finding("Triton for Ascend A2/A3", "warn", detail + "; missing for a device run: " + "; ".join(missing),
-                       "on the NPU host: source set_env.sh, install torch_npu for this torch")  # fmt: skip
+        return Finding(
+            "Triton for Ascend A2/A3",
+            "warn",
+            detail + "; missing for a device run: " + "; ".join(missing),
+            "on the NPU host: source set_env.sh, install torch_npu for this torch",
+        )
     return Finding("Triton for Ascend A2/A3", "ok", detail)
 
 
@@ -282,10 +344,11 @@ def autoload(p: Probe) -> Finding:
     if value == "0":
         return Finding("TORCH_DEVICE_BACKEND_AUTOLOAD", "ok", "0: import torch does not load torch_npu")
     return Finding(
-        "TORCH_DEVICE_BACKEND_AUTOLOAD", "warn",
+        "TORCH_DEVICE_BACKEND_AUTOLOAD",
+        "warn",
         f"{value or 'unset'}: `import torch` loads torch_npu, which breaks every import when CANN is not set up",
         "export TORCH_DEVICE_BACKEND_AUTOLOAD=0 and import torch_npu explicitly where you use the NPU",
-    )  # fmt: skip
+    )
 
 
 def kernel_cache(p: Probe) -> Finding:
@@ -301,7 +364,12 @@ def kernel_cache(p: Probe) -> Finding:
         with tempfile.NamedTemporaryFile(dir=path):
             pass
     except OSError as exc:
-        return Finding("kernel cache", "fail", f"{path} is not writable: {exc.strerror or exc}", "set TILEPORT_CACHE_DIR to a writable folder")
+        return Finding(
+            "kernel cache",
+            "fail",
+            f"{path} is not writable: {exc.strerror or exc}",
+            "set TILEPORT_CACHE_DIR to a writable folder",
+        )
     return Finding("kernel cache", "ok", f"{path} (one folder per TileLang version, CPU model and target ISA)")
 
 
@@ -310,14 +378,35 @@ def plugins(p: Probe) -> Finding:
     found, broken = p.plugins()
     if broken:
         listing = "; ".join(f"{entry}: {why}" for entry, why in broken.items())
-        return Finding("plugins", "warn", f"{len(broken)} plugin entr{'y' if len(broken) == 1 else 'ies'} did not load: {listing}",
-                       "fix or uninstall the package named; tileport's own operators are not affected")  # fmt: skip
+        return Finding(
+            "plugins",
+            "warn",
+            f"{len(broken)} plugin entr{'y' if len(broken) == 1 else 'ies'} did not load: {listing}",
+            "fix or uninstall the package named; tileport's own operators are not affected",
+        )
     if not found:
         return Finding("plugins", "info", "no operators from other packages (entry point group tileport.ops)")
     return Finding("plugins", "ok", ", ".join(f"{op} ({pkg})" for op, pkg in found.items()))
 
 
 CHECKS = (
-    python, python_headers, torch_build, tilelang, compiler, openmp, kernel_cache, cpu_kernel, cpu_simd, shared_cores,
-    glibc, glibcxx, nvcc, cuda_devices, npu, cann, triton_ascend, autoload, plugins,
-)  # fmt: skip
+    python,
+    python_headers,
+    torch_build,
+    tilelang,
+    compiler,
+    openmp,
+    kernel_cache,
+    cpu_kernel,
+    cpu_simd,
+    shared_cores,
+    glibc,
+    glibcxx,
+    nvcc,
+    cuda_devices,
+    npu,
+    cann,
+    triton_ascend,
+    autoload,
+    plugins,
+)

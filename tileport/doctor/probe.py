@@ -12,9 +12,9 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 
 def _run(cmd: list[str]) -> str | None:
@@ -35,7 +35,9 @@ def _glibc() -> str | None:
 
 def _libstdcxx() -> Path | None:
     out = _run(["/sbin/ldconfig", "-p"]) or _run(["ldconfig", "-p"]) or ""
-    m = re.search(r"libstdc\+\+\.so\.6 \(libc6,x86-64\) => (\S+)", out) or re.search(r"libstdc\+\+\.so\.6 .*=> (\S+)", out)
+    m = re.search(r"libstdc\+\+\.so\.6 \(libc6,x86-64\) => (\S+)", out) or re.search(
+        r"libstdc\+\+\.so\.6 .*=> (\S+)", out
+    )
     if m:
         return Path(m.group(1))
     for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu", "/usr/lib"):

@@ -14,7 +14,9 @@ def floating_tensor(t: object, name: str) -> torch.Tensor:
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if not t.dtype.is_floating_point:
         kind = "complex" if t.dtype.is_complex else "integer/bool"
-        raise TypeError(f"{name} must have a floating dtype (float16, bfloat16, float32, float64), got {kind} {t.dtype}")
+        raise TypeError(
+            f"{name} must have a floating dtype (float16, bfloat16, float32, float64), got {kind} {t.dtype}"
+        )
     if t.dim() == 0:
         raise ValueError(f"{name} must have at least 1 dimension (the reduced last one), got a 0-dim tensor")
     return t
@@ -58,14 +60,21 @@ def output_tensor(t: object, index: int, name: str, shape: tuple, dtype: torch.d
     """A caller-provided output ``out[index]`` (the output ``name``) must be a contiguous tensor of exactly this
     shape, dtype and device. One combined test first (the kernel-only path runs it on every call); the
     message is built only for a tensor that fails it."""
-    if isinstance(t, torch.Tensor) and t.shape == shape and t.dtype == dtype and t.device == device and t.is_contiguous():
+    if (
+        isinstance(t, torch.Tensor)
+        and t.shape == shape
+        and t.dtype == dtype
+        and t.device == device
+        and t.is_contiguous()
+    ):
         return
     label = f"out[{index}] ({name})"
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{label} must be a torch.Tensor, got {type(t).__name__}")
     if tuple(t.shape) != shape or t.dtype != dtype or t.device != device:
         raise ValueError(
-            f"{label} must be {dtype} of shape {shape} on {device}, got {t.dtype} of shape {tuple(t.shape)} on {t.device}"
+            f"{label} must be {dtype} of shape {shape} on {device}, got {t.dtype} of shape {tuple(t.shape)} on "
+            f"{t.device}"
         )
     raise ValueError(f"{label} must be contiguous")
 

@@ -33,13 +33,16 @@ def make_spec(name: str, summary: str, math: str, composite, fused, aliases, usa
         bytes_moved=bytes_moved,
         dtypes=s.FLOATS,
         workloads={"attention-scores-4k": (4096, 4096), "vocab-logits-32k": (64, 32768), **s.MODEL_WORKLOADS},
-        bar=s.with_causes(s.ROWWISE_BAR, {
-            "fwd in cache: kernel-only share of copy": "an exp per element (about 25 instructions per 16 lanes; "
-                                                       "16-bit softmax computes it twice, as its y cannot hold the "
-                                                       "fp32 exp) and three passes (max, sum, y)",
-            "fwd in cache vs torch.compile": "an exp per element, twice for 16-bit softmax",
-            "fwd in cache vs eager": "an exp per element, twice for 16-bit softmax",
-        }),
+        bar=s.with_causes(
+            s.ROWWISE_BAR,
+            {
+                "fwd in cache: kernel-only share of copy": "an exp per element (about 25 instructions per 16 lanes; "
+                "16-bit softmax computes it twice, as its y cannot hold the "
+                "fp32 exp) and three passes (max, sum, y)",
+                "fwd in cache vs torch.compile": "an exp per element, twice for 16-bit softmax",
+                "fwd in cache vs eager": "an exp per element, twice for 16-bit softmax",
+            },
+        ),
         competitors={f"torch-{name}": fused},
         usage=usage,
     )

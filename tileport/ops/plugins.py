@@ -49,7 +49,10 @@ def discover(taken: set[str]) -> Found:
                 raise TypeError(f"it gives a {type(spec).__name__}, not an OpSpec (nor a module holding SPEC)")
             layout(spec)  # the declaration the interface is derived from must hold
             if spec.name in taken or spec.name in specs:
-                raise ValueError(f"operator {spec.name!r} exists already ({'tileport' if spec.name in taken else specs[spec.name][1]})")
+                raise ValueError(
+                    f"operator {spec.name!r} exists already "
+                    f"({'tileport' if spec.name in taken else specs[spec.name][1]})"
+                )
         except DeclarationError as exc:
             broken[where] = f"invalid spec: {exc}"
             continue

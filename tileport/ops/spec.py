@@ -12,9 +12,10 @@ from __future__ import annotations
 import importlib
 import math
 import pkgutil
-from pathlib import Path
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -33,7 +34,8 @@ class Tensor:
 
     ``dtype`` (outputs): None for the first input's dtype, ``"stat"`` for fp32 (fp64 for fp64 inputs), or
     the name of a dtype option (``output_dtype``); (a backward's rows results) the name of the backward
-    tensor whose dtype it has (``dgate`` in ``gate``'s; default the backward's first rows tensor's). ``empty``: a per-row output's value where rows are empty
+    tensor whose dtype it has (``dgate`` in ``gate``'s; default the backward's first rows tensor's). ``empty``: a
+    per-row output's value where rows are empty
     (D = 0), a number or a function of the attributes. ``init``: a vector input's initial value as a module
     parameter (1 for a weight, 0 for a bias)."""
 
@@ -70,7 +72,8 @@ EPS, REAL, CHOICE, DIM, BOOL, INT, DTYPE, PROB = "eps", "real", "choice", "dim",
 @dataclass(frozen=True)
 class Attr:
     """A scalar attribute, its default and the range the interface accepts (said in words in ``valid``,
-    checked by ``kind``): ``eps`` (finite, >= 0), ``real`` (finite), ``prob`` (a real in [0, 1]), ``choice`` (one of ``choices``, or an
+    checked by ``kind``): ``eps`` (finite, >= 0), ``real`` (finite), ``prob`` (a real in [0, 1]), ``choice`` (one of
+    ``choices``, or an
     alias of one in ``aliases``), ``dim`` (the reduced dimension: any, default the last), ``bool``, ``int``,
     ``dtype`` (None or a floating dtype; an option, the default the first input's dtype). ``kw_only``: after
     the ``*`` of the public signatures."""
@@ -124,7 +127,17 @@ IN_CACHE = ("1024x512", "256x4096")
 HEAD_ROWS = ("4096x128", "16384x64", "16384x32")  # a head dimension per row (q/k normalization in attention)
 LARGE = ("4096x4096", "16384x4096")
 SMALL = ("1x128", "33x100")
-SWEEP = [(1, 128), (33, 100), (1024, 512), (256, 4096), (4096, 128), (16384, 64), (16384, 32), (4096, 4096), (16384, 4096)]
+SWEEP = [
+    (1, 128),
+    (33, 100),
+    (1024, 512),
+    (256, 4096),
+    (4096, 128),
+    (16384, 64),
+    (16384, 32),
+    (4096, 4096),
+    (16384, 4096),
+]
 HALF = ("float16", "bfloat16")
 
 # Why the CPU kernels miss what they miss (measured: docs/kernels.md); an operator adds its own with with_causes.
@@ -148,33 +161,96 @@ _CALL_CAUSE = (
 # kernel-only against the copy of the same bytes (the roofline), the public call against torch eager and
 # torch.compile of the composite, 16-bit against fp32 (half the bytes), two threads against one.
 ROWWISE_BAR = (
-    Criterion("fwd in cache: kernel-only share of copy", ("fwd",), IN_CACHE, "bandwidth_share", 0.7, kernel_only=True,
-              cause=_IN_CACHE_CAUSE),
-    Criterion("fwd head-dim rows: kernel-only share of copy", ("fwd",), HEAD_ROWS, "bandwidth_share", 0.5, kernel_only=True,
-              cause="a fixed cost per row (the loop's set-up and tail tests, the fp64 lane tree, square root and "
-                    "division before the row's map can start) that rows of 32-128 columns do not amortize"),
+    Criterion(
+        "fwd in cache: kernel-only share of copy",
+        ("fwd",),
+        IN_CACHE,
+        "bandwidth_share",
+        0.7,
+        kernel_only=True,
+        cause=_IN_CACHE_CAUSE,
+    ),
+    Criterion(
+        "fwd head-dim rows: kernel-only share of copy",
+        ("fwd",),
+        HEAD_ROWS,
+        "bandwidth_share",
+        0.5,
+        kernel_only=True,
+        cause="a fixed cost per row (the loop's set-up and tail tests, the fp64 lane tree, square root and "
+        "division before the row's map can start) that rows of 32-128 columns do not amortize",
+    ),
     Criterion("fwdbwd in cache: share of copy", ("fwdbwd",), IN_CACHE, "bandwidth_share", 0.5, cause=_BACKWARD_CAUSE),
-    Criterion("fwd 16-bit kernel-only no slower than fp32", ("fwd",), IN_CACHE + HEAD_ROWS, "vs_fp32", 1.0, kernel_only=True,
-              dtypes=HALF, cause="instruction-bound in cache: a 16-bit element costs more instructions than an fp32 "
-                                 "one (widening, narrowing, the NaN pattern), and half the bytes do not shorten that"),
-    Criterion("fwd in cache vs torch.compile", ("fwd",), IN_CACHE, "speedup_vs_compile", 1.5,
-              cause=f"{_IN_CACHE_CAUSE}; {_CALL_CAUSE}"),
-    Criterion("fwdbwd in cache vs torch.compile", ("fwdbwd",), IN_CACHE, "speedup_vs_compile", 1.5, cause=_BACKWARD_CAUSE),
-    Criterion("fwd in cache vs eager", ("fwd",), IN_CACHE, "speedup_vs_eager", {"float32": 1.6, "default": 2.0},
-              cause=_IN_CACHE_CAUSE),
+    Criterion(
+        "fwd 16-bit kernel-only no slower than fp32",
+        ("fwd",),
+        IN_CACHE + HEAD_ROWS,
+        "vs_fp32",
+        1.0,
+        kernel_only=True,
+        dtypes=HALF,
+        cause="instruction-bound in cache: a 16-bit element costs more instructions than an fp32 "
+        "one (widening, narrowing, the NaN pattern), and half the bytes do not shorten that",
+    ),
+    Criterion(
+        "fwd in cache vs torch.compile",
+        ("fwd",),
+        IN_CACHE,
+        "speedup_vs_compile",
+        1.5,
+        cause=f"{_IN_CACHE_CAUSE}; {_CALL_CAUSE}",
+    ),
+    Criterion(
+        "fwdbwd in cache vs torch.compile", ("fwdbwd",), IN_CACHE, "speedup_vs_compile", 1.5, cause=_BACKWARD_CAUSE
+    ),
+    Criterion(
+        "fwd in cache vs eager",
+        ("fwd",),
+        IN_CACHE,
+        "speedup_vs_eager",
+        {"float32": 1.6, "default": 2.0},
+        cause=_IN_CACHE_CAUSE,
+    ),
     Criterion("bwd vs eager autograd", ("bwd",), IN_CACHE + LARGE, "speedup_vs_eager", 1.5, cause=_BACKWARD_CAUSE),
-    Criterion("fwdbwd vs eager autograd", ("fwdbwd",), IN_CACHE + LARGE, "speedup_vs_eager", 1.5, cause=_BACKWARD_CAUSE),
-    Criterion("fwd large: kernel-only share of copy", ("fwd",), LARGE, "bandwidth_share", 0.9, kernel_only=True,
-              cause="16-bit: the widening and narrowing keep the kernel below the copy's pace (fp32 "
-                    "reaches it); with two threads bf16's rounding still does"),
-    Criterion("fwd large with allocation vs torch.compile", ("fwd",), LARGE, "speedup_vs_compile", 2.0,
-              cause="the fresh outputs' page faults (huge pages off or not offered)"),
-    Criterion("fwd small: per call vs eager", ("fwd",), SMALL, "speedup_vs_eager", 1.1,
-              cause=f"{_CALL_CAUSE}, most for operators with several outputs"),
-    Criterion("fwd two threads vs one", ("fwd",), IN_CACHE + LARGE, "thread_scaling", 1.6,
-              cause="large shapes: memory bandwidth (the copy of the same bytes scales about 1.45x); in cache: "
-                    "the two vCPUs' run-to-run spread (across the 2026-12-05 runs the copy of the same bytes "
-                    "scaled 1.3-2.1x, the kernels 1.2-1.95x)"),
+    Criterion(
+        "fwdbwd vs eager autograd", ("fwdbwd",), IN_CACHE + LARGE, "speedup_vs_eager", 1.5, cause=_BACKWARD_CAUSE
+    ),
+    Criterion(
+        "fwd large: kernel-only share of copy",
+        ("fwd",),
+        LARGE,
+        "bandwidth_share",
+        0.9,
+        kernel_only=True,
+        cause="16-bit: the widening and narrowing keep the kernel below the copy's pace (fp32 "
+        "reaches it); with two threads bf16's rounding still does",
+    ),
+    Criterion(
+        "fwd large with allocation vs torch.compile",
+        ("fwd",),
+        LARGE,
+        "speedup_vs_compile",
+        2.0,
+        cause="the fresh outputs' page faults (huge pages off or not offered)",
+    ),
+    Criterion(
+        "fwd small: per call vs eager",
+        ("fwd",),
+        SMALL,
+        "speedup_vs_eager",
+        1.1,
+        cause=f"{_CALL_CAUSE}, most for operators with several outputs",
+    ),
+    Criterion(
+        "fwd two threads vs one",
+        ("fwd",),
+        IN_CACHE + LARGE,
+        "thread_scaling",
+        1.6,
+        cause="large shapes: memory bandwidth (the copy of the same bytes scales about 1.45x); in cache: "
+        "the two vCPUs' run-to-run spread (across the 2026-12-05 runs the copy of the same bytes "
+        "scaled 1.3-2.1x, the kernels 1.2-1.95x)",
+    ),
 )
 
 
@@ -183,8 +259,11 @@ def with_causes(bar: tuple[Criterion, ...], causes: dict[str, str]) -> tuple[Cri
     unknown = set(causes) - {c.label for c in bar}
     if unknown:
         raise ValueError(f"no criterion named {sorted(unknown)[0]!r} in the bar")
-    return tuple(replace(c, cause=f"{c.cause}; {causes[c.label]}" if c.cause else causes[c.label]) if c.label in causes else c
-                 for c in bar)  # fmt: skip
+    return tuple(
+        replace(c, cause=f"{c.cause}; {causes[c.label]}" if c.cause else causes[c.label]) if c.label in causes else c
+        for c in bar
+    )
+
 
 # token count x hidden size of common models (one row per token)
 MODEL_WORKLOADS = {
@@ -299,9 +378,13 @@ class OpSpec:
             object.__setattr__(self, group, items)
         kinds = {isinstance(t, TensorDecl) for t in self.inputs + self.outputs + self.grads}
         if len(kinds) > 1:
-            raise ValueError(f"{self.name}: tensors are declared either by role (Tensor) or by named dimensions, not both")
+            raise ValueError(
+                f"{self.name}: tensors are declared either by role (Tensor) or by named dimensions, not both"
+            )
         if self.composes and (self.public is None or self.run is None):
-            raise ValueError(f"{self.name}: an operator composed over {self.composes!r} gives its public function and run")
+            raise ValueError(
+                f"{self.name}: an operator composed over {self.composes!r} gives its public function and run"
+            )
         object.__setattr__(self, "own_run", self.run is not None)  # False: the derived executor below
         if self.run is None:  # the derived executor: forward, then backward from what it saved
             object.__setattr__(self, "run", lambda inputs, backend, backward: self.api.run(inputs, backend, backward))
@@ -332,7 +415,9 @@ class OpSpec:
     def forward(self) -> Callable:
         """The forward outputs as a tuple, whatever their number (a composed operator's: its public function's,
         without autograd)."""
-        return self._cached("_forward", lambda: _no_grad_tuple(self.public) if self.composes else self.api.forward_tuple)
+        return self._cached(
+            "_forward", lambda: _no_grad_tuple(self.public) if self.composes else self.api.forward_tuple
+        )
 
     @property
     def kernel_op(self) -> str:
@@ -364,12 +449,16 @@ class OpSpec:
             if self.general:
                 ins, outs, grads = self.inputs, self.outputs, self.grads
             else:
-                ins, outs, grads = ([from_role(t.name, t.role, optional=t.optional) for t in group]
-                                    for group in (self.inputs, self.outputs, self.grads))  # fmt: skip
+                ins, outs, grads = (
+                    [from_role(t.name, t.role, optional=t.optional) for t in group]
+                    for group in (self.inputs, self.outputs, self.grads)
+                )
             dys = tuple(gradient_of(t, optional=i > 0) for i, t in enumerate(outs))
             names = {t.name for t in (*ins, *outs, *grads)}
             extra = tuple(t for t in dys if t.name not in names)
-            return Declaration(tuple(ins), tuple(outs) + extra + tuple(grads), self.where, tuple(a.name for a in self.attrs))
+            return Declaration(
+                tuple(ins), tuple(outs) + extra + tuple(grads), self.where, tuple(a.name for a in self.attrs)
+            )
 
         return self._cached("_declaration", make)
 
@@ -397,7 +486,9 @@ def _no_grad_tuple(fn: Callable) -> Callable:
     return forward
 
 
-def rows_bytes(shape: tuple[int, ...], dtype: torch.dtype, reads: int, writes: int, per_row: int = 0, vectors: int = 0) -> int:
+def rows_bytes(
+    shape: tuple[int, ...], dtype: torch.dtype, reads: int, writes: int, per_row: int = 0, vectors: int = 0
+) -> int:
     """Minimum traffic of a row-wise call: each (M, D) tensor once, each fp32 per-row value once, each [D] once."""
     n, rows, e = math.prod(shape), math.prod(shape[:-1]), dtype.itemsize
     return (reads + writes) * n * e + 4 * per_row * rows + vectors * shape[-1] * e

@@ -24,7 +24,16 @@ from dataclasses import dataclass, field
 import torch
 
 from . import nonfinite
-from .standard import ACC_STANDARDS, LEVELS, MIXED_SHARE, REL_EPS, SINGLE_MARE_FACTOR, SMALL_COUNT_RATIO, SMALL_VALUE, THRESHOLD
+from .standard import (
+    ACC_STANDARDS,
+    LEVELS,
+    MIXED_SHARE,
+    REL_EPS,
+    SINGLE_MARE_FACTOR,
+    SMALL_COUNT_RATIO,
+    SMALL_VALUE,
+    THRESHOLD,
+)
 
 ZERO = 1e-30  # a metric at or below this counts as 0 for the ratio rule
 
@@ -76,7 +85,7 @@ class _Golden:
     bound: float  # a small value's error bound
 
     @classmethod
-    def of(cls, g: torch.Tensor, counted: torch.Tensor | None, dtype: torch.dtype) -> "_Golden":
+    def of(cls, g: torch.Tensor, counted: torch.Tensor | None, dtype: torch.dtype) -> _Golden:
         ga = g.abs() if counted is None else g.abs().nan_to_num_(0.0, 0.0, 0.0)
         rows, cols = g.shape
         counts = torch.full((rows,), cols, dtype=torch.int64) if counted is None else torch.count_nonzero(counted, 1)
@@ -110,11 +119,16 @@ class _Golden:
             max_abs = rmse = mare = mere = torch.zeros(rows, dtype=torch.float64)
         zeros = torch.zeros(rows, dtype=torch.int64)
         per_row = zip(
-            mare.tolist(), mere.tolist(), rmse.tolist(), small.tolist(),
+            mare.tolist(),
+            mere.tolist(),
+            rmse.tolist(),
+            small.tolist(),
             (zeros if errors is None else torch.count_nonzero(errors, 1)).tolist(),
             (zeros if review is None else torch.count_nonzero(review, 1)).tolist(),
-            self.counts.tolist(), torch.count_nonzero(within, 1).tolist(), max_abs.tolist(),
-        )  # fmt: skip
+            self.counts.tolist(),
+            torch.count_nonzero(within, 1).tolist(),
+            max_abs.tolist(),
+        )
         return [
             Metrics(m, me, r, int(sm), int(e), cols, int(rv), int(c), int(w), mx)
             for m, me, r, sm, e, rv, c, w, mx in per_row
@@ -142,7 +156,9 @@ def dual_measure_batch(actual: torch.Tensor, benchmark: torch.Tensor, golden: to
     if pos is None:
         return gold.metrics(actual, None, None), gold.metrics(benchmark, None, None)
     own = nonfinite.positions(benchmark.detach().cpu(), g_out)  # the benchmark's own errors, for the report
-    return gold.metrics(actual, pos.error, pos.review), gold.metrics(benchmark, None if own is None else own.error, None)
+    return gold.metrics(actual, pos.error, pos.review), gold.metrics(
+        benchmark, None if own is None else own.error, None
+    )
 
 
 def ratio(under_test: float, benchmark: float) -> float:
@@ -184,9 +200,13 @@ def _sibling_failures(actual: Metrics, acc: str, dtype: torch.dtype, max_atol: f
 
 
 def judge(
-    actual: Metrics, benchmark: Metrics, level: str = "L0", acc: str = "double_bm",
-    dtype: torch.dtype = torch.float32, max_atol: float | None = None,
-) -> Verdict:  # fmt: skip
+    actual: Metrics,
+    benchmark: Metrics,
+    level: str = "L0",
+    acc: str = "double_bm",
+    dtype: torch.dtype = torch.float32,
+    max_atol: float | None = None,
+) -> Verdict:
     """Apply the rule of the standard ``acc`` (the dual benchmark's ratio limits of ``level``, or a sibling's
     limits on the output's own errors for ``dtype``) to the metrics of the output and of the benchmark."""
     if level not in LEVELS:
@@ -199,7 +219,9 @@ def judge(
     if acc != "double_bm":
         failures = _sibling_failures(actual, acc, dtype, max_atol)
     else:
-        failures = [f"{n.upper()} ratio {ratios[n]:.3g} > {limit:g}" for n, limit in limits.items() if ratios[n] > limit]
+        failures = [
+            f"{n.upper()} ratio {ratios[n]:.3g} > {limit:g}" for n, limit in limits.items() if ratios[n] > limit
+        ]
     if acc == "double_bm" and ratios["small"] > SMALL_COUNT_RATIO:
         failures.append(
             f"small-value errors {actual.small_errors} > {SMALL_COUNT_RATIO:g} x benchmark's {benchmark.small_errors}"
@@ -213,13 +235,21 @@ def judge(
 
 
 def compare(
-    actual: torch.Tensor, golden: torch.Tensor, benchmark: torch.Tensor, level: str = "L0", dtype: torch.dtype | None = None,
-    acc: str = "double_bm", max_atol: float | None = None,
-) -> Verdict:  # fmt: skip
+    actual: torch.Tensor,
+    golden: torch.Tensor,
+    benchmark: torch.Tensor,
+    level: str = "L0",
+    dtype: torch.dtype | None = None,
+    acc: str = "double_bm",
+    max_atol: float | None = None,
+) -> Verdict:
     """Dual-benchmark comparison: ``actual`` and ``benchmark`` both against the float64 ``golden``."""
     dtype = dtype or actual.dtype
     if not actual.shape == golden.shape == benchmark.shape:
-        raise ValueError(f"shapes differ: actual {tuple(actual.shape)}, golden {tuple(golden.shape)}, benchmark {tuple(benchmark.shape)}")
+        raise ValueError(
+            f"shapes differ: actual {tuple(actual.shape)}, golden {tuple(golden.shape)}, benchmark "
+            f"{tuple(benchmark.shape)}"
+        )
     (a,), (b,) = dual_measure_batch(actual.reshape(1, -1), benchmark.reshape(1, -1), golden.reshape(1, -1), dtype)
     return judge(a, b, level, acc, dtype, max_atol)
 
@@ -232,16 +262,29 @@ def compare_equal(actual: torch.Tensor, golden: torch.Tensor, level: str = "L0")
     n = actual.numel()
     if actual.dtype != golden.dtype:
         differ = n
-        failures = [f"dtype {str(actual.dtype).removeprefix('torch.')}, the golden's is {str(golden.dtype).removeprefix('torch.')}"]
+        failures = [
+            (
+                f"dtype {str(actual.dtype).removeprefix('torch.')}, the golden's is "
+                f"{str(golden.dtype).removeprefix('torch.')}"
+            )
+        ]
     else:
         differ = int((actual.cpu() != golden.cpu()).sum())
-        failures = [f"{differ} of {n} elements differ from the golden (exact equality: not a floating-point output)"] if differ else []
+        failures = (
+            [f"{differ} of {n} elements differ from the golden (exact equality: not a floating-point output)"]
+            if differ
+            else []
+        )
     m = Metrics(0.0, 0.0, 0.0, 0, 0, n, counted=n - differ, within_tolerance=n - differ)
     return Verdict(level, m, m, {"mare": 1.0, "mere": 1.0, "rmse": 1.0, "small": 0.0}, failures, "equal")
 
 
 def assert_dual_benchmark(
-    actual: torch.Tensor, golden: torch.Tensor, benchmark: torch.Tensor, level: str = "L0", dtype: torch.dtype | None = None
+    actual: torch.Tensor,
+    golden: torch.Tensor,
+    benchmark: torch.Tensor,
+    level: str = "L0",
+    dtype: torch.dtype | None = None,
 ) -> Verdict:
     """pytest helper: raise AssertionError naming each broken limit, else return the verdict."""
     verdict = compare(actual, golden, benchmark, level, dtype)

@@ -48,4 +48,6 @@ def positions(a: torch.Tensor, g_out: torch.Tensor, b: torch.Tensor | None = Non
     cb = cg if b is None else classes(b)
     golden_nf = cg != FINITE
     ok = (ca == cb) | (golden_nf & (ca == cg))
-    return Positions(error=~ok & golden_nf & (cb == cg), review=~ok & golden_nf & (cb != cg), shared=(ca == cb) & (ca != FINITE))
+    return Positions(
+        error=~ok & golden_nf & (cb == cg), review=~ok & golden_nf & (cb != cg), shared=(ca == cb) & (ca != FINITE)
+    )

@@ -51,7 +51,10 @@ class CaseResult:
         """What failed: the first seed's broken limits, the retest's outcome, non-determinism."""
         out = list(self.verdict.failures)
         if self.retest is not None:
-            out.append(f"retest over {self.retest.seeds} seeds " + ("passed" if self.retest.passed else "failed: " + "; ".join(self.retest.failures)))
+            out.append(
+                f"retest over {self.retest.seeds} seeds "
+                + ("passed" if self.retest.passed else "failed: " + "; ".join(self.retest.failures))
+            )
         if not self.deterministic:
             out.append(f"outputs differ between {self.runs} repeated runs")
         return out
@@ -68,15 +71,36 @@ class CaseResult:
         """A flat record for CSV and JSON."""
         a, b, r = self.verdict.actual, self.verdict.benchmark, self.verdict.ratios
         return {
-            "op": self.op, "backend": self.backend, "case": self.case, "dtype": self.dtype,
-            "shape": self.shape_text(), "range": self.value_range, "attrs": self.attrs_text(),
-            "output": self.output, "level": self.verdict.level, "elements": a.elements,
-            "mare": a.mare, "mere": a.mere, "rmse": a.rmse, "small_errors": a.small_errors,
-            "bm_mare": b.mare, "bm_mere": b.mere, "bm_rmse": b.rmse, "bm_small_errors": b.small_errors,
-            "mare_ratio": r["mare"], "mere_ratio": r["mere"], "rmse_ratio": r["rmse"], "small_ratio": r["small"],
-            "nonfinite_errors": a.nonfinite_errors, "nonfinite_review": a.nonfinite_review, "deterministic": self.deterministic, "runs": self.runs,
-            "retested": self.retest is not None, "passed": self.passed, "failures": "; ".join(self.failures),
-        }  # fmt: skip
+            "op": self.op,
+            "backend": self.backend,
+            "case": self.case,
+            "dtype": self.dtype,
+            "shape": self.shape_text(),
+            "range": self.value_range,
+            "attrs": self.attrs_text(),
+            "output": self.output,
+            "level": self.verdict.level,
+            "elements": a.elements,
+            "mare": a.mare,
+            "mere": a.mere,
+            "rmse": a.rmse,
+            "small_errors": a.small_errors,
+            "bm_mare": b.mare,
+            "bm_mere": b.mere,
+            "bm_rmse": b.rmse,
+            "bm_small_errors": b.small_errors,
+            "mare_ratio": r["mare"],
+            "mere_ratio": r["mere"],
+            "rmse_ratio": r["rmse"],
+            "small_ratio": r["small"],
+            "nonfinite_errors": a.nonfinite_errors,
+            "nonfinite_review": a.nonfinite_review,
+            "deterministic": self.deterministic,
+            "runs": self.runs,
+            "retested": self.retest is not None,
+            "passed": self.passed,
+            "failures": "; ".join(self.failures),
+        }
 
 
 @dataclass

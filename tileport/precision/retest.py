@@ -20,8 +20,8 @@ At a non-conforming level (quick) a check whose first seed misses a limit by ord
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -49,9 +49,20 @@ class RetestResult:
         return not self.failures
 
     @classmethod
-    def pending(cls, seeds: int) -> "RetestResult":
+    def pending(cls, seeds: int) -> RetestResult:
         """A retest that needs the competitor's benchmark on its new seeds: not passed until they come."""
-        return cls(seeds, {}, {}, [f"awaiting the competitor's retest over {seeds} seeds (verify --retest-for this run, on the benchmark's machine)"], True)
+        return cls(
+            seeds,
+            {},
+            {},
+            [
+                (
+                    f"awaiting the competitor's retest over {seeds} seeds (verify --retest-for this run, on the "
+                    "benchmark's machine)"
+                )
+            ],
+            True,
+        )
 
 
 def bootstrap_median_lower_bound(values: Sequence[float], resamples: int = RETEST_RESAMPLES, seed: int = 0) -> float:
@@ -59,14 +70,19 @@ def bootstrap_median_lower_bound(values: Sequence[float], resamples: int = RETES
     on the number of values and ``seed`` only (the early stop's argument rests on it)."""
     # an infinite ratio (a nan where the golden is finite) stays the largest value: percentiles interpolate,
     # and inf - inf would make the bound nan, which no limit catches
-    arr = np.nan_to_num(np.asarray(values, dtype=np.float64), nan=1e300, posinf=1e300)  # a median averages two: no overflow
+    arr = np.nan_to_num(
+        np.asarray(values, dtype=np.float64), nan=1e300, posinf=1e300
+    )  # a median averages two: no overflow
     rng = np.random.default_rng(seed)
     medians = np.median(arr[rng.integers(0, arr.size, size=(resamples, arr.size))], axis=1)
     return float(np.percentile(medians, 2.5))
 
 
 def retest(
-    run: Callable[[int], Verdict], seeds: Sequence[int], resamples: int = RETEST_RESAMPLES, min_seeds: int = RETEST_MIN_SEEDS
+    run: Callable[[int], Verdict],
+    seeds: Sequence[int],
+    resamples: int = RETEST_RESAMPLES,
+    min_seeds: int = RETEST_MIN_SEEDS,
 ) -> RetestResult:
     """Run ``run(seed)`` seed by seed and apply the bootstrap rule to each metric's ratio, stopping once the
     outcome is decided."""
@@ -106,7 +122,9 @@ def _may_decide(ratios: Sequence[float], planned: int) -> bool:
     return above > planned / 2 and (p == 1.0 or above - planned / 2 >= math.sqrt(planned * p * (1 - p)))
 
 
-def decided(verdicts: Sequence[Verdict], planned: int, resamples: int = RETEST_RESAMPLES, min_seeds: int = RETEST_MIN_SEEDS) -> str:
+def decided(
+    verdicts: Sequence[Verdict], planned: int, resamples: int = RETEST_RESAMPLES, min_seeds: int = RETEST_MIN_SEEDS
+) -> str:
     """Why the retest over ``planned`` new seeds fails whatever the seeds after these ``verdicts`` give, or ""
     while its outcome is open."""
     if planned < min_seeds:
@@ -119,7 +137,10 @@ def decided(verdicts: Sequence[Verdict], planned: int, resamples: int = RETEST_R
         if _may_decide(ratios, planned):
             low = bootstrap_median_lower_bound(ratios + rest, resamples)
             if low > 1.0 + DECIDED_MARGIN:
-                return f"with the {len(rest)} seeds left at ratio 0 the {m.upper()} lower bound would still be {low:.3g} > 1"
+                return (
+                    f"with the {len(rest)} seeds left at ratio 0 the {m.upper()} lower bound would still be "
+                    f"{low:.3g} > 1"
+                )
     return ""
 
 
@@ -130,7 +151,11 @@ def far_above(v: Verdict) -> list[str]:
 
 
 def retest_stream(
-    verdicts: Iterable[Verdict], planned: int, resamples: int = RETEST_RESAMPLES, min_seeds: int = RETEST_MIN_SEEDS, far: bool = False
+    verdicts: Iterable[Verdict],
+    planned: int,
+    resamples: int = RETEST_RESAMPLES,
+    min_seeds: int = RETEST_MIN_SEEDS,
+    far: bool = False,
 ) -> RetestResult:
     """The bootstrap rule over up to ``planned`` new seeds' verdicts, taken one at a time from ``verdicts`` (a
     lazy iterable: the seeds not taken are never run) and stopped once the outcome is decided. ``far`` (a
@@ -142,8 +167,11 @@ def retest_stream(
         seen.append(v)
         if far and len(seen) >= min(FAR_SEEDS, planned) and all(far_above(s) for s in seen):
             worst = max(METRICS, key=lambda m: min(s.ratios[m] / LEVELS[s.level][METRICS.index(m)] for s in seen))
-            why = (f"cut short at a non-conforming level: these {len(seen)} new seeds all miss a limit {FAR:g} times over, "
-                   f"as the first did ({worst.upper()} ratio at least {min(s.ratios[worst] for s in seen):.3g})")  # fmt: skip
+            why = (
+                f"cut short at a non-conforming level: these {len(seen)} new seeds all miss a limit {FAR:g} times "
+                "over, "
+                f"as the first did ({worst.upper()} ratio at least {min(s.ratios[worst] for s in seen):.3g})"
+            )
             break
         if len(seen) < planned:
             why = decided(seen, planned, resamples, min_seeds)
@@ -155,4 +183,6 @@ def retest_stream(
     result = retest_verdicts(seen, resamples, min_seeds, planned)
     if not why:
         return result
-    return RetestResult(result.seeds, result.medians, result.lower_bounds, [why, *result.failures], planned=planned, stopped=why)
+    return RetestResult(
+        result.seeds, result.medians, result.lower_bounds, [why, *result.failures], planned=planned, stopped=why
+    )

@@ -13,12 +13,8 @@ class Cause:
     key: str
     what: str  # the cause, in words
     fix: str  # the change that fixes it
-    patterns: tuple[
-        str, ...
-    ] = ()  # regular expressions on the compiler's message (empty: found by tileport's checks)
-    fails: bool = (
-        True  # False: a note (the kernel lowers and runs; it could run better)
-    )
+    patterns: tuple[str, ...] = ()  # regular expressions on the compiler's message (empty: found by tileport's checks)
+    fails: bool = True  # False: a note (the kernel lowers and runs; it could run better)
 
 
 CAUSES = (
@@ -75,8 +71,7 @@ CAUSES = (
         "num-warps",
         "configurations that differ only in num_warps / num_stages: GPU warp tuning, which means "
         "nothing on Ascend (they compile to one kernel)",
-        "tune the block sizes and the grid (the core count) "
-        "instead; keep one configuration per block size",
+        "tune the block sizes and the grid (the core count) instead; keep one configuration per block size",
         fails=False,
     ),
     Cause(
@@ -104,8 +99,7 @@ TILE_CAUSES = (
     ),
     Cause(
         "fragment",
-        "register fragments (T.alloc_fragment): a GPU warp's registers, laid out by the MMA/thread "
-        "layout inference",
+        "register fragments (T.alloc_fragment): a GPU warp's registers, laid out by the MMA/thread layout inference",
         "UB buffers (T.alloc_shared) on Ascend; T.alloc_local for a reduction on the CPU's C target",
         (r"local\.fragment", r"layout for fragment"),
     ),

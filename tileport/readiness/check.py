@@ -23,9 +23,7 @@ class Finding:
 class KernelVerdict:
     kernel: str  # module.name
     constants: dict
-    options: list[
-        dict
-    ]  # the launch options of every configuration compiled as this one (num_warps, ...)
+    options: list[dict]  # the launch options of every configuration compiled as this one (num_warps, ...)
     grid: tuple
     programs: int
     lowered: bool
@@ -33,9 +31,7 @@ class KernelVerdict:
     error: str = ""
     limits: limits.Limits | None = None
     findings: list[Finding] = field(default_factory=list)
-    files: dict[str, str] = field(
-        default_factory=dict
-    )  # stage -> text (ttir, ttadapter)
+    files: dict[str, str] = field(default_factory=dict)  # stage -> text (ttir, ttadapter)
     binary: str = ""
 
     @property
@@ -67,38 +63,48 @@ def _finding(key: str, detail: str = "") -> Finding:
 
 
 def _compile_finding(message: str, ttir: str) -> Finding:
-    found = causes.classify(message) or (
-        causes.BY_KEY["inline-asm"] if "inline_asm" in ttir else None
-    )
+    found = causes.classify(message) or (causes.BY_KEY["inline-asm"] if "inline_asm" in ttir else None)
     if found is None:
-        return Finding("unknown", "unknown: no cause in tileport's table matches the compiler's message",
-                       "read the message; if its cause is known, add it to tileport/readiness/causes.py", True, message)  # fmt: skip
+        return Finding(
+            "unknown",
+            "unknown: no cause in tileport's table matches the compiler's message",
+            "read the message; if its cause is known, add it to tileport/readiness/causes.py",
+            True,
+            message,
+        )
     return Finding(found.key, found.what, found.fix, True, message)
 
 
-def _judge(
-    launch: lowering.Launch, options: list[dict], chip: ascend.Chip
-) -> KernelVerdict:
+def _judge(launch: lowering.Launch, options: list[dict], chip: ascend.Chip) -> KernelVerdict:
     done = lowering.compile_launch(launch, chip, strict=False)
-    v = KernelVerdict(launch.where, launch.constants, options, launch.grid, launch.programs,
-                      done.lowered, done.stage, done.error, files=dict(done.files), binary=done.binary)  # fmt: skip
+    v = KernelVerdict(
+        launch.where,
+        launch.constants,
+        options,
+        launch.grid,
+        launch.programs,
+        done.lowered,
+        done.stage,
+        done.error,
+        files=dict(done.files),
+        binary=done.binary,
+    )
     if not done.lowered:
         v.findings.append(_compile_finding(done.error, done.files.get("ttir", "")))
         return v
-    if "inline_asm" in done.files.get(
-        "ttir", ""
-    ):  # carried into the Linalg IR; CANN's compiler refuses it
-        v.findings.append(
-            _finding("inline-asm", "tt.elementwise_inline_asm in the TTIR")
-        )
-    v.limits = limits.measure(
-        launch.programs, done.files["ttadapter"], chip, launch.shapes, launch.signature
-    )
+    if "inline_asm" in done.files.get("ttir", ""):  # carried into the Linalg IR; CANN's compiler refuses it
+        v.findings.append(_finding("inline-asm", "tt.elementwise_inline_asm in the TTIR"))
+    v.limits = limits.measure(launch.programs, done.files["ttadapter"], chip, launch.shapes, launch.signature)
     for key in v.limits.findings():
         v.findings.append(_finding(key, _detail(key, v.limits)))
     if len({tuple(sorted(o.items())) for o in options}) > 1:
-        v.findings.append(_finding("num-warps", f"{len(options)} configurations: " + "; ".join(
-            ", ".join(f"{k}={val}" for k, val in sorted(o.items())) for o in options)))  # fmt: skip
+        v.findings.append(
+            _finding(
+                "num-warps",
+                f"{len(options)} configurations: "
+                + "; ".join(", ".join(f"{k}={val}" for k, val in sorted(o.items())) for o in options),
+            )
+        )
     return v
 
 
@@ -106,15 +112,14 @@ def _detail(key: str, lim: limits.Limits) -> str:
     if key in ("grid", "cores"):
         return f"{lim.programs} programs, {lim.cores} vector cores (limit {limits.MAX_PROGRAMS})"
     if key in ("ub", "double-buffer"):
-        return f"tiles {lim.ub_bytes / 1024:.1f} KB of {lim.ub_budget // 1024} KB (largest {lim.largest}, {lim.largest.bytes / 1024:.1f} KB)"
-    if key == "tail":
-        rows = ", ".join(
-            f"{n} rows of {b} bytes" for n, b in lim.unaligned_rows.items()
+        return (
+            f"tiles {lim.ub_bytes / 1024:.1f} KB of {lim.ub_budget // 1024} KB (largest {lim.largest}, "
+            f"{lim.largest.bytes / 1024:.1f} KB)"
         )
+    if key == "tail":
+        rows = ", ".join(f"{n} rows of {b} bytes" for n, b in lim.unaligned_rows.items())
         block = (
-            f"block's last dimension {lim.tail_bytes} bytes"
-            if lim.tail_bytes and lim.tail_bytes % limits.ALIGN
-            else ""
+            f"block's last dimension {lim.tail_bytes} bytes" if lim.tail_bytes and lim.tail_bytes % limits.ALIGN else ""
         )
         return "; ".join(x for x in (block, rows) if x)
     return ""
@@ -138,14 +143,13 @@ def _grouped(
     return list(out.values())
 
 
-def check(impl: str, target: str, given: dict[str, object], spec=None, examples: list[dict] | None = None,
-          problem=None) -> Readiness:  # fmt: skip
+def check(
+    impl: str, target: str, given: dict[str, object], spec=None, examples: list[dict] | None = None, problem=None
+) -> Readiness:
     """The user's function at ``impl`` captured for ``target`` (ascend-a2, ascend-a3) and every kernel judged;
     ValueError where triton-ascend is not installed or the target is unknown."""
     if target not in ascend.CHIPS:
-        raise ValueError(
-            f"unknown Ascend target {target!r}; choose from {', '.join(ascend.CHIPS)}"
-        )
+        raise ValueError(f"unknown Ascend target {target!r}; choose from {', '.join(ascend.CHIPS)}")
     version = ascend.triton_ascend_version()
     if version is None:
         raise ValueError(
@@ -155,7 +159,5 @@ def check(impl: str, target: str, given: dict[str, object], spec=None, examples:
     with standin.standing_in(chip) as path:
         captured = cap.capture(impl, given, spec, examples, problem)
     result = Readiness(target, chip, impl, version, path.asked, captured)
-    result.kernels = [
-        _judge(launch, options, chip) for launch, options in _grouped(captured.launches)
-    ]
+    result.kernels = [_judge(launch, options, chip) for launch, options in _grouped(captured.launches)]
     return result

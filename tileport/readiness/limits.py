@@ -26,9 +26,7 @@ _BYTES = {
     "f8E5M2": 1,
 }
 # a tile: the static shape a buffer is allocated (memref.alloc) or a value made (tensor.empty) at
-_TILE = re.compile(
-    r"(?:memref\.alloc\(\)|tensor\.empty\(\))\s*:\s*(?:memref|tensor)<((?:\d+x)+)(\w+)>"
-)
+_TILE = re.compile(r"(?:memref\.alloc\(\)|tensor\.empty\(\))\s*:\s*(?:memref|tensor)<((?:\d+x)+)(\w+)>")
 
 
 @dataclass(frozen=True)
@@ -46,10 +44,7 @@ class Tile:
 
 def tiles(linalg: str) -> list[Tile]:
     """The distinct tiles the kernel allocates (each shape and dtype once: at least one buffer each)."""
-    found = {
-        Tile(tuple(int(d) for d in m.group(1).rstrip("x").split("x")), m.group(2))
-        for m in _TILE.finditer(linalg)
-    }
+    found = {Tile(tuple(int(d) for d in m.group(1).rstrip("x").split("x")), m.group(2)) for m in _TILE.finditer(linalg)}
     return sorted(found, key=lambda t: -t.bytes)
 
 
@@ -61,9 +56,7 @@ class Limits:
     ub_budget: int
     largest: Tile | None
     tail_bytes: int | None  # the largest tile's last dimension in bytes
-    unaligned_rows: dict[
-        str, int
-    ]  # a 2-D+ tensor argument whose rows (last dimension) are not 32-byte multiples
+    unaligned_rows: dict[str, int]  # a 2-D+ tensor argument whose rows (last dimension) are not 32-byte multiples
 
     def findings(self) -> list[str]:
         """The keys of the causes these figures meet (``causes.BY_KEY``)."""
@@ -76,9 +69,7 @@ class Limits:
             out.append("ub")
         elif self.ub_bytes > self.ub_budget // 2:
             out.append("double-buffer")
-        if (
-            self.tail_bytes is not None and self.tail_bytes % ALIGN
-        ) or self.unaligned_rows:
+        if (self.tail_bytes is not None and self.tail_bytes % ALIGN) or self.unaligned_rows:
             out.append("tail")
         return out
 
@@ -108,11 +99,7 @@ def measure(
     """The figures of one launch: its programs, its Linalg IR's tiles, its tensors' row bytes."""
     found = tiles(linalg)
     largest = found[0] if found else None
-    tail = (
-        largest.shape[-1] * _BYTES.get(largest.dtype, 4)
-        if largest and largest.shape[-1] > 1
-        else None
-    )
+    tail = largest.shape[-1] * _BYTES.get(largest.dtype, 4) if largest and largest.shape[-1] > 1 else None
     rows = {}
     for name, shape in shapes.items():
         size = _ARG_BYTES.get(signature.get(name, "").lstrip("*"))

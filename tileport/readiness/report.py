@@ -23,36 +23,52 @@ def headline(r: Readiness) -> str:
     if not bad and r.kernels and (r.capture.error or r.capture.backward.startswith("stopped")):
         which = f"the call raised ({r.capture.error})" if r.capture.error else f"the backward {r.capture.backward}"
         return f"FAIL: {len(r.kernels)} kernels lower, but {which}: the kernels after it were not reached"
-    return ("PASS: every kernel lowers within the chip's limits" if r.ok
-            else f"FAIL: {len(bad)} of {len(r.kernels)} kernels do not lower or exceed a limit" if r.kernels
-            else "FAIL: the function launched no Triton kernel")  # fmt: skip
+    return (
+        "PASS: every kernel lowers within the chip's limits"
+        if r.ok
+        else f"FAIL: {len(bad)} of {len(r.kernels)} kernels do not lower or exceed a limit"
+        if r.kernels
+        else "FAIL: the function launched no Triton kernel"
+    )
 
 
 def summary(r: Readiness) -> list[str]:
     """The terminal's lines: the verdict, the path, then one line per kernel and its causes."""
-    lines = [f"{headline(r)} ({r.chip.name}, {r.chip.vector_cores} vector cores)",
-             "path: " + ("NPU (the package asked: " + "; ".join(r.path) + ")" if r.path else "generic (no NPU asked for)")]  # fmt: skip
+    lines = [
+        f"{headline(r)} ({r.chip.name}, {r.chip.vector_cores} vector cores)",
+        "path: " + ("NPU (the package asked: " + "; ".join(r.path) + ")" if r.path else "generic (no NPU asked for)"),
+    ]
     if r.capture.error:
         lines.append(f"the function raised: {r.capture.error}")
     for k in r.kernels:
         lines.append(
             f"{'ok  ' if k.ok else 'FAIL'} {k.kernel} [{_config(k)}] grid {k.programs}: {_verdict(k).replace('**', '')}"
         )
-        lines += [
-            f"     {'' if f.fails else 'note: '}{f.what}\n       fix: {f.fix}"
-            for f in k.findings
-        ]
+        lines += [f"     {'' if f.fails else 'note: '}{f.what}\n       fix: {f.fix}" for f in k.findings]
     return lines
 
 
 def markdown(r: Readiness) -> str:
-    lines = [f"# tileport lower --impl {r.impl} --target {r.target}: {headline(r)}", "",
-             (f"{r.chip.name} ({r.chip.arch}): {r.chip.vector_cores} vector cores, {r.chip.ub_bytes // 1024} KB unified "
-             f"buffer; triton-ascend {r.triton_ascend}."), "",
-             "Path: " + ("the package asked for the NPU (" + "; ".join(r.path) + ") and the stand-in answered as the chip: "
-                         "it took its NPU path." if r.path else "the package never asked for an NPU: it took its generic path."),
-             "", "Arguments: " + (", ".join(f"{n}={v}" for n, v in r.capture.arguments.items()) or "none")
-             + (f"; backward: {r.capture.backward}" if r.capture.backward else "; no backward (no autograd graph)")]  # fmt: skip
+    lines = [
+        f"# tileport lower --impl {r.impl} --target {r.target}: {headline(r)}",
+        "",
+        (
+            f"{r.chip.name} ({r.chip.arch}): {r.chip.vector_cores} vector cores, {r.chip.ub_bytes // 1024} KB unified "
+            f"buffer; triton-ascend {r.triton_ascend}."
+        ),
+        "",
+        "Path: "
+        + (
+            "the package asked for the NPU (" + "; ".join(r.path) + ") and the stand-in answered as the chip: "
+            "it took its NPU path."
+            if r.path
+            else "the package never asked for an NPU: it took its generic path."
+        ),
+        "",
+        "Arguments: "
+        + (", ".join(f"{n}={v}" for n, v in r.capture.arguments.items()) or "none")
+        + (f"; backward: {r.capture.backward}" if r.capture.backward else "; no backward (no autograd graph)"),
+    ]
     if r.capture.error:
         lines += [
             "",
@@ -64,13 +80,14 @@ def markdown(r: Readiness) -> str:
         "|---|---|---|---|---|---|",
     ]
     for k in r.kernels:
-        ub = (
-            f"{k.limits.ub_bytes / 1024:.1f} / {k.limits.ub_budget // 1024}"
-            if k.limits
-            else "-"
+        ub = f"{k.limits.ub_bytes / 1024:.1f} / {k.limits.ub_budget // 1024}" if k.limits else "-"
+        causes = (
+            "<br>".join(
+                f"{'' if f.fails else '(note) '}{f.what} -> {f.fix}" + (f" [{f.detail}]" if f.detail else "")
+                for f in k.findings
+            )
+            or "-"
         )
-        causes = "<br>".join(f"{'' if f.fails else '(note) '}{f.what} -> {f.fix}" + (f" [{f.detail}]" if f.detail else "")
-                             for f in k.findings) or "-"  # fmt: skip
         lines.append(
             f"| `{k.kernel}` | {_config(k)} | {k.programs} / {r.chip.vector_cores} | {ub} | {_verdict(k)} | {causes} |"
         )
@@ -79,18 +96,43 @@ def markdown(r: Readiness) -> str:
 
 def as_json(r: Readiness) -> dict:
     return {
-        "impl": r.impl, "target": r.target, "chip": r.chip.name, "arch": r.chip.arch, "vector_cores": r.chip.vector_cores,
-        "ub_bytes": r.chip.ub_bytes, "triton_ascend": r.triton_ascend, "ok": r.ok, "path": r.path,
-        "arguments": r.capture.arguments, "backward": r.capture.backward, "error": r.capture.error,
-        "kernels": [{"kernel": k.kernel, "constants": {n: repr(v) if not isinstance(v, (int, float, str, bool, type(None))) else v
-                                                       for n, v in k.constants.items()},
-                     "options": k.options, "grid": list(k.grid), "programs": k.programs, "lowered": k.lowered, "stage": k.stage,
-                     "error": k.error, "ok": k.ok, "binary": k.binary,
-                     "ub_bytes": k.limits.ub_bytes if k.limits else None,
-                     "largest_tile": str(k.limits.largest) if k.limits and k.limits.largest else None,
-                     "findings": [{"cause": f.key, "what": f.what, "fix": f.fix, "fails": f.fails, "detail": f.detail} for f in k.findings]}
-                    for k in r.kernels],
-    }  # fmt: skip
+        "impl": r.impl,
+        "target": r.target,
+        "chip": r.chip.name,
+        "arch": r.chip.arch,
+        "vector_cores": r.chip.vector_cores,
+        "ub_bytes": r.chip.ub_bytes,
+        "triton_ascend": r.triton_ascend,
+        "ok": r.ok,
+        "path": r.path,
+        "arguments": r.capture.arguments,
+        "backward": r.capture.backward,
+        "error": r.capture.error,
+        "kernels": [
+            {
+                "kernel": k.kernel,
+                "constants": {
+                    n: repr(v) if not isinstance(v, (int, float, str, bool, type(None))) else v
+                    for n, v in k.constants.items()
+                },
+                "options": k.options,
+                "grid": list(k.grid),
+                "programs": k.programs,
+                "lowered": k.lowered,
+                "stage": k.stage,
+                "error": k.error,
+                "ok": k.ok,
+                "binary": k.binary,
+                "ub_bytes": k.limits.ub_bytes if k.limits else None,
+                "largest_tile": str(k.limits.largest) if k.limits and k.limits.largest else None,
+                "findings": [
+                    {"cause": f.key, "what": f.what, "fix": f.fix, "fails": f.fails, "detail": f.detail}
+                    for f in k.findings
+                ],
+            }
+            for k in r.kernels
+        ],
+    }
 
 
 def write(r: Readiness, out: Path) -> list[Path]:
@@ -99,10 +141,7 @@ def write(r: Readiness, out: Path) -> list[Path]:
     written = []
     for i, k in enumerate(r.kernels):
         for stage, text in k.files.items():
-            path = (
-                out
-                / f"{i:02d}_{k.kernel.replace(':', '.').rsplit('.', 1)[-1].strip('_')}.{stage}"
-            )
+            path = out / f"{i:02d}_{k.kernel.replace(':', '.').rsplit('.', 1)[-1].strip('_')}.{stage}"
             path.write_text(text)
             written.append(path)
     (out / "lower.md").write_text(markdown(r))

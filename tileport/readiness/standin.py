@@ -34,8 +34,13 @@ class Path:
 
 
 def _properties(chip: Chip) -> types.SimpleNamespace:
-    return types.SimpleNamespace(name=chip.name, total_memory=64 << 30, vector_core_num=chip.vector_cores,
-                                 cube_core_num=chip.vector_cores // 2, L2_cache_size=192 << 20)  # fmt: skip
+    return types.SimpleNamespace(
+        name=chip.name,
+        total_memory=64 << 30,
+        vector_core_num=chip.vector_cores,
+        cube_core_num=chip.vector_cores // 2,
+        L2_cache_size=192 << 20,
+    )
 
 
 def _npu_module(chip: Chip, path: Path) -> types.ModuleType:
@@ -77,11 +82,21 @@ def _npu_module(chip: Chip, path: Path) -> types.ModuleType:
 
     npu.__getattr__ = anything  # type: ignore[attr-defined]
     for name, value in {
-        "is_available": True, "device_count": 1, "current_device": 0, "set_device": None, "synchronize": None,
-        "get_device_name": chip.name, "get_device_properties": _properties(chip), "is_bf16_supported": True,
-        "empty_cache": None, "manual_seed": None, "manual_seed_all": None, "current_stream": types.SimpleNamespace(npu_stream=0),
-        "device": lambda *a, **k: contextlib.nullcontext(), "stream": lambda *a, **k: contextlib.nullcontext(),
-    }.items():  # fmt: skip
+        "is_available": True,
+        "device_count": 1,
+        "current_device": 0,
+        "set_device": None,
+        "synchronize": None,
+        "get_device_name": chip.name,
+        "get_device_properties": _properties(chip),
+        "is_bf16_supported": True,
+        "empty_cache": None,
+        "manual_seed": None,
+        "manual_seed_all": None,
+        "current_stream": types.SimpleNamespace(npu_stream=0),
+        "device": lambda *a, **k: contextlib.nullcontext(),
+        "stream": lambda *a, **k: contextlib.nullcontext(),
+    }.items():
         setattr(npu, name, asked(name, value))
     return npu
 

@@ -18,8 +18,13 @@ from .check import Finding
 
 TARGETS = ("ascend", "cpu")
 # a construct in the kernel's TIR -> the cause it names (noted even where the kernel lowers)
-_CONSTRUCTS = (("threads", r"tl\.launch_threads\": \[(?!1, 1, 1\])"), ("fragment", r"local\.fragment|alloc_fragment"),
-               ("warp", r"shfl|warp_shuffle"), ("gemm", r"\bgemm"), ("rsqrt", r"\brsqrt\b"))  # fmt: skip
+_CONSTRUCTS = (
+    ("threads", r"tl\.launch_threads\": \[(?!1, 1, 1\])"),
+    ("fragment", r"local\.fragment|alloc_fragment"),
+    ("warp", r"shfl|warp_shuffle"),
+    ("gemm", r"\bgemm"),
+    ("rsqrt", r"\brsqrt\b"),
+)
 
 
 @dataclass
@@ -48,14 +53,10 @@ def prim_func(impl: str, given: dict):
     try:
         out = obj.get_tir(**given) if hasattr(obj, "get_tir") else obj(**given)
     except TypeError as exc:
-        raise ImplError(
-            f"--impl {impl}: {exc} (give its arguments with --arg NAME=VALUE)"
-        ) from None
+        raise ImplError(f"--impl {impl}: {exc} (give its arguments with --arg NAME=VALUE)") from None
     out = getattr(out, "prim_func", out)
     if not isinstance(out, PrimFunc):
-        raise ImplError(
-            f"--impl {impl}: gives a {type(out).__name__}, not a TileLang prim_func"
-        )
+        raise ImplError(f"--impl {impl}: gives a {type(out).__name__}, not a TileLang prim_func")
     return out
 
 
@@ -66,9 +67,7 @@ def _finding(cause: causes.Cause, detail: str = "") -> Finding:
 def check(impl: str, target: str, given: dict) -> TileVerdict:
     """Lower ``impl``'s kernel for ``target`` (ascend, cpu) and judge it."""
     if target not in TARGETS:
-        raise ValueError(
-            f"a TileLang kernel is judged for {' or '.join(TARGETS)}, not {target!r}"
-        )
+        raise ValueError(f"a TileLang kernel is judged for {' or '.join(TARGETS)}, not {target!r}")
     func = prim_func(impl, given)
     script = func.script()
     v = TileVerdict(impl, target, False)
@@ -92,37 +91,35 @@ def check(impl: str, target: str, given: dict) -> TileVerdict:
     except Exception as exc:  # noqa: BLE001 - the compiler's failure is the finding
         v.error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:600]}"
         cause = causes.classify(v.error, causes.TILE_CAUSES)
-        v.findings.append(_finding(cause, v.error) if cause else Finding(
-            "unknown", "unknown: no cause in tileport's table matches the compiler's message",
-            "read the message; if its cause is known, add it to tileport/readiness/causes.py", True, v.error))  # fmt: skip
+        v.findings.append(
+            _finding(cause, v.error)
+            if cause
+            else Finding(
+                "unknown",
+                "unknown: no cause in tileport's table matches the compiler's message",
+                "read the message; if its cause is known, add it to tileport/readiness/causes.py",
+                True,
+                v.error,
+            )
+        )
     seen = {f.key for f in v.findings}
     if target == "ascend":
         for key, pattern in _CONSTRUCTS:
             if key not in seen and re.search(pattern, script):
                 cause = causes.BY_KEY[key]
-                v.findings.append(
-                    Finding(key, cause.what, cause.fix, False, "in the kernel's TIR")
-                )
+                v.findings.append(Finding(key, cause.what, cause.fix, False, "in the kernel's TIR"))
     return v
 
 
 def markdown(v: TileVerdict) -> str:
     head = (
-        "PASS: it lowers"
-        if v.ok
-        else (
-            "FAIL: it does not lower"
-            if not v.lowered
-            else "FAIL: it lowers over a limit"
-        )
+        "PASS: it lowers" if v.ok else ("FAIL: it does not lower" if not v.lowered else "FAIL: it lowers over a limit")
     )
     lines = [f"# tileport lower --impl {v.impl} --target {v.target}: {head}", ""]
     if v.on_chip:
         lines.append(f"Unified buffer: {v.on_chip / 1024:.1f} KB addressed.")
     lines += ["", "| finding | cause | fix |", "|---|---|---|"]
-    lines += [
-        f"| {'fails' if f.fails else 'note'} | {f.what} | {f.fix} |" for f in v.findings
-    ] or ["| - | - | - |"]
+    lines += [f"| {'fails' if f.fails else 'note'} | {f.what} | {f.fix} |" for f in v.findings] or ["| - | - | - |"]
     return "\n".join(lines) + "\n"
 
 

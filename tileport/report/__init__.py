@@ -30,7 +30,12 @@ def write_report(rep, out: str | Path) -> dict[str, Path]:
     images = plots.verify_plots(rep, out)
     tbls = tables.all_tables(rep)
     title = f"tileport verify {rep.op} ({rep.level}): {'PASS' if rep.passed else 'FAIL'}"
-    paths = {"md": out / "report.md", "html": out / "report.html", "json": out / "results.json", "csv": out / "results.csv"}
+    paths = {
+        "md": out / "report.md",
+        "html": out / "report.html",
+        "json": out / "results.json",
+        "csv": out / "results.csv",
+    }
     paths["md"].write_text(markdown.document(title, tbls, [p.name for p in images]))
     paths["html"].write_text(html.document(title, tbls, images))
     rows = [r.row() for r in rep.results]
@@ -40,16 +45,24 @@ def write_report(rep, out: str | Path) -> dict[str, Path]:
             w.writeheader()
             w.writerows(rows)
     doc = {
-        "op": rep.op, "level": rep.level, "limits": rep.limits, "passed": rep.passed, "seed": rep.seed,
-        "environment": rep.environment, "backends": rep.backends, "counts": rep.counts, "seconds": rep.seconds,
+        "op": rep.op,
+        "level": rep.level,
+        "limits": rep.limits,
+        "passed": rep.passed,
+        "seed": rep.seed,
+        "environment": rep.environment,
+        "backends": rep.backends,
+        "counts": rep.counts,
+        "seconds": rep.seconds,
         "aggregates": [dataclasses.asdict(a) | {"passed": a.passed} for a in rep.aggregates],
         "cross_backend": [dataclasses.asdict(p) for p in rep.pairs],
         "device": rep.device,
         "placement": [dataclasses.asdict(p) for p in rep.placement],
         "originals": list(getattr(rep, "originals", [])),
         "studies": [{"title": st.title, "note": st.note, "records": list(st.records)} for st in rep.studies],
-        "performance": rep.perf, "results": rows,
-    }  # fmt: skip
+        "performance": rep.perf,
+        "results": rows,
+    }
     paths["json"].write_text(json.dumps(_clean(doc), indent=1))
     for p in images:
         paths[p.stem] = p

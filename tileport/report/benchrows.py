@@ -30,12 +30,38 @@ def performance_table(rows: list[dict], title: str = "Performance and memory") -
         mode, dtype, shape, threads = key
         for p, us in provs.items():
             bytes_, rss = peak.get(key, {}).get(p), resident.get(key, {}).get(p)
-            out.append((mode, dtype, shape, str(threads), p, f"{us:.1f}", f"{gb[key][p]:.1f}", f"{100 * share[key][p]:.0f}%",
-                        _g(eager.get(key, {}).get(p)), _g(comp.get(key, {}).get(p)), "" if bytes_ is None else str(int(bytes_)),
-                        "" if rss is None else str(int(rss))))  # fmt: skip
+            out.append(
+                (
+                    mode,
+                    dtype,
+                    shape,
+                    str(threads),
+                    p,
+                    f"{us:.1f}",
+                    f"{gb[key][p]:.1f}",
+                    f"{100 * share[key][p]:.0f}%",
+                    _g(eager.get(key, {}).get(p)),
+                    _g(comp.get(key, {}).get(p)),
+                    "" if bytes_ is None else str(int(bytes_)),
+                    "" if rss is None else str(int(rss)),
+                )
+            )
     return Table(
         f"{title} (min over interleaved rounds; copy of the same bytes as the roofline)",
-        ("mode", "dtype", "shape", "threads", "provider", "min us", "GB/s", "of copy", "x eager", "x compile", "peak bytes", "peak resident"),
+        (
+            "mode",
+            "dtype",
+            "shape",
+            "threads",
+            "provider",
+            "min us",
+            "GB/s",
+            "of copy",
+            "x eager",
+            "x compile",
+            "peak bytes",
+            "peak resident",
+        ),
         tuple(out),
         "`:kernel` writes into preallocated outputs (no allocation, no page faults). Peak bytes: the tensors a call "
         "allocates, counted at the dispatcher (torch.compile's generated code allocates unseen there: none given); "
@@ -57,14 +83,32 @@ def bar_table(judged: list[dict]) -> Table:
             causes += [] if cause in causes else [cause]
             why = f"[{causes.index(cause) + 1}]"
         verdict = ("yes" if j["met"] else "NO") + (" (noisy)" if j.get("noisy") else "")
-        rows.append((j["criterion"], j["provider"], j["mode"], j["dtype"], j["shape"], str(j["threads"]),
-                     f"{j['measured']:.2f}", f"{j['target']:g}", verdict, why))  # fmt: skip
+        rows.append(
+            (
+                j["criterion"],
+                j["provider"],
+                j["mode"],
+                j["dtype"],
+                j["shape"],
+                str(j["threads"]),
+                f"{j['measured']:.2f}",
+                f"{j['target']:g}",
+                verdict,
+                why,
+            )
+        )
     noisy = sum(bool(j.get("noisy")) for j in judged)
     note = f"{met} of {len(judged)} criteria met."
     if noisy:
-        note += (f" {noisy} were measured in noisy groups (rounds spread past 2x, or a copy that scaled impossibly"
-                 " between thread counts): their figures are not findings; rerun them on a quieter machine.")
+        note += (
+            f" {noisy} were measured in noisy groups (rounds spread past 2x, or a copy that scaled impossibly"
+            " between thread counts): their figures are not findings; rerun them on a quieter machine."
+        )
     if causes:
         note += " Causes of the misses:\n\n" + "\n".join(f"{i}. {c}" for i, c in enumerate(causes, 1))
-    return Table("The speed bar", ("criterion", "provider", "mode", "dtype", "shape", "threads", "measured", "target", "met", "cause"),
-                 tuple(rows), note)  # fmt: skip
+    return Table(
+        "The speed bar",
+        ("criterion", "provider", "mode", "dtype", "shape", "threads", "measured", "target", "met", "cause"),
+        tuple(rows),
+        note,
+    )

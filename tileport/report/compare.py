@@ -35,7 +35,9 @@ def _run(spec: str) -> Run:
     outcomes = journal.read(Path(folder))
     found = providers(outcomes.values())
     if want and want not in found:
-        raise CompetitorError(f"compare {spec}: run {folder} has no provider {want!r}; it holds {', '.join(found) or 'none'}")
+        raise CompetitorError(
+            f"compare {spec}: run {folder} has no provider {want!r}; it holds {', '.join(found) or 'none'}"
+        )
     return Run(folder, request, outcomes, [want] if want else found)
 
 
@@ -48,14 +50,25 @@ def compare(a_spec: str, b_spec: str) -> tuple[list[Table], list[dict]]:
     two cannot be compared."""
     a, b = _run(a_spec), _run(b_spec)
     if a.request.get("op") != b.request.get("op"):
-        raise CompetitorError(f"compare: {a.folder} is a run of {a.request.get('op')}, {b.folder} of {b.request.get('op')}: no cases in common")
+        raise CompetitorError(
+            f"compare: {a.folder} is a run of {a.request.get('op')}, {b.folder} of {b.request.get('op')}: no cases "
+            "in "
+            "common"
+        )
     common = sorted(set(a.outcomes) & set(b.outcomes))
     if not common:
-        raise CompetitorError(f"compare: {a.folder} and {b.folder} have no cases in common (levels {a.request.get('level')} and {b.request.get('level')})")
+        raise CompetitorError(
+            f"compare: {a.folder} and {b.folder} have no cases in common (levels {a.request.get('level')} and "
+            f"{b.request.get('level')})"
+        )
     for i in common:
         da, db = getattr(a.outcomes[i], "digest", ""), getattr(b.outcomes[i], "digest", "")
         if da and db and da != db:
-            raise CompetitorError(f"compare: case {i} drew other inputs in {a.folder} than in {b.folder} (another digest): not the same case")
+            raise CompetitorError(
+                f"compare: case {i} drew other inputs in {a.folder} than in {b.folder} (another digest): not the "
+                "same "
+                "case"
+            )
     va, vb = _verdicts(a), _verdicts(b)
     rows, disagree, points = [], [], []
     for pa in a.providers:
@@ -70,36 +83,109 @@ def compare(a_spec: str, b_spec: str) -> tuple[list[Table], list[dict]]:
                     dtype = ra.dtype if ra else rb.dtype if rb else "?"
                     groups.setdefault((dtype, name), []).append((i, sa, sb, ra, rb))
             for (dtype, name), items in groups.items():
-                ratios = [sa.metrics.mere / sb.metrics.mere for _, sa, sb, _, _ in items if sb.metrics.mere > 0 and math.isfinite(sa.metrics.mere)]
+                ratios = [
+                    sa.metrics.mere / sb.metrics.mere
+                    for _, sa, sb, _, _ in items
+                    if sb.metrics.mere > 0 and math.isfinite(sa.metrics.mere)
+                ]
                 passed_a = sum(1 for *_, ra, _ in items if ra is not None and ra.passed)
                 passed_b = sum(1 for *_, rb in items if rb is not None and rb.passed)
-                rows.append((pa, pb, dtype, name, str(len(items)),
-                             _g(max(sa.metrics.mare for _, sa, *_ in items)), _g(statistics.median(sa.metrics.mere for _, sa, *_ in items)),
-                             _g(max(sa.metrics.rmse for _, sa, *_ in items)),
-                             _g(max(sb.metrics.mare for _, _, sb, *_ in items)), _g(statistics.median(sb.metrics.mere for _, _, sb, *_ in items)),
-                             _g(max(sb.metrics.rmse for _, _, sb, *_ in items)),
-                             _g(statistics.median(ratios)) if ratios else "-", f"{passed_a}/{len(items)}", f"{passed_b}/{len(items)}"))  # fmt: skip
+                rows.append(
+                    (
+                        pa,
+                        pb,
+                        dtype,
+                        name,
+                        str(len(items)),
+                        _g(max(sa.metrics.mare for _, sa, *_ in items)),
+                        _g(statistics.median(sa.metrics.mere for _, sa, *_ in items)),
+                        _g(max(sa.metrics.rmse for _, sa, *_ in items)),
+                        _g(max(sb.metrics.mare for _, _, sb, *_ in items)),
+                        _g(statistics.median(sb.metrics.mere for _, _, sb, *_ in items)),
+                        _g(max(sb.metrics.rmse for _, _, sb, *_ in items)),
+                        _g(statistics.median(ratios)) if ratios else "-",
+                        f"{passed_a}/{len(items)}",
+                        f"{passed_b}/{len(items)}",
+                    )
+                )
                 for i, sa, sb, ra, rb in items:
-                    points.append({"a": pa, "b": pb, "dtype": dtype, "output": name, "mere_a": sa.metrics.mere, "mere_b": sb.metrics.mere})
+                    points.append(
+                        {
+                            "a": pa,
+                            "b": pb,
+                            "dtype": dtype,
+                            "output": name,
+                            "mere_a": sa.metrics.mere,
+                            "mere_b": sb.metrics.mere,
+                        }
+                    )
                     if ra is not None and rb is not None and ra.passed != rb.passed:
-                        disagree.append((str(i), dtype, ra.shape_text(), ra.value_range, name, pa,
-                                         "pass" if ra.passed else "FAIL",
-                                         pb, "pass" if rb.passed else "FAIL", _g(sa.metrics.mere), _g(sb.metrics.mere)))  # fmt: skip
+                        disagree.append(
+                            (
+                                str(i),
+                                dtype,
+                                ra.shape_text(),
+                                ra.value_range,
+                                name,
+                                pa,
+                                "pass" if ra.passed else "FAIL",
+                                pb,
+                                "pass" if rb.passed else "FAIL",
+                                _g(sa.metrics.mere),
+                                _g(sb.metrics.mere),
+                            )
+                        )
     if not rows:
-        raise CompetitorError(f"compare: {a.folder} ({', '.join(a.providers)}) and {b.folder} ({', '.join(b.providers)}) share no output to compare")
+        raise CompetitorError(
+            f"compare: {a.folder} ({', '.join(a.providers)}) and {b.folder} ({', '.join(b.providers)}) share no "
+            "output "
+            "to compare"
+        )
     side = Table(
         f"{a.folder} (A) against {b.folder} (B): errors against the float64 golden, {len(common)} cases in common",
-        ("A", "B", "dtype", "output", "cases", "A worst MARE", "A median MERE", "A worst RMSE", "B worst MARE", "B median MERE",
-         "B worst RMSE", "median MERE A/B", "A passed", "B passed"),
+        (
+            "A",
+            "B",
+            "dtype",
+            "output",
+            "cases",
+            "A worst MARE",
+            "A median MERE",
+            "A worst RMSE",
+            "B worst MARE",
+            "B median MERE",
+            "B worst RMSE",
+            "median MERE A/B",
+            "A passed",
+            "B passed",
+        ),
         tuple(rows),
-        "Each side as its own run judged it (its benchmark, its retests). A median MERE ratio above 1: A's errors are larger.",
-    )  # fmt: skip
-    diff = Table("Cases where the verdicts disagree", ("case", "dtype", "shape", "range", "output", "A", "A verdict", "B", "B verdict",
-                                                        "A MERE", "B MERE"), tuple(disagree[:200]),
-                 f"{len(disagree)} cases" + (" (the first 200 shown)" if len(disagree) > 200 else ""))  # fmt: skip
-    runs = Table("Runs", ("run", "operator", "level", "device", "providers"),
-                 tuple((r.folder, str(r.request.get("op")), str(r.request.get("level")), str(r.request.get("device", "cpu")), ", ".join(r.providers))
-                       for r in (a, b)))  # fmt: skip
+        (
+            "Each side as its own run judged it (its benchmark, its retests). A median MERE ratio above 1: A's errors "
+            "are "
+            "larger."
+        ),
+    )
+    diff = Table(
+        "Cases where the verdicts disagree",
+        ("case", "dtype", "shape", "range", "output", "A", "A verdict", "B", "B verdict", "A MERE", "B MERE"),
+        tuple(disagree[:200]),
+        f"{len(disagree)} cases" + (" (the first 200 shown)" if len(disagree) > 200 else ""),
+    )
+    runs = Table(
+        "Runs",
+        ("run", "operator", "level", "device", "providers"),
+        tuple(
+            (
+                r.folder,
+                str(r.request.get("op")),
+                str(r.request.get("level")),
+                str(r.request.get("device", "cpu")),
+                ", ".join(r.providers),
+            )
+            for r in (a, b)
+        ),
+    )
     return [runs, side, diff], points
 
 
@@ -111,7 +197,11 @@ def plot(points: list[dict], path: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     outputs = sorted({p["output"] for p in points})
-    pts = [p for p in points if p["mere_a"] > 0 and p["mere_b"] > 0 and math.isfinite(p["mere_a"]) and math.isfinite(p["mere_b"])]
+    pts = [
+        p
+        for p in points
+        if p["mere_a"] > 0 and p["mere_b"] > 0 and math.isfinite(p["mere_a"]) and math.isfinite(p["mere_b"])
+    ]
     if not pts:
         return None
     fig, axes = plt.subplots(1, len(outputs), figsize=(5 * len(outputs), 4.5), squeeze=False)

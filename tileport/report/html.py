@@ -28,15 +28,16 @@ for(let e=t;e;e=e.parentElement){if(e.tagName==='DETAILS')e.open=true;}if(t)t.sc
 window.addEventListener('hashchange',openTarget);window.addEventListener('load',openTarget);</script>"""
 
 CAPTIONS = {
-    "ratios.png": "MARE ratio of every check (under test over benchmark) per dtype and provider, with the level's limit (red, "
-                  "dashed): checks right of the line failed their first seed (the grid says whether their retest passed). The "
-                  "hatched slot past the axis, 'failed', counts the failed checks that have no ratio over the limit (did not run, "
-                  "nothing to compare, or failed by another rule); passing checks with nothing to compare are counted above a "
-                  "panel, not drawn.",
+    "ratios.png": "MARE ratio of every check (under test over benchmark) per dtype and provider, with the level's "
+    "limit (red, "
+    "dashed): checks right of the line failed their first seed (the grid says whether their retest passed). The "
+    "hatched slot past the axis, 'failed', counts the failed checks that have no ratio over the limit (did not run, "
+    "nothing to compare, or failed by another rule); passing checks with nothing to compare are counted above a "
+    "panel, not drawn.",
     "latency_fwd.png": "Forward latency against elements per provider (log-log): lower is faster; tileport's backends "
-                       "below torch eager and torch.compile are speed-ups.",
+    "below torch eager and torch.compile are speed-ups.",
     "latency_fwdbwd.png": "Forward and backward latency against elements per provider: lower is faster. A provider has "
-                          "the same colour in every plot of the report.",
+    "the same colour in every plot of the report.",
 }
 
 
@@ -72,26 +73,42 @@ def table_html(t: Table) -> str:
 def figure(p: Path, width: str = "") -> str:
     style = f' style="max-width:{width}"' if width else ""
     caption = CAPTIONS.get(p.name, "")
-    return (f'<figure><img alt="{html.escape(p.name)}"{style} src="data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}">'
-            + (f"<figcaption>{html.escape(caption)}</figcaption>" if caption else "") + "</figure>")  # fmt: skip
+    return (
+        (
+            f'<figure><img alt="{html.escape(p.name)}"{style} '
+            f'src="data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}">'
+        )
+        + (f"<figcaption>{html.escape(caption)}</figcaption>" if caption else "")
+        + "</figure>"
+    )
 
 
 def document(title: str, tables: list[Table], images: list[Path]) -> str:
     verdict = title.rsplit(": ", 1)[-1] if title.endswith(("PASS", "FAIL")) else ""
-    heading = html.escape(title.rsplit(": ", 1)[0] if verdict else title) + (f' <span class="badge {verdict}">{verdict}</span>' if verdict else "")
+    heading = html.escape(title.rsplit(": ", 1)[0] if verdict else title) + (
+        f' <span class="badge {verdict}">{verdict}</span>' if verdict else ""
+    )
     first, rest = (tables[0], tables[1:]) if tables and tables[0].anchor == "verdict" else (None, tables)
     ratios = next((p for p in images if p.name == "ratios.png"), None)
     top = ""
-    if first is not None:  # the first screen: the verdict grid, never shrunk below its width; the plot beside it only where it fits
-        top = f'<div class="first"><div class="grid">{table_html(first)}</div>' + (f'<div class="plot">{figure(ratios)}</div>' if ratios else "") + "</div>"
+    if (
+        first is not None
+    ):  # the first screen: the verdict grid, never shrunk below its width; the plot beside it only where it fits
+        top = (
+            f'<div class="first"><div class="grid">{table_html(first)}</div>'
+            + (f'<div class="plot">{figure(ratios)}</div>' if ratios else "")
+            + "</div>"
+        )
     shown = [t for t in rest if not t.fold]
     folded = [t for t in rest if t.fold]
     others = "".join(figure(p, "900px") for p in images if p is not ratios or first is None)
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{_STYLE}</style></head><body><h1>{heading}</h1>" + top
+        f"<style>{_STYLE}</style></head><body><h1>{heading}</h1>"
+        + top
         + "".join(table_html(t) for t in shown)
         + (f"<h2>Plots</h2>{others}" if others else "")
         + "".join(table_html(t) for t in folded)
-        + _OPEN_TARGET + "</body></html>"
+        + _OPEN_TARGET
+        + "</body></html>"
     )

@@ -29,5 +29,15 @@ def document(title: str, tables: list[Table], images: list[str]) -> str:
 
     shown = [table_md(t) for t in tables if not t.fold]
     folded = [table_md(t) for t in tables if t.fold]
-    plots = ["## Plots\n\n" + "\n\n".join(f"![{name}]({name})" + (f"\n\n{CAPTIONS[name]}" if name in CAPTIONS else "") for name in images) + "\n"] if images else []
+    plots = (
+        [
+            "## Plots\n\n"
+            + "\n\n".join(
+                f"![{name}]({name})" + (f"\n\n{CAPTIONS[name]}" if name in CAPTIONS else "") for name in images
+            )
+            + "\n"
+        ]
+        if images
+        else []
+    )
     return "\n".join([f"# {title}\n", *shown, *plots, *folded])

@@ -14,8 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from .benchrows import pivot  # noqa: E402
 from ..precision import LEVELS  # noqa: E402
+from .benchrows import pivot  # noqa: E402
 
 # tab10 without its red: red is the limit line and the failed slot's edge
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
@@ -69,8 +69,19 @@ def _ratio_panel(ax, rep, dtype: str, colours: dict, limit: float) -> None:
     lo, hi = math.log10(FAILED_SLOT[0]), math.log10(FAILED_SLOT[1])
     for i, b in enumerate(slot):  # side by side in the slot, each hatched in its provider's colour, its count on top
         left, right = 10 ** (lo + (hi - lo) * i / len(slot)), 10 ** (lo + (hi - lo) * (i + 1) / len(slot))
-        ax.bar(left, failed[b], width=right - left, align="edge", color=colours[b], edgecolor="#b00", hatch="//", linewidth=1)
-        ax.annotate(str(failed[b]), (math.sqrt(left * right), failed[b]), ha="center", va="bottom", fontsize=8, color="#b00")
+        ax.bar(
+            left,
+            failed[b],
+            width=right - left,
+            align="edge",
+            color=colours[b],
+            edgecolor="#b00",
+            hatch="//",
+            linewidth=1,
+        )
+        ax.annotate(
+            str(failed[b]), (math.sqrt(left * right), failed[b]), ha="center", va="bottom", fontsize=8, color="#b00"
+        )
     ax.axvline(10 ** (HIGH + 0.2), color="#999", linewidth=0.8)
     ax.axvline(limit, color="red", linestyle="--")
     ax.set_xscale("log")
@@ -85,7 +96,9 @@ def _ratio_panel(ax, rep, dtype: str, colours: dict, limit: float) -> None:
     ax.set_xlabel("MARE(under test) / MARE(benchmark)", fontsize=10)
     ax.set_ylabel("checks", fontsize=10)
     if undrawn:
-        ax.set_title(f"not drawn: {undrawn} passing checks with nothing to compare", fontsize=7.5, color="#555", loc="right")
+        ax.set_title(
+            f"not drawn: {undrawn} passing checks with nothing to compare", fontsize=7.5, color="#555", loc="right"
+        )
 
 
 def ratio_distributions(rep, path: Path, colours: dict | None = None) -> Path | None:
@@ -100,8 +113,10 @@ def ratio_distributions(rep, path: Path, colours: dict | None = None) -> Path | 
     colours = {b: c for b, c in colours.items() if any(r.backend == b for r in rep.results)}
     limit = LEVELS[rep.limits][0]
     handles = [Patch(facecolor=c, edgecolor=c, alpha=0.6, label=b) for b, c in colours.items()]
-    handles += [Line2D([], [], color="red", linestyle="--", label=f"{rep.limits} limit ({limit:g})"),
-                Patch(facecolor="white", edgecolor="#b00", hatch="//", label="failed, no ratio over the limit")]  # fmt: skip
+    handles += [
+        Line2D([], [], color="red", linestyle="--", label=f"{rep.limits} limit ({limit:g})"),
+        Patch(facecolor="white", edgecolor="#b00", hatch="//", label="failed, no ratio over the limit"),
+    ]
     fig, axes = plt.subplots(len(dtypes), 1, figsize=(6.2, 2.3 * len(dtypes) + 0.8), squeeze=False)
     for ax, dtype in zip(axes[:, 0], dtypes):
         _ratio_panel(ax, rep, dtype, colours, limit)
@@ -123,8 +138,15 @@ def _series(rows, statistic, mode):
     return out
 
 
-def latency(rows, path: Path, title: str, mode: str = "fwd", statistic: str = "min_us", ylabel: str = "min us",
-            colours: dict | None = None) -> Path | None:  # fmt: skip
+def latency(
+    rows,
+    path: Path,
+    title: str,
+    mode: str = "fwd",
+    statistic: str = "min_us",
+    ylabel: str = "min us",
+    colours: dict | None = None,
+) -> Path | None:
     """One panel per dtype of ``statistic`` against elements, a line per provider; ``colours`` (default: from
     every row's provider, whatever the mode) keeps a provider's colour from plot to plot."""
     series = _series(rows, statistic, mode)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 
-
 @dataclass(frozen=True)
 class Table:
     title: str
@@ -98,12 +97,14 @@ def verdict_grid(rep) -> Table:
         links.append(tuple(hrefs))
     return Table(
         f"Verdict per backend, dtype and output ({rep.limits} limits): {'PASS' if rep.passed else 'FAIL'}",
-        ("backend", "dtype", *outputs), tuple(rows),
+        ("backend", "dtype", *outputs),
+        tuple(rows),
         "Each cell links to its rows: a failed cell to its failed checks below, a retested one to its retests, a "
         "passing one to its group in the folded table of every check at the end (results.csv holds every check). "
-        "\"no checks\": the provider has no check of that output (an output it does not return, or a findings "
+        '"no checks": the provider has no check of that output (an output it does not return, or a findings '
         "column, such as run for a case that did not run, with no finding).",
-        anchor="verdict", links=tuple(links),
+        anchor="verdict",
+        links=tuple(links),
     )
 
 
@@ -112,17 +113,49 @@ def every_check(rep, limit: int = 3000) -> Table:
     group, its failed checks first (folded: the full list is results.csv)."""
     shown, cut = _sampled(rep.results, limit)
     rows = tuple(
-        (r.backend, str(r.case), r.dtype, r.shape_text(), r.value_range, r.attrs_text(), r.output,
-         _g(r.verdict.ratios["mare"]), _g(r.verdict.ratios["mere"]), _g(r.verdict.ratios["rmse"]),
-         "pass" if r.passed else "FAIL")
+        (
+            r.backend,
+            str(r.case),
+            r.dtype,
+            r.shape_text(),
+            r.value_range,
+            r.attrs_text(),
+            r.output,
+            _g(r.verdict.ratios["mare"]),
+            _g(r.verdict.ratios["mere"]),
+            _g(r.verdict.ratios["rmse"]),
+            "pass" if r.passed else "FAIL",
+        )
         for r in shown
-    )  # fmt: skip
+    )
     note = "Grouped per backend, dtype and output. Also in results.csv."
     if cut:
-        note = (f"{len(shown)} of {len(rep.results)} checks, grouped per backend, dtype and output: {cut} groups show a share of "
-                "their rows, failed checks first; every check is in results.csv (filter its backend, dtype and output columns).")  # fmt: skip
-    return Table("Every check (ratios against the benchmark)", ("backend", "case", "dtype", "shape", "range", "attributes", "output",
-                 "MARE ratio", "MERE ratio", "RMSE ratio", "result"), rows, note, fold=True, row_ids=_first_ids(shown))  # fmt: skip
+        note = (
+            f"{len(shown)} of {len(rep.results)} checks, grouped per backend, dtype and output: {cut} groups show a "
+            "share of "
+            "their rows, failed checks first; every check is in results.csv (filter its backend, dtype and output "
+            "columns)."
+        )
+    return Table(
+        "Every check (ratios against the benchmark)",
+        (
+            "backend",
+            "case",
+            "dtype",
+            "shape",
+            "range",
+            "attributes",
+            "output",
+            "MARE ratio",
+            "MERE ratio",
+            "RMSE ratio",
+            "result",
+        ),
+        rows,
+        note,
+        fold=True,
+        row_ids=_first_ids(shown),
+    )
 
 
 def _yes(ok: bool) -> str:
@@ -136,7 +169,10 @@ def _g(v: float) -> str:
 def environment(rep) -> Table:
     env = rep.environment
     rows = [(k, str(v)) for k, v in env.items() if v != ""]
-    rows += [(f"backend {b['name']}", ("available: " if b["available"] else "unavailable: ") + b["reason"]) for b in rep.backends]
+    rows += [
+        (f"backend {b['name']}", ("available: " if b["available"] else "unavailable: ") + b["reason"])
+        for b in rep.backends
+    ]
     return Table("Environment", ("item", "value"), tuple(rows))
 
 
@@ -144,11 +180,18 @@ def summary(rep) -> Table:
     rows = [
         ("operator", rep.op),
         ("level", f"{rep.level} (ratio limits of {rep.limits})"),
-        ("conforming run", "yes" if rep.counts.get("conforming") else
-         "no: fewer cases and retest seeds than the standard, small-sample fuse off (evidence, not acceptance)"),
+        (
+            "conforming run",
+            "yes"
+            if rep.counts.get("conforming")
+            else "no: fewer cases and retest seeds than the standard, small-sample fuse off (evidence, not acceptance)",
+        ),
         ("device", rep.device),
         ("result", "PASS" if rep.passed else f"FAIL ({len(rep.failures)} failed checks)"),
-        ("cases", f"{rep.cases} ({rep.counts.get('beyond_scale', 0)} special scenarios and extra cases beyond the scale)"),
+        (
+            "cases",
+            f"{rep.cases} ({rep.counts.get('beyond_scale', 0)} special scenarios and extra cases beyond the scale)",
+        ),
         ("output elements of the cases", str(rep.elements)),
         ("repeated runs per case (bit-identical)", str(rep.runs)),
         ("retest seeds after a failure", str(rep.retest_seeds)),
@@ -171,7 +214,9 @@ def counts(rep) -> Table:
         f"The standard's minimum counts for {rep.limits}",
         ("count", "required", "this run", "met"),
         rows,
-        "" if all(met.values()) else "This run is smaller than the standard asks: its verdict is evidence, not acceptance.",
+        ""
+        if all(met.values())
+        else "This run is smaller than the standard asks: its verdict is evidence, not acceptance.",
     )
 
 
@@ -184,39 +229,74 @@ def case_counts(rep) -> Table:
     for a in rep.aggregates:
         per.setdefault(a.backend, []).append(f"{a.dtype} {a.cases}")
     timings = len({(r["mode"], r["dtype"], r["shape"], r["threads"]) for r in rep.perf})
-    generated = (f"every case of the level, each dtype its own: the summary's cases ({scale} within the standard's scale + "
-                 f"{beyond} special scenarios and extras beyond it)")  # fmt: skip
+    generated = (
+        f"every case of the level, each dtype its own: the summary's cases ({scale} within the standard's scale + "
+        f"{beyond} special scenarios and extras beyond it)"
+    )
     missing = rep.cases - ran
     ran_what = "cases with results on at least one provider" + (
-        f" ({missing} ran on none: see the cases a backend did not run)" if missing else ": every case")
+        f" ({missing} ran on none: see the cases a backend did not run)" if missing else ": every case"
+    )
     per_what = "the dual-benchmark table's cases column, per dtype (its checks column counts a case once per output)"
     rows = [
         ("cases generated", str(rep.cases), generated),
-        ("within the standard's scale", str(scale), "the cases the standard's minimum counts apply to: its table's cases in total"),
+        (
+            "within the standard's scale",
+            str(scale),
+            "the cases the standard's minimum counts apply to: its table's cases in total",
+        ),
         ("cases that ran", str(ran), ran_what),
         *((f"cases run by {b}", ", ".join(d), per_what) for b, d in per.items()),
     ]
     if timings:
-        bar = (f"(mode, dtype, shape, threads) groups of the performance table: the terminal's progress bar counts them after "
-               f"the cases ({rep.cases} + {timings} = {rep.cases + timings} steps)")  # fmt: skip
+        bar = (
+            "(mode, dtype, shape, threads) groups of the performance table: the terminal's progress bar counts them "
+            "after "
+            f"the cases ({rep.cases} + {timings} = {rep.cases + timings} steps)"
+        )
         rows.append(("timing groups", str(timings), bar))
     return Table("Case counts: which is which", ("count", "number", "what it counts"), tuple(rows))
 
 
 def aggregates(rep) -> Table:
     rows = tuple(
-        (a.backend, a.dtype, str(a.cases), str(a.checks), str(a.failed), str(a.retested), str(a.elements),
-         _g(a.worst.get("mare", 0)), _g(a.worst.get("mere", 0)), _g(a.worst.get("rmse", 0)), "pass" if a.passed else "FAIL")
+        (
+            a.backend,
+            a.dtype,
+            str(a.cases),
+            str(a.checks),
+            str(a.failed),
+            str(a.retested),
+            str(a.elements),
+            _g(a.worst.get("mare", 0)),
+            _g(a.worst.get("mere", 0)),
+            _g(a.worst.get("rmse", 0)),
+            "pass" if a.passed else "FAIL",
+        )
         for a in rep.aggregates
-    )  # fmt: skip
+    )
     bench = rep.environment.get("benchmark", "torch")
     named = "the torch benchmark" if bench == "torch" else "the benchmark"
     return Table(
         f"Dual benchmark per backend and dtype ({rep.limits}: worst ratio against {named})",
-        ("backend", "dtype", "cases", "checks", "failed", "retested", "elements", "worst MARE", "worst MERE", "worst RMSE", "result"),
+        (
+            "backend",
+            "dtype",
+            "cases",
+            "checks",
+            "failed",
+            "retested",
+            "elements",
+            "worst MARE",
+            "worst MERE",
+            "worst RMSE",
+            "result",
+        ),
         rows,
         "The benchmark (the same-dtype torch composite) is not judged against itself; its errors against the golden "
-        "are in the next table." if bench == "torch" else f"The benchmark: {bench}.",
+        "are in the next table."
+        if bench == "torch"
+        else f"The benchmark: {bench}.",
     )
 
 
@@ -224,14 +304,32 @@ def failures(rep, limit: int = 60) -> Table:
     """The failed checks, a share of each (backend, dtype, output) so every failed cell of the grid has rows here."""
     shown, cut = _sampled(rep.failures, limit, floor=3)
     rows = tuple(
-        (r.backend, str(r.case), r.dtype, r.shape_text(), r.value_range, r.attrs_text(), r.output,
-         "; ".join(r.failures))
+        (
+            r.backend,
+            str(r.case),
+            r.dtype,
+            r.shape_text(),
+            r.value_range,
+            r.attrs_text(),
+            r.output,
+            "; ".join(r.failures),
+        )
         for r in shown
-    )  # fmt: skip
-    note = (f"{len(shown)} of the {len(rep.failures)} failed checks, a share of each backend, dtype and output; all in results.csv "
-            "(passed False)." if cut else "")  # fmt: skip
-    return Table("Failed checks", ("backend", "case", "dtype", "shape", "range", "attributes", "output", "what failed"), rows, note,
-                 row_ids=_first_ids(shown, "fail-"))  # fmt: skip
+    )
+    note = (
+        f"{len(shown)} of the {len(rep.failures)} failed checks, a share of each backend, dtype and output; all in "
+        "results.csv "
+        "(passed False)."
+        if cut
+        else ""
+    )
+    return Table(
+        "Failed checks",
+        ("backend", "case", "dtype", "shape", "range", "attributes", "output", "what failed"),
+        rows,
+        note,
+        row_ids=_first_ids(shown, "fail-"),
+    )
 
 
 def retested(rep, limit: int = 60) -> Table:
@@ -239,20 +337,31 @@ def retested(rep, limit: int = 60) -> Table:
     passed = [r for r in rep.results if r.retest is not None and r.passed]
     shown, cut = _sampled(passed, limit, floor=3)
     rows = tuple((r.backend, str(r.case), r.dtype, r.shape_text(), r.output, "; ".join(r.failures)) for r in shown)
-    note = f"{len(shown)} of {len(passed)}, a share of each backend, dtype and output; all in results.csv (retested True)." if cut else ""
-    return Table("Checks that failed on their first seed and passed the retest", ("backend", "case", "dtype", "shape", "output", "detail"),
-                 rows, note, row_ids=_first_ids(shown, "retest-"))  # fmt: skip
+    note = (
+        f"{len(shown)} of {len(passed)}, a share of each backend, dtype and output; all in results.csv (retested True)."
+        if cut
+        else ""
+    )
+    return Table(
+        "Checks that failed on their first seed and passed the retest",
+        ("backend", "case", "dtype", "shape", "output", "detail"),
+        rows,
+        note,
+        row_ids=_first_ids(shown, "retest-"),
+    )
 
 
 def investigate(rep) -> Table:
     """Clause 5.3.3's third outcome: golden, output and benchmark all differ at an inf/nan."""
     rows = tuple(
         (r.backend, str(r.case), r.dtype, r.shape_text(), r.output, str(r.verdict.actual.nonfinite_review))
-        for r in rep.results if r.verdict.actual.nonfinite_review
-    )  # fmt: skip
+        for r in rep.results
+        if r.verdict.actual.nonfinite_review
+    )
     return Table(
         "inf/nan positions that need investigation (5.3.3: golden, output and benchmark all differ)",
-        ("backend", "case", "dtype", "shape", "output", "positions"), rows,
+        ("backend", "case", "dtype", "shape", "output", "positions"),
+        rows,
         "Not failures by the standard's rule; listed for a person to look at.",
     )
 
@@ -267,10 +376,13 @@ def originals(rep) -> Table:
     rows = tuple(
         (o["name"], o["target"], "yes" if o["found"] else "no", "yes" if o["runs"] else "no", o["why"] or "-")
         for o in rep.originals
-    )  # fmt: skip
+    )
     return Table(
-        "Originals: the upstream kernels as competitors", ("original", "where", "found", "in the comparison", "why not"), rows,
-        "An original that runs is one more side of the cross-backend comparison (not judged by the standard); on the CPU it "
+        "Originals: the upstream kernels as competitors",
+        ("original", "where", "found", "in the comparison", "why not"),
+        rows,
+        "An original that runs is one more side of the cross-backend comparison (not judged by the standard); on the "
+        "CPU it "
         "runs under the Triton interpreter, on the quick level's cases. Install them with pip install tileport[peers].",
     )
 
@@ -283,15 +395,22 @@ def against_golden(rep) -> Table:
         for who, m in ((r.backend, r.verdict.actual), (f"{bench} (benchmark)", r.verdict.benchmark)):
             w = worst.setdefault((who, r.dtype, r.output), [0.0, 0.0])
             w[0], w[1] = max(w[0], m.mare), max(w[1], m.rmse)
-    rows = tuple((who, d, o, _g(m), _g(e)) for (who, d, o), (m, e) in sorted(worst.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])))
-    return Table("Every backend against the float64 golden (worst over the cases)", ("backend", "dtype", "output", "max MARE", "max RMSE"), rows)
+    rows = tuple(
+        (who, d, o, _g(m), _g(e))
+        for (who, d, o), (m, e) in sorted(worst.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0]))
+    )
+    return Table(
+        "Every backend against the float64 golden (worst over the cases)",
+        ("backend", "dtype", "output", "max MARE", "max RMSE"),
+        rows,
+    )
 
 
 def cross_backend(rep) -> Table:
     rows = tuple(
         (f"{p.a} vs {p.b}", p.dtype, p.output, f"{p.identical}/{p.cases}", _g(p.max_abs), _g(p.max_rel))
         for p in rep.pairs
-    )  # fmt: skip
+    )
     return Table(
         "Cross-backend comparison: the backends' outputs against each other",
         ("pair", "dtype", "output", "bit-identical cases", "max |a-b|", "max |a-b|/(|b|+1e-7)"),
@@ -299,15 +418,23 @@ def cross_backend(rep) -> Table:
     )
 
 
-STUDY_NOTE = ("A study of design alternatives, not a check of this run: its pass/fail column judges each alternative by the "
-              "standard, and counts in no verdict above.")
+STUDY_NOTE = (
+    "A study of design alternatives, not a check of this run: its pass/fail column judges each alternative by the "
+    "standard, and counts in no verdict above."
+)
 
 
 def studies(rep) -> list[Table]:
     """The operator's own studies (its spec names them), as they reported; plain, since their fail rows judge
     alternatives the operator does not ship, not this run."""
     return [
-        Table(f"Study, not part of the verdict: {st.title}", st.headers, st.rows, f"{STUDY_NOTE} {st.note}".strip(), plain=True)
+        Table(
+            f"Study, not part of the verdict: {st.title}",
+            st.headers,
+            st.rows,
+            f"{STUDY_NOTE} {st.note}".strip(),
+            plain=True,
+        )
         for st in rep.studies
     ]
 
@@ -328,7 +455,9 @@ def placement(rep) -> Table:
         row[2].add(p.pid)
     rows = tuple((h, ip, node, str(b), str(c), str(len(pids))) for (h, ip, node), (b, c, pids) in sorted(hosts.items()))
     return Table(
-        "Where the case batches ran", ("host", "ip", "node (or error)", "batches", "cases", "worker processes"), rows,
+        "Where the case batches ran",
+        ("host", "ip", "node (or error)", "batches", "cases", "worker processes"),
+        rows,
         "Each batch is one Ray task; results.json lists every batch with its cases, host and worker. A failed batch "
         "was split into single cases, each retried; a case that still did not run is a failed check.",
     )

@@ -54,14 +54,22 @@ PACKAGE_FILES = {
     "ops_spec": "{pkg}/spec.py",
     "interface": "{pkg}/_interface.py",
     "kernels_init": "{pkg}/kernels/__init__.py",
-    **{target: "{pkg}/kernels/" + module + ".py" for target, module in (
-        ("torch", "torch_ref"), ("tilelang/cpu", "cpu"), ("triton", "triton"), ("tilelang/cuda", "cuda"), ("tilelang/ascend", "ascend"))},
+    **{
+        target: "{pkg}/kernels/" + module + ".py"
+        for target, module in (
+            ("torch", "torch_ref"),
+            ("tilelang/cpu", "cpu"),
+            ("triton", "triton"),
+            ("tilelang/cuda", "cuda"),
+            ("tilelang/ascend", "ascend"),
+        )
+    },
     "suite": "{pkg}/suite.yaml",
     "test_numerics": "tests/test_{name}_numerics.py",
     "test_errors": "tests/test_{name}_errors.py",
     "conftest": "tests/conftest.py",
     "docs": "docs/{name}.md",
-}  # fmt: skip
+}
 GENERAL_PACKAGE_FILES = PACKAGE_FILES
 
 
@@ -101,27 +109,36 @@ def _check(name: str, like: str | None, root: Path) -> None:
         raise ScaffoldError(f"operator name {name!r} is not a valid lower-case Python identifier (like group_norm)")
     taken = set(specs()) | {n for n in dir(tileport) if not n.startswith("_")}
     if name in taken or any(f"{name}{s}" in taken for s in ("_fwd", "_bwd")) or class_name(name) in taken:
-        raise ScaffoldError(f"operator {name!r} exists already (or its names clash with tileport's API); scaffold never overwrites")
+        raise ScaffoldError(
+            f"operator {name!r} exists already (or its names clash with tileport's API); scaffold never overwrites"
+        )
     if like is not None and like not in kernel_specs():  # a model to copy has kernel modules of its own
         raise ScaffoldError(f"--like {like!r} is not an operator with kernels; operators: {', '.join(kernel_specs())}")
     if not (root / "pyproject.toml").exists() or not (root / "tileport" / "ops").is_dir():
-        raise ScaffoldError(f"{root} is not a tileport source checkout (no pyproject.toml and tileport/ops): pass --root")
+        raise ScaffoldError(
+            f"{root} is not a tileport source checkout (no pyproject.toml and tileport/ops): pass --root"
+        )
 
 
-def remains(name: str, paths: dict[str, Path], root: Path, left_out: list[str], like: str | None,
-            general: bool = False) -> list[str]:  # fmt: skip
+def remains(
+    name: str, paths: dict[str, Path], root: Path, left_out: list[str], like: str | None, general: bool = False
+) -> list[str]:
     """What is left to write after the scaffold, in the order to write it."""
     rel = {k: str(p.relative_to(root)) for k, p in paths.items()}
     if general:
         return _general_remains(name, rel, left_out, like)
     items = [
         f"`{rel['ops_init']}`: the contract docstring (the math, dtypes, what is saved, empty and nan/inf rows)",
-        f"`{rel['ops_spec']}`: summary, math, the torch composite (bench's baseline), bytes moved if the math reads more "
+        f"`{rel['ops_spec']}`: summary, math, the torch composite (bench's baseline), bytes moved if the math reads "
+        "more "
         f"(a change to its declaration: then `tileport generate {name}`, which rewrites `{rel['interface']}`)",
         f"`{rel['torch']}`: the reference forward and backward (the float64 golden and the benchmark)",
         f"`{rel['tilelang/cpu']}`: the TileLang CPU kernels (the default backend)",
         f"`{rel['triton']}`: the Triton kernels",
-        f"`{rel['tilelang/cuda']}`, `{rel['tilelang/ascend']}`: the device kernels and `lowered` (`tileport lower {name}`)",
+        (
+            f"`{rel['tilelang/cuda']}`, `{rel['tilelang/ascend']}`: the device kernels and `lowered` (`tileport lower "
+            f"{name}`)"
+        ),
         f"`{rel['suite']}`: value ranges and attribute values of the cases",
         f"then `pytest {rel['test_numerics']} {rel['test_errors']}`, `tileport verify {name} --level quick`, "
         f"`tileport verify {name}` (L0) and `python scripts/make_docs.py {name}`",
@@ -167,8 +184,16 @@ def _how(like: str | None, **parts) -> str:
     return " ".join(f"--{k} {v!r}" if any(c in v for c in " []?") else f"--{k} {v}" for k, v in shown.items() if v)
 
 
-def plan(name: str, like: str | None = None, root: Path | None = None, inputs: str | None = None, attrs: str | None = None,
-         outputs: str | None = None, package: Path | None = None, where: str | None = None) -> Plan:  # fmt: skip
+def plan(
+    name: str,
+    like: str | None = None,
+    root: Path | None = None,
+    inputs: str | None = None,
+    attrs: str | None = None,
+    outputs: str | None = None,
+    package: Path | None = None,
+    where: str | None = None,
+) -> Plan:
     """What ``scaffold`` would write; ScaffoldError when it may not (checked before anything is written).
     ``like``: the operator it starts from (default, when no signature is given: ``default_like()``).
     ``package``: write an out-of-tree operator package into this folder (its pyproject declares the
@@ -195,14 +220,25 @@ def plan(name: str, like: str | None = None, root: Path | None = None, inputs: s
     rel = {k: str(p.relative_to(root)) for k, p in paths.items()}
     spec_text, left_out = render.spec_text(name, sig, like_spec, rel["ops_spec"])
     todo = remains(name, paths, root, left_out, like)
-    how = f"--like {like}" if like and inputs is None and outputs is None else " ".join(
-        f"--{k} {v}" for k, v in (("like", like), ("inputs", inputs), ("attrs", attrs), ("outputs", outputs)) if v)
+    how = (
+        f"--like {like}"
+        if like and inputs is None and outputs is None
+        else " ".join(
+            f"--{k} {v}" for k, v in (("like", like), ("inputs", inputs), ("attrs", attrs), ("outputs", outputs)) if v
+        )
+    )
     files = {
-        paths["ops_init"]: render._fill("ops_init.py.tmpl", name=name, Name=class_name(name), contract=render.contract(sig)),
+        paths["ops_init"]: render._fill(
+            "ops_init.py.tmpl", name=name, Name=class_name(name), contract=render.contract(sig)
+        ),
         paths["ops_spec"]: spec_text,
-        paths["interface"]: render_general.interface_text(spec_text, f"tileport.ops.{name}.spec", str(paths["ops_spec"])),
+        paths["interface"]: render_general.interface_text(
+            spec_text, f"tileport.ops.{name}.spec", str(paths["ops_spec"])
+        ),
         **{paths[t]: render.backend_text(name, sig, t, rel[t]) for t in render.BACKENDS},
-        paths["suite"]: render.suite_text(name, sig, root / "tileport" / "cases" / "suites" / f"{like or default_like()}.yaml"),
+        paths["suite"]: render.suite_text(
+            name, sig, root / "tileport" / "cases" / "suites" / f"{like or default_like()}.yaml"
+        ),
         paths["test_numerics"]: render.numerics_text(name, sig),
         paths["test_errors"]: render.errors_text(name, sig),
         paths["docs"]: render.docs_text(name, how, sig, "\n".join(f"{i}. {t}" for i, t in enumerate(todo, 1))),
@@ -211,8 +247,17 @@ def plan(name: str, like: str | None = None, root: Path | None = None, inputs: s
     return Plan(name, like, root, sig, files, export, todo, left_out)
 
 
-def _general_files(name: str, sig: Signature, like: s.OpSpec | None, paths: dict[str, Path], rel: dict[str, str],
-                   how: str, todo: list[str], module: str, package: str | None = None) -> dict[Path, str]:  # fmt: skip
+def _general_files(
+    name: str,
+    sig: Signature,
+    like: s.OpSpec | None,
+    paths: dict[str, Path],
+    rel: dict[str, str],
+    how: str,
+    todo: list[str],
+    module: str,
+    package: str | None = None,
+) -> dict[Path, str]:
     """A general operator's files; ScaffoldError where no sizes satisfy its constraints."""
     try:
         sizing = declared.sizing(sig)
@@ -221,8 +266,9 @@ def _general_files(name: str, sig: Signature, like: s.OpSpec | None, paths: dict
     spec_text, _ = render_general.spec_text(name, sig, sizing, like, rel["ops_spec"], package)
     ops_import = f"import {package} as OPS" if package else "OPS = tileport"
     return {
-        paths["ops_init"]: render._fill("ops_init.py.tmpl", name=name, Name=class_name(name),
-                                        contract=render_general.contract(sig)),
+        paths["ops_init"]: render._fill(
+            "ops_init.py.tmpl", name=name, Name=class_name(name), contract=render_general.contract(sig)
+        ),
         paths["ops_spec"]: spec_text,
         paths["interface"]: render_general.interface_text(spec_text, module, str(paths["ops_spec"])),
         **{paths[t]: render_general.backend_text(name, sig, t, rel[t]) for t in render.BACKENDS},
@@ -255,7 +301,9 @@ def _package_plan(name: str, like: str | None, folder: Path, inputs, attrs, outp
     if not (NAME.fullmatch(name) and name.isidentifier() and not keyword.iskeyword(name)):
         raise ScaffoldError(f"operator name {name!r} is not a valid lower-case Python identifier (like group_norm)")
     if name in specs():
-        raise ScaffoldError(f"operator {name!r} exists already ({name} is one of tileport's operators or an installed plugin's)")
+        raise ScaffoldError(
+            f"operator {name!r} exists already ({name} is one of tileport's operators or an installed plugin's)"
+        )
     if like is not None and like not in kernel_specs():  # a model to copy has kernel modules of its own
         raise ScaffoldError(f"--like {like!r} is not an operator with kernels; operators: {', '.join(kernel_specs())}")
     like_spec = specs()[like] if like else None
@@ -279,14 +327,25 @@ def _package_plan(name: str, like: str | None, folder: Path, inputs, attrs, outp
         f"`{rel['tilelang/cpu']}`, `{rel['triton']}`: the CPU and Triton kernels",
         f"`{rel['tilelang/cuda']}`, `{rel['tilelang/ascend']}`: the device kernels and `lowered`",
         f"`{rel['suite']}`: value ranges and attribute values",
-        f"then `pip install -e {folder}`, `tileport ops` (it lists {name}), `pytest {folder}/tests`, `tileport verify {name} --level quick`",
+        (
+            f"then `pip install -e {folder}`, `tileport ops` (it lists {name}), `pytest {folder}/tests`, `tileport "
+            "verify "
+            f"{name} --level quick`"
+        ),
     ] + ([f"not kept from {like} (its own): {', '.join(left_out)}"] if left_out else [])
-    how = f"--package {folder} " + (f"--like {like}" if like and inputs is None and outputs is None else " ".join(
-        f"--{k} {v}" for k, v in (("like", like), ("inputs", inputs), ("attrs", attrs), ("outputs", outputs)) if v))
+    how = f"--package {folder} " + (
+        f"--like {like}"
+        if like and inputs is None and outputs is None
+        else " ".join(
+            f"--{k} {v}" for k, v in (("like", like), ("inputs", inputs), ("attrs", attrs), ("outputs", outputs)) if v
+        )
+    )
     ops_import = f"import {pkg} as OPS"
-    conftest = ('"""tileport\'s test fixtures: the float64 golden of an operator, seeded samples; the Triton interpreter\n'
-                'for the session where no GPU is present."""\n\n'
-                "from tileport.testing import golden, pytest_configure, pytest_unconfigure, randn  # noqa: F401\n")
+    conftest = (
+        '"""tileport\'s test fixtures: the float64 golden of an operator, seeded samples; the Triton interpreter\n'
+        'for the session where no GPU is present."""\n\n'
+        "from tileport.testing import golden, pytest_configure, pytest_unconfigure, randn  # noqa: F401\n"
+    )
     kernels_init = f'"""{name}\'s kernel modules, one per backend (named in spec.py\'s ``kernels``)."""\n'
     if sig.general:
         how = f"--package {folder} {_how(like, inputs=inputs, attrs=attrs, outputs=outputs, where=where)}"
@@ -299,12 +358,16 @@ def _package_plan(name: str, like: str | None, folder: Path, inputs, attrs, outp
         return Plan(name, like, root, sig, files, "", items, left_out)
     files = {
         paths["pyproject"]: render.pyproject_text(name, root.name, pkg),
-        paths["ops_init"]: render._fill("ops_init.py.tmpl", name=name, Name=class_name(name), contract=render.contract(sig)),
+        paths["ops_init"]: render._fill(
+            "ops_init.py.tmpl", name=name, Name=class_name(name), contract=render.contract(sig)
+        ),
         paths["ops_spec"]: spec_text,
         paths["interface"]: render_general.interface_text(spec_text, f"{pkg}.spec", str(paths["ops_spec"])),
         paths["kernels_init"]: f'"""{name}\'s kernel modules, one per backend (named in spec.py\'s ``kernels``)."""\n',
         **{paths[t]: render.backend_text(name, sig, t, rel[t]) for t in render.BACKENDS},
-        paths["suite"]: render.suite_text(name, sig, Path(tileport.__file__).resolve().parent / "cases" / "suites" / f"{like or default_like()}.yaml"),
+        paths["suite"]: render.suite_text(
+            name, sig, Path(tileport.__file__).resolve().parent / "cases" / "suites" / f"{like or default_like()}.yaml"
+        ),
         paths["test_numerics"]: render.numerics_text(name, sig, ops_import),
         paths["test_errors"]: render.errors_text(name, sig, ops_import),
         paths["conftest"]: conftest,

@@ -219,9 +219,20 @@ def default_backward(inputs, attrs, outputs) -> tuple[s.Backward, tuple[TensorDe
 
 def as_spec(name: str, sig: Signature) -> s.OpSpec:
     """An OpSpec of the signature alone (no math): what the generator and the checks read of it."""
-    return s.OpSpec(name=name, summary="", math="", inputs=sig.inputs, attrs=sig.attrs, outputs=sig.outputs,
-                    grads=sig.grads, backward=sig.backward, where=sig.where, composite=lambda *a, **k: None,
-                    example=None, bytes_moved=None)  # fmt: skip
+    return s.OpSpec(
+        name=name,
+        summary="",
+        math="",
+        inputs=sig.inputs,
+        attrs=sig.attrs,
+        outputs=sig.outputs,
+        grads=sig.grads,
+        backward=sig.backward,
+        where=sig.where,
+        composite=lambda *a, **k: None,
+        example=None,
+        bytes_moved=None,
+    )
 
 
 def check(sig: Signature, name: str = "op") -> None:
@@ -265,8 +276,9 @@ def check(sig: Signature, name: str = "op") -> None:
         raise SignatureError(str(exc)) from None
 
 
-def build(like: s.OpSpec | None, inputs: str | None, attrs: str | None, outputs: str | None,
-          where: str | None) -> Signature:  # fmt: skip
+def build(
+    like: s.OpSpec | None, inputs: str | None, attrs: str | None, outputs: str | None, where: str | None
+) -> Signature:
     """A general signature: ``like``'s (a general operator's, or its attributes only) with the given parts
     replaced; the backward the default one unless nothing was replaced."""
     base = like if like is not None and like.general else None
@@ -348,8 +360,9 @@ def _keys(primary: TensorDecl) -> tuple[list[str], list[str]]:
     return [k for k in keys if not k.startswith("*")], [k for k in keys if k.startswith("*")]
 
 
-def _primary_profile(primary: TensorDecl, units: dict[str, int], lead: tuple[int, ...], last: int,
-                     run: tuple[int, ...]) -> dict:  # fmt: skip
+def _primary_profile(
+    primary: TensorDecl, units: dict[str, int], lead: tuple[int, ...], last: int, run: tuple[int, ...]
+) -> dict:
     """The primary's dimensions for a test: the last ``last``, those before it ``lead`` from the right, a run
     ``run``; each rounded up to its unit."""
     singles, runs = _keys(primary)

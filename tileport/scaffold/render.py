@@ -21,23 +21,35 @@ LEFT_OUT = ("originals", "competitors", "studies", "golden", "aliases", "case_at
 
 # backend module -> (what it is, how to write it)
 BACKENDS = {
-    "torch": ("as the torch composite: the reference (the float64 golden) and the precision benchmark",
-              "the math in fp32, fp64 for fp64 inputs (``tileport.backends.torch.compute_dtype``)."),
-    "tilelang/cpu": ("as TileLang CPU kernels (C target), one compiled kernel per dtype combination serving every M and D",
-                     "the kernels on rowwise.py's roles, as the kernel modules beside it do (docs page: the helpers)."),
-    "triton": ("in Triton (natively on a GPU, under the interpreter on the CPU for small shapes)",
-               "the kernels, as the modules beside it do (common.py: blocking, bf16 rounding, the interpreter's size limit)."),
-    "tilelang/cuda": ("as TileLang CUDA kernels (one CTA per row, D dynamic)",
-                      "``build_forward`` / ``build_backward`` and ``lowered``, as the modules beside it do."),
-    "tilelang/ascend": ("for Ascend arch35 in TileLang's ascend dialect (a persistent grid over row blocks, tiles in the UB)",
-                        "``build_forward`` / ``build_backward`` and ``lowered``, as the modules beside it do."),
-}  # fmt: skip
+    "torch": (
+        "as the torch composite: the reference (the float64 golden) and the precision benchmark",
+        "the math in fp32, fp64 for fp64 inputs (``tileport.backends.torch.compute_dtype``).",
+    ),
+    "tilelang/cpu": (
+        "as TileLang CPU kernels (C target), one compiled kernel per dtype combination serving every M and D",
+        "the kernels on rowwise.py's roles, as the kernel modules beside it do (docs page: the helpers).",
+    ),
+    "triton": (
+        "in Triton (natively on a GPU, under the interpreter on the CPU for small shapes)",
+        "the kernels, as the modules beside it do (common.py: blocking, bf16 rounding, the interpreter's size limit).",
+    ),
+    "tilelang/cuda": (
+        "as TileLang CUDA kernels (one CTA per row, D dynamic)",
+        "``build_forward`` / ``build_backward`` and ``lowered``, as the modules beside it do.",
+    ),
+    "tilelang/ascend": (
+        "for Ascend arch35 in TileLang's ascend dialect (a persistent grid over row blocks, tiles in the UB)",
+        "``build_forward`` / ``build_backward`` and ``lowered``, as the modules beside it do.",
+    ),
+}
 
 HELPERS = """- TileLang CPU (`tileport/backends/tilelang/cpu/rowwise.py`): `row_map` (an element-wise pass over a row, 16
   lanes, the tail included), `row_sum` (an fp32 row sum in a fixed order), `row_sums64` (fp64 sums of
   exact products, rounded once), `row_sum_squares64` (fp32 blocks of four squares accumulated in fp64),
-  `row_max`, `splat`, `rounded`, `partial()` (a gradient summed over rows deterministically); `simd.h`: `tp_exp` (packed exp), `tp_resid64`; `norm_stats.py`: `inv_rms` (the
-  inverse RMS in fp64, rounded once), `eps_stats`, `by_form`, `dweight_term`, `rstd_pair` (the cancellation-free backward).
+  `row_max`, `splat`, `rounded`, `partial()` (a gradient summed over rows deterministically); `simd.h`: `tp_exp` (packed
+  exp), `tp_resid64`; `norm_stats.py`: `inv_rms` (the
+  inverse RMS in fp64, rounded once), `eps_stats`, `by_form`, `dweight_term`, `rstd_pair` (the cancellation-free
+  backward).
 - Triton (`tileport/backends/triton/common.py`): `blocks`, `row_sum_squares`, `column_sum`, `store`,
   `round_to`, `check_size`, `launch_context`.
 - TileLang CUDA (`cuda/_common.py`): `bucket`, `threads`, `sum_squares`, `rsqrt`; Ascend (`ascend/_common.py`):
@@ -80,7 +92,9 @@ def _tuple(items) -> str:
 
 def declaration(sig: Signature, like: str | None) -> str:
     b = sig.backward
-    bwd = [_tuple(map(repr, b.tensors)), _tuple(map(repr, b.attrs))] + ([f"given={_tuple(map(repr, b.given))}"] if b.given else [])
+    bwd = [_tuple(map(repr, b.tensors)), _tuple(map(repr, b.attrs))] + (
+        [f"given={_tuple(map(repr, b.given))}"] if b.given else []
+    )
     lines = [
         f"    inputs={_tuple(tensor_src(t, like) for t in sig.inputs)},",
         f"    attrs={_tuple(attr_src(a) for a in sig.attrs)},",
@@ -100,15 +114,20 @@ def kept_fields(sig: Signature, like: s.OpSpec | None) -> tuple[str, list[str]]:
     ins = {t.name for t in sig.inputs} | {f"d{t.name}" for t in sig.outputs}
     if like is None:
         stats = {t.name: "torch.float32" for t in sig.outputs if t.role == s.PER_ROW}
-        body = ["    bar=s.ROWWISE_BAR,", f"    precision_dtypes={{{', '.join(f'{k!r}: {v}' for k, v in stats.items())}}},",
-                "    kernel_out=True,"]  # fmt: skip
+        body = [
+            "    bar=s.ROWWISE_BAR,",
+            f"    precision_dtypes={{{', '.join(f'{k!r}: {v}' for k, v in stats.items())}}},",
+            "    kernel_out=True,",
+        ]
         return "\n".join(body), []
     body = []
     for f in KEPT:
         v = getattr(like, f)
         if f == "precision_dtypes":
             v = {k: d for k, d in v.items() if k in outs}
-            body.append(f"    precision_dtypes={{{', '.join(f'{k!r}: {d}' for k, d in v.items())}}},  # kept from {like.name}")
+            body.append(
+                f"    precision_dtypes={{{', '.join(f'{k!r}: {d}' for k, d in v.items())}}},  # kept from {like.name}"
+            )
         elif f == "model_sites":
             body.append(f"    model_sites={ {k: w for k, w in v.items() if k in ins}!r},  # kept from {like.name}")
         elif f == "kernel_out":
@@ -125,7 +144,9 @@ def example(sig: Signature) -> str:
         if t.role == s.ROWS:
             lines.append(f"    {t.name} = torch.randn(shape, generator=generator).to(dtype).to(device)")
         else:
-            lines.append(f"    {t.name} = (1.0 + 0.1 * torch.randn(shape[-1:], generator=generator)).to(dtype).to(device)")
+            lines.append(
+                f"    {t.name} = (1.0 + 0.1 * torch.randn(shape[-1:], generator=generator)).to(dtype).to(device)"
+            )
     values = [f"{t.name!r}: {t.name}" for t in sig.inputs] + [f"{a.name!r}: {a.default!r}" for a in sig.attrs]
     lines.append(f"    return {{{', '.join(values)}}}")
     return "\n".join(lines) + "\n"
@@ -147,29 +168,56 @@ def _call(sig: Signature, name: str) -> str:
 
 
 # an out-of-tree package's kernel modules: backend (and device kind) -> module under <package>.kernels
-PACKAGE_KERNELS = {"torch": "torch_ref", "tilelang": "cpu", "triton": "triton", "tilelang:cuda": "cuda", "tilelang:npu-arch35": "ascend"}
-PACKAGE_TARGET = {"torch": "torch", "tilelang": "tilelang/cpu", "triton": "triton", "tilelang:cuda": "tilelang/cuda",
-                  "tilelang:npu-arch35": "tilelang/ascend"}  # fmt: skip
+PACKAGE_KERNELS = {
+    "torch": "torch_ref",
+    "tilelang": "cpu",
+    "triton": "triton",
+    "tilelang:cuda": "cuda",
+    "tilelang:npu-arch35": "ascend",
+}
+PACKAGE_TARGET = {
+    "torch": "torch",
+    "tilelang": "tilelang/cpu",
+    "triton": "triton",
+    "tilelang:cuda": "tilelang/cuda",
+    "tilelang:npu-arch35": "tilelang/ascend",
+}
 
 
-def spec_text(name: str, sig: Signature, like: s.OpSpec | None, spec_path: str, package: str | None = None) -> tuple[str, list[str]]:
+def spec_text(
+    name: str, sig: Signature, like: s.OpSpec | None, spec_path: str, package: str | None = None
+) -> tuple[str, list[str]]:
     kept, left = kept_fields(sig, like)
     if package:  # an operator outside tileport names its kernels and its suite
         mods = ", ".join(f"{k!r}: '{package}.kernels.{v}'" for k, v in PACKAGE_KERNELS.items())
-        kept += f"\n    kernels={{{mods}}},\n    suite=\"suite.yaml\","
+        kept += f'\n    kernels={{{mods}}},\n    suite="suite.yaml",'
     imports = "from tileport.ops import spec as s\n"
     if like is not None:
         imports += f"from tileport.ops.{like.name}.spec import SPEC as LIKE  # the fields kept from it\n"
-    params = [t.name if not t.optional else f"{t.name}=None" for t in sig.inputs] + [f"{a.name}={a.default!r}" for a in sig.attrs]
+    params = [t.name if not t.optional else f"{t.name}=None" for t in sig.inputs] + [
+        f"{a.name}={a.default!r}" for a in sig.attrs
+    ]
     fwd, bwd = byte_counts(sig)
     api = package or "tileport"
-    usage = [f"y = {api}.{_call(sig, name)}", f"outputs = {api}.{_call(sig, name + '_fwd')}",
-             f"grads = {api}.{name}_bwd({', '.join(sig.backward.tensors)})"]  # fmt: skip
+    usage = [
+        f"y = {api}.{_call(sig, name)}",
+        f"outputs = {api}.{_call(sig, name + '_fwd')}",
+        f"grads = {api}.{name}_bwd({', '.join(sig.backward.tensors)})",
+    ]
     text = _fill(
-        "ops_spec.py.tmpl", name=name, like_note=f" like {like.name}" if like else "", imports=imports,
-        composite_params=", ".join(params), spec_path=spec_path, example=example(sig), fwd_bytes=fwd, bwd_bytes=bwd,
-        declaration=declaration(sig, like.name if like else None), kept=kept, usage="\n".join(usage),
-    ).replace("import tileport\n\n", f"import {api}\n\n")  # fmt: skip
+        "ops_spec.py.tmpl",
+        name=name,
+        like_note=f" like {like.name}" if like else "",
+        imports=imports,
+        composite_params=", ".join(params),
+        spec_path=spec_path,
+        example=example(sig),
+        fwd_bytes=fwd,
+        bwd_bytes=bwd,
+        declaration=declaration(sig, like.name if like else None),
+        kept=kept,
+        usage="\n".join(usage),
+    ).replace("import tileport\n\n", f"import {api}\n\n")
     return text, left
 
 
@@ -178,14 +226,18 @@ def contract(sig: Signature) -> str:
     outs = ", ".join(f"``{t.name}`` ({t.role})" for t in sig.outputs)
     grads = ", ".join(f"``{t.name}``" for t in sig.grads)
     attrs = ", ".join(f"``{a.name}`` (default {a.default!r}: {a.valid})" for a in sig.attrs) or "none"
-    return (f"- Inputs {ins}; attributes {attrs}.\n- Outputs {outs}.\n- Backward: {grads} from "
-            f"{', '.join(f'``{n}``' for n in sig.backward.tensors)}.\n- Empty inputs give empty outputs; a row of "
-            f"nothing gives nan statistics.")  # fmt: skip
+    return (
+        f"- Inputs {ins}; attributes {attrs}.\n- Outputs {outs}.\n- Backward: {grads} from "
+        f"{', '.join(f'``{n}``' for n in sig.backward.tensors)}.\n- Empty inputs give empty outputs; a row of "
+        f"nothing gives nan statistics."
+    )
 
 
 def backend_text(name: str, sig: Signature, target: str, path: str) -> str:
     dims = {a.name for a in sig.attrs if a.kind == s.DIM}
-    fwd = [t.name for t in sig.inputs] + [a.name for a in sig.attrs if a.name not in dims] + [o.name for o in sig.options]
+    fwd = (
+        [t.name for t in sig.inputs] + [a.name for a in sig.attrs if a.name not in dims] + [o.name for o in sig.options]
+    )
     b = sig.backward
     bwd = list(b.tensors) + [a for a in b.attrs if a not in dims] + list(b.given)
     what, how = BACKENDS[target]
@@ -196,18 +248,28 @@ def backend_text(name: str, sig: Signature, target: str, path: str) -> str:
 
 def lowered(dtype: torch.dtype, dim: int, **options) -> dict:
     """{{kernel name: prim_func}} of the forward and backward serving rows of ``dim`` columns, for ``tileport lower``."""
-    raise NotImplementedError("TODO({name}): the {target.split('/')[-1]} kernels, in {path}")
+    raise NotImplementedError("TODO({name}): the {target.split("/")[-1]} kernels, in {path}")
 '''
     if target.startswith("tilelang"):  # kernel modules: annotations stay evaluated (T.prim_func reads them)
-        imports = "\n# No `from __future__ import annotations`: it breaks T.prim_func annotations.\n" + ("import torch\n" if device else "")
+        imports = "\n# No `from __future__ import annotations`: it breaks T.prim_func annotations.\n" + (
+            "import torch\n" if device else ""
+        )
     else:
         imports = "\nfrom __future__ import annotations\n"
     return _fill(
-        "backend.py.tmpl", name=name, what=what, how=how, imports=imports, forward_params=", ".join(fwd),
-        backward_params=", ".join(bwd), outputs=", ".join(t.name for t in sig.outputs),
-        returns=", ".join(t.name for t in (b.returns or sig.grads)), target=target.split("/")[-1], path=path,
+        "backend.py.tmpl",
+        name=name,
+        what=what,
+        how=how,
+        imports=imports,
+        forward_params=", ".join(fwd),
+        backward_params=", ".join(bwd),
+        outputs=", ".join(t.name for t in sig.outputs),
+        returns=", ".join(t.name for t in (b.returns or sig.grads)),
+        target=target.split("/")[-1],
+        path=path,
         lowered=lowered,
-    )  # fmt: skip
+    )
 
 
 def _inputs_literal(sig: Signature, numerics: bool) -> str:
@@ -242,11 +304,13 @@ def test_{t.name}_of_another_length():
     with pytest.raises(ValueError, match=r"{t.name} must have shape x.shape\\[-1:\\] = \\(8,\\), got \\(5,\\)"):
         OPS.{name}(**ins)''')
     for a in sig.attrs:
-        bad, exc, match = {s.EPS: ("-1.0", "ValueError", f"{a.name} must be finite and >= 0"),
-                           s.REAL: ("math.inf", "ValueError", f"{a.name} must be finite"),
-                           s.CHOICE: ("'no such choice'", "ValueError", f"{a.name} must be one of"),
-                           s.BOOL: ("1", "TypeError", f"{a.name} must be a bool"),
-                           s.INT: ("1.5", "TypeError", f"{a.name} must be an int")}.get(a.kind, (None, None, None))  # fmt: skip
+        bad, exc, match = {
+            s.EPS: ("-1.0", "ValueError", f"{a.name} must be finite and >= 0"),
+            s.REAL: ("math.inf", "ValueError", f"{a.name} must be finite"),
+            s.CHOICE: ("'no such choice'", "ValueError", f"{a.name} must be one of"),
+            s.BOOL: ("1", "TypeError", f"{a.name} must be a bool"),
+            s.INT: ("1.5", "TypeError", f"{a.name} must be an int"),
+        }.get(a.kind, (None, None, None))
         if bad is None:
             continue
         tests.append(f'''
@@ -254,10 +318,21 @@ def test_{t.name}_of_another_length():
 def test_bad_{a.name}():
     with pytest.raises({exc}, match="{match}"):
         OPS.{name}(**_inputs(), {a.name}={bad})''')
-    stats = [i for i, t in enumerate(sig.outputs) if t.role == s.PER_ROW and isinstance(t.empty, float) and math.isnan(t.empty)]
+    stats = [
+        i
+        for i, t in enumerate(sig.outputs)
+        if t.role == s.PER_ROW and isinstance(t.empty, float) and math.isnan(t.empty)
+    ]
     empty = "".join(f"    assert torch.isnan(first[{i}]).all()\n" for i in stats)
-    return _fill("test_errors.py.tmpl", name=name, primary=p, inputs=_inputs_literal(sig, False), per_input="".join(tests) + "\n",
-                 empty_stats=empty, ops_import=ops_import)  # fmt: skip
+    return _fill(
+        "test_errors.py.tmpl",
+        name=name,
+        primary=p,
+        inputs=_inputs_literal(sig, False),
+        per_input="".join(tests) + "\n",
+        empty_stats=empty,
+        ops_import=ops_import,
+    )
 
 
 def numerics_text(name: str, sig: Signature, ops_import: str = "OPS = tileport") -> str:
@@ -266,12 +341,20 @@ def numerics_text(name: str, sig: Signature, ops_import: str = "OPS = tileport")
     ins = {t.name for t in sig.inputs}
     outs = {t.name for t in sig.outputs}
     saved = [n for n in sig.backward.tensors if n in ins or n in outs]
-    saved_expr = "lambda o: {" + ", ".join(f"{n!r}: o[{n!r}]" if n in outs else f"{n!r}: ins[{n!r}]" for n in saved) + "}"
+    saved_expr = (
+        "lambda o: {" + ", ".join(f"{n!r}: o[{n!r}]" if n in outs else f"{n!r}: ins[{n!r}]" for n in saved) + "}"
+    )
     return _fill(
-        "test_numerics.py.tmpl", name=name, primary=sig.inputs[0].name, inputs=_inputs_literal(sig, True), grads_in=grads,
-        outputs=repr(tuple(t.name for t in sig.outputs)), bwd_args=f"**({saved_expr})",
-        returns=repr(tuple(t.name for t in (sig.backward.returns or sig.grads))), ops_import=ops_import,
-    )  # fmt: skip
+        "test_numerics.py.tmpl",
+        name=name,
+        primary=sig.inputs[0].name,
+        inputs=_inputs_literal(sig, True),
+        grads_in=grads,
+        outputs=repr(tuple(t.name for t in sig.outputs)),
+        bwd_args=f"**({saved_expr})",
+        returns=repr(tuple(t.name for t in (sig.backward.returns or sig.grads))),
+        ops_import=ops_import,
+    )
 
 
 def suite_text(name: str, sig: Signature, base_suite: Path) -> str:
@@ -286,32 +369,77 @@ def suite_text(name: str, sig: Signature, base_suite: Path) -> str:
     new = [primary]
     for t in sig.inputs[1:]:
         if t.role == s.ROWS:
-            new.append({"name": t.name, "type": "tensor", "required": True, "like": p,
-                        "ranges": {"normal": {"kind": "normal", "scale": 1.0, "weight": 1}}})  # fmt: skip
+            new.append(
+                {
+                    "name": t.name,
+                    "type": "tensor",
+                    "required": True,
+                    "like": p,
+                    "ranges": {"normal": {"kind": "normal", "scale": 1.0, "weight": 1}},
+                }
+            )
         else:
-            new.append({"name": t.name, "type": "tensor", "required": not t.optional, "like": p,
-                        "ranges": {"uniform": {"kind": "uniform", "low": -2.0, "high": 2.0, "weight": 1}}})  # fmt: skip
-    for i, t in enumerate(t for t in sig.outputs if t.role == s.ROWS):
-        new.append({"name": f"d{t.name}", "type": "tensor", "required": True, "like": p,
-                    "ranges": {"normal": {"kind": "normal", "scale": 1.0, "weight": 1}}})  # fmt: skip
+            new.append(
+                {
+                    "name": t.name,
+                    "type": "tensor",
+                    "required": not t.optional,
+                    "like": p,
+                    "ranges": {"uniform": {"kind": "uniform", "low": -2.0, "high": 2.0, "weight": 1}},
+                }
+            )
+    for _i, t in enumerate(t for t in sig.outputs if t.role == s.ROWS):
+        new.append(
+            {
+                "name": f"d{t.name}",
+                "type": "tensor",
+                "required": True,
+                "like": p,
+                "ranges": {"normal": {"kind": "normal", "scale": 1.0, "weight": 1}},
+            }
+        )
     for a in sig.attrs:
         kept = attrs_base.get(a.name)
-        values = list(a.choices) if a.kind == s.CHOICE else ([a.default, not a.default] if a.kind == s.BOOL else [a.default])
+        values = (
+            list(a.choices) if a.kind == s.CHOICE else ([a.default, not a.default] if a.kind == s.BOOL else [a.default])
+        )
         new.append(kept or {"name": a.name, "type": "attrs", "required": False, "values": values})
     suite = {k: v for k, v in base.items() if k != "inputs"}
-    suite.update(name=name, api=f"tileport.{name}_fwd", backward=True, outputs=[t.name for t in sig.outputs],
-                 grad_outputs=[t.name for t in sig.grads], inputs=new)  # fmt: skip
-    order = ["name", "api", "api_type", "version", "extra_share", "backward", "outputs", "grad_outputs", "standard", "levels", "inputs"]
+    suite.update(
+        name=name,
+        api=f"tileport.{name}_fwd",
+        backward=True,
+        outputs=[t.name for t in sig.outputs],
+        grad_outputs=[t.name for t in sig.grads],
+        inputs=new,
+    )
+    order = [
+        "name",
+        "api",
+        "api_type",
+        "version",
+        "extra_share",
+        "backward",
+        "outputs",
+        "grad_outputs",
+        "standard",
+        "levels",
+        "inputs",
+    ]
     ordered = {k: suite[k] for k in order if k in suite} | {k: v for k, v in suite.items() if k not in order}
-    header = (f"# {name} case suite, written by `tileport scaffold` from {base_suite.stem}'s levels, standard and primary "
-              f"input (TODO({name}): its ranges and attributes).\n")  # fmt: skip
+    header = (
+        f"# {name} case suite, written by `tileport scaffold` from {base_suite.stem}'s levels, standard and primary "
+        f"input (TODO({name}): its ranges and attributes).\n"
+    )
     return header + yaml.safe_dump(ordered, sort_keys=False, width=110, default_flow_style=None)
 
 
 def docs_text(name: str, how: str, sig: Signature, remains: str) -> str:
-    signature = (f"({', '.join(t.name + ('?' if t.optional else '') for t in sig.inputs)}; "
-                 f"{', '.join(f'{a.name}={a.default!r}' for a in sig.attrs)}) -> ({', '.join(t.name for t in sig.outputs)}), "
-                 f"({', '.join(t.name for t in sig.grads)})")  # fmt: skip
+    signature = (
+        f"({', '.join(t.name + ('?' if t.optional else '') for t in sig.inputs)}; "
+        f"{', '.join(f'{a.name}={a.default!r}' for a in sig.attrs)}) -> ({', '.join(t.name for t in sig.outputs)}), "
+        f"({', '.join(t.name for t in sig.grads)})"
+    )
     return _fill("docs.md.tmpl", name=name, how=how, signature=signature, remains=remains, helpers=HELPERS)
 
 

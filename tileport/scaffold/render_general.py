@@ -30,19 +30,27 @@ LEFT_OUT = ("originals", "competitors", "studies", "golden", "aliases", "docs", 
 
 # backend module -> (what it is, how to write it); {example}: a general operator's module beside it
 BACKENDS = {
-    "torch": ("as the torch composite: the reference (the float64 golden) and the precision benchmark",
-              "the math in fp32, fp64 for fp64 inputs (``tileport.backends.torch.compute_dtype``)."),
-    "tilelang/cpu": ("as TileLang CPU grid kernels (C target) over the tensors as given, one compiled kernel per dtype "
-                     "combination serving every shape",
-                     "the kernels as grid kernels (interface.py: N-D strided tensors, tables, integer and optional "
-                     "buffers, scalars), as {example} does with pairs.py's helpers (docs page: the helpers)."),
-    "triton": ("in Triton (natively on a GPU, under the interpreter on the CPU for small shapes)",
-               "the kernels over the tensors' strides, as {example} beside it does (common.py: blocking, bf16 "
-               "rounding, the interpreter's size limit)."),
+    "torch": (
+        "as the torch composite: the reference (the float64 golden) and the precision benchmark",
+        "the math in fp32, fp64 for fp64 inputs (``tileport.backends.torch.compute_dtype``).",
+    ),
+    "tilelang/cpu": (
+        "as TileLang CPU grid kernels (C target) over the tensors as given, one compiled kernel per dtype "
+        "combination serving every shape",
+        "the kernels as grid kernels (interface.py: N-D strided tensors, tables, integer and optional "
+        "buffers, scalars), as {example} does with pairs.py's helpers (docs page: the helpers).",
+    ),
+    "triton": (
+        "in Triton (natively on a GPU, under the interpreter on the CPU for small shapes)",
+        "the kernels over the tensors' strides, as {example} beside it does (common.py: blocking, bf16 "
+        "rounding, the interpreter's size limit).",
+    ),
     "tilelang/cuda": ("as TileLang CUDA kernels", "``build`` and ``lowered``, as {example} beside it does."),
-    "tilelang/ascend": ("for Ascend arch35 in TileLang's ascend dialect (tiles in the UB)",
-                        "the kernels and ``lowered``, as the modules beside it do."),
-}  # fmt: skip
+    "tilelang/ascend": (
+        "for Ascend arch35 in TileLang's ascend dialect (tiles in the UB)",
+        "the kernels and ``lowered``, as the modules beside it do.",
+    ),
+}
 
 HELPERS = """- TileLang CPU: a grid kernel (`tileport/backends/tilelang/cpu/interface.py`) takes N-D tensors with their
   strides (`T.StridedTensor`), broadcast tables, integer and optional buffers (`has_<name>`) and scalars, its
@@ -63,7 +71,9 @@ def example_op(new: str) -> str | None:
     with a suite), or None: the generic layers name no operator."""
     from ..ops.spec import kernel_specs
 
-    return next((n for n, spec in kernel_specs().items() if spec.general and n != new and _suite_path(n) is not None), None)
+    return next(
+        (n for n, spec in kernel_specs().items() if spec.general and n != new and _suite_path(n) is not None), None
+    )
 
 
 # ---------------------------------------------------------------- what the declaration gives the texts
@@ -133,8 +143,14 @@ def declarations(sig: Signature) -> str:
         lines = "".join(f"    {_q(str(t))},\n" for t in items)
         return f"{name} = (\n{lines})\n" if items else f"{name} = ()\n"
 
-    return "\n".join([group("INPUTS", sig.inputs), group("OUTPUTS", sig.outputs), group("GRADS", sig.grads),
-                      f"WHERE = {_tuple(map(_q, sig.where))}\n"])  # fmt: skip
+    return "\n".join(
+        [
+            group("INPUTS", sig.inputs),
+            group("OUTPUTS", sig.outputs),
+            group("GRADS", sig.grads),
+            f"WHERE = {_tuple(map(_q, sig.where))}\n",
+        ]
+    )
 
 
 def _bar(name: str, sig: Signature, sizing: Sizing) -> str:
@@ -153,8 +169,9 @@ def _bar(name: str, sig: Signature, sizing: Sizing) -> str:
     )
 
 
-def spec_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None, spec_path: str,
-              package: str | None = None) -> tuple[str, list[str]]:  # fmt: skip
+def spec_text(
+    name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None, spec_path: str, package: str | None = None
+) -> tuple[str, list[str]]:
     """spec.py, and the fields of ``like`` not kept."""
     every = _every(sig)
     attrs = {a.name: a.default for a in sig.attrs}
@@ -202,18 +219,35 @@ def spec_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None, 
     bwd = f"s.Backward({_tuple(map(_q, b.tensors))}, {_tuple(map(_q, b.attrs))})"
     api = package or "tileport"
     outs = ", ".join(o.name for o in sig.outputs)
-    usage = [f"{outs} = {api}.{name}({', '.join(t.name for t in sig.inputs)})",
-             f"grads = {api}.{name}_bwd({', '.join(b.tensors)})"]
+    usage = [
+        f"{outs} = {api}.{name}({', '.join(t.name for t in sig.inputs)})",
+        f"grads = {api}.{name}_bwd({', '.join(b.tensors)})",
+    ]
     text = _fill(
-        "general_spec.py.tmpl", name=name, like_note=f" like {like.name}" if like else "", imports=imports,
-        declarations=declarations(sig), composite_params=", ".join(params), spec_path=spec_path, primary=p,
-        sizes_doc=sizes_doc, rows_shape=_rows_shape(sig.inputs[0]), rules=f"{{**b.sizes, {rules}}}" if rules else "b.sizes", draws="\n".join(draws),
+        "general_spec.py.tmpl",
+        name=name,
+        like_note=f" like {like.name}" if like else "",
+        imports=imports,
+        declarations=declarations(sig),
+        composite_params=", ".join(params),
+        spec_path=spec_path,
+        primary=p,
+        sizes_doc=sizes_doc,
+        rows_shape=_rows_shape(sig.inputs[0]),
+        rules=f"{{**b.sizes, {rules}}}" if rules else "b.sizes",
+        draws="\n".join(draws),
         itemsize=f"ITEMSIZE = {_sizes_src(itemsize)}" if itemsize else "ITEMSIZE: dict[str, int] = {}",
-        fwd_reads=", ".join(_q(t.name) for t in sig.inputs), fwd_writes=", ".join(_q(t.name) for t in sig.outputs),
-        bwd_reads=", ".join(map(_q, reads_b)), bwd_writes=", ".join(_q(t.name) for t in sig.grads),
-        bar="" if keep else _bar(name, sig, sizing) + "\n", attrs=_tuple(attr_src(a) for a in sig.attrs), backward=bwd,
-        kept="\n".join(kept) + (_package_fields(package) if package else ""), usage="\n".join(usage), api=api,
-    )  # fmt: skip
+        fwd_reads=", ".join(_q(t.name) for t in sig.inputs),
+        fwd_writes=", ".join(_q(t.name) for t in sig.outputs),
+        bwd_reads=", ".join(map(_q, reads_b)),
+        bwd_writes=", ".join(_q(t.name) for t in sig.grads),
+        bar="" if keep else _bar(name, sig, sizing) + "\n",
+        attrs=_tuple(attr_src(a) for a in sig.attrs),
+        backward=bwd,
+        kept="\n".join(kept) + (_package_fields(package) if package else ""),
+        usage="\n".join(usage),
+        api=api,
+    )
     return text, left_out(sig, like)
 
 
@@ -266,13 +300,17 @@ def contract(sig: Signature) -> str:
         "Empty inputs give empty outputs (no kernel is called).",
     ]
     text = "".join(textwrap.fill(item, 116, initial_indent="- ", subsequent_indent="  ") + "\n" for item in items)
-    handed = (f"What a backend's kernel module gives (called by the interface for a non-empty "
-              f"``{sig.inputs[0].name}``; each tensor N-D with its strides, stride 1 in its last dimension "
-              "(``unit_stride``); an optional one may be None):")  # fmt: skip
+    handed = (
+        f"What a backend's kernel module gives (called by the interface for a non-empty "
+        f"``{sig.inputs[0].name}``; each tensor N-D with its strides, stride 1 in its last dimension "
+        "(``unit_stride``); an optional one may be None):"
+    )
     fwd = ", ".join([t.name for t in sig.inputs] + [a.name for a in sig.attrs])
     bwd = ", ".join([*b.tensors, *b.attrs])
-    calls = (f"    forward({fwd}) -> {', '.join(t.name for t in sig.outputs)}\n"
-             f"    backward({bwd}) -> {', '.join(t.name for t in sig.grads)}\n")  # fmt: skip
+    calls = (
+        f"    forward({fwd}) -> {', '.join(t.name for t in sig.outputs)}\n"
+        f"    backward({bwd}) -> {', '.join(t.name for t in sig.grads)}\n"
+    )
     return f"{text}\n{textwrap.fill(handed, 116)}\n\n{calls}"
 
 
@@ -297,11 +335,20 @@ def lowered(dtype: torch.dtype, dim: int, **options) -> dict:
     else:
         imports = "\nfrom __future__ import annotations\n"
     return _fill(
-        "general_backend.py.tmpl", name=name, what=what, how=how, imports=imports, primary=sig.inputs[0].name,
+        "general_backend.py.tmpl",
+        name=name,
+        what=what,
+        how=how,
+        imports=imports,
+        primary=sig.inputs[0].name,
         forward_params=", ".join([t.name for t in sig.inputs] + [a.name for a in sig.attrs]),
-        backward_params=", ".join([*b.tensors, *b.attrs]), outputs=", ".join(t.name for t in sig.outputs),
-        returns=", ".join(t.name for t in sig.grads), target=target.split("/")[-1], path=path, lowered=lowered,
-    )  # fmt: skip
+        backward_params=", ".join([*b.tensors, *b.attrs]),
+        outputs=", ".join(t.name for t in sig.outputs),
+        returns=", ".join(t.name for t in sig.grads),
+        target=target.split("/")[-1],
+        path=path,
+        lowered=lowered,
+    )
 
 
 # ---------------------------------------------------------------- the tests
@@ -482,12 +529,19 @@ def test_a_strided_{p}_gives_the_bits_of_its_contiguous_copy(randn):
         assert (a is None and b is None) or torch.equal(a, b)
 '''
     return _fill(
-        "general_test_numerics.py.tmpl", name=name, primary=p, ops_import=ops_import, sizes=sizes,
+        "general_test_numerics.py.tmpl",
+        name=name,
+        primary=p,
+        ops_import=ops_import,
+        sizes=sizes,
         ids="[" + ", ".join(map(_q, ("small", "odd", "single")[: len(sizing.tests)])) + "]",
-        outputs=_tuple(map(_q, g.outputs)), results=_tuple(map(_q, g.returns)),
-        backward=_tuple(map(_q, g.backward.names)), input_draws=inputs,
-        grad_draws=grads, strided=strided,
-    )  # fmt: skip
+        outputs=_tuple(map(_q, g.outputs)),
+        results=_tuple(map(_q, g.returns)),
+        backward=_tuple(map(_q, g.backward.names)),
+        input_draws=inputs,
+        grad_draws=grads,
+        strided=strided,
+    )
 
 
 def _q(text: str) -> str:
@@ -495,8 +549,20 @@ def _q(text: str) -> str:
     return f'"{text}"' if '"' not in text and "\\" not in text else repr(text)
 
 
-_OPS = {"<=": "le", ">=": "ge", "==": "eq", "!=": "ne", "<": "lt", ">": "gt", "%": "mod", "//": "div", "/": "over",
-        "*": "times", "+": "plus", "-": "minus"}  # fmt: skip
+_OPS = {
+    "<=": "le",
+    ">=": "ge",
+    "==": "eq",
+    "!=": "ne",
+    "<": "lt",
+    ">": "gt",
+    "%": "mod",
+    "//": "div",
+    "/": "over",
+    "*": "times",
+    "+": "plus",
+    "-": "minus",
+}
 
 
 def _slug(constraint: str) -> str:
@@ -603,9 +669,15 @@ def test_an_empty_call_gives_empty_results_without_a_kernel():
     results = _tuple(OPS.{name}_bwd(**{{n: given[n] for n in {_tuple(map(_q, g.backward.names))}}}))
     assert [tuple(r.shape) for r in results] == [{", ".join(rets)}]''')
     return _fill(
-        "general_test_errors.py.tmpl", name=name, primary=p, ops_import=ops_import, sizes=_sizes_src(sizes),
-        draws=draws, tests="".join(tests) + "\n", math_import="import math\n" if "math.inf" in "".join(tests) else "",
-    )  # fmt: skip
+        "general_test_errors.py.tmpl",
+        name=name,
+        primary=p,
+        ops_import=ops_import,
+        sizes=_sizes_src(sizes),
+        draws=draws,
+        tests="".join(tests) + "\n",
+        math_import="import math\n" if "math.inf" in "".join(tests) else "",
+    )
 
 
 def docs_text(name: str, how: str, sig: Signature, remains: str) -> str:
@@ -747,14 +819,21 @@ def suite_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None 
         )
         inputs.append({"name": a.name, "type": "attrs", "values": values})
     suite = {
-        "name": name, "api": f"tileport.{name}_fwd", "api_type": base.get("api_type", "function"),
-        "version": base.get("version", 2), "backward": True, "outputs": list(g.outputs),
+        "name": name,
+        "api": f"tileport.{name}_fwd",
+        "api_type": base.get("api_type", "function"),
+        "version": base.get("version", 2),
+        "backward": True,
+        "outputs": list(g.outputs),
         "grad_outputs": list(g.returns),
         "standard": base.get("standard", {"acc": "double_bm", "golden": "float64", "benchmark": "torch"}),
         "levels": base.get("levels", {"quick": {"cases": 48, "runs": 2, "limits": "L0"}}),
-        "dims": _dim_rules(sig, sizing), "max_length": 65536, "fixed": [sizing.tests[1]], "base": sizing.tests[0],
+        "dims": _dim_rules(sig, sizing),
+        "max_length": 65536,
+        "fixed": [sizing.tests[1]],
+        "base": sizing.tests[0],
         "inputs": inputs,
-    }  # fmt: skip
+    }
     shapes = ", ".join(f"{t.name} {t.shape}" for t in sig.inputs)
     said = (
         f"{name} case suite, by named dimensions, written by `tileport scaffold` with {base_op}'s standard and "

@@ -47,7 +47,10 @@ def parse_tensors(text: str, what: str, roles: tuple[str, ...]) -> tuple[s.Tenso
         optional = role.endswith("?")
         role = role.rstrip("?")
         if not name.isidentifier() or role not in roles:
-            raise SignatureError(f"--{what}: {item!r} is not NAME:ROLE with ROLE one of {', '.join(roles)} (a trailing ? marks an optional input)")
+            raise SignatureError(
+                f"--{what}: {item!r} is not NAME:ROLE with ROLE one of {', '.join(roles)} (a trailing ? marks an "
+                "optional input)"
+            )
         out.append(s.Tensor(name, role, optional=optional))
     if not out:
         raise SignatureError(f"--{what}: no tensors given")
@@ -103,10 +106,17 @@ def default_backward(inputs, attrs, outputs) -> tuple[s.Backward, tuple[s.Tensor
     stats = [t.name for t in outputs if t.role == s.PER_ROW]
     douts = [f"d{t.name}" for t in outputs if t.role == s.ROWS]
     vectors = [t for t in inputs if t.role == s.VECTOR]
-    grads = tuple(s.Tensor(f"d{t.name}", s.ROWS, dtype=None if i == 0 else t.name) for i, t in enumerate(inputs) if t.role == s.ROWS)
+    grads = tuple(
+        s.Tensor(f"d{t.name}", s.ROWS, dtype=None if i == 0 else t.name)
+        for i, t in enumerate(inputs)
+        if t.role == s.ROWS
+    )
     grads += tuple(s.Tensor(f"d{t.name}", s.REDUCED, optional=t.optional) for t in vectors)
     dims = [a.name for a in attrs if a.kind == s.DIM]
-    bwd = s.Backward((*rows, *stats, *douts, *(t.name for t in vectors)), tuple(a.name for a in attrs if a.name not in dims) + tuple(dims))
+    bwd = s.Backward(
+        (*rows, *stats, *douts, *(t.name for t in vectors)),
+        tuple(a.name for a in attrs if a.name not in dims) + tuple(dims),
+    )
     return bwd, grads
 
 
@@ -121,12 +131,14 @@ def from_spec(spec: s.OpSpec) -> Signature:
         bwd, grads = general_backward(spec.inputs, spec.attrs, spec.outputs)
     else:
         bwd, grads = default_backward(spec.inputs, spec.attrs, spec.outputs)
-    return Signature(spec.inputs, spec.attrs, spec.options, spec.outputs, bwd, grads, dict(spec.signatures),
-                     tuple(spec.where))
+    return Signature(
+        spec.inputs, spec.attrs, spec.options, spec.outputs, bwd, grads, dict(spec.signatures), tuple(spec.where)
+    )
 
 
-def build(like: s.OpSpec | None, inputs: str | None, attrs: str | None, outputs: str | None,
-          where: str | None = None) -> Signature:  # fmt: skip
+def build(
+    like: s.OpSpec | None, inputs: str | None, attrs: str | None, outputs: str | None, where: str | None = None
+) -> Signature:
     """``like``'s signature with the given parts replaced (without ``like``, the parts given: --inputs and
     --outputs are then required). Inputs by named dimensions (a ``[`` in ``--inputs``), or ``like`` a general
     operator with no row-wise inputs given: a general signature (``declared.build``)."""
@@ -149,7 +161,9 @@ def build(like: s.OpSpec | None, inputs: str | None, attrs: str | None, outputs:
     ats = parse_attrs(attrs) if attrs is not None else (base.attrs if base else ())
     outs = parse_tensors(outputs, "outputs", ROLES_OUT) if outputs is not None else base.outputs
     if ins[0].role != s.ROWS or ins[0].optional:
-        raise SignatureError(f"--inputs: the first input must be a required rows tensor (the primary), got {ins[0].name}:{ins[0].role}")
+        raise SignatureError(
+            f"--inputs: the first input must be a required rows tensor (the primary), got {ins[0].name}:{ins[0].role}"
+        )
     if outs[0].role != s.ROWS:
         raise SignatureError(f"--outputs: the first output must be a rows tensor, got {outs[0].name}:{outs[0].role}")
     names = [t.name for t in ins + outs] + [a.name for a in ats]

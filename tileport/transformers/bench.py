@@ -23,9 +23,7 @@ class ModelRow:
     provider: str
     tokens_per_s: float
     median_ms: float
-    tensor_peak_mb: (
-        float | None
-    )  # tensors allocated through the dispatcher (None: compiled code allocates outside it)
+    tensor_peak_mb: float | None  # tensors allocated through the dispatcher (None: compiled code allocates outside it)
     resident_peak_mb: float | None  # the process's resident rise over one step
 
 
@@ -64,23 +62,28 @@ def _forward_step(model, batch, compiled: bool):
     return step
 
 
-def run(config: str, *, batch: int = 2, seq: int = 256, dtype: torch.dtype = torch.bfloat16, budget_s: float = 20.0,
-        seed: int = 0, backend: str | None = None, progress=None) -> tuple[list[ModelRow], str]:  # fmt: skip
+def run(
+    config: str,
+    *,
+    batch: int = 2,
+    seq: int = 256,
+    dtype: torch.dtype = torch.bfloat16,
+    budget_s: float = 20.0,
+    seed: int = 0,
+    backend: str | None = None,
+    progress=None,
+) -> tuple[list[ModelRow], str]:
     """Rows for each step and provider, and the patch report's table. torch.compile may recompile per decorated
     forward: transformers' ``deprecate_kwarg`` wrapper is one code object over every forward it wraps, whose
     guards fail from one to the next, so dynamo's recompile limit is raised for the run (at its default of 8 the
     later forwards fall back to eager and the compiled provider is not what it says)."""
-    with torch._dynamo.config.patch(
-        recompile_limit=256, accumulated_recompile_limit=4096
-    ):
+    with torch._dynamo.config.patch(recompile_limit=256, accumulated_recompile_limit=4096):
         return _run(config, batch, seq, dtype, budget_s, seed, backend, progress)
 
 
 def _run(config, batch, seq, dtype, budget_s, seed, backend, progress):
     cfg = zoo.load(config, bench=True)
-    tokens = torch.randint(
-        1, cfg.vocab_size, (batch, seq), generator=torch.Generator().manual_seed(seed)
-    )
+    tokens = torch.randint(1, cfg.vocab_size, (batch, seq), generator=torch.Generator().manual_seed(seed))
     models = {p: _build(cfg, p, dtype, seed, backend) for p in PROVIDERS}
     try:
         return _timed(models, tokens, batch, seq, budget_s, progress)
@@ -94,35 +97,40 @@ def _timed(models, tokens, batch, seq, budget_s, progress):
     rows: list[ModelRow] = []
     for step_name, make in (("train", _train_step), ("forward", _forward_step)):
         if progress:
-            progress(
-                f"{step_name} step: {', '.join(PROVIDERS)} interleaved for {budget_s:.0f} s"
-            )
-        steps = {
-            p: make(
-                models[p][0].train(step_name == "train"), tokens, p == "torch.compile"
-            )
-            for p in PROVIDERS
-        }
+            progress(f"{step_name} step: {', '.join(PROVIDERS)} interleaved for {budget_s:.0f} s")
+        steps = {p: make(models[p][0].train(step_name == "train"), tokens, p == "torch.compile") for p in PROVIDERS}
         timings = interleave(steps, budget_s=budget_s, min_rounds=3, max_rounds=200)
         for p in PROVIDERS:
             tensor = None if p == "torch.compile" else peak_bytes(steps[p]) / 2**20
             resident = resident_peak_bytes(steps[p])
             median = timings[p].median_us / 1e3
-            rows.append(ModelRow(step_name, p, batch * seq / (median / 1e3), median, tensor,
-                                 None if resident is None else resident / 2**20))  # fmt: skip
+            rows.append(
+                ModelRow(
+                    step_name,
+                    p,
+                    batch * seq / (median / 1e3),
+                    median,
+                    tensor,
+                    None if resident is None else resident / 2**20,
+                )
+            )
     return rows, models["tileport"][1].table()
 
 
 def table(rows: list[ModelRow]) -> str:
     """Markdown: tokens/s and memory per step and provider, speed-up and memory against eager."""
     base = {r.step: r for r in rows if r.provider == "eager"}
-    lines = ["| step | provider | tokens/s | median ms | vs eager | tensor peak MB | resident rise MB |",
-             "|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "| step | provider | tokens/s | median ms | vs eager | tensor peak MB | resident rise MB |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
 
     def mb(v):
         return "n/a" if v is None else f"{v:.0f}"
 
     for r in rows:
-        lines.append(f"| {r.step} | {r.provider} | {r.tokens_per_s:.0f} | {r.median_ms:.1f} | "
-                     f"{r.tokens_per_s / base[r.step].tokens_per_s:.2f}x | {mb(r.tensor_peak_mb)} | {mb(r.resident_peak_mb)} |")  # fmt: skip
+        lines.append(
+            f"| {r.step} | {r.provider} | {r.tokens_per_s:.0f} | {r.median_ms:.1f} | "
+            f"{r.tokens_per_s / base[r.step].tokens_per_s:.2f}x | {mb(r.tensor_peak_mb)} | {mb(r.resident_peak_mb)} |"
+        )
     return "\n".join(lines)

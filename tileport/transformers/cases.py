@@ -13,8 +13,16 @@ from . import zoo
 from .patch import patch, unpatch
 
 
-def capture(config: str, out: Path, *, batch: int = 2, seq: int = 64, dtype: torch.dtype = torch.bfloat16,
-            bench: bool = False, seed: int = 0) -> list[Path]:  # fmt: skip
+def capture(
+    config: str,
+    out: Path,
+    *,
+    batch: int = 2,
+    seq: int = 64,
+    dtype: torch.dtype = torch.bfloat16,
+    bench: bool = False,
+    seed: int = 0,
+) -> list[Path]:
     """One training step (forward with labels, backward) of CONFIG's causal LM, patched, on ``batch x seq``
     random tokens in ``dtype``; each operator's calls written to ``out/<op>.yaml``. ``bench``: a zoo family at
     ``tileport bench --model``'s size. Returns the files written."""

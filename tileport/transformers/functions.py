@@ -18,11 +18,7 @@ def calls(fn: Callable, name: str) -> bool:
 def global_of(fn: Callable, name: str):
     """The global ``name`` as ``fn`` (or the function it wraps) sees it."""
     while fn is not None:
-        if (
-            getattr(fn, "__code__", None) is not None
-            and name in fn.__code__.co_names
-            and name in fn.__globals__
-        ):
+        if getattr(fn, "__code__", None) is not None and name in fn.__code__.co_names and name in fn.__globals__:
             return fn.__globals__[name]
         fn = getattr(fn, "__wrapped__", None)
     raise LookupError(name)

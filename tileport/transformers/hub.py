@@ -27,9 +27,7 @@ class RMSNorm(torch.nn.Module):
     has_backward = True
 
     def forward(self, hidden_states):
-        return ops.rms_norm(
-            hidden_states, self.weight, self.variance_epsilon, casting="llama"
-        )
+        return ops.rms_norm(hidden_states, self.weight, self.variance_epsilon, casting="llama")
 
 
 class RMSNormGated(torch.nn.Module):
@@ -67,6 +65,4 @@ LAYERS = (RMSNorm, RMSNormGated)
 
 def mapping(devices=("cpu", "cuda")) -> dict:
     """The kernel mapping for ``kernels.use_kernel_mapping``: each tileport layer for each device, every mode."""
-    return {
-        layer.__name__: dict.fromkeys(devices, Repository(layer)) for layer in LAYERS
-    }
+    return {layer.__name__: dict.fromkeys(devices, Repository(layer)) for layer in LAYERS}

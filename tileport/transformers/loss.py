@@ -21,9 +21,9 @@ _OUTPUT_FIELDS = ("cache", "past_key_values", "hidden_states", "attentions")
 
 def candidate(module: torch.nn.Module) -> str | None:
     """None for a causal LM this forward fits, else why not (or "not a causal LM")."""
-    if not isinstance(
-        getattr(module, "lm_head", None), torch.nn.Linear
-    ) or not isinstance(getattr(module, "model", None), torch.nn.Module):
+    if not isinstance(getattr(module, "lm_head", None), torch.nn.Linear) or not isinstance(
+        getattr(module, "model", None), torch.nn.Module
+    ):
         return "not a causal LM"
     params = inspect.signature(type(module).forward).parameters
     if "labels" not in params:
@@ -46,9 +46,7 @@ def forward_for(module: torch.nn.Module, mode: str, backend: str | None) -> Call
     given or gradients are off (inference and generation keep their logits)."""
     original = type(module).forward
     signature = inspect.signature(original)
-    var_kw = next(
-        (n for n, p in signature.parameters.items() if p.kind is p.VAR_KEYWORD), None
-    )
+    var_kw = next((n for n, p in signature.parameters.items() if p.kind is p.VAR_KEYWORD), None)
 
     def forward(self, *args, **kwargs):
         bound = signature.bind(self, *args, **kwargs)
@@ -70,19 +68,29 @@ def forward_for(module: torch.nn.Module, mode: str, backend: str | None) -> Call
         cap = _softcap(self.config)
         logits = None
         if mode == "fused_linear":
-            loss = ops.fused_linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), self.lm_head.weight, target,
-                                                  bias=self.lm_head.bias, ignore_index=IGNORE, reduction=reduction,
-                                                  softcap=cap, backend=backend)  # fmt: skip
+            loss = ops.fused_linear_cross_entropy(
+                hidden.reshape(-1, hidden.shape[-1]),
+                self.lm_head.weight,
+                target,
+                bias=self.lm_head.bias,
+                ignore_index=IGNORE,
+                reduction=reduction,
+                softcap=cap,
+                backend=backend,
+            )
         else:
             logits = self.lm_head(hidden)
             if cap is not None:
                 logits = torch.tanh(logits / cap) * cap
-            loss = ops.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target, ignore_index=IGNORE,
-                                     reduction=reduction, backend=backend)  # fmt: skip
-        if items is not None:
-            loss = loss / (
-                items.to(loss.device) if isinstance(items, torch.Tensor) else items
+            loss = ops.cross_entropy(
+                logits.float().reshape(-1, logits.shape[-1]),
+                target,
+                ignore_index=IGNORE,
+                reduction=reduction,
+                backend=backend,
             )
+        if items is not None:
+            loss = loss / (items.to(loss.device) if isinstance(items, torch.Tensor) else items)
         from transformers.modeling_outputs import CausalLMOutputWithPast
 
         fields = CausalLMOutputWithPast.__dataclass_fields__

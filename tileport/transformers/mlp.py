@@ -50,11 +50,7 @@ def candidate(module: torch.nn.Module) -> str | None:
 
 def _activation_module(module):
     return next(
-        (
-            getattr(module, n)
-            for n in ("act_fn", "activation_fn")
-            if callable(getattr(module, n, None))
-        ),
+        (getattr(module, n) for n in ("act_fn", "activation_fn") if callable(getattr(module, n, None))),
         None,
     )
 
@@ -93,9 +89,7 @@ def _compute(proj, form: MlpForm, x, backend):
     """The MLP with ``proj(name, x)`` for its projections (the module's own, or a probe's random weights)."""
     if form.fused:
         return proj("down_proj", _apply_fused(form, proj("gate_up_proj", x), backend))
-    return proj(
-        "down_proj", _apply(form, proj("gate_proj", x), proj("up_proj", x), backend)
-    )
+    return proj("down_proj", _apply(form, proj("gate_proj", x), proj("up_proj", x), backend))
 
 
 def identify(module: torch.nn.Module) -> MlpForm | str:
@@ -107,9 +101,7 @@ def identify(module: torch.nn.Module) -> MlpForm | str:
     form = MlpForm(fused=not _linear(module, "gate_proj"), activation=name)
     hidden = module.down_proj.out_features
     gen = probe._generator(3)
-    params = probe.random_params(
-        module, torch.float32, gen
-    )  # its own weights may be on the meta device
+    params = probe.random_params(module, torch.float32, gen)  # its own weights may be on the meta device
     x = torch.randn(3, hidden, generator=gen)
     was = module.training
     module.eval()
@@ -117,9 +109,7 @@ def identify(module: torch.nn.Module) -> MlpForm | str:
         want = probe.run_module(module, params, x)
         with torch.no_grad():
             got = _compute(
-                lambda n, v: F.linear(
-                    v, params[f"{n}.weight"], params.get(f"{n}.bias")
-                ),
+                lambda n, v: F.linear(v, params[f"{n}.weight"], params.get(f"{n}.bias")),
                 form,
                 x,
                 "torch",

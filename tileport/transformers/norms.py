@@ -47,19 +47,18 @@ def epsilon(module: torch.nn.Module) -> float | None:
 
 def _tensor_args(module: torch.nn.Module) -> int:
     """How many positional tensors the module's forward takes (1 plain, 2 gated)."""
-    params = [p for p in inspect.signature(module.forward).parameters.values()
-              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]  # fmt: skip
+    params = [
+        p
+        for p in inspect.signature(module.forward).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
     return len(params)
 
 
 def candidate(module: torch.nn.Module) -> str | None:
     """Why ``module`` is not an RMSNorm candidate, or None when it is one (to be probed)."""
     own = dict(module.named_parameters(recurse=False))
-    if (
-        set(own) != {"weight"}
-        or own["weight"].dim() != 1
-        or any(True for _ in module.children())
-    ):
+    if set(own) != {"weight"} or own["weight"].dim() != 1 or any(True for _ in module.children()):
         return "not a norm"
     if epsilon(module) is None:
         return f"no epsilon attribute ({', '.join(EPS_NAMES)})"
@@ -91,14 +90,10 @@ def identify(module: torch.nn.Module) -> NormForm | str:
                     backend="torch",
                     **kwargs,
                 )
-            return ops.rms_norm(
-                x32.to(dtype), w32.to(dtype), eps, backend="torch", **kwargs
-            )
+            return ops.rms_norm(x32.to(dtype), w32.to(dtype), eps, backend="torch", **kwargs)
 
     forms = _GATED if gated else _PLAIN
-    found = probe.pick(
-        module_out, {name: partial(form, kw) for name, kw in forms.items()}
-    )
+    found = probe.pick(module_out, {name: partial(form, kw) for name, kw in forms.items()})
     if found is None:
         kind = "gated RMSNorm (x, gate)" if gated else "RMSNorm"
         return f"computes no {kind} form tileport has on a probe"
@@ -113,22 +108,15 @@ def forward_for(module: torch.nn.Module, form: NormForm, backend: str | None):
     if form.operator == "gated_rms_norm":
 
         def forward(self, hidden_states, gate):
-            if (
-                hidden_states.dtype != self.weight.dtype
-                or gate.dtype != hidden_states.dtype
-            ):
+            if hidden_states.dtype != self.weight.dtype or gate.dtype != hidden_states.dtype:
                 return original(self, hidden_states, gate)
-            return ops.gated_rms_norm(
-                hidden_states, gate, self.weight, eps, backend=backend, **form.kwargs
-            )
+            return ops.gated_rms_norm(hidden_states, gate, self.weight, eps, backend=backend, **form.kwargs)
 
         return forward
 
     def forward(self, hidden_states):
         if hidden_states.dtype != self.weight.dtype:
             return original(self, hidden_states)
-        return ops.rms_norm(
-            hidden_states, self.weight, eps, backend=backend, **form.kwargs
-        )
+        return ops.rms_norm(hidden_states, self.weight, eps, backend=backend, **form.kwargs)
 
     return forward

@@ -19,9 +19,7 @@ from . import functions, loss, mlp, norms, rotary
 from .report import PatchReport, Site
 
 LOSSES = ("fused_linear", "cross_entropy", None)
-_UNDO: weakref.WeakKeyDictionary[torch.nn.Module, list[Callable[[], None]]] = (
-    weakref.WeakKeyDictionary()
-)
+_UNDO: weakref.WeakKeyDictionary[torch.nn.Module, list[Callable[[], None]]] = weakref.WeakKeyDictionary()
 
 
 def _bind(module: torch.nn.Module, fn: Callable) -> Callable[[], None]:
@@ -43,25 +41,29 @@ def _name(obj) -> str:
     return getattr(obj, "__qualname__", type(obj).__qualname__)
 
 
-def patch(model: torch.nn.Module, *, rms_norm: bool = True, rope: bool = True, mlp: bool = True,
-          loss: str | None = "fused_linear", backend: str | None = None, dry_run: bool = False) -> PatchReport:  # fmt: skip
+def patch(
+    model: torch.nn.Module,
+    *,
+    rms_norm: bool = True,
+    rope: bool = True,
+    mlp: bool = True,
+    loss: str | None = "fused_linear",
+    backend: str | None = None,
+    dry_run: bool = False,
+) -> PatchReport:
     """Replace the RMSNorms, the rotary function, the gated MLPs and the causal-LM loss of ``model`` by tileport's
     operators (each switch turns one kind off; ``loss`` "fused_linear", "cross_entropy" or None). Returns what was
     replaced and what was left and why; ``dry_run`` only reports. A model already patched is unpatched first."""
     if not isinstance(model, torch.nn.Module):
-        raise TypeError(
-            f"patch takes a torch.nn.Module (a transformers model), got {type(model).__name__}"
-        )
+        raise TypeError(f"patch takes a torch.nn.Module (a transformers model), got {type(model).__name__}")
     if loss not in LOSSES:
-        raise ValueError(
-            f"loss must be one of {', '.join(map(repr, LOSSES))}, got {loss!r}"
-        )
+        raise ValueError(f"loss must be one of {', '.join(map(repr, LOSSES))}, got {loss!r}")
     if model in _UNDO and not dry_run:
         unpatch(model)
     report, undo = PatchReport(), []
     want = {"rms_norm": rms_norm, "rope": rope, "mlp": mlp, "loss": loss is not None}
     for path, module in model.named_modules():
-        for kind, site in _sites(module, path, want, loss, backend):
+        for _kind, site in _sites(module, path, want, loss, backend):
             if isinstance(site, Site):
                 report.left.append(site)
                 continue
@@ -121,8 +123,15 @@ def _sites(module, path, want, loss_mode, backend):
     if want["loss"]:
         why = loss.candidate(module)
         if why is None:
-            yield "loss", (cls, "fused_linear_cross_entropy" if loss_mode == "fused_linear" else "cross_entropy",
-                           "labels shifted, ignore_index -100", lambda: _bind(module, loss.forward_for(module, loss_mode, backend)))  # fmt: skip
+            yield (
+                "loss",
+                (
+                    cls,
+                    "fused_linear_cross_entropy" if loss_mode == "fused_linear" else "cross_entropy",
+                    "labels shifted, ignore_index -100",
+                    lambda: _bind(module, loss.forward_for(module, loss_mode, backend)),
+                ),
+            )
         elif why != "not a causal LM":
             yield "loss", Site(path, cls, "loss", why)
 
@@ -130,10 +139,7 @@ def _sites(module, path, want, loss_mode, backend):
 def _home(forward) -> str:
     """The module whose global ``apply_rotary_pos_emb`` the forward (or the function it wraps) reads."""
     while forward is not None:
-        if (
-            rotary.NAME
-            in getattr(forward, "__code__", types.SimpleNamespace(co_names=())).co_names
-        ):
+        if rotary.NAME in getattr(forward, "__code__", types.SimpleNamespace(co_names=())).co_names:
             return forward.__globals__["__name__"]
         forward = getattr(forward, "__wrapped__", None)
     raise LookupError(rotary.NAME)

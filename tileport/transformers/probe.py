@@ -17,14 +17,9 @@ def _generator(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def random_params(
-    module: torch.nn.Module, dtype: torch.dtype, gen: torch.Generator
-) -> dict[str, torch.Tensor]:
+def random_params(module: torch.nn.Module, dtype: torch.dtype, gen: torch.Generator) -> dict[str, torch.Tensor]:
     """Every parameter of ``module`` (recursively) replaced by a seeded random tensor of its shape in ``dtype``."""
-    return {
-        n: (torch.randn(p.shape, generator=gen) * 0.5).to(dtype)
-        for n, p in module.named_parameters()
-    }
+    return {n: (torch.randn(p.shape, generator=gen) * 0.5).to(dtype) for n, p in module.named_parameters()}
 
 
 def run_module(module: torch.nn.Module, params: dict, *args) -> torch.Tensor | None:
@@ -55,13 +50,9 @@ def pick(
     """The name of the form that agrees with the module: close in fp32 and, among those, bit for bit in bf16 where
     one is (the casting); None where none agrees."""
     ref32 = module_out(torch.float32)
-    close = [
-        name for name, f in forms.items() if same(ref32, f(torch.float32), exact=False)
-    ]
+    close = [name for name, f in forms.items() if same(ref32, f(torch.float32), exact=False)]
     if len(close) <= 1:
         return close[0] if close else None
     ref16 = module_out(torch.bfloat16)
-    exact = [
-        name for name in close if same(ref16, forms[name](torch.bfloat16), exact=True)
-    ]
+    exact = [name for name in close if same(ref16, forms[name](torch.bfloat16), exact=True)]
     return (exact or close)[0]

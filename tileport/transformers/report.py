@@ -38,16 +38,10 @@ class PatchReport:
         for s in self.replaced:
             key = (s.operator, s.found, s.detail)
             groups[key] = groups.get(key, 0) + 1
-        lines += [
-            f"  {op:<28} {n:>3} x {found} ({detail})"
-            for (op, found, detail), n in groups.items()
-        ]
+        lines += [f"  {op:<28} {n:>3} x {found} ({detail})" for (op, found, detail), n in groups.items()]
         if self.left:
             lines.append("left as they were:")
-            lines += [
-                f"  {s.path or '(model)'}: {s.found} [{s.operator}]: {s.detail}"
-                for s in self.left
-            ]
+            lines += [f"  {s.path or '(model)'}: {s.found} [{s.operator}]: {s.detail}" for s in self.left]
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -24,12 +24,8 @@ from . import probe
 
 NAME = "apply_rotary_pos_emb"
 _OFF = object()
-_ACTIVE: contextvars.ContextVar = contextvars.ContextVar(
-    "tileport_rotary", default=_OFF
-)
-_INSTALLED: dict[
-    str, list
-] = {}  # module name -> [the original global, patched modules counted]
+_ACTIVE: contextvars.ContextVar = contextvars.ContextVar("tileport_rotary", default=_OFF)
+_INSTALLED: dict[str, list] = {}  # module name -> [the original global, patched modules counted]
 
 
 def _dispatcher(original: Callable) -> Callable:
@@ -44,12 +40,8 @@ def _dispatcher(original: Callable) -> Callable:
         backend = _ACTIVE.get()
         if backend is _OFF:
             return original(q, k, cos, sin, *args, **kwargs)
-        unsqueeze_dim = kwargs.get(
-            "unsqueeze_dim", args[at] if at is not None and len(args) > at else 1
-        )
-        return ops.apply_rotary_pos_emb(
-            q, k, cos, sin, unsqueeze_dim=unsqueeze_dim, backend=backend
-        )
+        unsqueeze_dim = kwargs.get("unsqueeze_dim", args[at] if at is not None and len(args) > at else 1)
+        return ops.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim, backend=backend)
 
     apply_rotary_pos_emb.__tileport_original__ = original
     return apply_rotary_pos_emb
@@ -72,9 +64,7 @@ def install(module_name: str, owner: torch.nn.Module) -> Callable[[], None]:
             setattr(home, NAME, entry[0])
             del _INSTALLED[module_name]
 
-    return weakref.finalize(
-        owner, release
-    )  # called by unpatch, or when the module is collected
+    return weakref.finalize(owner, release)  # called by unpatch, or when the module is collected
 
 
 def routed_forward(cls_forward: Callable, backend: str | None) -> Callable:
@@ -122,9 +112,7 @@ def identify(fn: Callable) -> str | None:
         with torch.no_grad():
             got = ops.apply_rotary_pos_emb(q, k, cos, sin, backend="torch")
         if not (
-            isinstance(want, tuple)
-            and len(want) == 2
-            and all(probe.same(w, g, exact=False) for w, g in zip(want, got))
+            isinstance(want, tuple) and len(want) == 2 and all(probe.same(w, g, exact=False) for w, g in zip(want, got))
         ):
             return f"its output differs from the GPT-NeoX rotary (rotary dim {rotary} of 16)"
     return None

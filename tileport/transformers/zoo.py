@@ -28,23 +28,34 @@ def config(
     import transformers
 
     if family not in FAMILIES:
-        raise ValueError(
-            f"unknown model family {family!r}; known: {', '.join(FAMILIES)}"
-        )
+        raise ValueError(f"unknown model family {family!r}; known: {', '.join(FAMILIES)}")
     heads = max(2, hidden // 16)
-    common = {"vocab_size": vocab, "hidden_size": hidden, "intermediate_size": intermediate or hidden * 3 // 2,
-                  "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": 2, "head_dim": 16,
-                  "max_position_embeddings": 256, "tie_word_embeddings": False}  # fmt: skip
+    common = {
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "intermediate_size": intermediate or hidden * 3 // 2,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "max_position_embeddings": 256,
+        "tie_word_embeddings": False,
+    }
     extra = {
         "gemma2": {"final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0, "attn_implementation": "eager"},
         "phi3": {"partial_rotary_factor": 0.5, "pad_token_id": 0},
-        "qwen3_next": {"layer_types": ["linear_attention", "full_attention"] * (layers // 2) + ["linear_attention"] * (layers % 2),
-                           "linear_num_value_heads": 2, "linear_num_key_heads": 2, "linear_key_head_dim": 16,
-                           "linear_value_head_dim": 16, "num_experts": 0, "decoder_sparse_step": 1, "partial_rotary_factor": 0.5},
-    }.get(family, {})  # fmt: skip
-    name = {"qwen3_next": "Qwen3Next", "phi3": "Phi3", "gemma2": "Gemma2"}.get(
-        family, family.capitalize()
-    )
+        "qwen3_next": {
+            "layer_types": ["linear_attention", "full_attention"] * (layers // 2) + ["linear_attention"] * (layers % 2),
+            "linear_num_value_heads": 2,
+            "linear_num_key_heads": 2,
+            "linear_key_head_dim": 16,
+            "linear_value_head_dim": 16,
+            "num_experts": 0,
+            "decoder_sparse_step": 1,
+            "partial_rotary_factor": 0.5,
+        },
+    }.get(family, {})
+    name = {"qwen3_next": "Qwen3Next", "phi3": "Phi3", "gemma2": "Gemma2"}.get(family, family.capitalize())
     cls = getattr(transformers, f"{name}Config")
     return cls(**common, **extra)
 
@@ -72,11 +83,7 @@ def load(name: str, *, bench: bool = False):
 
     path = Path(name)
     if name in FAMILIES:
-        return (
-            config(name, vocab=BENCH_VOCAB.get(name, 32000), **BENCH)
-            if bench
-            else config(name)
-        )
+        return config(name, vocab=BENCH_VOCAB.get(name, 32000), **BENCH) if bench else config(name)
     if path.is_dir():
         path = path / "config.json"
     if path.is_file():

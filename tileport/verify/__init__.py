@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from pathlib import Path
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
+from pathlib import Path
 
 import torch
 
-from .. import available_backends, devices
+from .. import available_backends, devices, external
+from ..bench import originals
 from ..bench.environment import machine, versions
 from ..cases import generate, load_suite, spec_of
 from ..ops.spec import StudyResult
@@ -25,11 +26,9 @@ from ..ops.spec import get as spec_of_name
 from ..precision import COUNTS, MIN_ELEMENTS, STANDARD_VERSION, Aggregate, CaseResult, aggregate
 from ..precision.standard import RETEST_MIN_SEEDS, RETEST_SEEDS
 from . import competitor, journal
-from .. import external
-from ..bench import originals
 from .accuracy import PairStat, Reduced, Task, dtype_name, merge
-from .pool import jobs_for, run_task
 from .performance import performance, performance_groups
+from .pool import jobs_for, run_task
 
 QUICK_RETEST_SEEDS = 30  # the standard's 1000 new seeds apply from L0 up; the quick level says it used fewer
 
@@ -91,7 +90,9 @@ def serving_backends(
     status = [dict(name=b.name, available=b.available, reason=b.reason, devices=list(b.device_kinds)) for b in infos]
     interpreted = {b.name for b in infos if b.interpreted}
     kind = devices.kind(device)
-    kernels = spec_of_name(op).kernel_op  # the operator whose kernel modules serve op (op's own, or the one it composes)
+    kernels = spec_of_name(
+        op
+    ).kernel_op  # the operator whose kernel modules serve op (op's own, or the one it composes)
     usable = [b.name for b in infos if b.available and kernels in b.ops and kind in b.device_kinds]
     if wanted:
         unknown = [w for w in wanted if w not in {b.name for b in infos}]
@@ -136,14 +137,25 @@ def _reference_backends(suite, backends: list[str] | None, impls, device: str) -
     status = [dict(name=SELF, available=True, reason=f"the reference {suite.reference} on {device}", devices=[device])]
     unknown = [b for b in backends or () if b != SELF]
     if unknown:
-        raise ValueError(f"backend {unknown[0]!r} does not serve {suite.name} (a reference function): use --impl, or --backend {SELF}")
+        raise ValueError(
+            f"backend {unknown[0]!r} does not serve {suite.name} (a reference function): use --impl, or --backend "
+            f"{SELF}"
+        )
     return ([SELF] if backends or not impls else []), status
 
 
 def prepare(
-    op: str, level: str = "L0", backends: list[str] | None = None, dtypes=None, seed: int = 0, device: str = "cpu",
-    cases_file: str | None = None, impls: list[str] | None = None, impl_args: list[str] | None = None, suite=None,
-) -> Plan:  # fmt: skip
+    op: str,
+    level: str = "L0",
+    backends: list[str] | None = None,
+    dtypes=None,
+    seed: int = 0,
+    device: str = "cpu",
+    cases_file: str | None = None,
+    impls: list[str] | None = None,
+    impl_args: list[str] | None = None,
+    suite=None,
+) -> Plan:
     """Check the request (operator, level, backends, dtypes, device) and expand the cases; bad input raises
     ValueError naming it, before any work starts. ``cases_file``: a suite YAML (tileport's or the test kit's
     own design format) instead of the operator's shipped suite. ``impls``: external implementations
@@ -165,12 +177,32 @@ def prepare(
         names, status, interpreted = serving_backends(op, backends, benchmark, device)
     bound = [external.resolve(spec, target, impl_args) for target in impls or ()]  # resolved once, here
     names += [b.provider for b in bound]
-    status += [dict(name=b.provider, available=True, reason=f"external: {b.signature} from {b.file} ({b.version})", devices=[device])
-               for b in bound]  # fmt: skip
+    status += [
+        dict(
+            name=b.provider,
+            available=True,
+            reason=f"external: {b.signature} from {b.file} ({b.version})",
+            devices=[device],
+        )
+        for b in bound
+    ]
     cases = generate(suite, level, dtypes, seed)
     overrides = external.parse_args(impl_args)
-    return Plan(op, level, seed, suite, benchmark, names, status, interpreted, cases, device, originals.probe(spec, device),
-                {t: overrides for t in impls or ()}, [b.describe() for b in bound])  # fmt: skip
+    return Plan(
+        op,
+        level,
+        seed,
+        suite,
+        benchmark,
+        names,
+        status,
+        interpreted,
+        cases,
+        device,
+        originals.probe(spec, device),
+        {t: overrides for t in impls or ()},
+        [b.describe() for b in bound],
+    )
 
 
 def verify(
@@ -192,10 +224,15 @@ def verify(
 
 
 def run(
-    plan: Plan, retest_seeds: int | None = None, with_perf: bool = True, progress: Callable[..., None] | None = None,
-    jobs: int = 1, journal_dir: str | os.PathLike | None = None, ray_address: str | None = None,
+    plan: Plan,
+    retest_seeds: int | None = None,
+    with_perf: bool = True,
+    progress: Callable[..., None] | None = None,
+    jobs: int = 1,
+    journal_dir: str | os.PathLike | None = None,
+    ray_address: str | None = None,
     benchmark_run: list[str] | None = None,
-) -> Report:  # fmt: skip
+) -> Report:
     """Run the acceptance tasks; ``progress(description, total, advance)`` is told of each step (advance 1)
     and of long work inside one (advance 0), with the count of steps. ``jobs``: worker processes for the
     accuracy task's cases (``pool.run_task``; 1 runs them here); the timings always run here, alone.
@@ -204,7 +241,15 @@ def run(
     as Ray tasks instead (``cluster.run_task``; ``"local"`` for an instance on this machine). ``benchmark_run``:
     ``RUN[:PROVIDER]`` and its ``--retest-for`` runs, another machine's run as the benchmark (``competitor``)."""
     t0 = time.perf_counter()
-    op, level, seed, suite, cases, names, interpreted = plan.op, plan.level, plan.seed, plan.suite, plan.cases, plan.names, plan.interpreted
+    op, level, seed, suite, cases, names, interpreted = (
+        plan.op,
+        plan.level,
+        plan.seed,
+        plan.suite,
+        plan.cases,
+        plan.names,
+        plan.interpreted,
+    )
     lv = suite.level(level)
     # an interpreted backend (Triton on the CPU) runs the quick level's workload: its cases open every level's list
     quick = suite.levels.get("quick")
@@ -221,13 +266,30 @@ def run(
     if quick is not None:
         per_dtype = -(-quick.cases // len(suite.primary.dtypes))
         # a conforming level keeps the small-sample fuse for the reduced backends too: they retest over its minimum
-        cut = Reduced(per_dtype, min(lv.runs, quick.runs), min(retest_seeds, RETEST_MIN_SEEDS if lv.conforming else QUICK_RETEST_SEEDS))
+        cut = Reduced(
+            per_dtype,
+            min(lv.runs, quick.runs),
+            min(retest_seeds, RETEST_MIN_SEEDS if lv.conforming else QUICK_RETEST_SEEDS),
+        )
         reduced = {n: cut for n in interpreted if n in names}
     running = tuple(o.name for o in plan.originals if o.runs)
-    originals_cut = cut if quick is not None and plan.device == "cpu" else None  # under the interpreter: the quick workload
-    task = Task(suite, tuple(names), lv.limits, lv.runs, retest_seeds, reduced, plan.device, RETEST_MIN_SEEDS if lv.conforming else 0,
-                running, originals_cut, tuple((t, tuple(sorted(a.items()))) for t, a in plan.impls.items()),
-                (level, *benchmark_run) if benchmark_run else ())  # fmt: skip
+    originals_cut = (
+        cut if quick is not None and plan.device == "cpu" else None
+    )  # under the interpreter: the quick workload
+    task = Task(
+        suite,
+        tuple(names),
+        lv.limits,
+        lv.runs,
+        retest_seeds,
+        reduced,
+        plan.device,
+        RETEST_MIN_SEEDS if lv.conforming else 0,
+        running,
+        originals_cut,
+        tuple((t, tuple(sorted(a.items()))) for t, a in plan.impls.items()),
+        (level, *benchmark_run) if benchmark_run else (),
+    )
     rival = competitor.load(list(benchmark_run), op, level) if benchmark_run else None  # checked here, before any case
     done = journal.read(Path(journal_dir)) if journal_dir is not None else {}
     todo = [c for c in cases if c.index not in done]
@@ -250,12 +312,19 @@ def run(
             writer.close()
     results, pairs, skipped = merge([*done.values(), *fresh])
     if untimed:
-        skipped["performance and memory"] = (0, "not measured for a reference function yet (verify times tileport's operators)")
+        skipped["performance and memory"] = (
+            0,
+            "not measured for a reference function yet (verify times tileport's operators)",
+        )
     studies = [study(dtypes, seed) for study in spec.studies] if plan.device == "cpu" else []
     tested = [n for n in names if n not in interpreted]
     impls = tuple(external.resolve(spec, t, a) for t, a in plan.impls.items())
     unmeasured: dict[str, str] = {}
-    perf = performance(op, perf_groups, tested, progress=step, device=plan.device, impls=impls, failed=unmeasured) if with_perf else []
+    perf = (
+        performance(op, perf_groups, tested, progress=step, device=plan.device, impls=impls, failed=unmeasured)
+        if with_perf
+        else []
+    )
     for provider, why in unmeasured.items():
         skipped[f"performance of {provider}"] = (0, f"its call raised, so it was not timed: {why}")
     aggs = aggregate(results)
@@ -266,12 +335,20 @@ def run(
     counts = {
         "conforming": lv.conforming,
         "beyond_scale": len(cases) - len(scale),
-        "required": {"cases": need.cases, "cases_per_dtype": need.cases_per_dtype, "runs_per_case": need.runs_per_case,
-                     "elements": MIN_ELEMENTS},
+        "required": {
+            "cases": need.cases,
+            "cases_per_dtype": need.cases_per_dtype,
+            "runs_per_case": need.runs_per_case,
+            "elements": MIN_ELEMENTS,
+        },
         "actual": {"cases": len(scale), "cases_per_dtype": per_dtype, "runs_per_case": lv.runs, "elements": elements},
-        "met": {"cases": len(scale) >= need.cases, "cases_per_dtype": min(per_dtype.values()) >= need.cases_per_dtype,
-                "runs_per_case": lv.runs >= need.runs_per_case, "elements": elements >= MIN_ELEMENTS},
-    }  # fmt: skip
+        "met": {
+            "cases": len(scale) >= need.cases,
+            "cases_per_dtype": min(per_dtype.values()) >= need.cases_per_dtype,
+            "runs_per_case": lv.runs >= need.runs_per_case,
+            "elements": elements >= MIN_ELEMENTS,
+        },
+    }
     if rival is not None:
         bench_label = rival.label
     elif spec.reference:
@@ -282,7 +359,25 @@ def run(
     for info in plan.impl_info:  # the implementation under test: what, where, which version
         env[f"impl {info['target']}"] = f"{info['signature']}; {info['file']}; {info['version']}"
     return Report(
-        op, level, lv.limits, seed, env, plan.status, len(cases), elements, lv.runs, retest_seeds,
-        results, aggs, pairs, studies, perf, time.perf_counter() - t0, counts, skipped, plan.device, placement,
+        op,
+        level,
+        lv.limits,
+        seed,
+        env,
+        plan.status,
+        len(cases),
+        elements,
+        lv.runs,
+        retest_seeds,
+        results,
+        aggs,
+        pairs,
+        studies,
+        perf,
+        time.perf_counter() - t0,
+        counts,
+        skipped,
+        plan.device,
+        placement,
         [dataclasses.asdict(o) for o in plan.originals],
-    )  # fmt: skip
+    )

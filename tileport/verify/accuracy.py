@@ -2,10 +2,12 @@
 
 Per case the golden (float64 torch reference) and the benchmark (same-dtype torch composite) run once, then
 each backend under test; every output is judged, a failure is retested with new seeds (the standard's
-rule; the seeds run lazily and stop once the outcome is decided, ``precision.retest.retest_stream``), the backend is rerun ``runs - 1`` times and must reproduce its outputs bit for bit, and the
+rule; the seeds run lazily and stop once the outcome is decided, ``precision.retest.retest_stream``), the backend is
+rerun ``runs - 1`` times and must reproduce its outputs bit for bit, and the
 backends are compared with each other.
 
-Retests of an operator whose inputs and outputs are all rows (its spec is ``stackable``) are batched: the new seeds' inputs are stacked
+Retests of an operator whose inputs and outputs are all rows (its spec is ``stackable``) are batched: the new seeds'
+inputs are stacked
 along a new leading dimension, run in one call per chunk, and each seed is measured over its own slice. The
 kernel computes every row alike however many rows there are; torch's benchmark may order a lone long row's
 sum differently from one row among many, which is as valid a same-precision benchmark. Most first-seed
@@ -15,22 +17,22 @@ one call at a time would take tens of minutes per level.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator
 
 import numpy as np
 import torch
 
 from .. import devices, external
-from . import competitor
 from ..backends import outputs
-from ..bench import originals
 from ..backends.registry import BackendUnavailableError
+from ..bench import originals
 from ..cases import Case, Suite, golden_inputs, make_inputs, spec_of
 from ..dtypes import name as dtype_name
-from ..precision.standard import RETEST_MIN_SEEDS
 from ..precision import CaseResult, Metrics, Verdict, compare, compare_equal, dual_measure_batch, judge
 from ..precision.retest import RetestResult, far_above, retest_stream, retest_verdicts
+from ..precision.standard import RETEST_MIN_SEEDS
+from . import competitor
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 RETEST_CHUNK_ELEMENTS = 1 << 22  # elements of x per batched retest call (the float64 golden is 8 bytes each)
@@ -91,8 +93,10 @@ class Reduced:
         return case.rank >= self.cases_per_dtype or case.elements > self.max_elements
 
     def describe(self) -> str:
-        return (f"interpreted: the first {self.cases_per_dtype} cases per dtype (the quick level's) of at most "
-                f"{self.max_elements} elements, {self.runs} runs each, {self.retest_seeds} retest seeds")  # fmt: skip
+        return (
+            f"interpreted: the first {self.cases_per_dtype} cases per dtype (the quick level's) of at most "
+            f"{self.max_elements} elements, {self.runs} runs each, {self.retest_seeds} retest seeds"
+        )
 
 
 def available_bytes() -> int | None:
@@ -135,8 +139,10 @@ class Judge:
     rival: competitor.BenchmarkRun | None = None  # another machine's run, the benchmark in place of the composite
 
     @classmethod
-    def for_task(cls, task: "Task") -> "Judge":
-        rival = competitor.load(list(task.competitor[1:]), task.suite.name, task.competitor[0]) if task.competitor else None
+    def for_task(cls, task: Task) -> Judge:
+        rival = (
+            competitor.load(list(task.competitor[1:]), task.suite.name, task.competitor[0]) if task.competitor else None
+        )
         return cls(task.suite, task.limits, task.device, {t: dict(a) for t, a in task.impls}, rival)
 
     def impl(self, provider: str) -> external.Impl:
@@ -195,11 +201,21 @@ class Judge:
         dtype = self.spec.precision_dtype(name, case.dtype)
         if self.rival is not None:
             p = self.rival.provider
-            side = self.rival.sides.get((case.index, p, name)) if seed is None else self.rival.retests.get((case.index, p, name, seed))
+            side = (
+                self.rival.sides.get((case.index, p, name))
+                if seed is None
+                else self.rival.retests.get((case.index, p, name, seed))
+            )
             if side is None:
                 none = Metrics(0.0, 0.0, 0.0, 0, 0, 0)
-                return Verdict(self.limits, none, none, {"mare": 0.0, "mere": 0.0, "rmse": 0.0, "small": 0.0},
-                               [f"not in the benchmark run {self.rival.folders[0]} ({p} has no {name} for this case): not judged"], self.acc)  # fmt: skip
+                return Verdict(
+                    self.limits,
+                    none,
+                    none,
+                    {"mare": 0.0, "mere": 0.0, "rmse": 0.0, "small": 0.0},
+                    [f"not in the benchmark run {self.rival.folders[0]} ({p} has no {name} for this case): not judged"],
+                    self.acc,
+                )
             return competitor.verdict(under[name], gold[name], side, self.limits, self.acc, dtype, self.max_atol)
         return compare(under[name], gold[name], bm[name], self.limits, dtype, self.acc, self.max_atol)
 
@@ -217,11 +233,15 @@ class Judge:
             verdicts.append(self.verdict(name, case, under, None, gold, seed=s))
         return retest_verdicts(verdicts, min_seeds=min_seeds)
 
-    def new_seed_verdicts(self, case: Case, name: str, backend: str, seeds: int, batched: bool | None = None) -> list[Verdict]:
+    def new_seed_verdicts(
+        self, case: Case, name: str, backend: str, seeds: int, batched: bool | None = None
+    ) -> list[Verdict]:
         """Verdicts of ``name`` over seeds case.seed + 1 ... + seeds (``seed_verdicts``, all of them)."""
         return list(self.seed_verdicts(case, name, backend, seeds, batched))
 
-    def seed_verdicts(self, case: Case, name: str, backend: str, seeds: int, batched: bool | None = None) -> Iterator[Verdict]:
+    def seed_verdicts(
+        self, case: Case, name: str, backend: str, seeds: int, batched: bool | None = None
+    ) -> Iterator[Verdict]:
         """Verdicts of ``name`` over seeds case.seed + 1 ... + seeds, lazily: a seed runs when its verdict is
         asked for (a retest that stops early runs no more). ``batched`` (default: when the spec's cases
         stack) runs chunks of seeds as one call each, every seed judged over its own slice."""
@@ -229,33 +249,52 @@ class Judge:
         backward = name not in {t.name for t in self.spec.outputs}  # a forward output is retested without the backward
         if not (self.spec.stackable if batched is None else batched):
             for s in new:
-                yield self.verdict(name, case, *self.run_all(make_inputs(self.suite, replace(case, seed=s)), backend, backward))
+                yield self.verdict(
+                    name, case, *self.run_all(make_inputs(self.suite, replace(case, seed=s)), backend, backward)
+                )
             return
         if not self.spec.stackable:
             raise ValueError(f"{self.spec.name}: cases do not stack (an input or output is not per row)")
         dtype = self.spec.precision_dtype(name, case.dtype)
 
         def batch(many: list[dict]) -> list[Verdict]:
-            stacked = {k: torch.stack([m[k] for m in many]) if isinstance(v, torch.Tensor) else v for k, v in many[0].items()}
+            stacked = {
+                k: torch.stack([m[k] for m in many]) if isinstance(v, torch.Tensor) else v for k, v in many[0].items()
+            }
             try:
                 under, bm, gold = (o[name].reshape(len(many), -1) for o in self.run_all(stacked, backend, backward))
             except BackendUnavailableError:  # too large for this backend (an interpreter's limit): halve the stack
                 if len(many) == 1:
                     raise
                 return batch(many[: len(many) // 2]) + batch(many[len(many) // 2 :])
-            return [judge(a, b, self.limits, self.acc, dtype, self.max_atol) for a, b in zip(*dual_measure_batch(under, bm, gold, dtype))]
+            return [
+                judge(a, b, self.limits, self.acc, dtype, self.max_atol)
+                for a, b in zip(*dual_measure_batch(under, bm, gold, dtype))
+            ]
 
         chunk = max(1, RETEST_CHUNK_ELEMENTS // max(case.elements, 1))
         for i in range(0, len(new), chunk):
             yield from batch([make_inputs(self.suite, replace(case, seed=s)) for s in new[i : i + chunk]])
 
 
-def _finding(suite: Suite, case: Case, backend: str, output: str, failures: list[str], limits: str, acc: str) -> CaseResult:
+def _finding(
+    suite: Suite, case: Case, backend: str, output: str, failures: list[str], limits: str, acc: str
+) -> CaseResult:
     """A result with no metrics: a check that is only its findings (a rejection, a case that did not run)."""
     none = Metrics(0.0, 0.0, 0.0, 0, 0, 0)
     verdict = Verdict(limits, none, none, {"mare": 0.0, "mere": 0.0, "rmse": 0.0, "small": 0.0}, failures, acc)
-    return CaseResult(suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range,
-                      case_attrs(case), output, verdict, shapes=case.shapes)  # fmt: skip
+    return CaseResult(
+        suite.name,
+        backend,
+        case.index,
+        dtype_name(case.dtype),
+        case.shape,
+        case.value_range,
+        case_attrs(case),
+        output,
+        verdict,
+        shapes=case.shapes,
+    )
 
 
 def raised(exc: BaseException) -> str:
@@ -266,16 +305,18 @@ def raised(exc: BaseException) -> str:
     return f"did not run: raised {type(exc).__name__}: {exc}"
 
 
-def not_run(task: "Task", case: Case, why: str) -> CaseOutcome:
+def not_run(task: Task, case: Case, why: str) -> CaseOutcome:
     """A case that could not be run (it raised, or its worker kept dying): one failed check per backend, so the
     run reports it and can never pass by leaving it out."""
     return _failed_everywhere(task, case, f"did not run: {why}")
 
 
-def _failed_everywhere(task: "Task", case: Case, failure: str) -> CaseOutcome:
+def _failed_everywhere(task: Task, case: Case, failure: str) -> CaseOutcome:
     """One failed "run" check per backend of the task, each saying ``failure``."""
     acc = task.suite.standard.get("acc", "double_bm")
-    return CaseOutcome(case.index, [_finding(task.suite, case, b, "run", [failure], task.limits, acc) for b in task.backends])
+    return CaseOutcome(
+        case.index, [_finding(task.suite, case, b, "run", [failure], task.limits, acc) for b in task.backends]
+    )
 
 
 def _rejection(j: Judge, suite: Suite, case: Case, inputs: dict, backend: str) -> CaseResult:
@@ -350,8 +391,19 @@ class CaseOutcome:
     retests: dict = field(default_factory=dict)  # (provider, output, seed) -> competitor.Side (--retest-for)
 
 
-def _judged(task: Task, j: Judge, case: Case, backend: str, cut, inputs: dict, under: dict, bm: dict, gold: dict, progress,
-            out: CaseOutcome) -> list[CaseResult]:  # fmt: skip
+def _judged(
+    task: Task,
+    j: Judge,
+    case: Case,
+    backend: str,
+    cut,
+    inputs: dict,
+    under: dict,
+    bm: dict,
+    gold: dict,
+    progress,
+    out: CaseOutcome,
+) -> list[CaseResult]:
     """One backend's results of a case: each output judged against the golden and the benchmark, retested where
     it fails, and its repeated runs compared bit for bit."""
     suite = task.suite
@@ -361,9 +413,14 @@ def _judged(task: Task, j: Judge, case: Case, backend: str, cut, inputs: dict, u
     for name in under:
         exact = j.exact(name, under)
         if not exact:  # what a run on another machine needs of this output as its benchmark
-            out.sides[(backend, name)] = competitor.Side.of(under[name], gold[name], j.spec.precision_dtype(name, case.dtype))
+            out.sides[(backend, name)] = competitor.Side.of(
+                under[name], gold[name], j.spec.precision_dtype(name, case.dtype)
+            )
         if j.rival is not None and not exact and name not in j.rival.outputs:  # the competitor never gives it
-            out.skipped.setdefault(f"{backend} {name}", [0, f"no benchmark: {j.rival.provider} gives no {name} in run {j.rival.folders[0]}"])[0] += 1
+            out.skipped.setdefault(
+                f"{backend} {name}",
+                [0, f"no benchmark: {j.rival.provider} gives no {name} in run {j.rival.folders[0]}"],
+            )[0] += 1
             continue
         v = j.verdict(name, case, under, bm, gold)
         missing = j.rival is not None and (case.index, j.rival.provider, name) not in j.rival.sides and not exact
@@ -371,38 +428,58 @@ def _judged(task: Task, j: Judge, case: Case, backend: str, cut, inputs: dict, u
         # the dual benchmark's rule; a wrong index is wrong
         if not v.passed and j.acc == "double_bm" and not exact and not missing:
             if progress:
-                progress(f"{case.describe()}: retest {name} on {backend} over {task.seeds(backend)} new seeds", advance=0)
+                progress(
+                    f"{case.describe()}: retest {name} on {backend} over {task.seeds(backend)} new seeds", advance=0
+                )
             seeds = task.seeds(backend)
             far = not task.conforming and bool(far_above(v))  # quick: a miss by orders of magnitude needs few seeds
             if j.rival is not None:
                 redo = j.rival_retest(case, name, backend, seeds, task.min_seeds)
             else:
-                redo = retest_stream(j.seed_verdicts(case, name, backend, seeds), seeds, min_seeds=task.min_seeds, far=far)
+                redo = retest_stream(
+                    j.seed_verdicts(case, name, backend, seeds), seeds, min_seeds=task.min_seeds, far=far
+                )
         results.append(
             CaseResult(
-                suite.name, backend, case.index, dtype_name(case.dtype), case.shape, case.value_range,
-                case_attrs(case), name, v, redo,
-                deterministic=all(same_bits(r[name], under[name]) for r in repeats), runs=backend_runs,
+                suite.name,
+                backend,
+                case.index,
+                dtype_name(case.dtype),
+                case.shape,
+                case.value_range,
+                case_attrs(case),
+                name,
+                v,
+                redo,
+                deterministic=all(same_bits(r[name], under[name]) for r in repeats),
+                runs=backend_runs,
                 shapes=case.shapes,
             )
-        )  # fmt: skip
+        )
     return results
 
 
-def run_case(task: Task, j: Judge, case: Case, progress: Callable[..., None] | None = None, free: int | None = None) -> CaseOutcome:
+def run_case(
+    task: Task, j: Judge, case: Case, progress: Callable[..., None] | None = None, free: int | None = None
+) -> CaseOutcome:
     """One case on every backend of the task: judged, retested where it fails, rerun for determinism and
     compared across backends. ``free``: memory this worker may use (a case needing more is skipped)."""
     suite, out = task.suite, CaseOutcome(case.index)
     need = bytes_needed(suite, case)
     if free is not None and need > free:  # the standard's upper border (2^31 elements) on a small machine
-        why = f"needs about {need / 2**30:.0f} GiB; a worker's share of this machine's available memory is {free / 2**30:.0f} GiB"
+        why = (
+            f"needs about {need / 2**30:.0f} GiB; a worker's share of this machine's available memory is "
+            f"{free / 2**30:.0f} GiB"
+        )
         out.skipped[f"case {case.describe()} (every side)"] = [1, why]
         return out
     inputs = make_inputs(suite, case)
     out.digest = competitor.digest(inputs)
     if j.rival is not None and j.rival.digests.get(case.index, out.digest) != out.digest:
-        raise competitor.CompetitorError(f"case {case.describe()}: its inputs here differ from those of benchmark run {j.rival.folders[0]} "
-                                         "(another digest): the two machines draw different values (torch or numpy versions?)")  # fmt: skip
+        raise competitor.CompetitorError(
+            f"case {case.describe()}: its inputs here differ from those of benchmark run {j.rival.folders[0]} "
+            "(another digest): the two machines draw different values (torch or numpy versions?)"
+        )
     if case.expects_rejection:
         out.results = [_rejection(j, suite, case, inputs, b) for b in task.backends]
         return out
@@ -439,7 +516,17 @@ def run_case(task: Task, j: Judge, case: Case, progress: Callable[..., None] | N
         try:
             out.results.extend(_judged(task, j, case, backend, cut, inputs, under, bm, gold, progress, out))
         except Exception as exc:  # noqa: BLE001 - a repeated run or a retest that raises fails this backend alone
-            out.results.append(_finding(suite, case, backend, "run", [f"raised {type(exc).__name__} on a repeated run or a retest: {exc}"], task.limits, j.acc))
+            out.results.append(
+                _finding(
+                    suite,
+                    case,
+                    backend,
+                    "run",
+                    [f"raised {type(exc).__name__} on a repeated run or a retest: {exc}"],
+                    task.limits,
+                    j.acc,
+                )
+            )
     for name in task.originals:  # the upstream kernels: one more side of the comparison, not judged
         key, cut = f"{name} (original)", task.originals_cut
         if cut is not None and cut.skips(case):
@@ -458,7 +545,9 @@ def run_case(task: Task, j: Judge, case: Case, progress: Callable[..., None] | N
     return out
 
 
-def run_case_safely(task: Task, j: Judge, case: Case, progress: Callable[..., None] | None = None, free: int | None = None) -> CaseOutcome:
+def run_case_safely(
+    task: Task, j: Judge, case: Case, progress: Callable[..., None] | None = None, free: int | None = None
+) -> CaseOutcome:
     """``run_case``, with an exception it raises turned into the case's failed checks (``not_run``): in a run of
     thousands of cases one case's crash is a finding to report, not a reason to lose the others."""
     try:

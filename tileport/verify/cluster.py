@@ -19,8 +19,8 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -90,8 +90,10 @@ def _reachable(address: str, timeout: float = 10.0) -> None:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
-        raise RayUnavailable(f"cannot reach the Ray cluster at {address!r}: nothing answers at {host}:{port} ({why}, "
-                             f"within {timeout:.0f} s); start one (ray start --head) or drop --ray") from None
+        raise RayUnavailable(
+            f"cannot reach the Ray cluster at {address!r}: nothing answers at {host}:{port} ({why}, "
+            f"within {timeout:.0f} s); start one (ray start --head) or drop --ray"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -117,7 +119,12 @@ def describe(ray) -> str:
 
 
 def _where(ray) -> dict:
-    return {"host": socket.gethostname(), "ip": ray.util.get_node_ip_address(), "node": ray.get_runtime_context().get_node_id()[:12], "pid": os.getpid()}
+    return {
+        "host": socket.gethostname(),
+        "ip": ray.util.get_node_ip_address(),
+        "node": ray.get_runtime_context().get_node_id()[:12],
+        "pid": os.getpid(),
+    }
 
 
 def run_batch(task: Task, cases: list[Case]) -> tuple[list[CaseOutcome], dict]:
@@ -132,10 +139,15 @@ def run_batch(task: Task, cases: list[Case]) -> tuple[list[CaseOutcome], dict]:
 
 
 def run_task(
-    task: Task, cases: list[Case], address: str | None = None, progress: Callable[..., None] | None = None,
-    on_outcome: Callable[[CaseOutcome], None] | None = None, batch_cases: int = BATCH_CASES, retries: int = RETRIES,
+    task: Task,
+    cases: list[Case],
+    address: str | None = None,
+    progress: Callable[..., None] | None = None,
+    on_outcome: Callable[[CaseOutcome], None] | None = None,
+    batch_cases: int = BATCH_CASES,
+    retries: int = RETRIES,
     body: Callable = run_batch,
-) -> tuple[list[CaseOutcome], list[Placement]]:  # fmt: skip
+) -> tuple[list[CaseOutcome], list[Placement]]:
     """Every case's outcome, run as Ray tasks of ``batch_cases`` cases, and where each batch ran. ``progress``
     and ``on_outcome`` as in ``pool.run_task``. ``body``: the task function (``run_batch``)."""
     ray = connect(address)
@@ -181,5 +193,11 @@ def run_task(
         placements.append(Placement(index, ids, **where))
         finish(got)
         if progress:
-            progress(f"{batch[-1].describe()} on {where['host']} ({nodes} nodes, {n_cpus} CPUs, {len(pending)} batches queued)", advance=len(batch))
+            progress(
+                (
+                    f"{batch[-1].describe()} on {where['host']} ({nodes} nodes, {n_cpus} CPUs, {len(pending)} batches "
+                    "queued)"
+                ),
+                advance=len(batch),
+            )
     return outcomes, placements

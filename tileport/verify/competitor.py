@@ -57,7 +57,7 @@ class Side:
     kinds: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
 
     @classmethod
-    def of(cls, out: torch.Tensor, gold: torch.Tensor, dtype: torch.dtype) -> "Side":
+    def of(cls, out: torch.Tensor, gold: torch.Tensor, dtype: torch.dtype) -> Side:
         out = out.detach().cpu()
         m = measure(out, gold, dtype)
         c = classes(out.reshape(-1))
@@ -74,7 +74,9 @@ class Side:
         return t.reshape(self.shape)
 
 
-def verdict(under: torch.Tensor, gold: torch.Tensor, bench: Side, limits: str, acc: str, dtype: torch.dtype, max_atol=None):
+def verdict(
+    under: torch.Tensor, gold: torch.Tensor, bench: Side, limits: str, acc: str, dtype: torch.dtype, max_atol=None
+):
     """The dual benchmark with ``bench`` (another machine's side) as the benchmark: this output measured with the
     inf/nan rule over the benchmark's positions, the ratios against the benchmark's own metrics."""
     if tuple(under.shape) != bench.shape:
@@ -104,7 +106,10 @@ class BenchmarkRun:
     @property
     def label(self) -> str:
         machine = self.environment.get("machine", "an unnamed machine")
-        return f"{self.provider} of run {self.folders[0]} ({machine}, {self.request.get('device', 'cpu')}, {self.environment.get('date', '')})"
+        return (
+            f"{self.provider} of run {self.folders[0]} ({machine}, {self.request.get('device', 'cpu')}, "
+            f"{self.environment.get('date', '')})"
+        )
 
 
 def providers(outcomes) -> list[str]:
@@ -115,6 +120,7 @@ def load(specs: list[str], op: str, level: str) -> BenchmarkRun:
     """The benchmark run(s) ``RUN[:PROVIDER]`` for a run of ``op`` at ``level``; CompetitorError naming the run
     and what was expected."""
     from . import journal
+
     folders, provider = [], None
     for item in specs:
         folder, _, want = item.partition(":") if not Path(item).exists() else (item, "", "")
@@ -126,9 +132,15 @@ def load(specs: list[str], op: str, level: str) -> BenchmarkRun:
     except journal.JournalError as exc:
         raise CompetitorError(f"--benchmark-run {folders[0]}: {exc}") from None
     if request.get("retest_for"):
-        raise CompetitorError(f"--benchmark-run {folders[0]} is a --retest-for run; give the verify run it serves first")
+        raise CompetitorError(
+            f"--benchmark-run {folders[0]} is a --retest-for run; give the verify run it serves first"
+        )
     if request.get("op") != op or request.get("level") != level:
-        raise CompetitorError(f"--benchmark-run {folders[0]} is a run of {request.get('op')} at {request.get('level')}; this is {op} at {level}")
+        raise CompetitorError(
+            f"--benchmark-run {folders[0]} is a run of {request.get('op')} at {request.get('level')}; this is {op} "
+            "at "
+            f"{level}"
+        )
     outcomes = list(journal.read(first).values())
     if not outcomes:
         raise CompetitorError(f"--benchmark-run {folders[0]}: its journal holds no finished case")
@@ -136,7 +148,10 @@ def load(specs: list[str], op: str, level: str) -> BenchmarkRun:
     impls = [p for p in found if p.startswith("impl:")]
     if provider is None:
         if len(impls) != 1:
-            raise CompetitorError(f"--benchmark-run {folders[0]} holds {', '.join(found)}: name the one to use, --benchmark-run {folders[0]}:PROVIDER")
+            raise CompetitorError(
+                f"--benchmark-run {folders[0]} holds {', '.join(found)}: name the one to use, --benchmark-run "
+                f"{folders[0]}:PROVIDER"
+            )
         provider = impls[0]
     elif provider not in found:
         raise CompetitorError(f"--benchmark-run {folders[0]} has no provider {provider!r}; it holds {', '.join(found)}")
@@ -152,13 +167,17 @@ def load(specs: list[str], op: str, level: str) -> BenchmarkRun:
         if req.get("retest_for") is None or req.get("op") != op or req.get("level") != level:
             raise CompetitorError(f"--benchmark-run {extra}: not a --retest-for run of {op} at {level}")
         for o in journal.read(Path(extra)).values():
-            retests |= {(o.index, p, n, seed): s for (p, n, seed), s in getattr(o, "retests", {}).items() if p == provider}
+            retests |= {
+                (o.index, p, n, seed): s for (p, n, seed), s in getattr(o, "retests", {}).items() if p == provider
+            }
     return BenchmarkRun(tuple(folders), request, env, provider, digests, sides, retests)
 
 
 def awaiting(outcomes) -> list[tuple[int, str, str]]:
     """(case, backend, output) of the checks awaiting the competitor's retest in a run's outcomes."""
-    return [(r.case, r.backend, r.output) for o in outcomes for r in o.results if r.retest is not None and r.retest.awaiting]
+    return [
+        (r.case, r.backend, r.output) for o in outcomes for r in o.results if r.retest is not None and r.retest.awaiting
+    ]
 
 
 def retest_for(run: Path, out: Path, suite, cases: list, device: str = "cpu", progress=None) -> int:
@@ -168,8 +187,8 @@ def retest_for(run: Path, out: Path, suite, cases: list, device: str = "cpu", pr
     from dataclasses import replace
 
     from ..cases import make_inputs
-    from .accuracy import CaseOutcome, Judge
     from . import journal
+    from .accuracy import CaseOutcome, Judge
 
     req = journal.read_request(run)
     provider = req.get("benchmark_provider")
@@ -185,9 +204,11 @@ def retest_for(run: Path, out: Path, suite, cases: list, device: str = "cpu", pr
         raise CompetitorError(f"--retest-for {run}: no check there awaits the competitor's retest")
     by_index = {c.index: c for c in cases}
     limits = suite.level(req["level"]).limits
-    impls = {provider[len("impl:"):]: {}} if provider.startswith("impl:") else {}
+    impls = {provider[len("impl:") :]: {}} if provider.startswith("impl:") else {}
     j = Judge(suite, limits, device, impls)
-    journal.write_request(out, {"op": req["op"], "level": req["level"], "retest_for": str(run.resolve()), "provider": provider})
+    journal.write_request(
+        out, {"op": req["op"], "level": req["level"], "retest_for": str(run.resolve()), "provider": provider}
+    )
     writer = journal.Writer(out)
     total = sum(todo.values())
     done = 0
@@ -199,7 +220,9 @@ def retest_for(run: Path, out: Path, suite, cases: list, device: str = "cpu", pr
                 for s in range(case.seed + 1, case.seed + 1 + seeds):
                     inputs = make_inputs(suite, replace(case, seed=s))
                     under, _, gold = j.run_all(inputs, provider, backward)
-                    record.retests[(provider, name, s)] = Side.of(under[name], gold[name], j.spec.precision_dtype(name, case.dtype))
+                    record.retests[(provider, name, s)] = Side.of(
+                        under[name], gold[name], j.spec.precision_dtype(name, case.dtype)
+                    )
                     done += 1
                     if progress:
                         progress(f"{case.describe()} {name}: seed {s - case.seed} of {seeds}", total)

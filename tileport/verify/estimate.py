@@ -19,7 +19,9 @@ def estimate_s(plan, groups: int, jobs: int) -> float:
     quick = plan.suite.levels.get("quick")
     native = [n for n in plan.names if n not in plan.interpreted]
     interpreted = len(plan.names) - len(native)
-    per_provider = sum(CASE_S + (_element_s(c.elements) * c.elements * (runs + GOLDEN_RUNS) if c.counted else 0) for c in plan.cases)
+    per_provider = sum(
+        CASE_S + (_element_s(c.elements) * c.elements * (runs + GOLDEN_RUNS) if c.counted else 0) for c in plan.cases
+    )
     reduced = min(len(plan.cases), quick.cases if quick is not None else len(plan.cases))
     accuracy = len(native) * per_provider + interpreted * reduced * INTERPRETED_CASE_S
     return accuracy / max(1, min(jobs, len(plan.cases))) + groups * GROUP_S

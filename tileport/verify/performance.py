@@ -4,7 +4,7 @@ torch.compile over a few sizes, and peak allocated bytes, through the benchmark 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -45,7 +45,9 @@ def performance(
             failed[b] = f"not implemented: {note}"
     tested = [b for b in tested if b not in failed]
     try:
-        return run(op, groups, backends=tested, budget_s=budget_s, progress=progress, device=device, impls=impls, failed=failed)
+        return run(
+            op, groups, backends=tested, budget_s=budget_s, progress=progress, device=device, impls=impls, failed=failed
+        )
     except NotImplementedError as exc:  # a stub without the marker, such as the composite: nothing to time against
         failed[op] = f"not implemented: {exc}"
         return []

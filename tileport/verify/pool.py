@@ -15,13 +15,13 @@ import ctypes
 import ctypes.util
 import multiprocessing
 import os
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import Callable
 
 import torch
 
-from ..cases import Case
 from ..backends.outputs import set_huge_page_outputs
+from ..cases import Case
 from .accuracy import CaseOutcome, Judge, Task, available_bytes, run_case_safely
 
 BATCH_CASES = 8  # cases per submitted batch: small enough for even load and frequent progress
@@ -80,9 +80,12 @@ def _run(cases: list[Case]) -> list[CaseOutcome]:
 
 
 def run_task(
-    task: Task, cases: list[Case], jobs: int = 1, progress: Callable[..., None] | None = None,
+    task: Task,
+    cases: list[Case],
+    jobs: int = 1,
+    progress: Callable[..., None] | None = None,
     on_outcome: Callable[[CaseOutcome], None] | None = None,
-) -> list[CaseOutcome]:  # fmt: skip
+) -> list[CaseOutcome]:
     """Every case's outcome (``accuracy.merge`` folds them), run in ``jobs`` worker processes (1: in this
     process). ``on_outcome`` is told of each as it completes (the journal); ``progress(description,
     advance=n)`` after each case (in process) or each batch (workers). Only the CPU is shared out: on a GPU the
@@ -106,7 +109,9 @@ def run_task(
     batches = [cases[i : i + BATCH_CASES] for i in range(0, len(cases), BATCH_CASES)]
     outcomes: list[CaseOutcome] = []
     # spawn, not fork: the parent's OpenMP and torch thread pools do not survive a fork
-    with ProcessPoolExecutor(jobs, multiprocessing.get_context("spawn"), initializer=_start, initargs=(task, share)) as pool:
+    with ProcessPoolExecutor(
+        jobs, multiprocessing.get_context("spawn"), initializer=_start, initargs=(task, share)
+    ) as pool:
         futures = {pool.submit(_run, b): b for b in batches}
         for done in as_completed(futures):
             finished = done.result()

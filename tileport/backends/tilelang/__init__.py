@@ -11,9 +11,10 @@ import inspect
 import os
 import shutil
 
-from ..registry import Availability, declared_support, kernel_modules
-from .. import platform
 import torch
+
+from .. import platform
+from ..registry import Availability, declared_support, kernel_modules
 
 _CPU_DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16})
 _HERE = os.path.dirname(__file__)
@@ -26,6 +27,7 @@ def _probe() -> Availability:
         return Availability(False, f"no C++ compiler: {cxx!r} not on PATH (TileLang's C target builds with it)")
     try:
         import tilelang
+
         from .cpu import runtime  # noqa: F401
     except Exception as exc:
         return Availability(False, f"tilelang does not import: {type(exc).__name__}: {exc}")
@@ -44,7 +46,10 @@ class TileLangBackend:
     # CPU kernels run here; CUDA and Ascend arch35 kernels lower here and run where the device is
     device_kinds = frozenset({platform.CPU, platform.CUDA, platform.NPU_ARCH35})
     # the op kernel modules of each target package, listed once at import (the folders do not change)
-    _ops = {kind: kernel_modules(os.path.join(_HERE, pkg, "__init__.py"), _CPU_SUPPORT) for kind, pkg in _TARGET_PACKAGE.items()}
+    _ops = {
+        kind: kernel_modules(os.path.join(_HERE, pkg, "__init__.py"), _CPU_SUPPORT)
+        for kind, pkg in _TARGET_PACKAGE.items()
+    }
     dtypes = {op: _CPU_DTYPES for op in _ops[platform.CPU]}
 
     def available(self) -> Availability:
@@ -63,12 +68,16 @@ class TileLangBackend:
     def kernels(self, op, device_kind=platform.CPU):
         return importlib.import_module(f"{__name__}.{_TARGET_PACKAGE[device_kind]}.{op}")
 
-    def device_sources(self, op: str, target: str, dtype: torch.dtype, dim: int, arch: str = "sm_90", only=None, **options):
+    def device_sources(
+        self, op: str, target: str, dtype: torch.dtype, dim: int, arch: str = "sm_90", only=None, **options
+    ):
         """{kernel name: generated source} of op's kernels for a device target, lowered without the device
         (``device_kernels`` with their on-chip bytes)."""
         return {name: k[0] for name, k in self.device_kernels(op, target, dtype, dim, arch, only, **options).items()}
 
-    def device_kernels(self, op: str, target: str, dtype: torch.dtype, dim: int, arch: str = "sm_90", only=None, **options):
+    def device_kernels(
+        self, op: str, target: str, dtype: torch.dtype, dim: int, arch: str = "sm_90", only=None, **options
+    ):
         """{kernel name: (generated source, on-chip bytes)} of op's kernels for a device target, lowered without
         the device.
 
@@ -83,7 +92,9 @@ class TileLangBackend:
         if op in REGISTRY.plugin:  # an operator outside tileport: the module its package names
             name = REGISTRY.plugin_module(self.name, op, kind)
             if name is None:
-                raise ValueError(f"no {target} kernels for {op!r} (its package names: {', '.join(REGISTRY.plugin[op][0])})")
+                raise ValueError(
+                    f"no {target} kernels for {op!r} (its package names: {', '.join(REGISTRY.plugin[op][0])})"
+                )
             module = importlib.import_module(name)
         elif kind not in self.targets(op):
             raise ValueError(f"no {target} kernels for {op!r}")
@@ -98,7 +109,9 @@ class TileLangBackend:
         if only is not None:
             unknown = set(only) - set(funcs)
             if unknown:
-                raise ValueError(f"no {target} kernel named {', '.join(sorted(unknown))} for {op!r}; it has {', '.join(funcs)}")
+                raise ValueError(
+                    f"no {target} kernel named {', '.join(sorted(unknown))} for {op!r}; it has {', '.join(funcs)}"
+                )
         width = importlib.import_module(f"{__name__}.{target}._common").bucket(dim)  # one kernel per width bucket
         key = (op, target, dtype, width, arch if target == "cuda" else None, tuple(sorted(options.items())))
         return {name: _lowered_kernel(key, name, f) for name, f in funcs.items() if only is None or name in only}

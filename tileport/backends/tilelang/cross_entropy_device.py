@@ -42,17 +42,35 @@ def entries(build_forward, build_backward, bucket, runner, device: str):
         name = "cross_entropy_fwd_grad" if fused else "cross_entropy_fwd"
         return runner.kernel(name, build_forward, bucket(x.shape[1]), x.dtype, t.dtype, *opts, fused)
 
-    def lowered(dtype: torch.dtype, dim: int, target_dtype: torch.dtype = torch.int64, weighted: bool = False,
-                smoothing: bool = False, capped: bool = False) -> dict:  # fmt: skip
+    def lowered(
+        dtype: torch.dtype,
+        dim: int,
+        target_dtype: torch.dtype = torch.int64,
+        weighted: bool = False,
+        smoothing: bool = False,
+        capped: bool = False,
+    ) -> dict:
         """{kernel name: prim_func} serving rows of ``dim`` classes (the fused forward, the plain forward and the
         backward), for ``tileport lower``."""
         b = bucket(dim)
-        return {"cross_entropy_fwd_grad": build_forward(b, dtype, target_dtype, weighted, smoothing, capped, True),
-                "cross_entropy_fwd": build_forward(b, dtype, target_dtype, weighted, smoothing, capped, False),
-                "cross_entropy_bwd": build_backward(b, dtype, target_dtype, weighted, smoothing, capped)}  # fmt: skip
+        return {
+            "cross_entropy_fwd_grad": build_forward(b, dtype, target_dtype, weighted, smoothing, capped, True),
+            "cross_entropy_fwd": build_forward(b, dtype, target_dtype, weighted, smoothing, capped, False),
+            "cross_entropy_bwd": build_backward(b, dtype, target_dtype, weighted, smoothing, capped),
+        }
 
-    def forward(input, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, grad=None,
-                scales=(1.0, 1.0), wide=False):  # fmt: skip
+    def forward(
+        input,
+        target,
+        weight,
+        ignore_index,
+        label_smoothing,
+        lse_square_scale,
+        softcap,
+        grad=None,
+        scales=(1.0, 1.0),
+        wide=False,
+    ):
         """(loss, z_loss, lse) fp32 [N] (loss and z_loss widened to fp64 where ``wide``: the kernels' rows are
         fp32); with ``grad`` the fused gradient written into it (in place when it is
         input; through a contiguous copy where grad is a strided view)."""
@@ -65,22 +83,43 @@ def entries(build_forward, build_backward, bucket, runner, device: str):
         else:
             g = grad if grad.is_contiguous() else torch.empty_like(x)
         kernel(fused, x, t, weight, label_smoothing, softcap)(
-            x, t, w, g, loss, z_loss, lse, int(ignore_index), float(label_smoothing), float(lse_square_scale),
-            float(softcap or 1.0), float(scales[0]), float(scales[1]))  # fmt: skip
+            x,
+            t,
+            w,
+            g,
+            loss,
+            z_loss,
+            lse,
+            int(ignore_index),
+            float(label_smoothing),
+            float(lse_square_scale),
+            float(softcap or 1.0),
+            float(scales[0]),
+            float(scales[1]),
+        )
         if fused and g is not grad:
             grad.copy_(g)
         return (loss.double(), z_loss.double(), lse) if wide else (loss, z_loss, lse)
 
-    def backward(dloss, dz_loss, input, target, weight, lse, ignore_index, label_smoothing, lse_square_scale,
-                 softcap):  # fmt: skip
+    def backward(dloss, dz_loss, input, target, weight, lse, ignore_index, label_smoothing, lse_square_scale, softcap):
         """dinput from input and the forward's lse."""
         x, t, w = _checked(input, target, weight)
         dx = outputs.empty(tuple(x.shape), x.dtype, x.device)
         dl = dloss.to(torch.float32).contiguous()
         dz = torch.zeros_like(dl) if dz_loss is None else dz_loss.to(torch.float32).contiguous()
         kernel(None, x, t, weight, label_smoothing, softcap)(
-            x, t, w, dl, dz, lse.contiguous(), dx, int(ignore_index), float(label_smoothing), float(lse_square_scale),
-            float(softcap or 1.0))  # fmt: skip
+            x,
+            t,
+            w,
+            dl,
+            dz,
+            lse.contiguous(),
+            dx,
+            int(ignore_index),
+            float(label_smoothing),
+            float(lse_square_scale),
+            float(softcap or 1.0),
+        )
         return dx
 
     forward.__doc__ += f" On {device}."

@@ -28,8 +28,11 @@ def lower_kernel(func, target) -> tuple[str, int]:
     tgt = tvm.target.Target(target)
     with tgt:  # layout inference asks for the current target
         art = tilelang.lower(func, target=tgt)
-    planned = [int(f.attrs["dyn_shared_memory_buf"]) for f in art.device_mod.functions.values()
-               if f.attrs is not None and "dyn_shared_memory_buf" in f.attrs]  # fmt: skip
+    planned = [
+        int(f.attrs["dyn_shared_memory_buf"])
+        for f in art.device_mod.functions.values()
+        if f.attrs is not None and "dyn_shared_memory_buf" in f.attrs
+    ]
     return art.kernel_source, max(planned, default=0)
 
 

@@ -11,9 +11,9 @@ import importlib
 
 import torch
 
-from ..registry import Availability, declared_support, kernel_modules
 from ...dtypes import stat_dtype
 from .. import platform
+from ..registry import Availability, declared_support, kernel_modules
 
 _FLOATS = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
 

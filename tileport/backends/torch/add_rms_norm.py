@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from . import compute_dtype
-from . import rms_norm
+from . import compute_dtype, rms_norm
 
 
 def forward(x, residual, weight, eps: float, offset: float, residual_dtype: torch.dtype, output_dtype: torch.dtype):

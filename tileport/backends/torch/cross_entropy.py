@@ -56,9 +56,20 @@ def _grad(z, s, lse, tc, valid, w, w_t, eps: float, scale: float, a, b):
     return torch.where(valid[:, None], g, 0)
 
 
-def forward(input, target, weight, ignore_index: int, label_smoothing: float, lse_square_scale: float,
-            softcap: float, grad=None, scales=(1.0, 1.0), wide=False):  # fmt: skip
-    """(loss, z_loss, lse), each ``[N]`` in the stat dtype (loss and z_loss widened to fp64 where ``wide``); with ``grad`` ([N, C], may be ``input`` itself) the
+def forward(
+    input,
+    target,
+    weight,
+    ignore_index: int,
+    label_smoothing: float,
+    lse_square_scale: float,
+    softcap: float,
+    grad=None,
+    scales=(1.0, 1.0),
+    wide=False,
+):
+    """(loss, z_loss, lse), each ``[N]`` in the stat dtype (loss and z_loss widened to fp64 where ``wide``); with
+    ``grad`` ([N, C], may be ``input`` itself) the
     gradient ``a * dloss + b * dz_loss`` (``scales = (a, b)``) written into it, each chunk read before written."""
     n, c = input.shape
     cdt = compute_dtype(input.dtype)
@@ -79,8 +90,18 @@ def forward(input, target, weight, ignore_index: int, label_smoothing: float, ls
     return (loss.double(), z_loss.double(), lse) if wide else (loss, z_loss, lse)
 
 
-def backward(dloss, dz_loss, input, target, weight, lse, ignore_index: int, label_smoothing: float,
-             lse_square_scale: float, softcap: float):  # fmt: skip
+def backward(
+    dloss,
+    dz_loss,
+    input,
+    target,
+    weight,
+    lse,
+    ignore_index: int,
+    label_smoothing: float,
+    lse_square_scale: float,
+    softcap: float,
+):
     """dinput ``[N, C]`` in input's dtype: ``dloss_r * dloss_r/dx + dz_loss_r * dz_loss_r/dx``, from input and
     the forward's lse."""
     n, c = input.shape

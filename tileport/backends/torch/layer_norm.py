@@ -33,5 +33,7 @@ def backward(x, mean, rstd, dy, weight, bias, eps: float | None = None):
     w = _param(weight, cdt)
     b = x.new_zeros(x.shape[-1:], dtype=cdt) if with_dbias else None  # torch reads only its presence
     mask = [True, w is not None, with_dbias]
-    dx, dw, db = torch.ops.aten.native_layer_norm_backward(dy.to(cdt), x.to(cdt), x.shape[-1:], stat(mean), stat(rstd), w, b, mask)
+    dx, dw, db = torch.ops.aten.native_layer_norm_backward(
+        dy.to(cdt), x.to(cdt), x.shape[-1:], stat(mean), stat(rstd), w, b, mask
+    )
     return dx.to(x.dtype), dw, db

@@ -41,12 +41,16 @@ def _npu() -> bool:
 @functools.lru_cache(maxsize=1)
 def _probe() -> Availability:
     if importlib.util.find_spec("triton") is None:
-        return Availability(False, "triton is not installed (pip install tileport[triton], or tileport[ascend] for A2/A3)")
+        return Availability(
+            False, "triton is not installed (pip install tileport[triton], or tileport[ascend] for A2/A3)"
+        )
     if ascend.triton_ascend_version() is not None:  # triton-ascend: no interpreter, no GPU; lowers here, runs on an NPU
         try:
             importlib.import_module("triton")
         except Exception as exc:
-            return Availability(False, f"triton-ascend does not import: {type(exc).__name__}: {exc} (it needs pybind11)")
+            return Availability(
+                False, f"triton-ascend does not import: {type(exc).__name__}: {exc} (it needs pybind11)"
+            )
         where = "on " + torch.npu.get_device_name() if _npu() else "lowering only: no NPU here"  # type: ignore[attr-defined]
         return Availability(True, f"{ascend.triton_flavour()}, {where}")
     gpu = torch.cuda.is_available()
@@ -59,9 +63,15 @@ def _probe() -> Availability:
     if gpu:
         return Availability(True, f"triton {triton.__version__} on {torch.cuda.get_device_name()}")
     if not interpreting():
-        return Availability(False, "no GPU, and triton was imported without TRITON_INTERPRET=1 (set it before importing triton)")
+        return Availability(
+            False, "no GPU, and triton was imported without TRITON_INTERPRET=1 (set it before importing triton)"
+        )
     return Availability(
-        True, f"triton {triton.__version__} interpreter (TRITON_INTERPRET=1): CPU, small shapes only (<= {INTERPRET_MAX_ELEMENTS} elements), slow"
+        True,
+        (
+            f"triton {triton.__version__} interpreter (TRITON_INTERPRET=1): CPU, small shapes only (<= "
+            f"{INTERPRET_MAX_ELEMENTS} elements), slow"
+        ),
     )
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from . import rms_norm
 from .. import outputs
+from . import rms_norm
 
 
 def forward(x, residual, weight, eps: float, offset: float, residual_dtype: torch.dtype, output_dtype: torch.dtype):

@@ -21,7 +21,10 @@ from pathlib import Path
 
 import torch
 
-INSTALL = "pip install 'tileport[ascend]'  (triton-ascend and pybind11, in an environment of its own: it replaces upstream triton)"
+INSTALL = (
+    "pip install 'tileport[ascend]'  (triton-ascend and pybind11, in an environment of its own: it replaces "
+    "upstream triton)"
+)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ and beyond. Pass one keeps an online max and sum: a block's exps are taken again
 row's sum rescaled when the max grows (one exp per element); the sums across blocks are fp64 (Ascend, which has
 no fp64: compensated fp32), the elements fp32 (16-bit logits widened in registers). The loss is formed from
 (max - z_t) + log(sum), never lse - z_t with lse rounded, and the gradient pass's softmax from
-exp((z - max) - log(sum)): exact at bf16 logits of magnitude 6e4, where an fp32 lse is 0.004 off. fp16, bf16 and fp32 logits (the
+exp((z - max) - log(sum)): exact at bf16 logits of magnitude 6e4, where an fp32 lse is 0.004 off. fp16, bf16 and fp32
+logits (the
 backend's dtypes; fp64 is the torch backend's).
 
 softcap: z = cap * tanh(x / cap), tanh by an odd polynomial below 0.625 (Cephes' tanhf coefficients, 1.3 ulp)
@@ -143,8 +144,21 @@ def _target_grad(arg, slope_t, at, kr, wct, F64: tl.constexpr, NATIVE_EXP: tl.co
 
 
 @triton.jit
-def _target_row(X, TGT, WGT, blk, M, stride_x, stride_t, ignore_index, cap, inv_cap, BLOCK_M: tl.constexpr,
-                WEIGHT: tl.constexpr, SOFTCAP: tl.constexpr):  # fmt: skip
+def _target_row(
+    X,
+    TGT,
+    WGT,
+    blk,
+    M,
+    stride_x,
+    stride_t,
+    ignore_index,
+    cap,
+    inv_cap,
+    BLOCK_M: tl.constexpr,
+    WEIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+):
     """A block of rows and its targets, both kernels' start: (rows, row_ok, rows64, xrow, valid, tc, z_t,
     slope_t, w_t): the target's (capped) logit, its softcap slope and its class weight per row (0 where ignored)."""
     rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -166,17 +180,51 @@ def _target_row(X, TGT, WGT, blk, M, stride_x, stride_t, ignore_index, cap, inv_
 
 
 @triton.jit
-def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stride_g, ignore_index, one_m_eps,
-                one_m_eps_lo, eps_c, eps_c_lo, scale, scale_lo, cap, inv_cap, a1, a1_lo, ac, ac_lo, bz, bz_lo,
-                BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, WEIGHT: tl.constexpr, SMOOTH: tl.constexpr,
-                SOFTCAP: tl.constexpr, GRAD: tl.constexpr, F64: tl.constexpr, BF16: tl.constexpr,
-                NATIVE_EXP: tl.constexpr):  # fmt: skip
+def _fwd_kernel(
+    X,
+    TGT,
+    WGT,
+    G,
+    LOSS,
+    ZLOSS,
+    LSE,
+    M,
+    C,
+    stride_x,
+    stride_t,
+    stride_g,
+    ignore_index,
+    one_m_eps,
+    one_m_eps_lo,
+    eps_c,
+    eps_c_lo,
+    scale,
+    scale_lo,
+    cap,
+    inv_cap,
+    a1,
+    a1_lo,
+    ac,
+    ac_lo,
+    bz,
+    bz_lo,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    WEIGHT: tl.constexpr,
+    SMOOTH: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    GRAD: tl.constexpr,
+    F64: tl.constexpr,
+    BF16: tl.constexpr,
+    NATIVE_EXP: tl.constexpr,
+):
     """Scalars from the host in double, each as fp32 and its remainder (``_row``): one_m_eps = 1 - eps,
     eps_c = eps / C, a1 = a (1 - eps), ac = a eps / C, bz = 2 b lse_square_scale."""
     for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
         # the target's logit and weight, read before the gradient pass may overwrite the row (in place)
         rows, row_ok, rows64, xrow, valid, tc, zt, slope_t, wt = _target_row(
-            X, TGT, WGT, blk, M, stride_x, stride_t, ignore_index, cap, inv_cap, BLOCK_M, WEIGHT, SOFTCAP)
+            X, TGT, WGT, blk, M, stride_x, stride_t, ignore_index, cap, inv_cap, BLOCK_M, WEIGHT, SOFTCAP
+        )
         # pass one: online max m and sum s of exp(z - m) (s_lo: its compensation where there is no fp64);
         # with smoothing also sum(w z) and sum(w)
         m = tl.full((BLOCK_M,), NEG_INF, dtype=tl.float32)
@@ -280,15 +328,45 @@ def _fwd_kernel(X, TGT, WGT, G, LOSS, ZLOSS, LSE, M, C, stride_x, stride_t, stri
 
 
 @triton.jit
-def _bwd_kernel(X, TGT, WGT, DLOSS, DZ, LSE, DX, M, C, stride_x, stride_t, stride_dl, stride_dz, ignore_index,
-                one_m_eps, one_m_eps_lo, eps_c, eps_c_lo, scale2, scale2_lo, cap, inv_cap, BLOCK_M: tl.constexpr,
-                BLOCK_D: tl.constexpr, WEIGHT: tl.constexpr, SMOOTH: tl.constexpr, SOFTCAP: tl.constexpr,
-                HAS_DZ: tl.constexpr, F64: tl.constexpr, BF16: tl.constexpr, NATIVE_EXP: tl.constexpr):  # fmt: skip
+def _bwd_kernel(
+    X,
+    TGT,
+    WGT,
+    DLOSS,
+    DZ,
+    LSE,
+    DX,
+    M,
+    C,
+    stride_x,
+    stride_t,
+    stride_dl,
+    stride_dz,
+    ignore_index,
+    one_m_eps,
+    one_m_eps_lo,
+    eps_c,
+    eps_c_lo,
+    scale2,
+    scale2_lo,
+    cap,
+    inv_cap,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    WEIGHT: tl.constexpr,
+    SMOOTH: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    HAS_DZ: tl.constexpr,
+    F64: tl.constexpr,
+    BF16: tl.constexpr,
+    NATIVE_EXP: tl.constexpr,
+):
     """Scalars from the host in double, each as fp32 and its remainder (``_row``): one_m_eps = 1 - eps,
     eps_c = eps / C, scale2 = 2 lse_square_scale."""
     for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
         rows, row_ok, rows64, xrow, valid, tc, zt, slope_t, wt = _target_row(
-            X, TGT, WGT, blk, M, stride_x, stride_t, ignore_index, cap, inv_cap, BLOCK_M, WEIGHT, SOFTCAP)
+            X, TGT, WGT, blk, M, stride_x, stride_t, ignore_index, cap, inv_cap, BLOCK_M, WEIGHT, SOFTCAP
+        )
         da = tl.load(DLOSS + rows64 * stride_dl, mask=row_ok, other=0.0).to(tl.float32)
         lse = tl.load(LSE + rows, mask=row_ok, other=0.0).to(tl.float32)
         # k = at + kr as the forward's, the target's element apart (_target_grad)
@@ -345,8 +423,9 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 def _check(x: torch.Tensor) -> None:
     if x.dtype not in DTYPES:
-        raise TypeError(f"cross_entropy: backend 'triton' takes fp16, bf16 or fp32 logits, got {x.dtype} "
-                        "(fp64: backend 'torch')")  # fmt: skip
+        raise TypeError(
+            f"cross_entropy: backend 'triton' takes fp16, bf16 or fp32 logits, got {x.dtype} (fp64: backend 'torch')"
+        )
     check_size("cross_entropy", x)
 
 
@@ -371,8 +450,18 @@ def _scalars(c: int, label_smoothing: float, softcap: float) -> tuple:
     return 1.0 - label_smoothing, label_smoothing / c, cap, 1.0 / cap
 
 
-def forward(input: torch.Tensor, target: torch.Tensor, weight, ignore_index: int, label_smoothing: float,
-            lse_square_scale: float, softcap: float, grad=None, scales=(1.0, 1.0), wide=False):  # fmt: skip
+def forward(
+    input: torch.Tensor,
+    target: torch.Tensor,
+    weight,
+    ignore_index: int,
+    label_smoothing: float,
+    lse_square_scale: float,
+    softcap: float,
+    grad=None,
+    scales=(1.0, 1.0),
+    wide=False,
+):
     """(loss, z_loss, lse), new fp32 ``[N]`` tensors (loss and z_loss fp64 where ``wide``: unrounded where the
     kernel's row math is fp64); with ``grad`` (``[N, C]`` in input's dtype, may be input
     itself) ``a * dloss/dx + b * dz_loss/dx`` written into it in the same pass, ``scales = (a, b)``."""
@@ -386,17 +475,50 @@ def forward(input: torch.Tensor, target: torch.Tensor, weight, ignore_index: int
     one_m_eps, eps_c, cap, inv_cap = _scalars(c, float(label_smoothing), softcap)
     a, b, zs = float(scales[0]), float(scales[1]), float(lse_square_scale)
     with launch_context():
-        _fwd_kernel[grid](input, target, input if weight is None else weight, storage(g), loss, z_loss, lse, n, c,
-                          _stride(input), _stride(target), _stride(g), ignore_index, *_pair(one_m_eps),
-                          *_pair(eps_c), *_pair(zs), cap, inv_cap, *_pair(a * one_m_eps), *_pair(a * eps_c),
-                          *_pair(2.0 * b * zs), BLOCK_M=block_m, BLOCK_D=block_d, GRAD=grad is not None,
-                          F64=wide_math(input.device), BF16=input.dtype == torch.bfloat16,
-                          **_flags(input, weight, label_smoothing, softcap))  # fmt: skip
+        _fwd_kernel[grid](
+            input,
+            target,
+            input if weight is None else weight,
+            storage(g),
+            loss,
+            z_loss,
+            lse,
+            n,
+            c,
+            _stride(input),
+            _stride(target),
+            _stride(g),
+            ignore_index,
+            *_pair(one_m_eps),
+            *_pair(eps_c),
+            *_pair(zs),
+            cap,
+            inv_cap,
+            *_pair(a * one_m_eps),
+            *_pair(a * eps_c),
+            *_pair(2.0 * b * zs),
+            BLOCK_M=block_m,
+            BLOCK_D=block_d,
+            GRAD=grad is not None,
+            F64=wide_math(input.device),
+            BF16=input.dtype == torch.bfloat16,
+            **_flags(input, weight, label_smoothing, softcap),
+        )
     return (loss.double(), z_loss.double(), lse) if wide else (loss, z_loss, lse)
 
 
-def backward(dloss: torch.Tensor, dz_loss, input: torch.Tensor, target: torch.Tensor, weight, lse: torch.Tensor,
-             ignore_index: int, label_smoothing: float, lse_square_scale: float, softcap: float) -> torch.Tensor:  # fmt: skip
+def backward(
+    dloss: torch.Tensor,
+    dz_loss,
+    input: torch.Tensor,
+    target: torch.Tensor,
+    weight,
+    lse: torch.Tensor,
+    ignore_index: int,
+    label_smoothing: float,
+    lse_square_scale: float,
+    softcap: float,
+) -> torch.Tensor:
     """dinput, a new contiguous ``[N, C]`` in input's dtype: ``dloss_r * dloss_r/dx + dz_loss_r * dz_loss_r/dx``
     from input and the forward's lse (``dz_loss`` None: no z-loss term)."""
     _check(input)
@@ -405,10 +527,31 @@ def backward(dloss: torch.Tensor, dz_loss, input: torch.Tensor, target: torch.Te
     block_m, block_d, grid, _ = blocks(n, c, input.device, LIVE["bwd"])
     one_m_eps, eps_c, cap, inv_cap = _scalars(c, float(label_smoothing), softcap)
     with launch_context():
-        _bwd_kernel[grid](input, target, input if weight is None else weight, dloss, dloss if dz_loss is None else dz_loss,
-                          lse, storage(dx), n, c, _stride(input), _stride(target), _stride(dloss),
-                          0 if dz_loss is None else _stride(dz_loss), ignore_index, *_pair(one_m_eps), *_pair(eps_c),
-                          *_pair(2.0 * float(lse_square_scale)), cap, inv_cap, BLOCK_M=block_m, BLOCK_D=block_d,
-                          HAS_DZ=dz_loss is not None, F64=wide_math(input.device), BF16=input.dtype == torch.bfloat16,
-                          **_flags(input, weight, label_smoothing, softcap))  # fmt: skip
+        _bwd_kernel[grid](
+            input,
+            target,
+            input if weight is None else weight,
+            dloss,
+            dloss if dz_loss is None else dz_loss,
+            lse,
+            storage(dx),
+            n,
+            c,
+            _stride(input),
+            _stride(target),
+            _stride(dloss),
+            0 if dz_loss is None else _stride(dz_loss),
+            ignore_index,
+            *_pair(one_m_eps),
+            *_pair(eps_c),
+            *_pair(2.0 * float(lse_square_scale)),
+            cap,
+            inv_cap,
+            BLOCK_M=block_m,
+            BLOCK_D=block_d,
+            HAS_DZ=dz_loss is not None,
+            F64=wide_math(input.device),
+            BF16=input.dtype == torch.bfloat16,
+            **_flags(input, weight, label_smoothing, softcap),
+        )
     return dx

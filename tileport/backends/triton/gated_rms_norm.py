@@ -13,10 +13,21 @@ import torch
 import triton
 import triton.language as tl
 
-from . import interpreting
-from .common import blocks, check_size, column_sum, launch_context, row_stride, storage, store, sum_pair, div_pair, rsqrt_refined, wide
 from .. import outputs
-
+from . import interpreting
+from .common import (
+    blocks,
+    check_size,
+    column_sum,
+    div_pair,
+    launch_context,
+    row_stride,
+    rsqrt_refined,
+    storage,
+    store,
+    sum_pair,
+    wide,
+)
 
 # fp32 (BLOCK_M, BLOCK_D) tensors live at once in the forward and backward kernels: an Ascend block's size
 # in the unified buffer (common.blocks), the one thing that differs from the GPU build
@@ -56,8 +67,25 @@ def _load(P, rows, cols, mask, stride):
 
 
 @triton.jit
-def _fwd_kernel(X, Z, W, Y, RSTD, M, D, stride_x, stride_z, eps, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
-                HAS_W: tl.constexpr, SILU: tl.constexpr, NBG: tl.constexpr, Y_BF16: tl.constexpr, F64: tl.constexpr):  # fmt: skip
+def _fwd_kernel(
+    X,
+    Z,
+    W,
+    Y,
+    RSTD,
+    M,
+    D,
+    stride_x,
+    stride_z,
+    eps,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    HAS_W: tl.constexpr,
+    SILU: tl.constexpr,
+    NBG: tl.constexpr,
+    Y_BF16: tl.constexpr,
+    F64: tl.constexpr,
+):
     for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
         rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < M
@@ -93,9 +121,30 @@ def _fwd_kernel(X, Z, W, Y, RSTD, M, D, stride_x, stride_z, eps, BLOCK_M: tl.con
 
 
 @triton.jit
-def _bwd_kernel(X, Z, DY, W, RSTD, DX, DZ, DWP, M, D, stride_x, stride_z, stride_dy, BLOCK_M: tl.constexpr,
-                BLOCK_D: tl.constexpr, HAS_W: tl.constexpr, SILU: tl.constexpr, NBG: tl.constexpr,
-                DX_BF16: tl.constexpr, DZ_BF16: tl.constexpr, TREE: tl.constexpr, F64: tl.constexpr):  # fmt: skip
+def _bwd_kernel(
+    X,
+    Z,
+    DY,
+    W,
+    RSTD,
+    DX,
+    DZ,
+    DWP,
+    M,
+    D,
+    stride_x,
+    stride_z,
+    stride_dy,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    HAS_W: tl.constexpr,
+    SILU: tl.constexpr,
+    NBG: tl.constexpr,
+    DX_BF16: tl.constexpr,
+    DZ_BF16: tl.constexpr,
+    TREE: tl.constexpr,
+    F64: tl.constexpr,
+):
     for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
         rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < M
@@ -146,13 +195,33 @@ def forward(x, gate, weight, eps: float, activation: str, norm_before_gate: bool
     """(y, rstd) for non-empty 2-D rows with unit-stride rows (any row stride); weight (D,) or None."""
     check_size("gated_rms_norm", x)
     M, D = x.shape
-    y, rstd = out if out is not None else (outputs.empty((M, D), output_dtype, x.device), outputs.empty((M,), torch.float32, x.device))
+    y, rstd = (
+        out
+        if out is not None
+        else (outputs.empty((M, D), output_dtype, x.device), outputs.empty((M,), torch.float32, x.device))
+    )
     w = x if weight is None else weight.contiguous()  # an unread placeholder without a weight
     block_m, block_d, grid, n_blocks = blocks(M, D, x.device, LIVE["fwd"])
     with launch_context():
-        _fwd_kernel[grid](x, gate, w, storage(y), rstd, M, D, row_stride(x), row_stride(gate), eps, BLOCK_M=block_m,
-                          BLOCK_D=block_d, HAS_W=weight is not None, SILU=activation == "silu", NBG=norm_before_gate,
-                          Y_BF16=output_dtype == torch.bfloat16, F64=wide(x.device))  # fmt: skip
+        _fwd_kernel[grid](
+            x,
+            gate,
+            w,
+            storage(y),
+            rstd,
+            M,
+            D,
+            row_stride(x),
+            row_stride(gate),
+            eps,
+            BLOCK_M=block_m,
+            BLOCK_D=block_d,
+            HAS_W=weight is not None,
+            SILU=activation == "silu",
+            NBG=norm_before_gate,
+            Y_BF16=output_dtype == torch.bfloat16,
+            F64=wide(x.device),
+        )
     return y, rstd
 
 
@@ -167,8 +236,28 @@ def backward(x, gate, rstd, dy, weight, eps: float, activation: str, norm_before
     partials = outputs.empty((n_blocks, D), torch.float32, x.device) if weight is not None else rstd
     w = x if weight is None else weight.contiguous()
     with launch_context():
-        _bwd_kernel[grid](x, gate, dy, w, rstd, storage(dx), storage(dgate), partials, M, D, row_stride(x), row_stride(gate),
-                          row_stride(dy), BLOCK_M=block_m, BLOCK_D=block_d, HAS_W=weight is not None,
-                          SILU=activation == "silu", NBG=norm_before_gate, DX_BF16=x.dtype == torch.bfloat16,
-                          DZ_BF16=gate.dtype == torch.bfloat16, TREE=interpreting(), F64=wide(x.device))  # fmt: skip
+        _bwd_kernel[grid](
+            x,
+            gate,
+            dy,
+            w,
+            rstd,
+            storage(dx),
+            storage(dgate),
+            partials,
+            M,
+            D,
+            row_stride(x),
+            row_stride(gate),
+            row_stride(dy),
+            BLOCK_M=block_m,
+            BLOCK_D=block_d,
+            HAS_W=weight is not None,
+            SILU=activation == "silu",
+            NBG=norm_before_gate,
+            DX_BF16=x.dtype == torch.bfloat16,
+            DZ_BF16=gate.dtype == torch.bfloat16,
+            TREE=interpreting(),
+            F64=wide(x.device),
+        )
     return dx, dgate, (None if weight is None else partials.sum(0))

@@ -3,7 +3,8 @@ swiglu's flat walk and host side (``swiglu.launch``) with gelu for silu.
 
 "none": gelu(x) = x/2 * erfc(-x / sqrt 2), never 1 + erf(x / sqrt 2) (it cancels in fp32 for negative x);
 erfc is ``_cdf2``'s fit, fp32 without fp64 or libdevice (the interpreter and Ascend have neither);
-gelu'(x) = Phi(x) + x * phi(x), phi's exp(-x^2 / 2) with x^2 split exactly by an fma. "tanh": 1 + tanh(u) = 2 sigmoid(2u), so gelu =
+gelu'(x) = Phi(x) + x * phi(x), phi's exp(-x^2 / 2) with x^2 split exactly by an fma. "tanh": 1 + tanh(u) = 2
+sigmoid(2u), so gelu =
 x / (1 + exp(-2u)) and its derivative s + 2 x s (1 - s) u' with s, 1 - s from exp(-2|u|): no tail cancels.
 """
 
@@ -29,8 +30,22 @@ def _cdf2(x):
     exactly by an fma so exp's argument loses nothing at large |x|; 2 - erfc(z) for x >= 0 (no cancellation)."""
     z = tl.abs(x) * SQRT1_2
     t = 1.0 / (1.0 + 0.5 * z)
-    p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (
-        0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
+    p = -1.26551223 + t * (
+        1.00002368
+        + t
+        * (
+            0.37409196
+            + t
+            * (
+                0.09678418
+                + t
+                * (
+                    -0.18628806
+                    + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))
+                )
+            )
+        )
+    )
     hi = x * x
     lo = tl.fma(x, x, -hi)
     e = t * tl.exp(-0.5 * hi) * tl.exp(p - 0.5 * lo)
@@ -64,8 +79,9 @@ def gelu_grad(x, TANH: tl.constexpr):
 
 
 @triton.jit
-def _fwd_kernel(G, U, Y, N, BLOCK: tl.constexpr, TANH: tl.constexpr, EAGER: tl.constexpr, KIND: tl.constexpr,
-                BF16: tl.constexpr):  # fmt: skip
+def _fwd_kernel(
+    G, U, Y, N, BLOCK: tl.constexpr, TANH: tl.constexpr, EAGER: tl.constexpr, KIND: tl.constexpr, BF16: tl.constexpr
+):
     for blk in range(tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)):  # persistent: see common.blocks
         offs = blk * BLOCK + tl.arange(0, BLOCK)
         m = offs < N
@@ -78,8 +94,19 @@ def _fwd_kernel(G, U, Y, N, BLOCK: tl.constexpr, TANH: tl.constexpr, EAGER: tl.c
 
 
 @triton.jit
-def _bwd_kernel(DY, G, U, DG, DU, N, BLOCK: tl.constexpr, TANH: tl.constexpr, EAGER: tl.constexpr,
-                KIND: tl.constexpr, BF16: tl.constexpr):  # fmt: skip
+def _bwd_kernel(
+    DY,
+    G,
+    U,
+    DG,
+    DU,
+    N,
+    BLOCK: tl.constexpr,
+    TANH: tl.constexpr,
+    EAGER: tl.constexpr,
+    KIND: tl.constexpr,
+    BF16: tl.constexpr,
+):
     for blk in range(tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)):
         offs = blk * BLOCK + tl.arange(0, BLOCK)
         m = offs < N
@@ -101,12 +128,30 @@ def _tanh(approximate: str) -> bool:
 
 def forward(gate: torch.Tensor, up: torch.Tensor, approximate: str = "tanh", casting: str = "fp32") -> torch.Tensor:
     """y = gelu(gate, approximate) * up in gate's dtype (contiguous, gate's shape)."""
-    (y,) = launch("geglu", _fwd_kernel, (gate, up), 1, LIVE["fwd"], gate.shape, gate.dtype,
-                  TANH=_tanh(approximate), EAGER=casting == "eager")  # fmt: skip
+    (y,) = launch(
+        "geglu",
+        _fwd_kernel,
+        (gate, up),
+        1,
+        LIVE["fwd"],
+        gate.shape,
+        gate.dtype,
+        TANH=_tanh(approximate),
+        EAGER=casting == "eager",
+    )
     return y
 
 
 def backward(dy: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, approximate: str = "tanh", casting: str = "fp32"):
     """(dgate, dup) = (dy * up * gelu'(gate), dy * gelu(gate)) in gate's dtype."""
-    return launch("geglu", _bwd_kernel, (dy, gate, up), 2, LIVE["bwd"], gate.shape, gate.dtype,
-                  TANH=_tanh(approximate), EAGER=casting == "eager")  # fmt: skip
+    return launch(
+        "geglu",
+        _bwd_kernel,
+        (dy, gate, up),
+        2,
+        LIVE["bwd"],
+        gate.shape,
+        gate.dtype,
+        TANH=_tanh(approximate),
+        EAGER=casting == "eager",
+    )

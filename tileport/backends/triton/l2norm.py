@@ -12,9 +12,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import blocks, row_sum_squares, check_size, launch_context, row_stride, storage, store
 from .. import outputs
-
+from .common import blocks, check_size, launch_context, row_stride, row_sum_squares, storage, store
 
 # fp32 (BLOCK_M, BLOCK_D) tensors live at once in the forward and backward kernels: an Ascend block's size
 # in the unified buffer (common.blocks), the one thing that differs from the GPU build
@@ -36,7 +35,9 @@ def _fwd_kernel(X, Y, RSTD, M, D, stride_x, eps, BLOCK_M: tl.constexpr, BLOCK_D:
 
 
 @triton.jit
-def _bwd_kernel(X, RSTD, DY, DX, M, D, stride_x, stride_dy, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, DX_BF16: tl.constexpr):
+def _bwd_kernel(
+    X, RSTD, DY, DX, M, D, stride_x, stride_dy, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, DX_BF16: tl.constexpr
+):
     for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
         rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < M
@@ -62,11 +63,25 @@ def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None):
     """(y, rstd) for a non-empty 2-D x with unit-stride rows (any row stride)."""
     check_size("l2norm", x)
     M, D = x.shape
-    y, rstd = out if out is not None else (outputs.empty((M, D), output_dtype, x.device), outputs.empty((M,), torch.float32, x.device))
+    y, rstd = (
+        out
+        if out is not None
+        else (outputs.empty((M, D), output_dtype, x.device), outputs.empty((M,), torch.float32, x.device))
+    )
     block_m, block_d, grid, n_blocks = blocks(M, D, x.device, LIVE["fwd"])
     with launch_context():
-        _fwd_kernel[grid](x, storage(y), rstd, M, D, row_stride(x), eps,
-                          BLOCK_M=block_m, BLOCK_D=block_d, Y_BF16=output_dtype == torch.bfloat16)  # fmt: skip
+        _fwd_kernel[grid](
+            x,
+            storage(y),
+            rstd,
+            M,
+            D,
+            row_stride(x),
+            eps,
+            BLOCK_M=block_m,
+            BLOCK_D=block_d,
+            Y_BF16=output_dtype == torch.bfloat16,
+        )
     return y, rstd
 
 
@@ -78,6 +93,17 @@ def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, eps: float |
     rstd = rstd.to(torch.float32).contiguous()
     block_m, block_d, grid, n_blocks = blocks(M, D, x.device, LIVE["bwd"])
     with launch_context():
-        _bwd_kernel[grid](x, rstd, dy, storage(dx), M, D, row_stride(x), row_stride(dy),
-                          BLOCK_M=block_m, BLOCK_D=block_d, DX_BF16=x.dtype == torch.bfloat16)  # fmt: skip
+        _bwd_kernel[grid](
+            x,
+            rstd,
+            dy,
+            storage(dx),
+            M,
+            D,
+            row_stride(x),
+            row_stride(dy),
+            BLOCK_M=block_m,
+            BLOCK_D=block_d,
+            DX_BF16=x.dtype == torch.bfloat16,
+        )
     return dx

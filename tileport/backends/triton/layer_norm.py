@@ -17,10 +17,22 @@ import torch
 import triton
 import triton.language as tl
 
-from . import interpreting
-from .common import blocks, check_size, column_sum, div_pair, launch_context, row_stride, storage, store, wide, wide_add, wide_sum, wide_zeros
 from .. import outputs
-
+from . import interpreting
+from .common import (
+    blocks,
+    check_size,
+    column_sum,
+    div_pair,
+    launch_context,
+    row_stride,
+    storage,
+    store,
+    wide,
+    wide_add,
+    wide_sum,
+    wide_zeros,
+)
 
 # fp32 (BLOCK_M, BLOCK_D) tensors live at once in the forward and backward kernels: an Ascend block's size
 # in the unified buffer (common.blocks), the one thing that differs from the GPU build
@@ -34,8 +46,24 @@ def _load(P, rows, cols, row_ok, D, stride):
 
 
 @triton.jit
-def _fwd_kernel(X, W, B, Y, MEAN, RSTD, M, D, stride_x, eps, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
-                HAS_W: tl.constexpr, HAS_B: tl.constexpr, Y_BF16: tl.constexpr, F64: tl.constexpr):  # fmt: skip
+def _fwd_kernel(
+    X,
+    W,
+    B,
+    Y,
+    MEAN,
+    RSTD,
+    M,
+    D,
+    stride_x,
+    eps,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    Y_BF16: tl.constexpr,
+    F64: tl.constexpr,
+):
     for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
         rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < M
@@ -70,9 +98,26 @@ def _fwd_kernel(X, W, B, Y, MEAN, RSTD, M, D, stride_x, eps, BLOCK_M: tl.constex
 
 
 @triton.jit
-def _bwd_kernel(X, DY, W, MEAN, RSTD, DX, DWP, DBP, M, D, stride_x, stride_dy, BLOCK_M: tl.constexpr,
-                BLOCK_D: tl.constexpr, HAS_W: tl.constexpr, SUMS: tl.constexpr, DX_BF16: tl.constexpr,
-                TREE: tl.constexpr):  # fmt: skip
+def _bwd_kernel(
+    X,
+    DY,
+    W,
+    MEAN,
+    RSTD,
+    DX,
+    DWP,
+    DBP,
+    M,
+    D,
+    stride_x,
+    stride_dy,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    HAS_W: tl.constexpr,
+    SUMS: tl.constexpr,
+    DX_BF16: tl.constexpr,
+    TREE: tl.constexpr,
+):
     for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
         rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < M
@@ -101,7 +146,12 @@ def _bwd_kernel(X, DY, W, MEAN, RSTD, DX, DWP, DBP, M, D, stride_x, stride_dy, B
             if SUMS:
                 tl.store(DWP + blk * D + cols, column_sum(tl.where(mask, gy * xhat, 0.0), TREE), mask=cols < D)
                 tl.store(DBP + blk * D + cols, column_sum(tl.where(mask, gy, 0.0), TREE), mask=cols < D)
-            store(DX + rows[:, None] * D + cols[None, :], ((g - xhat * c2[:, None]) - c1[:, None]) * r[:, None], mask, DX_BF16)
+            store(
+                DX + rows[:, None] * D + cols[None, :],
+                ((g - xhat * c2[:, None]) - c1[:, None]) * r[:, None],
+                mask,
+                DX_BF16,
+            )
 
 
 def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
@@ -109,16 +159,34 @@ def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
     check_size("layer_norm", x)
     M, D = x.shape
     if out is None:
-        out = (outputs.empty((M, D), output_dtype, x.device), outputs.empty((M,), torch.float32, x.device),
-               outputs.empty((M,), torch.float32, x.device))  # fmt: skip
+        out = (
+            outputs.empty((M, D), output_dtype, x.device),
+            outputs.empty((M,), torch.float32, x.device),
+            outputs.empty((M,), torch.float32, x.device),
+        )
     y, mean, rstd = out
     w = x if weight is None else weight.contiguous()  # unread placeholders when absent
     b = x if bias is None else bias.contiguous()
     block_m, block_d, grid, n_blocks = blocks(M, D, x.device, LIVE["fwd"])
     with launch_context():
-        _fwd_kernel[grid](x, w, b, storage(y), mean, rstd, M, D, row_stride(x), eps, BLOCK_M=block_m, BLOCK_D=block_d,
-                          HAS_W=weight is not None, HAS_B=bias is not None, Y_BF16=output_dtype == torch.bfloat16,
-                          F64=wide(x.device))  # fmt: skip
+        _fwd_kernel[grid](
+            x,
+            w,
+            b,
+            storage(y),
+            mean,
+            rstd,
+            M,
+            D,
+            row_stride(x),
+            eps,
+            BLOCK_M=block_m,
+            BLOCK_D=block_d,
+            HAS_W=weight is not None,
+            HAS_B=bias is not None,
+            Y_BF16=output_dtype == torch.bfloat16,
+            F64=wide(x.device),
+        )
     return y, mean, rstd
 
 
@@ -132,10 +200,27 @@ def backward(x, mean, rstd, dy, weight, bias, eps: float | None = None):
     mean, rstd = mean.to(torch.float32).contiguous(), rstd.to(torch.float32).contiguous()
     block_m, block_d, grid, n_blocks = blocks(M, D, x.device, LIVE["bwd"])
     sums = weight is not None or with_dbias
-    dwp, dbp = ((outputs.empty((n_blocks, D), torch.float32, x.device) for _ in range(2)) if sums else (rstd, rstd))
+    dwp, dbp = (outputs.empty((n_blocks, D), torch.float32, x.device) for _ in range(2)) if sums else (rstd, rstd)
     w = x if weight is None else weight.contiguous()
     with launch_context():
-        _bwd_kernel[grid](x, dy, w, mean, rstd, storage(dx), dwp, dbp, M, D, row_stride(x), row_stride(dy),
-                          BLOCK_M=block_m, BLOCK_D=block_d, HAS_W=weight is not None, SUMS=sums,
-                          DX_BF16=x.dtype == torch.bfloat16, TREE=interpreting())  # fmt: skip
+        _bwd_kernel[grid](
+            x,
+            dy,
+            w,
+            mean,
+            rstd,
+            storage(dx),
+            dwp,
+            dbp,
+            M,
+            D,
+            row_stride(x),
+            row_stride(dy),
+            BLOCK_M=block_m,
+            BLOCK_D=block_d,
+            HAS_W=weight is not None,
+            SUMS=sums,
+            DX_BF16=x.dtype == torch.bfloat16,
+            TREE=interpreting(),
+        )
     return dx, (dwp.sum(0) if weight is not None else None), (dbp.sum(0) if with_dbias else None)

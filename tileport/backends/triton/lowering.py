@@ -17,8 +17,19 @@ import torch
 
 from . import ascend
 
-_TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64", torch.uint16: "u16",
-          torch.int16: "i16", torch.int32: "i32", torch.int64: "i64", torch.uint8: "u8", torch.int8: "i8", torch.bool: "i1"}  # fmt: skip
+_TYPES = {
+    torch.float32: "fp32",
+    torch.float16: "fp16",
+    torch.bfloat16: "bf16",
+    torch.float64: "fp64",
+    torch.uint16: "u16",
+    torch.int16: "i16",
+    torch.int32: "i32",
+    torch.int64: "i64",
+    torch.uint8: "u8",
+    torch.int8: "i8",
+    torch.bool: "i1",
+}
 
 
 class LoweringError(RuntimeError):
@@ -147,8 +158,11 @@ def _output_grads(spec, inputs: dict, gen: torch.Generator) -> dict:
     if bwd is None or "dy" in bwd.tensors:
         return {}
     outs = spec.run(inputs, "triton", False)
-    return {f"d{name}": torch.randn(t.shape, generator=gen).to(t.dtype) for name, t in outs.items()
-            if f"d{name}" in bwd.tensors and isinstance(t, torch.Tensor)}  # fmt: skip
+    return {
+        f"d{name}": torch.randn(t.shape, generator=gen).to(t.dtype)
+        for name, t in outs.items()
+        if f"d{name}" in bwd.tensors and isinstance(t, torch.Tensor)
+    }
 
 
 def launches(op: str, chip: ascend.Chip, dtype: torch.dtype, dim: int, rows: int = 256) -> list[Launch]:
@@ -169,7 +183,12 @@ def distinct(found: list[Launch]) -> list[Launch]:
     """One launch per kernel, constexprs and signature (what Triton compiles once), in order of first launch."""
     unique: dict[tuple, Launch] = {}
     for launch in found:
-        key = (launch.module, launch.name, tuple(sorted(launch.constants.items(), key=str)), tuple(sorted(launch.signature.items())))
+        key = (
+            launch.module,
+            launch.name,
+            tuple(sorted(launch.constants.items(), key=str)),
+            tuple(sorted(launch.signature.items())),
+        )
         unique.setdefault(key, launch)
     return list(unique.values())
 
@@ -188,8 +207,10 @@ def compile_launch(launch: Launch, chip: ascend.Chip, strict: bool = True) -> Lo
         error = None
         try:
             with contextlib.redirect_stdout(io.StringIO()):  # triton-ascend prints its search for CANN's compiler
-                compiled = triton.compile(ASTSource(fn=launch.kernel, signature=launch.signature, constants=launch.constants),
-                                          target=GPUTarget("npu", chip.arch, 0))  # fmt: skip
+                compiled = triton.compile(
+                    ASTSource(fn=launch.kernel, signature=launch.signature, constants=launch.constants),
+                    target=GPUTarget("npu", chip.arch, 0),
+                )
             out.npubin = compiled.asm.get("npubin")
             out.binary = f"NPU binary built ({len(out.npubin or b'')} bytes)"
         except Exception as exc:  # noqa: BLE001 - judged below by the stages that were written
@@ -210,8 +231,11 @@ def compile_launch(launch: Launch, chip: ascend.Chip, strict: bool = True) -> Lo
             return out
         raise LoweringError(f"{launch.module}.{launch.name} does not lower for {chip.arch}: {out.error}")
     if error is not None:
-        out.binary = ("no NPU binary: CANN's bishengir-compile is not set up (source <ascend-toolkit>/set_env.sh)"
-                      if ascend.bishengir() is None else f"no NPU binary: {type(error).__name__}: {' '.join(str(error).split())[:300]}")  # fmt: skip
+        out.binary = (
+            "no NPU binary: CANN's bishengir-compile is not set up (source <ascend-toolkit>/set_env.sh)"
+            if ascend.bishengir() is None
+            else f"no NPU binary: {type(error).__name__}: {' '.join(str(error).split())[:300]}"
+        )
     return out
 
 
@@ -221,6 +245,8 @@ def lower(op: str, target: str, dtype: torch.dtype, dim: int) -> list[Lowered]:
     if target not in ascend.CHIPS:
         raise ValueError(f"unknown Ascend target {target!r}; choose from {', '.join(ascend.CHIPS)}")
     if ascend.triton_ascend_version() is None:
-        raise ValueError(f"--target {target} lowers through triton-ascend, which is not installed here: {ascend.INSTALL}")
+        raise ValueError(
+            f"--target {target} lowers through triton-ascend, which is not installed here: {ascend.INSTALL}"
+        )
     chip = ascend.CHIPS[target]
     return [compile_launch(launch, chip) for launch in launches(op, chip, dtype, dim)]

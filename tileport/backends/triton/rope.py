@@ -16,9 +16,9 @@ import torch
 import triton
 import triton.language as tl
 
+from .. import outputs
 from .ascend import chip_of
 from .common import blocks, check_size, launch_context, storage, store
-from .. import outputs
 
 # fp32 (BLOCK_M, BLOCK_D) tensors live at once (cos, sin, the pair, the rotated pair, and the address and mask
 # lanes rounded up): an Ascend block's size in the unified buffer (common.blocks)
@@ -26,8 +26,9 @@ LIVE = {"fwd": 8, "bwd": 8}
 
 
 @triton.jit
-def _rotate_heads(X, O, x_tok, o_tok, sxh, soh, H, cols, m, ok, c, s, HALF, INTERLEAVED: tl.constexpr,
-                  BF16: tl.constexpr):  # fmt: skip
+def _rotate_heads(
+    X, O, x_tok, o_tok, sxh, soh, H, cols, m, ok, c, s, HALF, INTERLEAVED: tl.constexpr, BF16: tl.constexpr
+):
     """One chunk of pairs of every head of X rotated by (c, s) into O; ``ok`` zeros the rows off the table."""
     if INTERLEAVED:
         i1 = 2 * cols
@@ -65,10 +66,48 @@ def _copy_heads(X, O, x_tok, o_tok, sxh, soh, H, cols, m, BF16: tl.constexpr):
 
 
 @triton.jit
-def _rope(Q, K, QO, KO, COS, SIN, POS, OFFS, N, T, HQ, HK, D, HALF, TR, offset,
-          sqb, sqt, sqh, skb, skt, skh, sqob, sqot, sqoh, skob, skot, skoh, sc, ss, spb, spt, sfb,
-          BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, INTERLEAVED: tl.constexpr, HAS_POS: tl.constexpr,
-          HAS_OFFSETS: tl.constexpr, CONJUGATE: tl.constexpr, BF16: tl.constexpr):  # fmt: skip
+def _rope(
+    Q,
+    K,
+    QO,
+    KO,
+    COS,
+    SIN,
+    POS,
+    OFFS,
+    N,
+    T,
+    HQ,
+    HK,
+    D,
+    HALF,
+    TR,
+    offset,
+    sqb,
+    sqt,
+    sqh,
+    skb,
+    skt,
+    skh,
+    sqob,
+    sqot,
+    sqoh,
+    skob,
+    skot,
+    skoh,
+    sc,
+    ss,
+    spb,
+    spt,
+    sfb,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    INTERLEAVED: tl.constexpr,
+    HAS_POS: tl.constexpr,
+    HAS_OFFSETS: tl.constexpr,
+    CONJUGATE: tl.constexpr,
+    BF16: tl.constexpr,
+):
     """rope over N = B * T tokens of q [B, T, HQ, D] and k [B, T, HK, D] (HK = 0: no k); CONJUGATE rotates by
     minus the angle (the backward). Strides (batch, token, head) of q, k and their outputs, cos's and sin's
     rows, position_ids' (batch, token) and offsets'; HALF = R / 2, TR the table's rows."""
@@ -105,23 +144,175 @@ def _rope(Q, K, QO, KO, COS, SIN, POS, OFFS, N, T, HQ, HK, D, HALF, TR, offset,
 
 
 @triton.jit
-def _fwd_kernel(Q, K, QO, KO, COS, SIN, POS, OFFS, N, T, HQ, HK, D, HALF, TR, offset,
-                sqb, sqt, sqh, skb, skt, skh, sqob, sqot, sqoh, skob, skot, skoh, sc, ss, spb, spt, sfb,
-                BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, INTERLEAVED: tl.constexpr, HAS_POS: tl.constexpr,
-                HAS_OFFSETS: tl.constexpr, BF16: tl.constexpr):  # fmt: skip
-    _rope(Q, K, QO, KO, COS, SIN, POS, OFFS, N, T, HQ, HK, D, HALF, TR, offset,
-          sqb, sqt, sqh, skb, skt, skh, sqob, sqot, sqoh, skob, skot, skoh, sc, ss, spb, spt, sfb,
-          BLOCK_M, BLOCK_D, INTERLEAVED, HAS_POS, HAS_OFFSETS, False, BF16)  # fmt: skip
+def _fwd_kernel(
+    Q,
+    K,
+    QO,
+    KO,
+    COS,
+    SIN,
+    POS,
+    OFFS,
+    N,
+    T,
+    HQ,
+    HK,
+    D,
+    HALF,
+    TR,
+    offset,
+    sqb,
+    sqt,
+    sqh,
+    skb,
+    skt,
+    skh,
+    sqob,
+    sqot,
+    sqoh,
+    skob,
+    skot,
+    skoh,
+    sc,
+    ss,
+    spb,
+    spt,
+    sfb,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    INTERLEAVED: tl.constexpr,
+    HAS_POS: tl.constexpr,
+    HAS_OFFSETS: tl.constexpr,
+    BF16: tl.constexpr,
+):
+    _rope(
+        Q,
+        K,
+        QO,
+        KO,
+        COS,
+        SIN,
+        POS,
+        OFFS,
+        N,
+        T,
+        HQ,
+        HK,
+        D,
+        HALF,
+        TR,
+        offset,
+        sqb,
+        sqt,
+        sqh,
+        skb,
+        skt,
+        skh,
+        sqob,
+        sqot,
+        sqoh,
+        skob,
+        skot,
+        skoh,
+        sc,
+        ss,
+        spb,
+        spt,
+        sfb,
+        BLOCK_M,
+        BLOCK_D,
+        INTERLEAVED,
+        HAS_POS,
+        HAS_OFFSETS,
+        False,
+        BF16,
+    )
 
 
 @triton.jit
-def _bwd_kernel(Q, K, QO, KO, COS, SIN, POS, OFFS, N, T, HQ, HK, D, HALF, TR, offset,
-                sqb, sqt, sqh, skb, skt, skh, sqob, sqot, sqoh, skob, skot, skoh, sc, ss, spb, spt, sfb,
-                BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, INTERLEAVED: tl.constexpr, HAS_POS: tl.constexpr,
-                HAS_OFFSETS: tl.constexpr, BF16: tl.constexpr):  # fmt: skip
-    _rope(Q, K, QO, KO, COS, SIN, POS, OFFS, N, T, HQ, HK, D, HALF, TR, offset,
-          sqb, sqt, sqh, skb, skt, skh, sqob, sqot, sqoh, skob, skot, skoh, sc, ss, spb, spt, sfb,
-          BLOCK_M, BLOCK_D, INTERLEAVED, HAS_POS, HAS_OFFSETS, True, BF16)  # fmt: skip
+def _bwd_kernel(
+    Q,
+    K,
+    QO,
+    KO,
+    COS,
+    SIN,
+    POS,
+    OFFS,
+    N,
+    T,
+    HQ,
+    HK,
+    D,
+    HALF,
+    TR,
+    offset,
+    sqb,
+    sqt,
+    sqh,
+    skb,
+    skt,
+    skh,
+    sqob,
+    sqot,
+    sqoh,
+    skob,
+    skot,
+    skoh,
+    sc,
+    ss,
+    spb,
+    spt,
+    sfb,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    INTERLEAVED: tl.constexpr,
+    HAS_POS: tl.constexpr,
+    HAS_OFFSETS: tl.constexpr,
+    BF16: tl.constexpr,
+):
+    _rope(
+        Q,
+        K,
+        QO,
+        KO,
+        COS,
+        SIN,
+        POS,
+        OFFS,
+        N,
+        T,
+        HQ,
+        HK,
+        D,
+        HALF,
+        TR,
+        offset,
+        sqb,
+        sqt,
+        sqh,
+        skb,
+        skt,
+        skh,
+        sqob,
+        sqot,
+        sqoh,
+        skob,
+        skot,
+        skoh,
+        sc,
+        ss,
+        spb,
+        spt,
+        sfb,
+        BLOCK_M,
+        BLOCK_D,
+        INTERLEAVED,
+        HAS_POS,
+        HAS_OFFSETS,
+        True,
+        BF16,
+    )
 
 
 def _bth(t: torch.Tensor) -> tuple[int, int, int]:
@@ -134,7 +325,9 @@ def _run(kernel, q, k, cos, sin, position_ids, offsets, interleaved: bool, offse
         check_size("rope", k)
     B, T, HQ, D = q.shape
     TR, HALF = cos.shape
-    q_out, k_out = out if out is not None else (outputs.empty_in_layout(q), None if k is None else outputs.empty_in_layout(k))
+    q_out, k_out = (
+        out if out is not None else (outputs.empty_in_layout(q), None if k is None else outputs.empty_in_layout(k))
+    )
     has_k = k is not None and k.numel() > 0
     kk, ko = (k, k_out) if has_k else (q, q_out)  # no k: its loop runs over 0 heads
     HK = k.shape[2] if has_k else 0
@@ -147,11 +340,40 @@ def _run(kernel, q, k, cos, sin, position_ids, offsets, interleaved: bool, offse
     spb, spt = position_ids.stride() if position_ids is not None else (0, 0)
     sfb = offsets.stride(0) if offsets is not None else 0
     with launch_context():
-        kernel[grid](q, kk, storage(q_out), storage(ko), cos, sin, pos, offs, N, T, HQ, HK, D, HALF, TR, offset,
-                     *_bth(q), *_bth(kk), *_bth(q_out), *_bth(ko), cos.stride(0), sin.stride(0), spb, spt, sfb,
-                     BLOCK_M=block_m, BLOCK_D=block_d, INTERLEAVED=bool(interleaved), HAS_POS=position_ids is not None,
-                     HAS_OFFSETS=offsets is not None, BF16=q.dtype == torch.bfloat16,
-                     enable_fp_fusion=False)  # fmt: skip
+        kernel[grid](
+            q,
+            kk,
+            storage(q_out),
+            storage(ko),
+            cos,
+            sin,
+            pos,
+            offs,
+            N,
+            T,
+            HQ,
+            HK,
+            D,
+            HALF,
+            TR,
+            offset,
+            *_bth(q),
+            *_bth(kk),
+            *_bth(q_out),
+            *_bth(ko),
+            cos.stride(0),
+            sin.stride(0),
+            spb,
+            spt,
+            sfb,
+            BLOCK_M=block_m,
+            BLOCK_D=block_d,
+            INTERLEAVED=bool(interleaved),
+            HAS_POS=position_ids is not None,
+            HAS_OFFSETS=offsets is not None,
+            BF16=q.dtype == torch.bfloat16,
+            enable_fp_fusion=False,
+        )
     return q_out, k_out
 
 

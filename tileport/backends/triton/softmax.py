@@ -17,9 +17,20 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import blocks, check_size, launch_context, row_stride, storage, store, wide, wide_add, wide_add_product, wide_sum, wide_zeros
 from .. import outputs
-
+from .common import (
+    blocks,
+    check_size,
+    launch_context,
+    row_stride,
+    storage,
+    store,
+    wide,
+    wide_add,
+    wide_add_product,
+    wide_sum,
+    wide_zeros,
+)
 
 # fp32 (BLOCK_M, BLOCK_D) tensors live at once in the forward and backward kernels: an Ascend block's size
 # in the unified buffer (common.blocks), the one thing that differs from the GPU build
@@ -27,8 +38,18 @@ LIVE = {"fwd": 4, "bwd": 4}
 
 
 @triton.jit
-def _fwd_kernel(X, Y, M, D, stride_x, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, LOG: tl.constexpr, Y_BF16: tl.constexpr,
-                F64: tl.constexpr):  # fmt: skip
+def _fwd_kernel(
+    X,
+    Y,
+    M,
+    D,
+    stride_x,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    LOG: tl.constexpr,
+    Y_BF16: tl.constexpr,
+    F64: tl.constexpr,
+):
     for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
         rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < M
@@ -62,8 +83,20 @@ def _fwd_kernel(X, Y, M, D, stride_x, BLOCK_M: tl.constexpr, BLOCK_D: tl.constex
 
 
 @triton.jit
-def _bwd_kernel(Y, DY, DX, M, D, stride_y, stride_dy, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, LOG: tl.constexpr,
-                DX_BF16: tl.constexpr, F64: tl.constexpr):  # fmt: skip
+def _bwd_kernel(
+    Y,
+    DY,
+    DX,
+    M,
+    D,
+    stride_y,
+    stride_dy,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    LOG: tl.constexpr,
+    DX_BF16: tl.constexpr,
+    F64: tl.constexpr,
+):
     for blk in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):  # persistent: see common.blocks
         rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < M
@@ -98,8 +131,18 @@ def run_forward(op: str, x: torch.Tensor, log: bool) -> torch.Tensor:
     y = outputs.empty((M, D), x.dtype, x.device)
     block_m, block_d, grid, n_blocks = blocks(M, D, x.device, LIVE["fwd"])
     with launch_context():
-        _fwd_kernel[grid](x, storage(y), M, D, row_stride(x), BLOCK_M=block_m, BLOCK_D=block_d, LOG=log, Y_BF16=x.dtype == torch.bfloat16,
-                          F64=wide(x.device))  # fmt: skip
+        _fwd_kernel[grid](
+            x,
+            storage(y),
+            M,
+            D,
+            row_stride(x),
+            BLOCK_M=block_m,
+            BLOCK_D=block_d,
+            LOG=log,
+            Y_BF16=x.dtype == torch.bfloat16,
+            F64=wide(x.device),
+        )
     return y
 
 
@@ -109,8 +152,20 @@ def run_backward(op: str, y: torch.Tensor, dy: torch.Tensor, log: bool) -> torch
     dx = outputs.empty((M, D), y.dtype, y.device)
     block_m, block_d, grid, n_blocks = blocks(M, D, y.device, LIVE["bwd"])
     with launch_context():
-        _bwd_kernel[grid](y, dy, storage(dx), M, D, row_stride(y), row_stride(dy), BLOCK_M=block_m, BLOCK_D=block_d,
-                          LOG=log, DX_BF16=y.dtype == torch.bfloat16, F64=wide(y.device))  # fmt: skip
+        _bwd_kernel[grid](
+            y,
+            dy,
+            storage(dx),
+            M,
+            D,
+            row_stride(y),
+            row_stride(dy),
+            BLOCK_M=block_m,
+            BLOCK_D=block_d,
+            LOG=log,
+            DX_BF16=y.dtype == torch.bfloat16,
+            F64=wide(y.device),
+        )
     return dx
 
 

@@ -4,7 +4,8 @@ elementwise walk over the contiguous elements, and the host side the gated activ
 Each program walks blocks of ``BLOCK`` elements (persistent, ``common.blocks`` sizes them: the vector-core grid
 and the unified buffer on Ascend). fp32 math, rounded once to the inputs' dtype (bf16 by hand, ``common.store``);
 casting "eager" rounds the activation to that dtype before the product (and dup's factor), as ``F.silu(gate) * up``
-does in the input dtype; dgate = dy * up * act' is rounded once in either casting (the contract). silu is torch's ``x / (1 + exp(-x))``;
+does in the input dtype; dgate = dy * up * act' is rounded once in either casting (the contract). silu is torch's ``x /
+(1 + exp(-x))``;
 its derivative takes sigmoid and 1 - sigmoid from exp(-|x|), so neither tail cancels.
 """
 
@@ -61,8 +62,7 @@ def _fwd_kernel(G, U, Y, N, BLOCK: tl.constexpr, EAGER: tl.constexpr, KIND: tl.c
 
 
 @triton.jit
-def _bwd_kernel(DY, G, U, DG, DU, N, BLOCK: tl.constexpr, EAGER: tl.constexpr, KIND: tl.constexpr,
-                BF16: tl.constexpr):  # fmt: skip
+def _bwd_kernel(DY, G, U, DG, DU, N, BLOCK: tl.constexpr, EAGER: tl.constexpr, KIND: tl.constexpr, BF16: tl.constexpr):
     for blk in range(tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)):
         offs = blk * BLOCK + tl.arange(0, BLOCK)
         m = offs < N
@@ -92,8 +92,15 @@ def launch(op: str, kernel, ins: tuple, n_out: int, live: int, shape, dtype: tor
     width = min(triton.next_power_of_2(n), _ROW)
     block_m, block_d, grid, _ = blocks(triton.cdiv(n, width), width, ins[0].device, live)
     with launch_context():
-        kernel[grid](*ins, *(storage(o) for o in outs), n, BLOCK=block_m * block_d, KIND=round_kind(dtype),
-                     BF16=dtype == torch.bfloat16, **constants)  # fmt: skip
+        kernel[grid](
+            *ins,
+            *(storage(o) for o in outs),
+            n,
+            BLOCK=block_m * block_d,
+            KIND=round_kind(dtype),
+            BF16=dtype == torch.bfloat16,
+            **constants,
+        )
     return tuple(o.view(shape) for o in outs)
 
 
@@ -105,5 +112,6 @@ def forward(gate: torch.Tensor, up: torch.Tensor, casting: str = "fp32") -> torc
 
 def backward(dy: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, casting: str = "fp32"):
     """(dgate, dup) = (dy * up * silu'(gate), dy * silu(gate)) in gate's dtype."""
-    return launch("swiglu", _bwd_kernel, (dy, gate, up), 2, LIVE["bwd"], gate.shape, gate.dtype,
-                  EAGER=casting == "eager")  # fmt: skip
+    return launch(
+        "swiglu", _bwd_kernel, (dy, gate, up), 2, LIVE["bwd"], gate.shape, gate.dtype, EAGER=casting == "eager"
+    )

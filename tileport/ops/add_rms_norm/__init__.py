@@ -71,8 +71,12 @@ class AddRMSNorm(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         rdt = torch.float32 if self.residual_in_fp32 else None
-        return add_rms_norm(x, residual, self.weight, self.eps, offset=self.offset, residual_dtype=rdt, backend=self.backend)
+        return add_rms_norm(
+            x, residual, self.weight, self.eps, offset=self.offset, residual_dtype=rdt, backend=self.backend
+        )
 
     def extra_repr(self) -> str:
-        return (f"{self.hidden_size}, eps={self.eps}, elementwise_affine={self.weight is not None}, "
-                f"offset={self.offset}, residual_in_fp32={self.residual_in_fp32}")  # fmt: skip
+        return (
+            f"{self.hidden_size}, eps={self.eps}, elementwise_affine={self.weight is not None}, "
+            f"offset={self.offset}, residual_in_fp32={self.residual_in_fp32}"
+        )

@@ -21,8 +21,16 @@ def run(inputs: dict, backend: str | None, backward: bool) -> dict[str, torch.Te
     y, res, rstd = SPEC.api.forward(x, r, w, eps, offset=offset, residual_dtype=rdt, backend=backend)
     out = {"y": y, "residual_out": res, "rstd": rstd}
     if backward:
-        dsum, dw = SPEC.api.backward(res, rstd, inputs["dy"], w, dresidual_out=inputs.get("dresidual_out"), offset=offset,
-                                    eps=eps, backend=backend)  # fmt: skip
+        dsum, dw = SPEC.api.backward(
+            res,
+            rstd,
+            inputs["dy"],
+            w,
+            dresidual_out=inputs.get("dresidual_out"),
+            offset=offset,
+            eps=eps,
+            backend=backend,
+        )
         out["dx"] = dsum.to(x.dtype)
         out["dresidual"] = dsum.to(r.dtype)
         if dw is not None:
@@ -64,7 +72,9 @@ def _liger(fn):  # casting "gemma": everything in fp32, as tileport's contract
 
 
 def _fla(fn):
-    return lambda x, residual, weight=None, eps=DEFAULT_EPS: fn(x, weight, None, residual=residual, eps=eps, prenorm=True)
+    return lambda x, residual, weight=None, eps=DEFAULT_EPS: fn(
+        x, weight, None, residual=residual, eps=eps, prenorm=True
+    )
 
 
 SPEC = s.OpSpec(
@@ -76,20 +86,32 @@ SPEC = s.OpSpec(
     inputs=(s.Tensor("x", s.ROWS), s.Tensor("residual", s.ROWS), s.Tensor("weight", s.VECTOR, optional=True)),
     attrs=(s.Attr("eps", DEFAULT_EPS, "finite, >= 0", s.EPS, kw_only=False), s.Attr("offset", 0.0, "finite", s.REAL)),
     case_attrs=(s.Attr("residual_in_fp32", False, "residual_out in fp32", s.BOOL),),  # run's: residual_dtype fp32
-    options=(s.Attr("residual_dtype", None, "a floating dtype (default x's)", s.DTYPE),
-             s.Attr("output_dtype", None, "a floating dtype (default x's)", s.DTYPE)),  # fmt: skip
-    outputs=(s.Tensor("y", s.ROWS, dtype="output_dtype"), s.Tensor("residual_out", s.ROWS, dtype="residual_dtype"),
-             s.Tensor("rstd", s.PER_ROW, dtype="stat")),  # fmt: skip
+    options=(
+        s.Attr("residual_dtype", None, "a floating dtype (default x's)", s.DTYPE),
+        s.Attr("output_dtype", None, "a floating dtype (default x's)", s.DTYPE),
+    ),
+    outputs=(
+        s.Tensor("y", s.ROWS, dtype="output_dtype"),
+        s.Tensor("residual_out", s.ROWS, dtype="residual_dtype"),
+        s.Tensor("rstd", s.PER_ROW, dtype="stat"),
+    ),
     backward=s.Backward(
-        ("residual_out", "rstd", "dy", "dresidual_out", "weight"), ("offset", "eps"),
-        returns=(s.Tensor("dsum", s.ROWS), s.Tensor("dweight", s.REDUCED, optional=True)), to_grads=_to_grads,
+        ("residual_out", "rstd", "dy", "dresidual_out", "weight"),
+        ("offset", "eps"),
+        returns=(s.Tensor("dsum", s.ROWS), s.Tensor("dweight", s.REDUCED, optional=True)),
+        to_grads=_to_grads,
     ),
     grads=(s.Tensor("dx", s.ROWS), s.Tensor("dresidual", s.ROWS), s.Tensor("dweight", s.REDUCED, optional=True)),
     signatures={"backward": ("residual_out", "rstd", "dy", "weight", "*", "dresidual_out", "offset", "eps", "backend")},
     docs={
-        "function": "Differentiable ``(y, residual_out)``: ``residual_out = x + residual``, ``y = rms_norm(residual_out)``.",
-        "forward": "``(y, residual_out, rstd)`` of the fused add + rms_norm, without autograd (see the module docstring).",
-        "backward": """``(dsum, dweight)`` from the forward's ``residual_out`` and ``rstd``, ``dy`` and the gradient reaching
+        "function": (
+            "Differentiable ``(y, residual_out)``: ``residual_out = x + residual``, ``y = rms_norm(residual_out)``."
+        ),
+        "forward": (
+            "``(y, residual_out, rstd)`` of the fused add + rms_norm, without autograd (see the module docstring)."
+        ),
+        "backward": """``(dsum, dweight)`` from the forward's ``residual_out`` and ``rstd``, ``dy`` and the gradient
+        reaching
     residual_out directly (None: zero). ``dsum`` (residual_out's dtype) is the gradient of x and of residual:
     ``dx = dsum.to(x.dtype)``, ``dresidual = dsum.to(residual.dtype)``. dweight is None without a weight.
     ``eps``: the forward's (the TileLang CPU kernel uses it to avoid dx's cancellation).""",
@@ -100,10 +122,13 @@ SPEC = s.OpSpec(
     bytes_moved=bytes_moved,
     dtypes=s.FLOATS,
     workloads=dict(s.MODEL_WORKLOADS),
-    bar=s.with_causes(s.ROWWISE_BAR, {
-        "fwd small: per call vs eager": "three outputs (y, the sum, rstd) allocated and checked per call",
-        "fwd in cache vs torch.compile": "three passes: the sum stored, then read back for the statistic and for y",
-    }),
+    bar=s.with_causes(
+        s.ROWWISE_BAR,
+        {
+            "fwd small: per call vs eager": "three outputs (y, the sum, rstd) allocated and checked per call",
+            "fwd in cache vs torch.compile": "three passes: the sum stored, then read back for the statistic and for y",
+        },
+    ),
     originals=(
         s.Original("liger", "liger_kernel.ops.fused_add_rms_norm", "LigerFusedAddRMSNormFunction.apply", _liger),
         s.Original("fla", "fla.modules.layernorm", "rms_norm", _fla),

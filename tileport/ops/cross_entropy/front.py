@@ -18,8 +18,20 @@ _check_rows = _API.namespace["_check_forward"]  # the declaration's checks of (i
 _fwd = _API.namespace["_fwd"]  # its forward after the checks: dispatch, the custom op under torch.compile
 
 
-def cross_entropy(input, target, weight=None, ignore_index=IGNORE_INDEX, reduction="mean", label_smoothing=0.0, *,
-                  lse_square_scale=0.0, softcap=None, return_z_loss=False, inplace_backward=False, backend=None):  # fmt: skip
+def cross_entropy(
+    input,
+    target,
+    weight=None,
+    ignore_index=IGNORE_INDEX,
+    reduction="mean",
+    label_smoothing=0.0,
+    *,
+    lse_square_scale=0.0,
+    softcap=None,
+    return_z_loss=False,
+    inplace_backward=False,
+    backend=None,
+):
     """The cross-entropy loss of logits ``input`` against ``target``, as ``torch.nn.functional.cross_entropy``.
 
     ``input`` [C], [N, C] or [N, C, d1, ...] (classes in dimension 1), fp16 / bf16 / fp32 / fp64; ``target``
@@ -37,8 +49,18 @@ def cross_entropy(input, target, weight=None, ignore_index=IGNORE_INDEX, reducti
     memory (Liger-Kernel's and flash-linear-attention's trick to save the logits' size): the input's values are
     gone after the call (where the class dimension has no stride 1 the rows are a copy and the input is kept), and
     the backward can run once (no ``retain_graph``) and cannot differentiate the returned z_loss."""
-    loss, z_loss = _loss(input, target, weight, ignore_index, reduction, label_smoothing, lse_square_scale, softcap,
-                         _c.flag(inplace_backward, "inplace_backward"), backend)  # fmt: skip
+    loss, z_loss = _loss(
+        input,
+        target,
+        weight,
+        ignore_index,
+        reduction,
+        label_smoothing,
+        lse_square_scale,
+        softcap,
+        _c.flag(inplace_backward, "inplace_backward"),
+        backend,
+    )
     return (loss, z_loss) if _c.flag(return_z_loss, "return_z_loss") else loss
 
 
@@ -46,8 +68,18 @@ class CrossEntropyLoss(torch.nn.Module):
     """``torch.nn.CrossEntropyLoss`` with Liger-Kernel's z-loss and softcap (:func:`cross_entropy`); ``weight`` a
     buffer (it moves with the module). ``forward(input, target)``."""
 
-    def __init__(self, weight=None, ignore_index=IGNORE_INDEX, reduction="mean", label_smoothing=0.0, *,
-                 lse_square_scale=0.0, softcap=None, return_z_loss=False, backend=None):  # fmt: skip
+    def __init__(
+        self,
+        weight=None,
+        ignore_index=IGNORE_INDEX,
+        reduction="mean",
+        label_smoothing=0.0,
+        *,
+        lse_square_scale=0.0,
+        softcap=None,
+        return_z_loss=False,
+        backend=None,
+    ):
         super().__init__()
         _attrs(ignore_index, reduction, label_smoothing, lse_square_scale, softcap)  # refused at construction
         self.register_buffer("weight", weight)
@@ -56,14 +88,25 @@ class CrossEntropyLoss(torch.nn.Module):
         self.backend = backend
 
     def forward(self, input, target):
-        return cross_entropy(input, target, self.weight, self.ignore_index, self.reduction, self.label_smoothing,
-                             lse_square_scale=self.lse_square_scale, softcap=self.softcap,
-                             return_z_loss=self.return_z_loss, backend=self.backend)  # fmt: skip
+        return cross_entropy(
+            input,
+            target,
+            self.weight,
+            self.ignore_index,
+            self.reduction,
+            self.label_smoothing,
+            lse_square_scale=self.lse_square_scale,
+            softcap=self.softcap,
+            return_z_loss=self.return_z_loss,
+            backend=self.backend,
+        )
 
     def extra_repr(self):
-        return (f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, label_smoothing="
-                f"{self.label_smoothing}, lse_square_scale={self.lse_square_scale}, softcap={self.softcap}, "
-                f"return_z_loss={self.return_z_loss}")  # fmt: skip
+        return (
+            f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, label_smoothing="
+            f"{self.label_smoothing}, lse_square_scale={self.lse_square_scale}, softcap={self.softcap}, "
+            f"return_z_loss={self.return_z_loss}"
+        )
 
 
 def _attrs(ignore_index, reduction, label_smoothing, lse_square_scale, softcap):
@@ -76,8 +119,12 @@ def _attrs(ignore_index, reduction, label_smoothing, lse_square_scale, softcap):
         cap = _c.finite_real(softcap, "softcap")
         if cap <= 0:
             raise ValueError(f"softcap must be None or > 0, got {softcap!r}")
-    return (_c.integer(ignore_index, "ignore_index"), _c.probability(label_smoothing, "label_smoothing"),
-            _c.eps_value(lse_square_scale, "lse_square_scale"), cap)  # fmt: skip
+    return (
+        _c.integer(ignore_index, "ignore_index"),
+        _c.probability(label_smoothing, "label_smoothing"),
+        _c.eps_value(lse_square_scale, "lse_square_scale"),
+        cap,
+    )
 
 
 def _rows(t: torch.Tensor) -> torch.Tensor:
@@ -92,8 +139,7 @@ def _per_element(input: torch.Tensor) -> tuple[int, ...]:
     return () if input.dim() == 1 else (input.shape[0], *input.shape[2:])
 
 
-def _loss(input, target, weight, ignore_index, reduction, label_smoothing, lse_square_scale, softcap, inplace,
-          backend):  # fmt: skip
+def _loss(input, target, weight, ignore_index, reduction, label_smoothing, lse_square_scale, softcap, inplace, backend):
     ignore_index, eps, scale, cap = _attrs(ignore_index, reduction, label_smoothing, lse_square_scale, softcap)
     x, t, probs = _inputs(input, target)
     train = input.requires_grad and torch.is_grad_enabled()
@@ -123,13 +169,16 @@ def _inputs(input, target) -> tuple[torch.Tensor, torch.Tensor, bool]:
         raise TypeError(f"target must be a torch.Tensor, got {type(target).__name__}")
     if target.is_floating_point():
         if target.shape != input.shape:
-            raise ValueError(f"target of class probabilities must have input's shape {tuple(input.shape)}, got "
-                             f"{tuple(target.shape)}")  # fmt: skip
+            raise ValueError(
+                f"target of class probabilities must have input's shape {tuple(input.shape)}, got {tuple(target.shape)}"
+            )
         return _rows(input), (target.reshape(1, -1) if target.dim() == 1 else _rows(target)), True
     expected = _per_element(input)
     if tuple(target.shape) != expected:
-        raise ValueError(f"target of class indices must have shape {expected} (input's {tuple(input.shape)} without "
-                         f"its class dimension 1), got {tuple(target.shape)}")  # fmt: skip
+        raise ValueError(
+            f"target of class indices must have shape {expected} (input's {tuple(input.shape)} without "
+            f"its class dimension 1), got {tuple(target.shape)}"
+        )
     return _rows(input), target.reshape(-1), False
 
 
@@ -187,8 +236,10 @@ class _Loss(torch.autograd.Function):
     def backward(ctx, dloss, dz_loss):
         ignore_index, scale, cap, reduction, probs, inplace = ctx.options
         if inplace and ctx.spent:
-            raise RuntimeError("cross_entropy(inplace_backward=True): the backward can run once (the gradient the "
-                               "forward wrote over the input is scaled in place); retain_graph is not supported")  # fmt: skip
+            raise RuntimeError(
+                "cross_entropy(inplace_backward=True): the backward can run once (the gradient the "
+                "forward wrote over the input is scaled in place); retain_graph is not supported"
+            )
         grad, x, t, lse, den = ctx.saved_tensors
         dx = None
         if dloss is not None:
@@ -197,8 +248,10 @@ class _Loss(torch.autograd.Function):
             ctx.spent = True
         if dz_loss is not None and scale:
             if x is None:
-                raise RuntimeError("cross_entropy(inplace_backward=True) cannot differentiate the returned z_loss: "
-                                   "the logits it needs were overwritten by the gradient")  # fmt: skip
+                raise RuntimeError(
+                    "cross_entropy(inplace_backward=True) cannot differentiate the returned z_loss: "
+                    "the logits it needs were overwritten by the gradient"
+                )
             rows = _z_rows(dz_loss, t, den, ignore_index, reduction, probs, x.shape[0], lse.dtype)
             extra = torch_rows.z_loss_grad(x, lse, cap, scale, rows)
             dx = extra if dx is None else dx + extra

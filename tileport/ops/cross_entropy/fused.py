@@ -43,8 +43,9 @@ def _rows(x, target, weight, ignore_index, label_smoothing, lse_square_scale, so
         stat = stat_dtype(x.dtype)
         return tuple(torch.empty(x.shape[0], dtype=stat, device=x.device) for _ in range(3))
     impl = REGISTRY.kernels(OP, x.device, (x.dtype,), backend)
-    return impl.forward(x, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, grad=grad,
-                        scales=scales(den))  # fmt: skip
+    return impl.forward(
+        x, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, grad=grad, scales=scales(den)
+    )
 
 
 def _fused(x, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, den, backend):
@@ -68,18 +69,26 @@ def _inplace_fake(x, target, weight, ignore_index, label_smoothing, lse_square_s
     return tuple(x.new_empty(x.shape[0], dtype=stat_dtype(x.dtype)) for _ in range(3))
 
 
-_ARGS = ("Tensor target, Tensor? weight, int ignore_index, float label_smoothing, float lse_square_scale, "
-         "float softcap, Tensor den, str? backend")  # fmt: skip
-_fused_op = torch.library.custom_op(f"tileport::{OP}_fused", _fused, mutates_args=(),
-                                    schema=f"(Tensor x, {_ARGS}) -> (Tensor, Tensor, Tensor, Tensor)")  # fmt: skip
+_ARGS = (
+    "Tensor target, Tensor? weight, int ignore_index, float label_smoothing, float lse_square_scale, "
+    "float softcap, Tensor den, str? backend"
+)
+_fused_op = torch.library.custom_op(
+    f"tileport::{OP}_fused", _fused, mutates_args=(), schema=f"(Tensor x, {_ARGS}) -> (Tensor, Tensor, Tensor, Tensor)"
+)
 _fused_op.register_fake(_fused_fake)
-_inplace_op = torch.library.custom_op(f"tileport::{OP}_fused_inplace", _inplace, mutates_args=("x",),
-                                      schema=f"(Tensor(a!) x, {_ARGS}) -> (Tensor, Tensor, Tensor)")  # fmt: skip
+_inplace_op = torch.library.custom_op(
+    f"tileport::{OP}_fused_inplace",
+    _inplace,
+    mutates_args=("x",),
+    schema=f"(Tensor(a!) x, {_ARGS}) -> (Tensor, Tensor, Tensor)",
+)
 _inplace_op.register_fake(_inplace_fake)
 
 
-def forward_with_grad(x, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, den, backend,
-                      inplace: bool):  # fmt: skip
+def forward_with_grad(
+    x, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, den, backend, inplace: bool
+):
     """(loss, z_loss, lse, grad) of rows ``x [N, C]``: ``grad`` is ``x`` itself where ``inplace``."""
     args = (target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, den, backend)
     compiling = torch.compiler.is_compiling()

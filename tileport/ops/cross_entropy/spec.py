@@ -17,8 +17,9 @@ ATTRS = (
 )
 
 
-def composite(input, target, weight=None, ignore_index=IGNORE_INDEX, label_smoothing=0.0, lse_square_scale=0.0,
-              softcap=0.0):  # fmt: skip
+def composite(
+    input, target, weight=None, ignore_index=IGNORE_INDEX, label_smoothing=0.0, lse_square_scale=0.0, softcap=0.0
+):
     """What users write today: the logits upcast (fp64 kept), Gemma 2's softcap, ``F.cross_entropy(reduction=
     "none")`` and the z-loss ``scale * logsumexp^2`` on the non-ignored rows; ``(loss, z_loss, lse)`` with lse
     detached (a statistic: it has no gradient)."""
@@ -26,8 +27,9 @@ def composite(input, target, weight=None, ignore_index=IGNORE_INDEX, label_smoot
     if softcap:
         x = softcap * torch.tanh(x / softcap)
     w = None if weight is None else weight.to(x.dtype)
-    loss = torch.nn.functional.cross_entropy(x, target.long(), weight=w, ignore_index=ignore_index, reduction="none",
-                                             label_smoothing=label_smoothing)  # fmt: skip
+    loss = torch.nn.functional.cross_entropy(
+        x, target.long(), weight=w, ignore_index=ignore_index, reduction="none", label_smoothing=label_smoothing
+    )
     lse = torch.logsumexp(x, -1)
     z_loss = torch.where(target != ignore_index, lse_square_scale * lse * lse, 0)
     return loss, z_loss, lse.detach()

@@ -25,8 +25,9 @@ def _capped(x, softcap: float):
     return softcap * th, 1 - th * th
 
 
-def prob_rows(x, q, weight, label_smoothing: float, lse_square_scale: float, softcap: float, lse, scales=(1.0, 1.0),
-              grad=None):  # fmt: skip
+def prob_rows(
+    x, q, weight, label_smoothing: float, lse_square_scale: float, softcap: float, lse, scales=(1.0, 1.0), grad=None
+):
     """(loss, z_loss) ``[N]`` of rows ``x [N, C]`` against class probabilities ``q [N, C]`` (torch's: ``-sum_c w_c
     q'_c log p_c`` with ``q' = (1 - eps) q + eps / C``; z_loss = s lse^2 on every row), ``lse`` the kernel's. With
     ``grad`` ([N, C], may be x itself) ``a * dloss + b * dz_loss`` is written into it, each chunk read first."""

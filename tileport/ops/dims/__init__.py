@@ -37,6 +37,21 @@ from .outputs import fake_outputs, gradient_of, schema_type
 from .shape import Dim, Shape, parse_shape
 
 __all__ = [
-    "CLASSES", "Binding", "Constraint", "Declaration", "Dim", "Origin", "Shape", "TensorDecl", "as_declaration",
-    "bind", "bind_sizes", "constraint", "decl", "fake_outputs", "gradient_of", "parse_shape", "schema_type",
-]  # fmt: skip
+    "CLASSES",
+    "Binding",
+    "Constraint",
+    "Declaration",
+    "Dim",
+    "Origin",
+    "Shape",
+    "TensorDecl",
+    "as_declaration",
+    "bind",
+    "bind_sizes",
+    "constraint",
+    "decl",
+    "fake_outputs",
+    "gradient_of",
+    "parse_shape",
+    "schema_type",
+]

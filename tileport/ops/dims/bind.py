@@ -145,8 +145,9 @@ class Binding:
         return value
 
 
-def bind(decls, tensors: Mapping[str, torch.Tensor | None], attrs: Mapping[str, object] | None = None,
-         where: Iterable = ()) -> Binding:  # fmt: skip
+def bind(
+    decls, tensors: Mapping[str, torch.Tensor | None], attrs: Mapping[str, object] | None = None, where: Iterable = ()
+) -> Binding:
     """``tensors`` (by declared name; an optional input may be None or left out, an output is checked where
     given) bound to the declaration ``decls`` (a Declaration, or the inputs' TensorDecls or one-line forms), then
     the constraints ``where`` checked; ``attrs``: the attribute values ranges and constraints read."""
@@ -157,8 +158,9 @@ def bind(decls, tensors: Mapping[str, torch.Tensor | None], attrs: Mapping[str, 
     return _bind(Binding(declaration, attrs), declaration.inputs + tuple(given_outputs), tensors)
 
 
-def bind_sizes(decls, sizes: Mapping[str, Size], attrs: Mapping[str, object] | None = None,
-               where: Iterable = ()) -> Binding:  # fmt: skip
+def bind_sizes(
+    decls, sizes: Mapping[str, Size], attrs: Mapping[str, object] | None = None, where: Iterable = ()
+) -> Binding:
     """A binding from sizes chosen for the dimensions (``{"T": 128, "*batch": (2, 3)}``) instead of tensors: what
     a case generator draws, its constraints checked (ValueError for a draw they refuse)."""
     attrs = dict(attrs or {})
@@ -218,11 +220,19 @@ def _bind(base: Binding, decls: Iterable[TensorDecl], tensors: Mapping[str, torc
             device, device_of = tensor.device, t.name
         elif tensor.device != device:
             raise ValueError(
-                f"{t.name} must be on {device_of}'s device {device}, got {tensor.device} (tensors must be on one device)"
+                f"{t.name} must be on {device_of}'s device {device}, got {tensor.device} (tensors must be on one "
+                "device)"
             )
     bound = {n: tensor for n, (_, tensor) in given.items()}
-    binding = replace(base, sizes=sizes, origins=origins, dtypes=dtypes, device=device, device_of=device_of,
-                      tensors=base.tensors | bound)  # fmt: skip
+    binding = replace(
+        base,
+        sizes=sizes,
+        origins=origins,
+        dtypes=dtypes,
+        device=device,
+        device_of=device_of,
+        tensors=base.tensors | bound,
+    )
     _check_constraints(binding)
     return binding
 

@@ -131,7 +131,9 @@ def decl(text: str) -> TensorDecl:
         elif word in CLASSES or word.startswith(RELATIONS):
             fields["dtype"] = word
         else:
-            raise ValueError(f"malformed declaration {text!r}: unknown word {word!r} (a dtype class, grad, optional, in)")
+            raise ValueError(
+                f"malformed declaration {text!r}: unknown word {word!r} (a dtype class, grad, optional, in)"
+            )
     if ranged:
         fields |= _range(text, tail)
     try:

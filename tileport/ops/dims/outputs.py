@@ -22,8 +22,12 @@ def gradient_of(t: TensorDecl, optional: bool = False) -> TensorDecl:
     return TensorDecl(f"d{t.name}", t.shape, f"like:{t.name}", optional=optional)
 
 
-def fake_outputs(outputs: Iterable[TensorDecl | str], binding: Binding, dtype_of: Mapping[str, torch.dtype] | None = None,
-                 device: torch.device | str | None = None) -> tuple[torch.Tensor, ...]:  # fmt: skip
+def fake_outputs(
+    outputs: Iterable[TensorDecl | str],
+    binding: Binding,
+    dtype_of: Mapping[str, torch.dtype] | None = None,
+    device: torch.device | str | None = None,
+) -> tuple[torch.Tensor, ...]:
     """Uninitialized outputs in their declared shapes (what a custom op's fake implementation returns), each in
     its ``dtype_of`` entry's dtype, else the one its declaration fixes; on ``device`` (default the binding's)."""
     where = device if device is not None else binding.device

@@ -99,7 +99,9 @@ def parse_shape(text: str | Shape) -> Shape:
         column += len(part) + 1
     variadic = [str(d) for d in items if d.variadic]
     if len(variadic) > 1:
-        raise ValueError(f"malformed shape {text!r}: {len(variadic)} variadic items ({', '.join(variadic)}); at most one")
+        raise ValueError(
+            f"malformed shape {text!r}: {len(variadic)} variadic items ({', '.join(variadic)}); at most one"
+        )
     return Shape(tuple(items))
 
 

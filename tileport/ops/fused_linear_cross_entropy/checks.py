@@ -78,7 +78,9 @@ def compute_dtype(input: torch.Tensor, lm_weight: torch.Tensor) -> torch.dtype:
     if torch.is_autocast_enabled(kind) and input.dtype in AUTOCAST_DTYPES and lm_weight.dtype in AUTOCAST_DTYPES:
         return torch.get_autocast_dtype(kind)
     if lm_weight.dtype != input.dtype:
-        raise TypeError(f"lm_weight must have input's dtype {input.dtype} (outside torch.autocast), got {lm_weight.dtype}")
+        raise TypeError(
+            f"lm_weight must have input's dtype {input.dtype} (outside torch.autocast), got {lm_weight.dtype}"
+        )
     return input.dtype
 
 
@@ -116,11 +118,27 @@ def targets(target: torch.Tensor, classes: int, ignore_index: int) -> None:
     bad = (target != ignore_index) & ((target < 0) | (target >= classes))
     if bool(bad.any()):
         value = int(target[bad].reshape(-1)[0])
-        raise IndexError(f"target {value} is out of bounds: targets must be in [0, {classes}) (V = {classes} classes) or ignore_index = {ignore_index}")
+        raise IndexError(
+            f"target {value} is out of bounds: targets must be in [0, {classes}) (V = {classes} classes) or "
+            f"ignore_index = {ignore_index}"
+        )
 
 
-def call(input, lm_weight, target, bias, ce_weight, ignore_index, reduction, label_smoothing, lse_square_scale,
-         softcap, return_z_loss, chunk_size, backend) -> Call:  # fmt: skip
+def call(
+    input,
+    lm_weight,
+    target,
+    bias,
+    ce_weight,
+    ignore_index,
+    reduction,
+    label_smoothing,
+    lse_square_scale,
+    softcap,
+    return_z_loss,
+    chunk_size,
+    backend,
+) -> Call:
     """Every argument checked (targets' values included); the call's settings."""
     tensors(input, lm_weight, target, bias, ce_weight)
     ignore_index = _checks.integer(ignore_index, "ignore_index")

@@ -74,7 +74,12 @@ def _fp32_gemm_of(dtype: torch.dtype, device: torch.device):
     operands to bf16 (exact here, they are bf16 values widened) and accumulates and writes in fp32. The
     process-wide setting is restored on exit."""
     matmul = getattr(torch.backends.mkldnn, "matmul", None)  # the setting is torch >= 2.9's
-    if dtype != torch.bfloat16 or device.type != "cpu" or not torch.backends.mkldnn.is_available() or not hasattr(matmul, "fp32_precision"):
+    if (
+        dtype != torch.bfloat16
+        or device.type != "cpu"
+        or not torch.backends.mkldnn.is_available()
+        or not hasattr(matmul, "fp32_precision")
+    ):
         yield
         return
     before = matmul.fp32_precision
@@ -131,8 +136,12 @@ def _no_autocast(device: torch.device):
     return torch.autocast(kind, enabled=False) if torch.is_autocast_enabled(kind) else contextlib.nullcontext()
 
 
-def run(rows: Rows, wants: tuple[bool, bool, bool] = (False, False, False), scales: tuple[float, float] | None = None,
-        row_grads: tuple | None = None) -> Result:  # fmt: skip
+def run(
+    rows: Rows,
+    wants: tuple[bool, bool, bool] = (False, False, False),
+    scales: tuple[float, float] | None = None,
+    row_grads: tuple | None = None,
+) -> Result:
     """One pass over the chunks. ``wants``: gradients of (x, weight, bias). The logits' gradient is the row
     kernel's fused ``a * dloss + b * dz_loss`` with ``scales = (a, b)``, or, with ``row_grads = (dloss, dz_loss,
     lse)`` (per row, the stat dtype; dz_loss may be None), its ``backward``; neither: the loss alone."""
@@ -161,12 +170,20 @@ def run(rows: Rows, wants: tuple[bool, bool, bool] = (False, False, False), scal
             logits = F.linear(xs, w, rows.bias)
             if row_grads is not None:
                 dloss, dz, lse = row_grads
-                g = rows.kernel.backward(dloss[r0:r1], None if dz is None else dz[r0:r1], logits, ts, rows.ce_weight,
-                                         lse[r0:r1], *args)  # fmt: skip
+                g = rows.kernel.backward(
+                    dloss[r0:r1], None if dz is None else dz[r0:r1], logits, ts, rows.ce_weight, lse[r0:r1], *args
+                )
                 del logits
             else:
-                out = rows.kernel.forward(logits, ts, rows.ce_weight, *args, grad=None if scales is None else logits,
-                                          scales=scales or (1.0, 1.0), wide=True)  # fmt: skip
+                out = rows.kernel.forward(
+                    logits,
+                    ts,
+                    rows.ce_weight,
+                    *args,
+                    grad=None if scales is None else logits,
+                    scales=scales or (1.0, 1.0),
+                    wide=True,
+                )
                 for kept, part in zip((res.loss, res.z_loss, res.lse), out):
                     kept[r0:r1] = part
                 if scales is None:

@@ -24,7 +24,7 @@ def _scales(target: torch.Tensor, ce_weight: torch.Tensor | None, call: checks.C
     return (1.0 / total if total else float("nan")), (1.0 / count if count else float("nan"))
 
 
-def _reduce(loss: torch.Tensor, z_loss: torch.Tensor, call: checks.Call, scales, dtype: torch.dtype):  # fmt: skip
+def _reduce(loss: torch.Tensor, z_loss: torch.Tensor, call: checks.Call, scales, dtype: torch.dtype):
     """The returned (loss, z_loss) in ``dtype`` from the per-row terms (fp64): the loss includes the z-loss
     (Liger's convention), which is exactly 0 where its scale is (whatever the rows' lse: no 0 * inf). Added,
     summed and scaled in fp64 and rounded once: rows of one value (saturated softcap logits) would otherwise
@@ -89,7 +89,10 @@ def _rows(x, weight, target, bias, ce_weight, call: checks.Call) -> chunks.Rows:
     """The pass's inputs: the head, bias and class weights in the compute dtype, the row kernel for it."""
     cd = call.compute_dtype
     kernel = REGISTRY.kernels("cross_entropy", x.device, (cd,), call.backend)
-    cast = (lambda t: None if t is None else t.to(cd).contiguous())  # fmt: skip
+
+    def cast(t):
+        return None if t is None else t.to(cd).contiguous()
+
     return chunks.Rows(x, weight.to(cd), cast(bias), target, cast(ce_weight), call, kernel)
 
 
@@ -105,9 +108,22 @@ def _empty(x, weight, bias, call: checks.Call):
     return (zero / 0 if call.reduction == "mean" else zero), zero * 0
 
 
-def fused_linear_cross_entropy(input, lm_weight, target, bias=None, ce_weight=None, ignore_index=-100,
-                               reduction="mean", label_smoothing=0.0, *, lse_square_scale=0.0, softcap=None,
-                               return_z_loss=False, chunk_size=None, backend=None):  # fmt: skip
+def fused_linear_cross_entropy(
+    input,
+    lm_weight,
+    target,
+    bias=None,
+    ce_weight=None,
+    ignore_index=-100,
+    reduction="mean",
+    label_smoothing=0.0,
+    *,
+    lse_square_scale=0.0,
+    softcap=None,
+    return_z_loss=False,
+    chunk_size=None,
+    backend=None,
+):
     """The cross-entropy of ``input @ lm_weight.T + bias`` against ``target``, without the [N, V] logits.
 
     ``input [..., H]``, ``lm_weight [V, H]``, ``target [...]`` (input.shape[:-1], int64 or int32 class indices),
@@ -117,15 +133,31 @@ def fused_linear_cross_entropy(input, lm_weight, target, bias=None, ce_weight=No
     The loss in fp32 (fp64 for fp64 inputs); ``return_z_loss=True`` returns ``(loss, z_loss)``. Rows go in chunks of
     ``chunk_size`` (default: Liger's heuristic); the matmuls follow ``torch.autocast``. Differentiable in input,
     lm_weight and bias. IndexError for a target outside [0, V) that is not ignore_index."""
-    call = checks.call(input, lm_weight, target, bias, ce_weight, ignore_index, reduction, label_smoothing,
-                       lse_square_scale, softcap, return_z_loss, chunk_size, backend)  # fmt: skip
+    call = checks.call(
+        input,
+        lm_weight,
+        target,
+        bias,
+        ce_weight,
+        ignore_index,
+        reduction,
+        label_smoothing,
+        lse_square_scale,
+        softcap,
+        return_z_loss,
+        chunk_size,
+        backend,
+    )
     x, t = input.reshape(target.numel(), input.shape[-1]), target.reshape(-1)  # (N, H), H = 0 too
     if x.shape[0] == 0:
         loss, z_loss = _empty(x, lm_weight, bias, call)
     else:
         train = torch.is_grad_enabled()
-        wants = (train and input.requires_grad, train and lm_weight.requires_grad,
-                 train and bias is not None and bias.requires_grad)  # fmt: skip
+        wants = (
+            train and input.requires_grad,
+            train and lm_weight.requires_grad,
+            train and bias is not None and bias.requires_grad,
+        )
         loss, z_loss = _FusedLinearCrossEntropy.apply(x, lm_weight, t, bias, ce_weight, call, wants)
     if call.reduction == "none":
         loss, z_loss = loss.view(target.shape), z_loss.view(target.shape)

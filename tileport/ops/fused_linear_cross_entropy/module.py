@@ -13,8 +13,19 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
     :func:`tileport.fused_linear_cross_entropy`). ``ce_weight`` (per-class weights) is kept as a buffer, as
     ``torch.nn.CrossEntropyLoss`` keeps its ``weight``."""
 
-    def __init__(self, ce_weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0, *, lse_square_scale=0.0,
-                 softcap=None, return_z_loss=False, chunk_size=None, backend=None):  # fmt: skip
+    def __init__(
+        self,
+        ce_weight=None,
+        ignore_index=-100,
+        reduction="mean",
+        label_smoothing=0.0,
+        *,
+        lse_square_scale=0.0,
+        softcap=None,
+        return_z_loss=False,
+        chunk_size=None,
+        backend=None,
+    ):
         super().__init__()
         if ce_weight is not None and not isinstance(ce_weight, torch.Tensor):
             raise TypeError(f"ce_weight must be None or a torch.Tensor, got {type(ce_weight).__name__}")
@@ -25,11 +36,23 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
 
     def forward(self, input, lm_weight, target, bias=None):
         return fused_linear_cross_entropy(
-            input, lm_weight, target, bias, self.ce_weight, self.ignore_index, self.reduction, self.label_smoothing,
-            lse_square_scale=self.lse_square_scale, softcap=self.softcap, return_z_loss=self.return_z_loss,
-            chunk_size=self.chunk_size, backend=self.backend,
+            input,
+            lm_weight,
+            target,
+            bias,
+            self.ce_weight,
+            self.ignore_index,
+            self.reduction,
+            self.label_smoothing,
+            lse_square_scale=self.lse_square_scale,
+            softcap=self.softcap,
+            return_z_loss=self.return_z_loss,
+            chunk_size=self.chunk_size,
+            backend=self.backend,
         )
 
     def extra_repr(self) -> str:
-        return (f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, label_smoothing={self.label_smoothing}, "
-                f"lse_square_scale={self.lse_square_scale}, softcap={self.softcap}, return_z_loss={self.return_z_loss}")  # fmt: skip
+        return (
+            f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, label_smoothing={self.label_smoothing}, "
+            f"lse_square_scale={self.lse_square_scale}, softcap={self.softcap}, return_z_loss={self.return_z_loss}"
+        )

@@ -22,8 +22,19 @@ CHUNK = s.Attr("chunk_size", 0, "rows per chunk (0: the default heuristic)", s.I
 DEFAULTS = {a.name: a.default for a in ATTRS}
 
 
-def composite(input, lm_weight, target, bias=None, ce_weight=None, ignore_index=IGNORE_INDEX, reduction="mean",
-              label_smoothing=0.0, lse_square_scale=0.0, softcap=0.0, return_z_loss=False):  # fmt: skip
+def composite(
+    input,
+    lm_weight,
+    target,
+    bias=None,
+    ce_weight=None,
+    ignore_index=IGNORE_INDEX,
+    reduction="mean",
+    label_smoothing=0.0,
+    lse_square_scale=0.0,
+    softcap=0.0,
+    return_z_loss=False,
+):
     """What users write today: ``F.linear`` then ``F.cross_entropy`` on the [N, V] logits in their dtype (fp64 kept),
     Gemma 2's softcap and, where asked for, the z-loss ``scale * logsumexp^2`` (Liger's definitions: in the loss,
     "mean" dividing it by the non-ignored targets' count)."""
@@ -31,7 +42,9 @@ def composite(input, lm_weight, target, bias=None, ce_weight=None, ignore_index=
     if softcap:
         z = softcap * torch.tanh(z / softcap)
     z2, t = z.reshape(-1, z.shape[-1]), target.reshape(-1).long()
-    loss = F.cross_entropy(z2, t, weight=ce_weight, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing)
+    loss = F.cross_entropy(
+        z2, t, weight=ce_weight, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing
+    )
     if not lse_square_scale:
         return (loss, torch.zeros_like(loss)) if return_z_loss else loss
     valid = t != ignore_index
@@ -55,8 +68,9 @@ def _results(fn, inputs: dict, backward: bool) -> dict:
     if backward:
         outs = [(o, _seed(inputs.get(f"d{n}"), o)) for n, o in (("loss", loss), ("z_loss", z_loss)) if o.requires_grad]
         wrt = {k: v for k, v in leaves.items() if v is not None}
-        grads = torch.autograd.grad([o for o, _ in outs], list(wrt.values()), [g for _, g in outs], allow_unused=True,
-                                    materialize_grads=True)  # fmt: skip
+        grads = torch.autograd.grad(
+            [o for o, _ in outs], list(wrt.values()), [g for _, g in outs], allow_unused=True, materialize_grads=True
+        )
         out |= {f"d{k}": g for k, g in zip(wrt, grads)}
     return out
 
@@ -76,8 +90,9 @@ def run(inputs: dict, backend: str | None, backward: bool) -> dict:
     kw = {k: inputs[k] for k in DEFAULTS if k in inputs} | {"chunk_size": inputs.get(CHUNK.name) or None}
 
     def fn(x, w, b):
-        return fused_linear_cross_entropy(x, w, inputs["target"], b, inputs.get("ce_weight"), return_z_loss=True,
-                                          backend=backend, **kw)  # fmt: skip
+        return fused_linear_cross_entropy(
+            x, w, inputs["target"], b, inputs.get("ce_weight"), return_z_loss=True, backend=backend, **kw
+        )
 
     return _results(fn, inputs, backward)
 
@@ -96,7 +111,9 @@ def golden(inputs: dict, backward: bool) -> dict:
 def _sizes(shape) -> tuple[int, int, int]:
     """(N, H, V) of a benchmark shape ``N x H x V``."""
     if len(shape) != 3:
-        raise ValueError(f"a fused_linear_cross_entropy benchmark shape is N x H x V (tokens, hidden, vocabulary), got {shape}")
+        raise ValueError(
+            f"a fused_linear_cross_entropy benchmark shape is N x H x V (tokens, hidden, vocabulary), got {shape}"
+        )
     return tuple(shape)
 
 
@@ -116,7 +133,11 @@ def bytes_moved(shape, dtype, mode: str) -> int:
     backward adds their gradients written once (the logits never reach memory)."""
     n, h, v = _sizes(shape)
     fwd = (n * h + v * h) * dtype.itemsize + n * (8 + 4)
-    return {"fwd": fwd, "bwd": fwd + (n * h + v * h) * dtype.itemsize, "fwdbwd": fwd + (n * h + v * h) * dtype.itemsize}[mode]
+    return {
+        "fwd": fwd,
+        "bwd": fwd + (n * h + v * h) * dtype.itemsize,
+        "fwdbwd": fwd + (n * h + v * h) * dtype.itemsize,
+    }[mode]
 
 
 ISSUE = ("4096x2048x32000",)  # issue 39's measure: 4096 tokens of hidden size 2048 against a 32000-token head, bf16
@@ -131,14 +152,32 @@ _TIME_CAUSE = (
     "where eager's one GEMM writes it once"
 )
 BAR = (
-    s.Criterion("fwdbwd peak memory: a quarter of torch eager's or less", ("fwdbwd",), ISSUE, "memory_vs_eager", 4.0, dtypes=("bfloat16",), cause=_OUTPUTS_CAUSE),
-    s.Criterion("fwdbwd time: torch eager's or less", ("fwdbwd",), ISSUE, "speedup_vs_eager", 1.0, dtypes=("bfloat16",), cause=_TIME_CAUSE),
-)  # fmt: skip
+    s.Criterion(
+        "fwdbwd peak memory: a quarter of torch eager's or less",
+        ("fwdbwd",),
+        ISSUE,
+        "memory_vs_eager",
+        4.0,
+        dtypes=("bfloat16",),
+        cause=_OUTPUTS_CAUSE,
+    ),
+    s.Criterion(
+        "fwdbwd time: torch eager's or less",
+        ("fwdbwd",),
+        ISSUE,
+        "speedup_vs_eager",
+        1.0,
+        dtypes=("bfloat16",),
+        cause=_TIME_CAUSE,
+    ),
+)
 
 SPEC = s.OpSpec(
     name="fused_linear_cross_entropy",
     aliases=("FusedLinearCrossEntropyLoss", "LigerFusedLinearCrossEntropyFunction", "fused_linear_cross_entropy_loss"),
-    summary="the cross-entropy of an LM head's logits without the [N, V] logits: rows in chunks, gradients in the forward",
+    summary=(
+        "the cross-entropy of an LM head's logits without the [N, V] logits: rows in chunks, gradients in the forward"
+    ),
     math="loss = cross_entropy(input @ lm_weight.T + bias, target) (weight, smoothing, z-loss, softcap, reductions)",
     inputs=(
         "input: [N, H] float grad",
@@ -171,6 +210,7 @@ import tileport
 loss = tileport.fused_linear_cross_entropy(hidden, lm_head.weight, labels)          # [..., H], [V, H], [...]
 loss, z_loss = tileport.fused_linear_cross_entropy(hidden, lm_head.weight, labels, lse_square_scale=1e-4,
                                                    softcap=30.0, return_z_loss=True)
-loss_fn = tileport.FusedLinearCrossEntropyLoss(ignore_index=-100, label_smoothing=0.1)  # forward(input, lm_weight, target)
+loss_fn = tileport.FusedLinearCrossEntropyLoss(ignore_index=-100, label_smoothing=0.1)  # forward(input, lm_weight,
+target)
 ```""",
 )

@@ -64,7 +64,11 @@ SPEC = s.OpSpec(
     options=(s.Attr("output_dtype", None, "a floating dtype (default x's)", s.DTYPE),),
     outputs=(s.Tensor("y", s.ROWS, dtype="output_dtype"), s.Tensor("rstd", s.PER_ROW, dtype="stat")),
     backward=s.Backward(("x", "gate", "rstd", "dy", "weight"), ("eps", "activation", "norm_before_gate")),
-    grads=(s.Tensor("dx", s.ROWS), s.Tensor("dgate", s.ROWS, dtype="gate"), s.Tensor("dweight", s.REDUCED, optional=True)),
+    grads=(
+        s.Tensor("dx", s.ROWS),
+        s.Tensor("dgate", s.ROWS, dtype="gate"),
+        s.Tensor("dweight", s.REDUCED, optional=True),
+    ),
     docs={
         "function": "Differentiable gated RMSNorm over the last dimension (see the module docstring).",
         "forward": """``(y, rstd)`` of gated_rms_norm over the last dimension, without autograd.
@@ -78,14 +82,17 @@ SPEC = s.OpSpec(
     example=example,
     bytes_moved=bytes_moved,
     workloads={"gated-deltanet-1.3b-heads": (16384, 128), "mamba2-2.7b-prefill": (4096, 5120), **s.MODEL_WORKLOADS},
-    bar=s.with_causes(s.ROWWISE_BAR, {
-        "fwd in cache: kernel-only share of copy": "the gate's activation: an exp per element",
-        "fwd in cache vs torch.compile": "the gate's activation: an exp per element",
-        "fwd in cache vs eager": "the gate's activation: an exp per element",
-        "fwdbwd in cache vs torch.compile": "the activation's exp and its gradient, and the gate-before-norm "
-                                            "statistic formed in fp64",
-        "fwdbwd in cache: share of copy": "the activation's exp and its gradient",
-    }),
+    bar=s.with_causes(
+        s.ROWWISE_BAR,
+        {
+            "fwd in cache: kernel-only share of copy": "the gate's activation: an exp per element",
+            "fwd in cache vs torch.compile": "the gate's activation: an exp per element",
+            "fwd in cache vs eager": "the gate's activation: an exp per element",
+            "fwdbwd in cache vs torch.compile": "the activation's exp and its gradient, and the gate-before-norm "
+            "statistic formed in fp64",
+            "fwdbwd in cache: share of copy": "the activation's exp and its gradient",
+        },
+    ),
     originals=(s.Original("fla", "fla.modules.fused_norm_gate", "rms_norm_gated", _fla),),
     precision_dtypes={"rstd": torch.float32},
     near_eps=lambda attrs, D: math.sqrt(float(attrs.get("eps", DEFAULT_EPS))),  # a mean: eps per element

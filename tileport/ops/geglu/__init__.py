@@ -8,7 +8,8 @@ MLP ``gelu(gate_proj(x), approximate="tanh") * up_proj(x)``):
 - ``casting="fp32"``: ``gelu(gate) * up`` in fp32 (fp64 for fp64), rounded once to the inputs' dtype;
   ``casting="eager"``: the activation rounded to the inputs' dtype first, then the product rounded (transformers'
   eager MLPs and Liger's kernels). A kernel's activation is the exact one rounded (TileLang CPU, bf16/fp16: at
-  every gate for "none", all but a few for "tanh"), which torch's is not: its CPU gelu is ``1 + erf`` / ``1 + tanh`` in fp32,
+  every gate for "none", all but a few for "tanh"), which torch's is not: its CPU gelu is ``1 + erf`` / ``1 + tanh`` in
+  fp32,
   cancelling for negative gates (848 of the 65280 bf16 gates rounded otherwise for "none", 155 for "tanh"), and
   its vectorized and scalar loops give different bits for the same gate (660 and 4 bf16 gates). No kernel is
   bit for bit with that; the torch backend's eager is torch's own ``gelu(gate) * up``.
@@ -51,4 +52,4 @@ def gelu_and_mul(x, approximate="none", *, casting="fp32", backend=None):
     return _gelu_and_mul(x, approximate, casting, backend)
 
 
-from .mlp import GEGLUMLP  # noqa: F401  (last: the module calls geglu, defined above)
+from .mlp import GEGLUMLP  # noqa: E402, F401  (last: the module calls geglu, defined above)

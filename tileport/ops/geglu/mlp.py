@@ -15,8 +15,18 @@ class GEGLUMLP(GatedMLP):
     product, as GemmaMLP does; ``"fp32"`` rounds once. ``backend`` as :func:`~tileport.geglu`'s;
     ``device``/``dtype`` as ``nn.Linear``'s."""
 
-    def __init__(self, hidden_size, intermediate_size, bias=False, approximate="tanh", *, casting="eager", backend=None,
-                 device=None, dtype=None):  # fmt: skip
+    def __init__(
+        self,
+        hidden_size,
+        intermediate_size,
+        bias=False,
+        approximate="tanh",
+        *,
+        casting="eager",
+        backend=None,
+        device=None,
+        dtype=None,
+    ):
         super().__init__(hidden_size, intermediate_size, bias, device=device, dtype=dtype)
         self.approximate = _c.choice(approximate, "approximate", APPROXIMATE.choices)
         self.casting = _c.choice(casting, "casting", CASTINGS)
@@ -26,5 +36,7 @@ class GEGLUMLP(GatedMLP):
         return geglu(gate, up, self.approximate, casting=self.casting, backend=self.backend)
 
     def extra_repr(self):
-        return (f"hidden_size={self.hidden_size}, intermediate_size={self.intermediate_size}, "
-                f"approximate={self.approximate!r}, casting={self.casting!r}")  # fmt: skip
+        return (
+            f"hidden_size={self.hidden_size}, intermediate_size={self.intermediate_size}, "
+            f"approximate={self.approximate!r}, casting={self.casting!r}"
+        )

@@ -10,8 +10,9 @@ from .. import spec as s
 
 CASTINGS = ("fp32", "eager")
 APPROXIMATE = s.Attr("approximate", "tanh", "none (erf) or tanh", s.CHOICE, ("none", "tanh"), kw_only=False)
-CASTING = s.Attr("casting", "fp32", "fp32 (math in fp32, rounded once) or eager (the activation rounded first)",
-                 s.CHOICE, CASTINGS)  # fmt: skip
+CASTING = s.Attr(
+    "casting", "fp32", "fp32 (math in fp32, rounded once) or eager (the activation rounded first)", s.CHOICE, CASTINGS
+)
 
 
 def composite(gate, up, approximate="tanh", casting="fp32"):
@@ -47,14 +48,16 @@ SWEEP = [(16, 14336), (256, 4096), (1024, 14336), (4096, 14336), (2048, 18944)]
 # better, in cache and large; against eager (the activation, then the product: 5 passes over the elements where the
 # fused forward makes 3, and 14 against 8 forward and backward) and torch.compile (one fused loop, as ours).
 BAR = (
-    s.Criterion("fwd in cache: kernel-only share of copy", ("fwd",), IN_CACHE, "bandwidth_share", 0.8,
-                kernel_only=True),
+    s.Criterion(
+        "fwd in cache: kernel-only share of copy", ("fwd",), IN_CACHE, "bandwidth_share", 0.8, kernel_only=True
+    ),
     s.Criterion("fwd large: kernel-only share of copy", ("fwd",), LARGE, "bandwidth_share", 0.8, kernel_only=True),
     s.Criterion("fwd vs eager", ("fwd",), IN_CACHE + LARGE, "speedup_vs_eager", 1.5),
     s.Criterion("fwd vs torch.compile", ("fwd",), IN_CACHE + LARGE, "speedup_vs_compile", 1.0),
     s.Criterion("fwdbwd vs eager autograd", ("fwdbwd",), IN_CACHE + LARGE, "speedup_vs_eager", 1.5),
     s.Criterion("fwdbwd vs torch.compile", ("fwdbwd",), IN_CACHE + LARGE, "speedup_vs_compile", 1.0),
 )
+
 
 def _liger(fn):
     """Liger's GEGLU in the spec's convention: the tanh gelu, rounded to the dtype before the product (eager)."""
@@ -72,7 +75,7 @@ SPEC = s.OpSpec(
     aliases=("GELUMul", "LigerGELUMulFunction", "geglu_fwd"),
     summary="the GEGLU gate of an MLP: gelu(gate, approximate) * up",
     math="gelu(gate) * up, gelu(v) = v / 2 * erfc(-v / sqrt 2) (none) or "
-         "v * sigmoid(2 * sqrt(2/pi) * (v + 0.044715 v^3)) (tanh)",
+    "v * sigmoid(2 * sqrt(2/pi) * (v + 0.044715 v^3)) (tanh)",
     inputs=("gate: [*] float grad", "up: [*] like:gate grad"),
     attrs=(APPROXIMATE, CASTING),
     outputs=("y: [*] like:gate",),

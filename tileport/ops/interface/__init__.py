@@ -24,9 +24,8 @@ import sys
 import threading
 import types
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
-
 
 from ...backends.registry import REGISTRY
 from .. import spec as s
@@ -60,7 +59,11 @@ class Api:
     def module(self, name: str, doc: str = "") -> type:
         """The ``torch.nn.Module`` form, named ``name``: the vector inputs its parameters (``hidden_size``
         elements), the attributes and options its constructor's arguments, ``forward`` taking the rows inputs."""
-        cls = type(name, (self.namespace["_Module"],), {"__doc__": doc or f"``{self.op}`` as a module.", "__module__": self.function.__module__})
+        cls = type(
+            name,
+            (self.namespace["_Module"],),
+            {"__doc__": doc or f"``{self.op}`` as a module.", "__module__": self.function.__module__},
+        )
         cls.__qualname__ = name
         return cls
 
@@ -92,8 +95,10 @@ def _load(spec: s.OpSpec, name: str) -> tuple[types.ModuleType, str]:
     current = path is not None and path.exists() and path.read_text() == source
     if not current:
         if path is not None and path.exists():
-            warnings.warn(f"{path} is not what {spec.name}'s spec generates now: run `tileport generate {spec.name}`",
-                          stacklevel=4)  # fmt: skip
+            warnings.warn(
+                f"{path} is not what {spec.name}'s spec generates now: run `tileport generate {spec.name}`",
+                stacklevel=4,
+            )
         path = files.cache_file(spec, source)
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)

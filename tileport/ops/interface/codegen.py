@@ -129,13 +129,22 @@ def forward_impl(spec: s.OpSpec, lay: Layout) -> str:
     outs = list(lay.outputs)
     roles = {t.name: t.role for t in spec.outputs}
     src = f"def _forward_impl({_join(params)}, out=None):\n"
-    src += f"    impl = REGISTRY.kernels(OP, {x}.device, {_dtypes(tensor_roles(spec), [*lay.inputs, *lay.options])}, backend)\n"
+    src += (
+        f"    impl = REGISTRY.kernels(OP, {x}.device, {_dtypes(tensor_roles(spec), [*lay.inputs, *lay.options])}, "
+        "backend)\n"
+    )
     src += f"    if {x}.numel() == 0:\n"
-    src += f"        return _rt.empty_forward(SPEC, {x}, {_values(lay.attrs + lay.options)}, out{', ' + dim if dim else ''})\n"
+    src += (
+        f"        return _rt.empty_forward(SPEC, {x}, {_values(lay.attrs + lay.options)}, "
+        f"out{', ' + dim if dim else ''})\n"
+    )
     if dim:
         src += _moved_lines(spec.inputs, lay)
         src += f"    {_assign(outs, f'impl.forward({_join(args)})')}\n"
-        back = [f"_rt.back({_rows_view(o, x + 'm')}, {dim})" if roles[o] == s.ROWS else f"{o}.view({x}m.shape[:-1])" for o in outs]
+        back = [
+            f"_rt.back({_rows_view(o, x + 'm')}, {dim})" if roles[o] == s.ROWS else f"{o}.view({x}m.shape[:-1])"
+            for o in outs
+        ]
         src += f"    return {_tuple(back)}\n"
         return src
     src += "    if out is None:\n"
@@ -143,8 +152,12 @@ def forward_impl(spec: s.OpSpec, lay: Layout) -> str:
     src += f"        if {x}.dim() == 2:\n            return {_tuple(outs)}\n"
     views = [f"{o}.view(*{x}.shape)" if roles[o] == s.ROWS else f"{o}.view({x}.shape[:-1])" for o in outs]
     src += f"        return {_tuple(views)}\n"
-    flat = [f"out[{i}].view(-1, {x}.shape[-1])" if roles[o] == s.ROWS else f"out[{i}].view(-1)" for i, o in enumerate(outs)]
-    src += f"    impl.forward({_join(args)}, out=out if {x}.dim() == 2 else ({_join(flat)},))  # checked: (M, D), (M,)\n"
+    flat = [
+        f"out[{i}].view(-1, {x}.shape[-1])" if roles[o] == s.ROWS else f"out[{i}].view(-1)" for i, o in enumerate(outs)
+    ]
+    src += (
+        f"    impl.forward({_join(args)}, out=out if {x}.dim() == 2 else ({_join(flat)},))  # checked: (M, D), (M,)\n"
+    )
     src += f"    return {'out' if len(outs) > 1 else 'out[0]'}\n"
     return src
 
@@ -154,12 +167,18 @@ def backward_impl(spec: s.OpSpec, lay: Layout) -> str:
     p, dim = lay.bwd_primary, lay.dim
     params = [*lay.bwd_tensors, *lay.bwd_attrs, "backend", *lay.bwd_given]
     dispatch = [n for n in lay.bwd_tensors if roles[n].role in (s.ROWS, s.VECTOR)]
-    args = [_rows_arg(roles[n], lay) for n in lay.bwd_tensors] + [a for a in lay.bwd_attrs if a != dim] + list(lay.bwd_given)
+    args = (
+        [_rows_arg(roles[n], lay) for n in lay.bwd_tensors]
+        + [a for a in lay.bwd_attrs if a != dim]
+        + list(lay.bwd_given)
+    )
     rets = list(lay.returns)
     src = f"def _backward_impl({_join(params)}):\n"
     src += f"    impl = REGISTRY.kernels(OP, {p}.device, {_dtypes(roles, dispatch)}, backend)\n"
     src += f"    if {p}.numel() == 0:\n"
-    src += f"        return _rt.backward_results(SPEC, {p}, {_values(lay.bwd_tensors)}, True{', ' + dim if dim else ''})\n"
+    src += (
+        f"        return _rt.backward_results(SPEC, {p}, {_values(lay.bwd_tensors)}, True{', ' + dim if dim else ''})\n"
+    )
     src += _moved_lines([roles[n] for n in lay.bwd_tensors], lay)
     src += f"    {_assign(rets, f'impl.backward({_join(args)})')}\n"
     final = []
@@ -261,9 +280,19 @@ def public(spec: s.OpSpec, lay: Layout, names: dict[str, str]) -> str:
     fwd = [*lay.inputs, *lay.attrs, *lay.options, "backend"]
     checks = "".join(_check_tensor(t, x, i == 0) for i, t in enumerate(spec.inputs))
     checks += "".join(_check_attr(spec, a, x) for a in lay.attrs + lay.options)
-    tracked = [f"({t.name} is not None and {t.name}.requires_grad)" if t.optional else f"{t.name}.requires_grad" for t in spec.inputs]
-    pick = "" if len(lay.outputs) == 1 else (f"[{lay.returned[0]}]" if len(lay.returned) == 1 else
-            (f"[:{len(lay.returned)}]" if lay.returned == tuple(range(len(lay.returned))) else ""))  # fmt: skip
+    tracked = [
+        f"({t.name} is not None and {t.name}.requires_grad)" if t.optional else f"{t.name}.requires_grad"
+        for t in spec.inputs
+    ]
+    pick = (
+        ""
+        if len(lay.outputs) == 1
+        else (
+            f"[{lay.returned[0]}]"
+            if len(lay.returned) == 1
+            else (f"[:{len(lay.returned)}]" if lay.returned == tuple(range(len(lay.returned))) else "")
+        )
+    )
     src = f"def {names['function']}({_params(spec, signature(spec, 'function'))}):\n{checks}"
     src += f"    if not (({' or '.join(tracked)}) and torch.is_grad_enabled()):\n"
     src += f"        return _fwd({_join(fwd)}){pick}  # no graph to record: skip Function.apply\n"
@@ -321,12 +350,17 @@ def module(spec: s.OpSpec, lay: Layout, function: str) -> str:
     for t in vectors:
         cond = "elementwise_affine" if t.optional else "True"
         src += f"        if {cond}:\n"
-        src += f"            self.{t.name} = torch.nn.Parameter(torch.full((hidden_size,), {t.init!r}, device=device, dtype=dtype))\n"
+        src += (
+            f"            self.{t.name} = torch.nn.Parameter(torch.full((hidden_size,), {t.init!r}, device=device, "
+            "dtype=dtype))\n"
+        )
         src += f"        else:\n            self.register_parameter({t.name!r}, None)\n"
     src += f"\n    def forward(self, {_join(rows)}):\n"
     kw = [f"{t.name}=self.{t.name}" for t in vectors] + [f"{n}=self.{n}" for n in scalars] + ["backend=self.backend"]
     src += f"        return {function}({_join(rows)}, {_join(kw)})\n"
-    shown = (["self.hidden_size"] if vectors else []) + [f"f'{n}={{self.{n}!r}}'" if attr_of(spec, n).kind == s.CHOICE else f"f'{n}={{self.{n}}}'" for n in scalars]
+    shown = (["self.hidden_size"] if vectors else []) + [
+        f"f'{n}={{self.{n}!r}}'" if attr_of(spec, n).kind == s.CHOICE else f"f'{n}={{self.{n}}}'" for n in scalars
+    ]
     shown = [f"str({v})" if v == "self.hidden_size" else v for v in shown]
     src += f"\n    def extra_repr(self):\n        return ', '.join([{_join(shown)}])\n"
     return src
@@ -336,5 +370,12 @@ def parts(spec: s.OpSpec, names: dict[str, str]) -> list[str]:
     """The sections of a row-wise operator's interface module (after the shared header: ``files.text``)."""
     lay = layout(spec)
     tail = f"_forward_tuple = {names['forward']}\n" if len(spec.outputs) > 1 else ""
-    return [forward_impl(spec, lay), backward_impl(spec, lay), custom_ops(spec, lay), autograd(spec, lay),
-            public(spec, lay, names), module(spec, lay, names["function"]), tail]  # fmt: skip
+    return [
+        forward_impl(spec, lay),
+        backward_impl(spec, lay),
+        custom_ops(spec, lay),
+        autograd(spec, lay),
+        public(spec, lay, names),
+        module(spec, lay, names["function"]),
+        tail,
+    ]

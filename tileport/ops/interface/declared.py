@@ -84,7 +84,9 @@ def _member(spec: s.OpSpec, every: dict[str, TensorDecl], names: tuple[str, ...]
     form is stated through."""
     group = [n for n in names if root(every, n) == root(every, name)]
     if not group:
-        raise DeclarationError(f"{spec.name}: a tensor has the statistics dtype of {name}, which the form {names} lacks")
+        raise DeclarationError(
+            f"{spec.name}: a tensor has the statistics dtype of {name}, which the form {names} lacks"
+        )
     return next((n for n in group if not every[n].optional), group[0])
 
 
@@ -109,7 +111,9 @@ def general(spec: s.OpSpec) -> General:
         raise DeclarationError(f"{spec.name}: no backward declared (OpSpec.backward)")
     every = _every(spec)
     bwd = spec.backward
-    unknown = [n for n in bwd.tensors if n not in every] + [n for n in bwd.attrs + bwd.given if n not in {a.name for a in spec.attrs}]
+    unknown = [n for n in bwd.tensors if n not in every] + [
+        n for n in bwd.attrs + bwd.given if n not in {a.name for a in spec.attrs}
+    ]
     if unknown:
         raise DeclarationError(f"{spec.name}: the backward names {', '.join(unknown)}, which the spec does not declare")
     if bwd.given or bwd.to_grads or spec.options:

@@ -56,8 +56,15 @@ def _shape(t: TensorDecl, bound: dict[str, str]) -> str:
             parts.append(f"*{bound[item.key]}")
         else:
             v = bound[item.key]
-            parts.append(v if item.mul == item.div == 1 else f"{v} * {item.mul}" if item.div == 1 else
-                         f"{v} // {item.div}" if item.mul == 1 else f"{v} * {item.mul} // {item.div}")  # fmt: skip
+            parts.append(
+                v
+                if item.mul == item.div == 1
+                else f"{v} * {item.mul}"
+                if item.div == 1
+                else f"{v} // {item.div}"
+                if item.mul == 1
+                else f"{v} * {item.mul} // {item.div}"
+            )
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
@@ -77,7 +84,9 @@ class Writer:
         if head.stat is not None:
             return f"_rt.stat_dtype({self._pick(head.stat, form)}.dtype)"
         if t.like is None and t.dtype != "float":
-            return {"int64": "torch.int64", "index": "torch.int64", "int32": "torch.int32", "bool": "torch.bool"}[t.dtype]
+            return {"int64": "torch.int64", "index": "torch.int64", "int32": "torch.int32", "bool": "torch.bool"}[
+                t.dtype
+            ]
         return f"{self._pick(name, form)}.dtype"
 
     def _pick(self, name: str, form: Form) -> str:
@@ -121,7 +130,9 @@ class Writer:
         for n in results:
             shape = _shape(self.every[n], bound)
             follows = self.g.present.get(n)
-            out.append(f"({shape} if {' and '.join(f'{f} is not None' for f in follows)} else None)" if follows else shape)
+            out.append(
+                f"({shape} if {' and '.join(f'{f} is not None' for f in follows)} else None)" if follows else shape
+            )
         src += f"    return {_tuple(out) if len(out) > 1 else out[0]}\n"
         return src
 
@@ -131,13 +142,18 @@ class Writer:
         explain = f"_rt.explain({decl_name}, {_values(form.names)}, {_values(attrs)})"
         body = Checks(form, set(names), explain).write(_where_in(self.spec, form))
         src = f"def {fn}({_join(names)}):\n"
-        src += f'    """The {"forward" if form is self.g.forward else "backward"}\'s tensors against the declaration: each dimension bound once, checked everywhere."""\n'
+        src += (
+            f'    """The {"forward" if form is self.g.forward else "backward"}\'s tensors against the declaration: '
+            'each dimension bound once, checked everywhere."""\n'
+        )
         src += body
         if any(t.ranged for t in form.tensors):
             src += f"    _rt.check_values({decl_name}, {_values(form.names)}, {_values(attrs)})\n"
         return src
 
-    def impl(self, fn: str, form: Form, attrs: tuple[str, ...], kernel: str, results: tuple[str, ...], shapes: str) -> str:
+    def impl(
+        self, fn: str, form: Form, attrs: tuple[str, ...], kernel: str, results: tuple[str, ...], shapes: str
+    ) -> str:
         """``fn``: dispatch, the empty-input rule, the kernel call."""
         p = form.tensors[0].name if form is self.g.forward else self.g.bwd_primary
         dispatch = [t.name for t in form.tensors if t.dtype == "float" and t.like is None]
@@ -152,7 +168,10 @@ class Writer:
         src += "        if _rt.all_empty(shapes):\n"
         dts = "(" + _join(self.dtype(r, form) for r in results) + ("," if one else "") + ")"
         if out:
-            src += f"            return (out{'[0]' if one else ''} if out is not None else _rt.allocate(shapes, {dts}, {p}.device){'[0]' if one else ''})\n"
+            src += (
+                f"            return (out{'[0]' if one else ''} if out is not None else _rt.allocate(shapes, {dts}, "
+                f"{p}.device){'[0]' if one else ''})\n"
+            )
         else:
             src += f"            return _rt.allocate(shapes, {dts}, {p}.device){'[0]' if one else ''}\n"
         if self.spec.unit_stride:  # the kernels ask for stride 1 in the last dimension
@@ -164,7 +183,9 @@ class Writer:
         src += f"    return impl.{kernel}({_join(call)})\n"
         return src
 
-    def custom(self, tag: str, fn: str, form: Form, attrs: tuple[str, ...], results: tuple[str, ...], shapes: str) -> str:
+    def custom(
+        self, tag: str, fn: str, form: Form, attrs: tuple[str, ...], results: tuple[str, ...], shapes: str
+    ) -> str:
         """The custom op ``tileport::<op>_<tag>`` around ``fn`` (absent results as empty tensors: a custom op
         returns tensors), its fake, and ``_<tag>``: the custom op under torch.compile, ``fn`` in eager mode."""
         call = [*form.names, *attrs, "backend"]
@@ -178,13 +199,21 @@ class Writer:
             src += f"    return _rt.fake(({shapes}({_join(form.names)}),), ({dts[0]},), {p})[0]\n\n\n"
         else:
             src += f"    return _rt.fake({shapes}({_join(form.names)}), ({_join(dts)}), {p})\n\n\n"
-        src += f'_{tag}_custom = torch.library.custom_op("tileport::{self.spec.name}_{tag}", _{tag}_op, mutates_args=(), schema={sch!r})\n'
+        src += (
+            f'_{tag}_custom = torch.library.custom_op("tileport::{self.spec.name}_{tag}", _{tag}_op, '
+            f"mutates_args=(), schema={sch!r})\n"
+        )
         src += f"_{tag}_custom.register_fake(_{tag}_fake)\n\n\n"
         src += f"def _{tag}({_join(call)}):\n"
         src += "    if torch.compiler.is_compiling():\n"
         if any(r in self.g.present for r in results):
             src += f"        {_join(results)} = _{tag}_custom({_join(call)})\n"
-            back = [f"({r} if {' and '.join(f'{f} is not None' for f in self.g.present[r])} else None)" if r in self.g.present else r for r in results]
+            back = [
+                f"({r} if {' and '.join(f'{f} is not None' for f in self.g.present[r])} else None)"
+                if r in self.g.present
+                else r
+                for r in results
+            ]
             src += f"        return {_tuple(back)}\n"
         else:
             src += f"        return _{tag}_custom({_join(call)})\n"
@@ -234,9 +263,19 @@ class Writer:
         fwd = [*g.inputs, *g.attrs, "backend"]
         checks = "".join(_check_attr(spec, a, g.primary) for a in g.attrs)
         checks += f"    _check_forward({_join([*g.inputs, *g.attrs])})\n"
-        tracked = [f"({n} is not None and {n}.requires_grad)" if n in optional else f"{n}.requires_grad" for n in g.differentiable]
+        tracked = [
+            f"({n} is not None and {n}.requires_grad)" if n in optional else f"{n}.requires_grad"
+            for n in g.differentiable
+        ]
         src = f"def {names['function']}({params(spec, signature(spec, 'function'), optional)}):\n"
-        src += _doc(spec.docs.get("function", f"Differentiable {spec.name}: {spec.math} (the contract: the operator's package).")) + checks
+        src += (
+            _doc(
+                spec.docs.get(
+                    "function", f"Differentiable {spec.name}: {spec.math} (the contract: the operator's package)."
+                )
+            )
+            + checks
+        )
         if tracked:
             src += f"    if not (({' or '.join(tracked)}) and torch.is_grad_enabled()):\n"
             src += f"        return _fwd({_join(fwd)})  # no graph to record: skip Function.apply\n"
@@ -245,13 +284,19 @@ class Writer:
             src += f"    return _fwd({_join(fwd)})\n\n\n"
         fsig = signature(spec, "forward")
         src += f"def {names['forward']}({params(spec, fsig, optional)}):\n"
-        src += _doc(spec.docs.get("forward", f"The outputs of {spec.name} ({', '.join(g.outputs)}), without autograd.")) + checks
+        src += (
+            _doc(spec.docs.get("forward", f"The outputs of {spec.name} ({', '.join(g.outputs)}), without autograd."))
+            + checks
+        )
         if "out" in fsig:
             one = len(g.outputs) == 1
             shapes = f"{'(' if one else ''}_forward_shapes({_join(g.inputs)}){',)' if one else ''}"
             dts = "(" + _join(self.dtype(o, g.forward) for o in g.outputs) + ("," if one else "") + ")"
             src += "    if out is not None:\n"
-            src += f"        out = _rt.check_outs({names['forward']!r}, out, {shapes}, {dts}, {g.primary}.device, {g.outputs!r})\n"
+            src += (
+                f"        out = _rt.check_outs({names['forward']!r}, out, {shapes}, {dts}, {g.primary}.device, "
+                f"{g.outputs!r})\n"
+            )
             src += f"        return _forward_impl({_join(fwd)}, {'out[0]' if one else 'out'})\n"
         src += f"    return _fwd({_join(fwd)})\n\n\n"
         if len(g.outputs) == 1:
@@ -263,7 +308,11 @@ class Writer:
         boptional = {t.name for t in g.backward.tensors if t.optional}
         bwd = [*g.backward.names, *g.bwd_attrs, "backend"]
         src += f"def {names['backward']}({params(spec, signature(spec, 'backward'), boptional)}):\n"
-        src += _doc(spec.docs.get("backward", f"The gradients of {spec.name} ({', '.join(g.returns)}) from what the forward saved."))
+        src += _doc(
+            spec.docs.get(
+                "backward", f"The gradients of {spec.name} ({', '.join(g.returns)}) from what the forward saved."
+            )
+        )
         src += "".join(_check_attr(spec, a, g.bwd_primary) for a in g.bwd_attrs)
         src += f"    _check_backward({_join([*g.backward.names, *g.bwd_attrs])})\n"
         src += f"    return _bwd({_join(bwd)})\n"

@@ -8,8 +8,17 @@ from dataclasses import dataclass
 from .. import spec as s
 
 # A custom-op schema type per attribute kind (``given`` attributes are optional floats).
-SCHEMA_TYPES = {s.EPS: "float", s.REAL: "float", s.PROB: "float", s.CHOICE: "str", s.DIM: "int", s.BOOL: "bool",
-                s.INT: "int", s.DTYPE: "ScalarType?", "": "float"}  # fmt: skip
+SCHEMA_TYPES = {
+    s.EPS: "float",
+    s.REAL: "float",
+    s.PROB: "float",
+    s.CHOICE: "str",
+    s.DIM: "int",
+    s.BOOL: "bool",
+    s.INT: "int",
+    s.DTYPE: "ScalarType?",
+    "": "float",
+}
 
 
 class DeclarationError(ValueError):
@@ -73,7 +82,9 @@ def layout(spec: s.OpSpec) -> Layout:
     bwd = spec.backward
     if bwd is None:
         raise DeclarationError(f"{spec.name}: no backward declared (OpSpec.backward)")
-    unknown = [n for n in bwd.tensors if n not in roles] + [n for n in bwd.attrs + bwd.given if n not in {a.name for a in spec.attrs}]
+    unknown = [n for n in bwd.tensors if n not in roles] + [
+        n for n in bwd.attrs + bwd.given if n not in {a.name for a in spec.attrs}
+    ]
     if unknown:
         raise DeclarationError(f"{spec.name}: the backward names {', '.join(unknown)}, which the spec does not declare")
     primary = next((n for n in bwd.tensors if roles[n].role == s.ROWS), None)
@@ -114,7 +125,11 @@ def signature(spec: s.OpSpec, form: str) -> tuple[str, ...]:
         tensors = [t.name for t in spec.inputs if not t.optional] + [t.name for t in spec.inputs if t.optional]
         attrs = list(spec.attrs) + list(spec.options)
     pos = [a.name for a in attrs if not a.kw_only and (form != "backward" or a.kind == s.DIM)]
-    kw = [a.name for a in attrs if a.name not in pos] + ["backend"] + (["out"] if form == "forward" and spec.kernel_out else [])
+    kw = (
+        [a.name for a in attrs if a.name not in pos]
+        + ["backend"]
+        + (["out"] if form == "forward" and spec.kernel_out else [])
+    )
     return (*tensors, *pos, "*", *kw)
 
 

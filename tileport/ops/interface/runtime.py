@@ -13,8 +13,8 @@ import torch
 from ...dtypes import stat_dtype
 from .. import _checks, dims
 from .. import spec as s
-from .declared import general
 from .._checks import rows_2d  # noqa: F401  (the generated code's name for it)
+from .declared import general
 
 
 def moved(t: torch.Tensor, d: int) -> torch.Tensor:
@@ -66,7 +66,9 @@ def empty_forward(spec: s.OpSpec, x: torch.Tensor, values: dict[str, Any], out=N
     return outs
 
 
-def backward_results(spec: s.OpSpec, primary: torch.Tensor, tensors: dict[str, torch.Tensor | None], fill: bool, dim=None):
+def backward_results(
+    spec: s.OpSpec, primary: torch.Tensor, tensors: dict[str, torch.Tensor | None], fill: bool, dim=None
+):
     """The backward's results for an input with no elements (``fill``: reduced gradients are zeros) or as a
     fake implementation's (uninitialized): rows results of the primary's shape, in the dtype of the backward
     tensor their declaration names (default the primary's); an absent vector's gradient is an empty tensor
@@ -148,7 +150,9 @@ def explain(declaration: dims.Declaration, tensors: dict, attrs: dict) -> None:
     names the tensor, the dimension and both sizes. A call bind accepts here is a fault of the generated checks."""
     dims.bind(declaration, tensors, attrs)
     shown = ", ".join(f"{n}: {tuple(t.shape) if isinstance(t, torch.Tensor) else t!r}" for n, t in tensors.items())
-    raise RuntimeError(f"tileport: the generated checks refused a call the declaration accepts ({shown}): please report it")
+    raise RuntimeError(
+        f"tileport: the generated checks refused a call the declaration accepts ({shown}): please report it"
+    )
 
 
 def check_values(declaration: dims.Declaration, tensors: dict, attrs: dict) -> None:

@@ -70,7 +70,9 @@ class Checks:
         if t.stat is not None:  # its statistics dtype; the tensor it names may come later in the form
             ref = self.form[t.stat].name
             same = f"isinstance({ref}, torch.Tensor) and {n}.dtype == {_stat(ref)}"
-            conds.append(f"({ref} is None and {n}.dtype in {_stat(None)} or {same})" if self.form[ref].optional else same)
+            conds.append(
+                f"({ref} is None and {n}.dtype in {_stat(None)} or {same})" if self.form[ref].optional else same
+            )
         elif t.like is None:
             conds.append(f"{n}.dtype in {CLASS_NAMES[t.dtype]}")
         else:
@@ -111,7 +113,9 @@ class Checks:
             conds.append(f"{n}.device == {first}.device")
         inner = indent + ("    " if t.optional else "")
         body = f"{inner}if not ({' and '.join(conds)}):\n{inner}    {self.explain}\n"
-        unpack = len(here) == len(shape.items) > 1 and all(value == f"{n}.shape[{i}]" for i, value in enumerate(here.values()))
+        unpack = len(here) == len(shape.items) > 1 and all(
+            value == f"{n}.shape[{i}]" for i, value in enumerate(here.values())
+        )
         names = []
         for key, value in here.items():
             var = variable(key, self.params)
@@ -176,8 +180,12 @@ def size_of(size: str, item) -> str:
 
 def _divides_by_name(c: Constraint) -> bool:
     """Whether the constraint divides by a dimension or attribute (zero there: ``holds`` says so in words)."""
-    return any(isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod))
-               and not isinstance(node.right, ast.Constant) for node in ast.walk(c.tree))  # fmt: skip
+    return any(
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod))
+        and not isinstance(node.right, ast.Constant)
+        for node in ast.walk(c.tree)
+    )
 
 
 def _renamed(c: Constraint, names: dict[str, str]) -> str:

@@ -19,7 +19,16 @@ STEPS = (0, 1, 2)
 SHAPE = (1024, 1024)
 EPS = 1e-6
 TITLE = "Approximate rsqrt plus k Newton-Raphson steps (TileLang CPU kernel), judged at L0"
-HEADERS = ("dtype", "k", "rstd max rel err", "rstd mean rel err", "y MARE ratio", "rstd MARE ratio", "L0", "what failed")
+HEADERS = (
+    "dtype",
+    "k",
+    "rstd max rel err",
+    "rstd mean rel err",
+    "y MARE ratio",
+    "rstd MARE ratio",
+    "L0",
+    "what failed",
+)
 
 
 def refinement_study(dtypes: list[torch.dtype], seed: int = 0) -> StudyResult:
@@ -41,12 +50,33 @@ def refinement_study(dtypes: list[torch.dtype], seed: int = 0) -> StudyResult:
             passed = vy.passed and vr.passed
             failures = "; ".join([f"y: {f}" for f in vy.failures] + [f"rstd: {f}" for f in vr.failures])
             name = str(dtype).removeprefix("torch.")
-            records.append(dict(dtype=name, steps=k, rstd_max_rel=float(rel.max()), rstd_mean_rel=float(rel.mean()),
-                                y_mare_ratio=vy.ratios["mare"], rstd_mare_ratio=vr.ratios["mare"], passes_L0=passed,
-                                failures=failures))  # fmt: skip
-            rows.append((name, str(k), f"{float(rel.max()):.2e}", f"{float(rel.mean()):.2e}", f"{vy.ratios['mare']:.3g}",
-                         f"{vr.ratios['mare']:.3g}", "pass" if passed else "fail", failures))  # fmt: skip
-    note = (f"{SHAPE[0]}x{SHAPE[1]} normal inputs, eps {EPS}; model: exact rsqrt truncated to 8 fraction bits. "
-            "Field figures: about 3e-3 before, 1e-5 after one step, 2e-7 after two.")  # fmt: skip
+            records.append(
+                dict(
+                    dtype=name,
+                    steps=k,
+                    rstd_max_rel=float(rel.max()),
+                    rstd_mean_rel=float(rel.mean()),
+                    y_mare_ratio=vy.ratios["mare"],
+                    rstd_mare_ratio=vr.ratios["mare"],
+                    passes_L0=passed,
+                    failures=failures,
+                )
+            )
+            rows.append(
+                (
+                    name,
+                    str(k),
+                    f"{float(rel.max()):.2e}",
+                    f"{float(rel.mean()):.2e}",
+                    f"{vy.ratios['mare']:.3g}",
+                    f"{vr.ratios['mare']:.3g}",
+                    "pass" if passed else "fail",
+                    failures,
+                )
+            )
+    note = (
+        f"{SHAPE[0]}x{SHAPE[1]} normal inputs, eps {EPS}; model: exact rsqrt truncated to 8 fraction bits. "
+        "Field figures: about 3e-3 before, 1e-5 after one step, 2e-7 after two."
+    )
     # informative: k = 0 is expected to fail; the kernels' default is the exact rsqrt
     return StudyResult(TITLE, HEADERS, tuple(rows), note, True, tuple(records))

@@ -9,7 +9,8 @@ Contract (``torch.nn.functional.layer_norm`` over the last dimension, stated onc
   ``eps`` finite and >= 0.
 - Backward from the statistics it is given, with ``xhat = (x - mean) * rstd`` (fp32, recomputed) and
   ``g = dy * weight``; a given fp32 mean that is the row's mean rounded (what the forward saves) stands for
-  that exact mean, which a backend may centre on (the TileLang CPU kernels do): ``dx = (g - mean(g) - xhat * mean(g * xhat)) * rstd`` in x's dtype;
+  that exact mean, which a backend may centre on (the TileLang CPU kernels do): ``dx = (g - mean(g) - xhat * mean(g *
+  xhat)) * rstd`` in x's dtype;
   ``dweight = sum over rows of dy * xhat``, ``dbias = sum over rows of dy``, reduced in fp32
   deterministically (the same bits for any thread count) and returned in the weight's and the bias's dtype;
   None for a parameter not given. Saved for backward: ``x``, ``weight``, ``mean``, ``rstd``.
@@ -71,7 +72,10 @@ class LayerNorm(torch.nn.Module):
         k = len(self.normalized_shape)
         if not isinstance(x, torch.Tensor) or x.dim() < k or tuple(x.shape[-k:]) != self.normalized_shape:
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"LayerNorm over {self.normalized_shape} expects input of shape [*, {', '.join(map(str, self.normalized_shape))}], got {got}")
+            raise ValueError(
+                f"LayerNorm over {self.normalized_shape} expects input of shape [*, "
+                f"{', '.join(map(str, self.normalized_shape))}], got {got}"
+            )
         w, b = self.weight, self.bias
         if k == 1:
             return layer_norm(x, w, b, self.eps, backend=self.backend)

@@ -33,7 +33,9 @@ def golden(inputs: dict, backward: bool) -> dict[str, torch.Tensor]:
     return out
 
 
-def composite(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, eps: float = DEFAULT_EPS) -> torch.Tensor:
+def composite(
+    x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, eps: float = DEFAULT_EPS
+) -> torch.Tensor:
     """The LayerNorm users write in torch, statistics in fp32 (two passes, as a careful hand-written one)."""
     xf = x.float()
     mean = xf.mean(-1, keepdim=True)
@@ -43,7 +45,9 @@ def composite(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.T
     return (y if bias is None else y + bias.float()).to(x.dtype)
 
 
-def torch_fused(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, eps: float = DEFAULT_EPS) -> torch.Tensor:
+def torch_fused(
+    x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, eps: float = DEFAULT_EPS
+) -> torch.Tensor:
     """torch's own fused op (``torch.nn.functional.layer_norm``)."""
     return torch.nn.functional.layer_norm(x, x.shape[-1:], weight, bias, eps)
 
@@ -77,17 +81,29 @@ SPEC = s.OpSpec(
     aliases=("torch.nn.functional.layer_norm", "torch.nn.LayerNorm", "LayerNorm", "aclnnLayerNorm", "npu_layer_norm"),
     summary="layer normalization over the last dimension with an optional weight and bias (torch.nn.LayerNorm)",
     math="y = (x - mean) * rsqrt(var + eps) * weight + bias; mean and rstd saved for backward",
-    inputs=(s.Tensor("x", s.ROWS), s.Tensor("weight", s.VECTOR, optional=True), s.Tensor("bias", s.VECTOR, optional=True)),
+    inputs=(
+        s.Tensor("x", s.ROWS),
+        s.Tensor("weight", s.VECTOR, optional=True),
+        s.Tensor("bias", s.VECTOR, optional=True),
+    ),
     attrs=(s.Attr("eps", DEFAULT_EPS, "finite, >= 0", s.EPS, kw_only=False),),
     options=(s.Attr("output_dtype", None, "a floating dtype (default x's)", s.DTYPE),),
-    outputs=(s.Tensor("y", s.ROWS, dtype="output_dtype"), s.Tensor("mean", s.PER_ROW, dtype="stat"),
-             s.Tensor("rstd", s.PER_ROW, dtype="stat")),  # fmt: skip
+    outputs=(
+        s.Tensor("y", s.ROWS, dtype="output_dtype"),
+        s.Tensor("mean", s.PER_ROW, dtype="stat"),
+        s.Tensor("rstd", s.PER_ROW, dtype="stat"),
+    ),
     backward=s.Backward(("x", "mean", "rstd", "dy", "weight", "bias"), given=("eps",)),
-    grads=(s.Tensor("dx", s.ROWS), s.Tensor("dweight", s.REDUCED, optional=True), s.Tensor("dbias", s.REDUCED, optional=True)),
+    grads=(
+        s.Tensor("dx", s.ROWS),
+        s.Tensor("dweight", s.REDUCED, optional=True),
+        s.Tensor("dbias", s.REDUCED, optional=True),
+    ),
     signatures={"backward": ("x", "mean", "rstd", "dy", "weight", "*", "bias", "backend", "eps")},
     docs={
         "function": "Differentiable ``y = (x - mean) * rsqrt(var + eps) * weight + bias`` over the last dimension.",
-        "forward": """``(y, mean, rstd)`` of layer_norm over the last dimension, without autograd (see the module docstring).
+        "forward": """``(y, mean, rstd)`` of layer_norm over the last dimension, without autograd (see the module
+        docstring).
 
     ``out=(y, mean, rstd)``: contiguous tensors to write into (eager mode only), returned as given.
     """,
@@ -101,14 +117,17 @@ SPEC = s.OpSpec(
     bytes_moved=bytes_moved,
     dtypes=s.FLOATS,
     workloads=dict(s.MODEL_WORKLOADS),
-    bar=s.with_causes(s.ROWWISE_BAR, {
-        "fwd in cache: kernel-only share of copy": "layer_norm's forward reads x three times (the fp64 mean, the "
-                                                   "centred squares, y)",
-        "fwd in cache vs torch.compile": "x read three times",
-        "fwd in cache vs eager": "x read three times",
-        "fwdbwd in cache vs torch.compile": "the backward recomputes the fp64 rstd (two more fp64 sums per row)",
-        "fwdbwd in cache: share of copy": "the backward recomputes the fp64 rstd",
-    }),
+    bar=s.with_causes(
+        s.ROWWISE_BAR,
+        {
+            "fwd in cache: kernel-only share of copy": "layer_norm's forward reads x three times (the fp64 mean, the "
+            "centred squares, y)",
+            "fwd in cache vs torch.compile": "x read three times",
+            "fwd in cache vs eager": "x read three times",
+            "fwdbwd in cache vs torch.compile": "the backward recomputes the fp64 rstd (two more fp64 sums per row)",
+            "fwdbwd in cache: share of copy": "the backward recomputes the fp64 rstd",
+        },
+    ),
     competitors={"torch-layer_norm": torch_fused},
     originals=(
         s.Original("liger", "liger_kernel.ops.layer_norm", "LigerLayerNormFunction.apply", _liger),
@@ -121,7 +140,8 @@ SPEC = s.OpSpec(
     usage="""```python
 import tileport
 
-y = tileport.layer_norm(x, weight, bias, eps=1e-5)   # differentiable in x, weight and bias; torch.compile(fullgraph=True) works
+y = tileport.layer_norm(x, weight, bias, eps=1e-5)   # differentiable in x, weight and bias;
+torch.compile(fullgraph=True) works
 y, mean, rstd = tileport.layer_norm_fwd(x, weight, bias, eps=1e-5, output_dtype=None, backend=None, out=None)
 dx, dweight, dbias = tileport.layer_norm_bwd(x, mean, rstd, dy, weight, bias=bias, eps=1e-5)
 layer = tileport.LayerNorm(4096, eps=1e-5)           # a drop-in for torch.nn.LayerNorm

@@ -1,4 +1,5 @@
-"""log_softmax: the interface layer, derived from its spec (the softmax family shares its declaration, ``ops/_softmax_spec.py``).
+"""log_softmax: the interface layer, derived from its spec (the softmax family shares its declaration,
+``ops/_softmax_spec.py``).
 
 Contract (``torch.log_softmax``, stated once here):
 - Forward over ``dim`` (any, default the last) of ``x``: ``y = (x - max) - log(sum(exp(x - max)))``, the max
@@ -16,4 +17,6 @@ from .spec import SPEC
 OP = "log_softmax"
 _API = SPEC.api
 log_softmax, log_softmax_fwd, log_softmax_bwd = _API.function, _API.forward, _API.backward
-LogSoftmax = _API.module("LogSoftmax", "``log_softmax`` over ``dim`` (default the last) as a module: ``torch.nn.LogSoftmax`` with a dim.")
+LogSoftmax = _API.module(
+    "LogSoftmax", "``log_softmax`` over ``dim`` (default the last) as a module: ``torch.nn.LogSoftmax`` with a dim."
+)

@@ -23,7 +23,8 @@ SPEC = make_spec(
     "log_softmax",
     summary="log_softmax over any dimension (torch.log_softmax), numerically stable",
     math="y = (x - max) - log(sum(exp(x - max))); y saved for backward",
-    composite=composite, fused=torch_fused,
+    composite=composite,
+    fused=torch_fused,
     aliases=("torch.log_softmax", "torch.nn.functional.log_softmax", "torch.nn.LogSoftmax", "aclnnLogSoftmax"),
     usage="""```python
 import tileport
@@ -33,4 +34,4 @@ y = tileport.log_softmax_fwd(x, dim=1, backend=None)
 dx = tileport.log_softmax_bwd(y, dy, dim=1)
 layer = tileport.LogSoftmax(dim=-1)
 ```""",
-)  # fmt: skip
+)

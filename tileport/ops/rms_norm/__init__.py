@@ -77,7 +77,10 @@ class RMSNorm(torch.nn.Module):
         k = len(self.normalized_shape)
         if not isinstance(x, torch.Tensor) or x.dim() < k or tuple(x.shape[-k:]) != self.normalized_shape:
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"RMSNorm over {self.normalized_shape} expects input of shape [*, {', '.join(map(str, self.normalized_shape))}], got {got}")
+            raise ValueError(
+                f"RMSNorm over {self.normalized_shape} expects input of shape [*, "
+                f"{', '.join(map(str, self.normalized_shape))}], got {got}"
+            )
         if k == 1:
             return rms_norm(x, self.weight, self.eps, offset=self.offset, casting=self.casting, backend=self.backend)
         flat = x.reshape(*x.shape[:-k], -1)
@@ -86,5 +89,7 @@ class RMSNorm(torch.nn.Module):
         return y.view(x.shape)
 
     def extra_repr(self) -> str:
-        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
-                f"offset={self.offset}, casting={self.casting!r}")  # fmt: skip
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+            f"offset={self.offset}, casting={self.casting!r}"
+        )

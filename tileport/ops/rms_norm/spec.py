@@ -52,20 +52,26 @@ SPEC = s.OpSpec(
     summary="RMS normalization over the last dimension with an optional weight (torch.nn.RMSNorm)",
     math="y = x * rsqrt(mean(x^2, -1) + eps) * (weight + offset); rstd saved for backward",
     inputs=(s.Tensor("x", s.ROWS), s.Tensor("weight", s.VECTOR, optional=True)),
-    attrs=(s.Attr("eps", DEFAULT_EPS, "finite, >= 0", s.EPS, kw_only=False), s.Attr("offset", 0.0, "finite", s.REAL),
-           s.Attr("casting", "fp32", "fp32 or llama", s.CHOICE, CASTINGS)),  # fmt: skip
+    attrs=(
+        s.Attr("eps", DEFAULT_EPS, "finite, >= 0", s.EPS, kw_only=False),
+        s.Attr("offset", 0.0, "finite", s.REAL),
+        s.Attr("casting", "fp32", "fp32 or llama", s.CHOICE, CASTINGS),
+    ),
     options=(s.Attr("output_dtype", None, "a floating dtype (default x's)", s.DTYPE),),
     outputs=(s.Tensor("y", s.ROWS, dtype="output_dtype"), s.Tensor("rstd", s.PER_ROW, dtype="stat")),
     backward=s.Backward(("x", "rstd", "dy", "weight"), ("offset", "casting"), given=("eps",)),
     grads=(s.Tensor("dx", s.ROWS), s.Tensor("dweight", s.REDUCED, optional=True)),
     signatures={"backward": ("x", "rstd", "dy", "weight", "*", "offset", "casting", "backend", "eps")},
     docs={
-        "function": "Differentiable ``y = x * rsqrt(mean(x^2, -1) + eps) * (weight + offset)`` over the last dimension.",
+        "function": (
+            "Differentiable ``y = x * rsqrt(mean(x^2, -1) + eps) * (weight + offset)`` over the last dimension."
+        ),
         "forward": """``(y, rstd)`` of rms_norm over the last dimension, without autograd (see the module docstring).
 
     ``out=(y, rstd)``: contiguous tensors to write into (eager mode only), returned as given.
     """,
-        "backward": """``(dx, dweight)`` from the forward's input, its ``rstd`` and ``dy``; dweight is None without a weight.
+        "backward": """``(dx, dweight)`` from the forward's input, its ``rstd`` and ``dy``; dweight is None without a
+        weight.
     ``eps``: the forward's; with it, backends that can avoid dx's cancellation do (see the contract).""",
     },
     composite=composite,

@@ -67,15 +67,11 @@ def rope(
     offset, offsets = _offsets(seqlen_offsets)
     if cu_seqlens is not None:
         if position_ids is not None:
-            raise ValueError(
-                "give position_ids or cu_seqlens, not both (cu_seqlens sets each token's position)"
-            )
+            raise ValueError("give position_ids or cu_seqlens, not both (cu_seqlens sets each token's position)")
         position_ids = packed_positions(q, cu_seqlens, offset, offsets)
         offset, offsets = 0, None
     elif position_ids is not None and (offsets is not None or offset != 0):
-        raise ValueError(
-            "give position_ids or seqlen_offsets, not both (position_ids are the positions themselves)"
-        )
+        raise ValueError("give position_ids or seqlen_offsets, not both (position_ids are the positions themselves)")
     return _API.function(
         q,
         k,
@@ -94,9 +90,7 @@ def _offsets(seqlen_offsets) -> tuple[int, torch.Tensor | None]:
     if isinstance(seqlen_offsets, torch.Tensor):
         return 0, seqlen_offsets
     if isinstance(seqlen_offsets, bool) or not isinstance(seqlen_offsets, int):
-        raise TypeError(
-            f"seqlen_offsets must be an int or an integer tensor, got {type(seqlen_offsets).__name__}"
-        )
+        raise TypeError(f"seqlen_offsets must be an int or an integer tensor, got {type(seqlen_offsets).__name__}")
     return seqlen_offsets, None
 
 
@@ -115,53 +109,47 @@ def packed_positions(q: torch.Tensor, cu_seqlens, offset: int, offsets) -> torch
         )
         raise TypeError(f"cu_seqlens must be a 1-dim int32 or int64 tensor, got {got}")
     if not isinstance(q, torch.Tensor) or q.dim() != 4 or q.shape[0] != 1:
-        raise ValueError(
-            f"with cu_seqlens, q must be packed as [1, total, H, D], got {tuple(getattr(q, 'shape', ()))}"
-        )
+        raise ValueError(f"with cu_seqlens, q must be packed as [1, total, H, D], got {tuple(getattr(q, 'shape', ()))}")
     total, n = q.shape[1], cu_seqlens.numel() - 1
     cu = cu_seqlens.to(device=q.device, dtype=torch.int64)
     if n < 0 or int(cu[0]) != 0 or int(cu[-1]) != total or bool((cu.diff() < 0).any()):
-        raise ValueError(
-            f"cu_seqlens must rise from 0 to q's total tokens {total}, got {cu_seqlens.tolist()}"
-        )
+        raise ValueError(f"cu_seqlens must rise from 0 to q's total tokens {total}, got {cu_seqlens.tolist()}")
     if offsets is not None and tuple(offsets.shape) != (n,):
         raise ValueError(
-            f"with cu_seqlens, seqlen_offsets must be an int or a [{n}] tensor (one per sequence), got {tuple(offsets.shape)}"
+            f"with cu_seqlens, seqlen_offsets must be an int or a [{n}] tensor (one per sequence), got "
+            f"{tuple(offsets.shape)}"
         )
-    seq = torch.repeat_interleave(
-        torch.arange(n, device=q.device), cu.diff(), output_size=total
-    )
+    seq = torch.repeat_interleave(torch.arange(n, device=q.device), cu.diff(), output_size=total)
     pos = torch.arange(total, device=q.device) - cu[:-1][seq] + offset
     if offsets is not None:
         pos = pos + offsets.to(device=q.device, dtype=torch.int64)[seq]
     return pos.view(1, total)
 
 
-def apply_rotary_pos_emb(
-    q, k, cos, sin, position_ids=None, unsqueeze_dim=1, *, backend=None
-):
+def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1, *, backend=None):
     """A drop-in for transformers' ``apply_rotary_pos_emb``: q, k [B, H, T, D] (``unsqueeze_dim=1``; [B, T, H, D]
     with 2), cos/sin [B or 1, T, R] in q's dtype with their halves repeated (as transformers' rotary embeddings
     build them: only the first half is read), ``q * cos + rotate_half(q) * sin`` over the first R <= D columns
     (partial rotary, as Phi-3's and Qwen3-Next's: the last D - R pass through); bit for bit with transformers' in
     fp32. ``position_ids`` is unused, as in transformers. Returns ``(q_embed, k_embed)`` in q's layout."""
     if unsqueeze_dim not in (1, 2):
-        raise ValueError(
-            f"unsqueeze_dim must be 1 (q [B, H, T, D]) or 2 (q [B, T, H, D]), got {unsqueeze_dim!r}"
-        )
+        raise ValueError(f"unsqueeze_dim must be 1 (q [B, H, T, D]) or 2 (q [B, T, H, D]), got {unsqueeze_dim!r}")
     for name, t in (("q", q), ("k", k), ("cos", cos), ("sin", sin)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if q.dim() != 4 or cos.dim() != 3 or sin.shape != cos.shape:
         raise ValueError(
-            f"q must be 4-dim and cos, sin [B or 1, T, R] alike, got q {tuple(q.shape)}, cos {tuple(cos.shape)}, sin {tuple(sin.shape)}"
+            f"q must be 4-dim and cos, sin [B or 1, T, R] alike, got q {tuple(q.shape)}, cos {tuple(cos.shape)}, "
+            "sin "
+            f"{tuple(sin.shape)}"
         )
     qv, kv = (q.transpose(1, 2), k.transpose(1, 2)) if unsqueeze_dim == 1 else (q, k)
     b, t, _, d = qv.shape
     r = cos.shape[2]
     if cos.shape[1] != t or r > d or r % 2 or cos.shape[0] not in (1, b):
         raise ValueError(
-            f"cos and sin must be [{b} or 1, {t}, R] (an even R <= {d}) for q of [B, T, D] = [{b}, {t}, {d}], got {tuple(cos.shape)}"
+            f"cos and sin must be [{b} or 1, {t}, R] (an even R <= {d}) for q of [B, T, D] = [{b}, {t}, {d}], got "
+            f"{tuple(cos.shape)}"
         )
     half = r // 2
     if cos.shape[0] == 1:

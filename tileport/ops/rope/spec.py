@@ -3,7 +3,6 @@ read about it."""
 
 from __future__ import annotations
 
-
 import torch
 
 from .. import spec as s
@@ -77,18 +76,32 @@ LARGE = ("1x4096x32x128", "8x2048x32x128")
 
 # An elementwise operator (issue 38): kernel-only at 0.8 of the copy of its bytes or better, in cache and large.
 BAR = (
-    s.Criterion("fwd in cache: kernel-only share of copy", ("fwd",), PREFILL[1:], "bandwidth_share", 0.8, kernel_only=True),
+    s.Criterion(
+        "fwd in cache: kernel-only share of copy", ("fwd",), PREFILL[1:], "bandwidth_share", 0.8, kernel_only=True
+    ),
     s.Criterion("fwd large: kernel-only share of copy", ("fwd",), LARGE, "bandwidth_share", 0.8, kernel_only=True),
-    s.Criterion("fwd vs torch.compile", ("fwd",), PREFILL + LARGE, "speedup_vs_compile", 1.0,
-                cause="fp32 with fresh outputs at two threads: the outputs' first-touch page faults, which take one "
-                      "thread's time however many run (the kernel-only provider, writing preallocated outputs, is "
-                      "several times torch.compile's speed there: docs/ops/rope.md)"),
+    s.Criterion(
+        "fwd vs torch.compile",
+        ("fwd",),
+        PREFILL + LARGE,
+        "speedup_vs_compile",
+        1.0,
+        cause="fp32 with fresh outputs at two threads: the outputs' first-touch page faults, which take one "
+        "thread's time however many run (the kernel-only provider, writing preallocated outputs, is "
+        "several times torch.compile's speed there: docs/ops/rope.md)",
+    ),
     s.Criterion("fwdbwd vs eager autograd", ("fwdbwd",), PREFILL + LARGE, "speedup_vs_eager", 1.5),
 )
 
 SPEC = s.OpSpec(
     name="rope",
-    aliases=("apply_rotary_pos_emb", "rotary_embedding", "RotaryEmbedding", "npu_rotary_mul", "aclnnRotaryPositionEmbedding"),
+    aliases=(
+        "apply_rotary_pos_emb",
+        "rotary_embedding",
+        "RotaryEmbedding",
+        "npu_rotary_mul",
+        "aclnnRotaryPositionEmbedding",
+    ),
     summary="rotary position embedding of q and k (GPT-NeoX halves or GPT-J pairs, partial rotary, positions)",
     math="x1 * cos - x2 * sin, x2 * cos + x1 * sin over the first R columns' pairs; the rest passes through",
     inputs=INPUTS,
@@ -96,14 +109,18 @@ SPEC = s.OpSpec(
     outputs=("q_out: [B, T, Hq, D] like:q", "k_out: [B, T, Hk, D] like:q optional"),
     grads=("dq: [B, T, Hq, D] like:q", "dk: [B, T, Hk, D] like:q optional"),
     where=("R <= D",),
-    unit_stride=True,
-    kernel_out=True,  # rope_fwd(out=...): bench's kernel-only provider  # the contract: stride 1 in every tensor's last dimension, any other strides
+    unit_stride=True,  # the contract: stride 1 in every tensor's last dimension, any other strides
+    kernel_out=True,  # rope_fwd(out=...): bench's kernel-only provider
     backward=s.Backward(("dq_out", "dk_out", "cos", "sin", "position_ids", "offsets"), ("interleaved", "offset")),
     composite=composite,
     example=example,
     bytes_moved=bytes_moved,
     dtypes=s.FLOATS,
-    workloads={"llama3-8b-prefill": (1, 4096, 32, 128), "llama3-8b-decode": (32, 1, 32, 128), "qwen2.5-7b-prefill": (1, 2048, 28, 128)},
+    workloads={
+        "llama3-8b-prefill": (1, 4096, 32, 128),
+        "llama3-8b-decode": (32, 1, 32, 128),
+        "qwen2.5-7b-prefill": (1, 2048, 28, 128),
+    },
     sweep=[(1, 1, 32, 128), (16, 1, 32, 128), (1, 1024, 32, 128), (4, 1024, 32, 64), (1, 4096, 32, 128)],
     bar=BAR,
 )

@@ -1,4 +1,5 @@
-"""softmax: the interface layer, derived from its spec (the softmax family shares its declaration, ``ops/_softmax_spec.py``).
+"""softmax: the interface layer, derived from its spec (the softmax family shares its declaration,
+``ops/_softmax_spec.py``).
 
 Contract (``torch.softmax``, stated once here):
 - Forward over ``dim`` (any, default the last) of ``x``: ``y = exp(x - max) / sum(exp(x - max))``, the max
@@ -17,4 +18,6 @@ from .spec import SPEC
 OP = "softmax"
 _API = SPEC.api
 softmax, softmax_fwd, softmax_bwd = _API.function, _API.forward, _API.backward
-Softmax = _API.module("Softmax", "``softmax`` over ``dim`` (default the last) as a module: ``torch.nn.Softmax`` with a dim.")
+Softmax = _API.module(
+    "Softmax", "``softmax`` over ``dim`` (default the last) as a module: ``torch.nn.Softmax`` with a dim."
+)

@@ -23,7 +23,8 @@ SPEC = make_spec(
     "softmax",
     summary="softmax over any dimension (torch.softmax), numerically stable",
     math="y = exp(x - max) / sum(exp(x - max)); y saved for backward",
-    composite=composite, fused=torch_fused,
+    composite=composite,
+    fused=torch_fused,
     aliases=("torch.softmax", "torch.nn.functional.softmax", "torch.nn.Softmax", "aclnnSoftmax", "npu_softmax"),
     usage="""```python
 import tileport
@@ -33,4 +34,4 @@ y = tileport.softmax_fwd(x, dim=1, backend=None)
 dx = tileport.softmax_bwd(y, dy, dim=1)
 layer = tileport.Softmax(dim=-1)
 ```""",
-)  # fmt: skip
+)

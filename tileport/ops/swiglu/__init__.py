@@ -47,4 +47,4 @@ def silu_and_mul(x, *, casting="fp32", backend=None):
     return _silu_and_mul(x, casting, backend)
 
 
-from .mlp import SwiGLUMLP  # noqa: F401  (last: the module calls swiglu, defined above)
+from .mlp import SwiGLUMLP  # noqa: E402, F401  (last: the module calls swiglu, defined above)

@@ -9,8 +9,9 @@ from .. import spec as s
 from ..geglu import spec as _shared  # the gated activations share their example, bytes and bar
 
 CASTINGS = ("fp32", "eager")
-CASTING = s.Attr("casting", "fp32", "fp32 (math in fp32, rounded once) or eager (the activation rounded first)",
-                 s.CHOICE, CASTINGS)  # fmt: skip
+CASTING = s.Attr(
+    "casting", "fp32", "fp32 (math in fp32, rounded once) or eager (the activation rounded first)", s.CHOICE, CASTINGS
+)
 
 
 def composite(gate, up, casting="fp32"):

@@ -1,7 +1,5 @@
 """demo_scale's "kernel" on the tilelang backend's CPU slot: the product computed in fp32, rounded once."""
 
-import torch
-
 
 def forward(x, scale, out=None):
     y = (x.float() * scale).to(x.dtype)

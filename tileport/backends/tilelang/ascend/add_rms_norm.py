@@ -9,10 +9,10 @@ kernel's; the backward adds the direct gradient to rms_norm's dx with torch.
 import tilelang.ascend.language as T
 import torch
 
-from . import rms_norm
-from ..targets import RUNNERS, TL_DTYPE
-from ._common import CORES, NR_STEPS, THREADS, bucket, rows_per_block
 from ... import outputs
+from ..targets import RUNNERS, TL_DTYPE
+from . import rms_norm
+from ._common import CORES, NR_STEPS, THREADS, bucket, rows_per_block
 
 RUNNER = RUNNERS["ascend"]
 
@@ -57,12 +57,22 @@ def lowered(dtype: torch.dtype, dim: int, nr_steps: int = NR_STEPS) -> dict:
     }
 
 
-def forward(x, residual, weight, eps: float, offset: float, residual_dtype: torch.dtype, output_dtype: torch.dtype,
-            nr_steps: int = NR_STEPS):  # fmt: skip
+def forward(
+    x,
+    residual,
+    weight,
+    eps: float,
+    offset: float,
+    residual_dtype: torch.dtype,
+    output_dtype: torch.dtype,
+    nr_steps: int = NR_STEPS,
+):
     """(y, residual_out, rstd) on an Ascend 950 NPU (torch_npu tensors) for non-empty 2-D rows."""
     x, residual = x.contiguous(), residual.contiguous()
     s = outputs.empty_like(x, residual_dtype)
-    RUNNER.kernel("add_rms_norm_add", build_add, bucket(x.shape[1]), x.dtype, residual.dtype, residual_dtype)(x, residual, s)
+    RUNNER.kernel("add_rms_norm_add", build_add, bucket(x.shape[1]), x.dtype, residual.dtype, residual_dtype)(
+        x, residual, s
+    )
     y, rstd = rms_norm.forward(s, weight, eps, offset, "fp32", output_dtype, nr_steps=nr_steps)
     return y, s, rstd
 

@@ -31,8 +31,9 @@ def _compensation(hi, v):
     return let(hi + v, lambda t: T.if_then_else(T.abs(hi) >= T.abs(v), (hi - t) + v, (v - t) + hi))
 
 
-def build_forward(width: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weighted: bool, smoothing: bool,
-                  capped: bool, fused: bool):  # fmt: skip
+def build_forward(
+    width: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weighted: bool, smoothing: bool, capped: bool, fused: bool
+):
     xt, tt = TL_DTYPE[x_dtype], INDEX[t_dtype]
     block_M = rows_per_block(width, 2 * x_dtype.itemsize + 8)  # x and the gradient, z and exp(z - max) in fp32
     one_chunk = width < MAX_WIDTH
@@ -42,10 +43,21 @@ def build_forward(width: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weight
         return softcapped(T, v, cap, lambda z, _: z) if capped else v
 
     @T.prim_func
-    def cross_entropy_fwd(X: T.Tensor((N, C), xt), TG: T.Tensor((N,), tt), W: T.Tensor((C,), xt),
-                          G: T.Tensor((N, C), xt), LOSS: T.Tensor((N,), "float32"), ZL: T.Tensor((N,), "float32"),
-                          LSE: T.Tensor((N,), "float32"), ignore_index: T.int64, eps: T.float32, scale: T.float32,
-                          cap: T.float32, a: T.float32, b: T.float32):  # fmt: skip
+    def cross_entropy_fwd(
+        X: T.Tensor((N, C), xt),
+        TG: T.Tensor((N,), tt),
+        W: T.Tensor((C,), xt),
+        G: T.Tensor((N, C), xt),
+        LOSS: T.Tensor((N,), "float32"),
+        ZL: T.Tensor((N,), "float32"),
+        LSE: T.Tensor((N,), "float32"),
+        ignore_index: T.int64,
+        eps: T.float32,
+        scale: T.float32,
+        cap: T.float32,
+        a: T.float32,
+        b: T.float32,
+    ):
         with T.Kernel(CORES) as core:
             xu = T.alloc_shared((block_M, width), xt)
             zu = T.alloc_shared((block_M, width), "float32")
@@ -94,8 +106,9 @@ def build_forward(width: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weight
                             T.copy(W[k * width : k * width + n], wu[0:n])
                         with T.SimtVF(threads=THREADS):
                             for i, j in T.Parallel(block_M, width):
-                                zu[i, j] = T.if_then_else(j < n, logit(xu[i, j].astype("float32"), cap),
-                                                          -T.infinity("float32"))  # fmt: skip
+                                zu[i, j] = T.if_then_else(
+                                    j < n, logit(xu[i, j].astype("float32"), cap), -T.infinity("float32")
+                                )
                         T.reduce_max(zu, part, dim=1)
                         with T.SimtVF(threads=THREADS):
                             for i in T.Parallel(block_M):
@@ -156,7 +169,8 @@ def build_forward(width: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weight
                             if smoothing:
                                 w_all = ws[i] if weighted else T.cast(C, "float32")
                                 loss = (1.0 - eps) * loss + eps / T.cast(C, "float32") * (
-                                    ((w_all * m[i] - swz[i]) - swc[i]) + w_all * ls)  # fmt: skip
+                                    ((w_all * m[i] - swz[i]) - swc[i]) + w_all * ls
+                                )
                             lu[i] = loss * ok[i]
                             zl[i] = T.if_then_else(scale != 0, scale * (m[i] + ls) * (m[i] + ls) * ok[i], 0.0)
                             lsu[i] = m[i] + ls
@@ -181,24 +195,46 @@ def build_forward(width: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weight
                                 for i, j in T.Parallel(block_M, width):
                                     hit = T.cast(k * width + j, "int64") == T.cast(tu[i], "int64")
                                     wc = a * eps / T.cast(C, "float32") * (wu[j].astype("float32") if weighted else 1.0)
-                                    gu[i, j] = gradient(T, capped, smoothing, xu[i, j].astype("float32"), cap, mn[i],
-                                                        m[i], s[i], wc, hit, wt[i], ok[i]).astype(xt)  # fmt: skip
+                                    gu[i, j] = gradient(
+                                        T,
+                                        capped,
+                                        smoothing,
+                                        xu[i, j].astype("float32"),
+                                        cap,
+                                        mn[i],
+                                        m[i],
+                                        s[i],
+                                        wc,
+                                        hit,
+                                        wt[i],
+                                        ok[i],
+                                    ).astype(xt)
                             T.copy(gu[0:rows, 0:n], G[r0 : r0 + rows, k * width : k * width + n])
 
     return cross_entropy_fwd.with_attr("global_symbol", "cross_entropy_fwd_grad" if fused else "cross_entropy_fwd")
 
 
-def build_backward(width: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weighted: bool, smoothing: bool,
-                   capped: bool):  # fmt: skip
+def build_backward(
+    width: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weighted: bool, smoothing: bool, capped: bool
+):
     xt, tt = TL_DTYPE[x_dtype], INDEX[t_dtype]
     block_M = rows_per_block(width, 2 * x_dtype.itemsize + 4)
     N, C = T.dynamic("N"), T.dynamic("C")
 
     @T.prim_func
-    def cross_entropy_bwd(X: T.Tensor((N, C), xt), TG: T.Tensor((N,), tt), W: T.Tensor((C,), xt),
-                          DL: T.Tensor((N,), "float32"), DZ: T.Tensor((N,), "float32"), LSE: T.Tensor((N,), "float32"),
-                          DX: T.Tensor((N, C), xt), ignore_index: T.int64, eps: T.float32, scale: T.float32,
-                          cap: T.float32):  # fmt: skip
+    def cross_entropy_bwd(
+        X: T.Tensor((N, C), xt),
+        TG: T.Tensor((N,), tt),
+        W: T.Tensor((C,), xt),
+        DL: T.Tensor((N,), "float32"),
+        DZ: T.Tensor((N,), "float32"),
+        LSE: T.Tensor((N,), "float32"),
+        DX: T.Tensor((N, C), xt),
+        ignore_index: T.int64,
+        eps: T.float32,
+        scale: T.float32,
+        cap: T.float32,
+    ):
         with T.Kernel(CORES) as core:
             xu = T.alloc_shared((block_M, width), xt)
             eu = T.alloc_shared((block_M, width), "float32")
@@ -270,8 +306,20 @@ def build_backward(width: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weigh
                             for i, j in T.Parallel(block_M, width):
                                 hit = T.cast(k * width + j, "int64") == T.cast(tu[i], "int64")
                                 wc = du[i] * eps / T.cast(C, "float32") * (wu[j].astype("float32") if weighted else 1.0)
-                                gu[i, j] = gradient(T, capped, smoothing, xu[i, j].astype("float32"), cap, kp[i], lu[i],
-                                                    T.float32(0), wc, hit, wt[i], ok[i]).astype(xt)  # fmt: skip
+                                gu[i, j] = gradient(
+                                    T,
+                                    capped,
+                                    smoothing,
+                                    xu[i, j].astype("float32"),
+                                    cap,
+                                    kp[i],
+                                    lu[i],
+                                    T.float32(0),
+                                    wc,
+                                    hit,
+                                    wt[i],
+                                    ok[i],
+                                ).astype(xt)
                         T.copy(gu[0:rows, 0:n], DX[r0 : r0 + rows, k * width : k * width + n])
 
     return cross_entropy_bwd

@@ -15,14 +15,13 @@ both stages fit the unified buffer. Without a weight the launcher passes ones.
 import tilelang.ascend.language as T
 import torch
 
+from ... import outputs
 from .. import activations
 from ..targets import RUNNERS, TL_DTYPE
-from ._common import CORES, MAX_WIDTH, NR_STEPS, THREADS, bucket, refined_rsqrt, rows_per_block
-from ... import outputs
+from ._common import CORES, NR_STEPS, THREADS, bucket, refined_rsqrt, rows_per_block
 
 RUNNER = RUNNERS["ascend"]
 BWD_WIDTH = 2048  # six row tiles and three column vectors, double-buffered, at 4 bytes: within the UB
-
 
 
 def act(activation: str, v):
@@ -32,8 +31,17 @@ def act(activation: str, v):
 def act_grad(activation: str, v):
     return activations.act_grad(T, activation, v)
 
-def build_forward(width: int, x_dtype, g_dtype, w_dtype, y_dtype, activation: str = "silu", norm_before_gate: bool = True,
-                  nr_steps: int = NR_STEPS):  # fmt: skip
+
+def build_forward(
+    width: int,
+    x_dtype,
+    g_dtype,
+    w_dtype,
+    y_dtype,
+    activation: str = "silu",
+    norm_before_gate: bool = True,
+    nr_steps: int = NR_STEPS,
+):
     xt, zt, wt, yt = TL_DTYPE[x_dtype], TL_DTYPE[g_dtype], TL_DTYPE[w_dtype], TL_DTYPE[y_dtype]
     block_M = rows_per_block(width, x_dtype.itemsize + g_dtype.itemsize + 4 + y_dtype.itemsize)
     M, D = T.dynamic("M"), T.dynamic("D")
@@ -42,8 +50,14 @@ def build_forward(width: int, x_dtype, g_dtype, w_dtype, y_dtype, activation: st
         return x if norm_before_gate else x * act(activation, z)
 
     @T.prim_func
-    def gated_rms_norm_fwd(X: T.Tensor((M, D), xt), Z: T.Tensor((M, D), zt), W: T.Tensor((D,), wt), Y: T.Tensor((M, D), yt),
-                           RSTD: T.Tensor((M,), "float32"), eps: T.float32):  # fmt: skip
+    def gated_rms_norm_fwd(
+        X: T.Tensor((M, D), xt),
+        Z: T.Tensor((M, D), zt),
+        W: T.Tensor((D,), wt),
+        Y: T.Tensor((M, D), yt),
+        RSTD: T.Tensor((M,), "float32"),
+        eps: T.float32,
+    ):
         with T.Kernel(CORES) as core:
             xu = T.alloc_shared((block_M, width), xt)
             zu = T.alloc_shared((block_M, width), zt)
@@ -93,11 +107,15 @@ def build_forward(width: int, x_dtype, g_dtype, w_dtype, y_dtype, activation: st
     return gated_rms_norm_fwd
 
 
-def build_backward(width: int, x_dtype, g_dtype, dy_dtype, w_dtype, activation: str = "silu", norm_before_gate: bool = True):
+def build_backward(
+    width: int, x_dtype, g_dtype, dy_dtype, w_dtype, activation: str = "silu", norm_before_gate: bool = True
+):
     """dx and dgate per row; each core's dweight partial row += its blocks' column sums of dweight's terms."""
     xt, zt, gt, wt = TL_DTYPE[x_dtype], TL_DTYPE[g_dtype], TL_DTYPE[dy_dtype], TL_DTYPE[w_dtype]
     # per column: x, gate and dy double-buffered, the fp32 product, dx and dgate
-    block_M = rows_per_block(width, 2 * (x_dtype.itemsize + g_dtype.itemsize + dy_dtype.itemsize) + 4 + x_dtype.itemsize + g_dtype.itemsize)
+    block_M = rows_per_block(
+        width, 2 * (x_dtype.itemsize + g_dtype.itemsize + dy_dtype.itemsize) + 4 + x_dtype.itemsize + g_dtype.itemsize
+    )
     M, D = T.dynamic("M"), T.dynamic("D")
 
     def u_of(x, z):
@@ -107,9 +125,16 @@ def build_backward(width: int, x_dtype, g_dtype, dy_dtype, w_dtype, activation: 
         return gy * w * act(activation, z) if norm_before_gate else gy * w
 
     @T.prim_func
-    def gated_rms_norm_bwd(X: T.Tensor((M, D), xt), Z: T.Tensor((M, D), zt), DY: T.Tensor((M, D), gt),
-                           W: T.Tensor((D,), wt), RSTD: T.Tensor((M,), "float32"), DX: T.Tensor((M, D), xt),
-                           DZ: T.Tensor((M, D), zt), DWP: T.Tensor((CORES, D), "float32")):  # fmt: skip
+    def gated_rms_norm_bwd(
+        X: T.Tensor((M, D), xt),
+        Z: T.Tensor((M, D), zt),
+        DY: T.Tensor((M, D), gt),
+        W: T.Tensor((D,), wt),
+        RSTD: T.Tensor((M,), "float32"),
+        DX: T.Tensor((M, D), xt),
+        DZ: T.Tensor((M, D), zt),
+        DWP: T.Tensor((CORES, D), "float32"),
+    ):
         with T.Kernel(CORES) as core:
             xu = T.alloc_shared((block_M, width), xt)
             zu = T.alloc_shared((block_M, width), zt)
@@ -198,7 +223,9 @@ def widths(D: int) -> tuple[int, int]:
     return b, min(b, BWD_WIDTH)
 
 
-def lowered(dtype: torch.dtype, dim: int, nr_steps: int = NR_STEPS, activation: str = "silu", norm_before_gate: bool = True) -> dict:
+def lowered(
+    dtype: torch.dtype, dim: int, nr_steps: int = NR_STEPS, activation: str = "silu", norm_before_gate: bool = True
+) -> dict:
     """{kernel name: prim_func} serving rows of ``dim`` columns, for ``tileport lower``."""
     fw, bw = widths(dim)
     return {
@@ -211,12 +238,23 @@ def _weight(weight, x):
     return torch.ones(x.shape[1], dtype=x.dtype, device=x.device) if weight is None else weight.contiguous()
 
 
-def forward(x, gate, weight, eps: float, activation: str, norm_before_gate: bool, output_dtype: torch.dtype, out=None,
-            nr_steps: int = NR_STEPS):  # fmt: skip
+def forward(
+    x,
+    gate,
+    weight,
+    eps: float,
+    activation: str,
+    norm_before_gate: bool,
+    output_dtype: torch.dtype,
+    out=None,
+    nr_steps: int = NR_STEPS,
+):
     """(y, rstd) on an Ascend 950 NPU (torch_npu tensors) for non-empty 2-D rows."""
     x, gate = x.contiguous(), gate.contiguous()
     M, D = x.shape
-    y, rstd = out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
+    y, rstd = (
+        out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
+    )
     w = _weight(weight, x)
     key = (widths(D)[0], x.dtype, gate.dtype, w.dtype, output_dtype, activation, norm_before_gate, nr_steps)
     RUNNER.kernel("gated_rms_norm_fwd", build_forward, *key)(x, gate, w, y, rstd, eps)

@@ -17,9 +17,10 @@ the steps): ThreadSync then has no in-branch conflict to hoist a barrier out of.
 import tilelang.ascend.language as T
 import torch
 
-from ..targets import RUNNERS, TL_DTYPE
-from ._common import MAX_WIDTH, NR_STEPS, THREADS, CORES, bucket, refined_rsqrt, rows_per_block, sum_squares
 from ... import outputs
+from ..targets import RUNNERS, TL_DTYPE
+from ._common import CORES, MAX_WIDTH, NR_STEPS, THREADS, bucket, refined_rsqrt, rows_per_block, sum_squares
+
 
 def build_forward(width: int, x_dtype: torch.dtype, y_dtype: torch.dtype, nr_steps: int = NR_STEPS):
     xt, yt = TL_DTYPE[x_dtype], TL_DTYPE[y_dtype]
@@ -68,7 +69,9 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.prim_func
-    def l2norm_bwd(X: T.Tensor((M, D), xt), RSTD: T.Tensor((M,), "float32"), DY: T.Tensor((M, D), gt), DX: T.Tensor((M, D), xt)):
+    def l2norm_bwd(
+        X: T.Tensor((M, D), xt), RSTD: T.Tensor((M,), "float32"), DY: T.Tensor((M, D), gt), DX: T.Tensor((M, D), xt)
+    ):
         with T.Kernel(CORES) as core:
             xu = T.alloc_shared((block_M, width), xt)
             gu = T.alloc_shared((block_M, width), gt)
@@ -124,10 +127,13 @@ def lowered(dtype: torch.dtype, dim: int, nr_steps: int = NR_STEPS) -> dict:
 
 
 def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, nr_steps: int = NR_STEPS):
-    """(y, rstd) on an Ascend 950 NPU (torch_npu tensors) for a non-empty 2-D x (rows are made contiguous: the kernels index them with stride D)."""
+    """(y, rstd) on an Ascend 950 NPU (torch_npu tensors) for a non-empty 2-D x (rows are made contiguous: the
+    kernels index them with stride D)."""
     x = x.contiguous()
     M, D = x.shape
-    y, rstd = out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
+    y, rstd = (
+        out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
+    )
     RUNNER.kernel("l2norm_fwd", build_forward, bucket(D), x.dtype, output_dtype, nr_steps)(x, y, rstd, eps)
     return y, rstd
 

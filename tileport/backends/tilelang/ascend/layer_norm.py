@@ -16,15 +16,19 @@ not given.
 import tilelang.ascend.language as T
 import torch
 
+from ... import outputs
 from ..targets import RUNNERS, TL_DTYPE, vectors_or_defaults
 from ._common import CORES, MAX_WIDTH, NR_STEPS, THREADS, bucket, refined_rsqrt, row_sum, rows_per_block
-from ... import outputs
 
 RUNNER = RUNNERS["ascend"]
-BWD_WIDTH = 2048  # the backward's tiles and three column vectors, double-buffered at 4 bytes: at 4096 they passed the UB
+BWD_WIDTH = (
+    2048  # the backward's tiles and three column vectors, double-buffered at 4 bytes: at 4096 they passed the UB
+)
 
 
-def build_forward(width: int, x_dtype: torch.dtype, p_dtype: torch.dtype, y_dtype: torch.dtype, nr_steps: int = NR_STEPS):
+def build_forward(
+    width: int, x_dtype: torch.dtype, p_dtype: torch.dtype, y_dtype: torch.dtype, nr_steps: int = NR_STEPS
+):
     xt, pt, yt = TL_DTYPE[x_dtype], TL_DTYPE[p_dtype], TL_DTYPE[y_dtype]
     block_M = rows_per_block(width, 2 * x_dtype.itemsize + 4 + y_dtype.itemsize)  # x double-buffered
     one_chunk = width < MAX_WIDTH
@@ -33,8 +37,15 @@ def build_forward(width: int, x_dtype: torch.dtype, p_dtype: torch.dtype, y_dtyp
     centered = row_sum(width, block_M, lambda v, aux, i: (v - aux[i]) * (v - aux[i]))
 
     @T.prim_func
-    def layer_norm_fwd(X: T.Tensor((M, D), xt), W: T.Tensor((D,), pt), B: T.Tensor((D,), pt), Y: T.Tensor((M, D), yt),
-                       MEAN: T.Tensor((M,), "float32"), RSTD: T.Tensor((M,), "float32"), eps: T.float32):  # fmt: skip
+    def layer_norm_fwd(
+        X: T.Tensor((M, D), xt),
+        W: T.Tensor((D,), pt),
+        B: T.Tensor((D,), pt),
+        Y: T.Tensor((M, D), yt),
+        MEAN: T.Tensor((M,), "float32"),
+        RSTD: T.Tensor((M,), "float32"),
+        eps: T.float32,
+    ):
         with T.Kernel(CORES) as core:
             xu = T.alloc_shared((block_M, width), xt)
             sq = T.alloc_shared((block_M, width), "float32")
@@ -83,9 +94,16 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, p_dt
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.prim_func
-    def layer_norm_bwd(X: T.Tensor((M, D), xt), DY: T.Tensor((M, D), gt), W: T.Tensor((D,), pt),
-                       MEAN: T.Tensor((M,), "float32"), RSTD: T.Tensor((M,), "float32"), DX: T.Tensor((M, D), xt),
-                       DWP: T.Tensor((CORES, D), "float32"), DBP: T.Tensor((CORES, D), "float32")):  # fmt: skip
+    def layer_norm_bwd(
+        X: T.Tensor((M, D), xt),
+        DY: T.Tensor((M, D), gt),
+        W: T.Tensor((D,), pt),
+        MEAN: T.Tensor((M,), "float32"),
+        RSTD: T.Tensor((M,), "float32"),
+        DX: T.Tensor((M, D), xt),
+        DWP: T.Tensor((CORES, D), "float32"),
+        DBP: T.Tensor((CORES, D), "float32"),
+    ):
         with T.Kernel(CORES) as core:
             xu = T.alloc_shared((block_M, width), xt)
             gu = T.alloc_shared((block_M, width), gt)
@@ -130,7 +148,9 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, p_dt
                             for i, j in T.Parallel(block_M, width):
                                 g = gu[i, j].astype("float32") * wu[j].astype("float32")
                                 pu[i, j] = T.if_then_else(j < n, g, 0.0)
-                                qu[i, j] = T.if_then_else(j < n, g * ((xu[i, j].astype("float32") - mu[i]) * ru[i]), 0.0)
+                                qu[i, j] = T.if_then_else(
+                                    j < n, g * ((xu[i, j].astype("float32") - mu[i]) * ru[i]), 0.0
+                                )
                         T.reduce_sum(pu, part, dim=1)
                         with T.SimtVF(threads=THREADS):
                             for i in T.Parallel(block_M):
@@ -177,7 +197,10 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, p_dt
 def lowered(dtype: torch.dtype, dim: int, nr_steps: int = NR_STEPS) -> dict:
     """{kernel name: prim_func} serving rows of ``dim`` columns, for ``tileport lower``."""
     b = bucket(dim)
-    return {"layer_norm_fwd": build_forward(b, dtype, dtype, dtype, nr_steps), "layer_norm_bwd": build_backward(min(b, BWD_WIDTH), dtype, dtype, dtype)}
+    return {
+        "layer_norm_fwd": build_forward(b, dtype, dtype, dtype, nr_steps),
+        "layer_norm_bwd": build_backward(min(b, BWD_WIDTH), dtype, dtype, dtype),
+    }
 
 
 def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None, nr_steps: int = NR_STEPS):
@@ -185,9 +208,15 @@ def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None, nr
     x = x.contiguous()
     M, D = x.shape
     if out is None:
-        out = (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device), outputs.empty((M,), torch.float32, x.device))
+        out = (
+            outputs.empty_like(x, output_dtype),
+            outputs.empty((M,), torch.float32, x.device),
+            outputs.empty((M,), torch.float32, x.device),
+        )
     w, b = vectors_or_defaults(weight, bias, x)
-    RUNNER.kernel("layer_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, nr_steps)(x, w, b, *out, eps)
+    RUNNER.kernel("layer_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, nr_steps)(
+        x, w, b, *out, eps
+    )
     return out
 
 
@@ -199,5 +228,7 @@ def backward(x, mean, rstd, dy, weight, bias, eps: float | None = None):
     w, _ = vectors_or_defaults(weight, None, x)
     dx = outputs.empty_like(x)
     dwp, dbp = (outputs.empty((CORES, x.shape[1]), torch.float32, x.device) for _ in range(2))
-    RUNNER.kernel("layer_norm_bwd", build_backward, min(bucket(x.shape[1]), BWD_WIDTH), x.dtype, dy.dtype, w.dtype)(x, dy, w, mean, rstd, dx, dwp, dbp)
+    RUNNER.kernel("layer_norm_bwd", build_backward, min(bucket(x.shape[1]), BWD_WIDTH), x.dtype, dy.dtype, w.dtype)(
+        x, dy, w, mean, rstd, dx, dwp, dbp
+    )
     return dx, (dwp.sum(0) if weight is not None else None), (dbp.sum(0) if with_dbias else None)

@@ -15,15 +15,21 @@ Without a weight the launcher passes ones.
 import tilelang.ascend.language as T
 import torch
 
+from ... import outputs
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import CORES, MAX_WIDTH, NR_STEPS, THREADS, bucket, refined_rsqrt, rows_per_block, sum_squares
-from ... import outputs
 
 RUNNER = RUNNERS["ascend"]
 
 
-def build_forward(width: int, x_dtype: torch.dtype, w_dtype: torch.dtype, y_dtype: torch.dtype, casting: str = "fp32",
-                  nr_steps: int = NR_STEPS):  # fmt: skip
+def build_forward(
+    width: int,
+    x_dtype: torch.dtype,
+    w_dtype: torch.dtype,
+    y_dtype: torch.dtype,
+    casting: str = "fp32",
+    nr_steps: int = NR_STEPS,
+):
     xt, wt, yt = TL_DTYPE[x_dtype], TL_DTYPE[w_dtype], TL_DTYPE[y_dtype]
     llama = casting == "llama"
     block_M = rows_per_block(width, 2 * x_dtype.itemsize + 4 + y_dtype.itemsize)  # x double-buffered
@@ -32,8 +38,14 @@ def build_forward(width: int, x_dtype: torch.dtype, w_dtype: torch.dtype, y_dtyp
     squares = sum_squares(width, block_M)
 
     @T.prim_func
-    def rms_norm_fwd(X: T.Tensor((M, D), xt), W: T.Tensor((D,), wt), Y: T.Tensor((M, D), yt),
-                     RSTD: T.Tensor((M,), "float32"), eps: T.float32, offset: T.float32):  # fmt: skip
+    def rms_norm_fwd(
+        X: T.Tensor((M, D), xt),
+        W: T.Tensor((D,), wt),
+        Y: T.Tensor((M, D), yt),
+        RSTD: T.Tensor((M,), "float32"),
+        eps: T.float32,
+        offset: T.float32,
+    ):
         with T.Kernel(CORES) as core:
             xu = T.alloc_shared((block_M, width), xt)
             sq = T.alloc_shared((block_M, width), "float32")
@@ -62,7 +74,9 @@ def build_forward(width: int, x_dtype: torch.dtype, w_dtype: torch.dtype, y_dtyp
                                 nv = xu[i, j].astype("float32") * ru[i]
                                 wv = wu[j].astype("float32") + offset
                                 if llama:
-                                    yu[i, j] = (nv.astype(xt).astype("float32") * wv.astype(xt).astype("float32")).astype(yt)
+                                    yu[i, j] = (
+                                        nv.astype(xt).astype("float32") * wv.astype(xt).astype("float32")
+                                    ).astype(yt)
                                 else:
                                     yu[i, j] = (nv * wv).astype(yt)
                         T.copy(yu[0:rows, 0:n], Y[r0 : r0 + rows, k * width : k * width + n])
@@ -71,7 +85,9 @@ def build_forward(width: int, x_dtype: torch.dtype, w_dtype: torch.dtype, y_dtyp
     return rms_norm_fwd
 
 
-def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, w_dtype: torch.dtype, casting: str = "fp32"):
+def build_backward(
+    width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, w_dtype: torch.dtype, casting: str = "fp32"
+):
     """dx = (g - n * mean(g * n)) * rstd per row; each core's dweight partial row += its blocks' dy * n."""
     xt, gt, wt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype], TL_DTYPE[w_dtype]
     llama = casting == "llama"
@@ -80,9 +96,15 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, w_dt
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.prim_func
-    def rms_norm_bwd(X: T.Tensor((M, D), xt), DY: T.Tensor((M, D), gt), W: T.Tensor((D,), wt),
-                     RSTD: T.Tensor((M,), "float32"), DX: T.Tensor((M, D), xt), DWP: T.Tensor((CORES, D), "float32"),
-                     offset: T.float32):  # fmt: skip
+    def rms_norm_bwd(
+        X: T.Tensor((M, D), xt),
+        DY: T.Tensor((M, D), gt),
+        W: T.Tensor((D,), wt),
+        RSTD: T.Tensor((M,), "float32"),
+        DX: T.Tensor((M, D), xt),
+        DWP: T.Tensor((CORES, D), "float32"),
+        offset: T.float32,
+    ):
         with T.Kernel(CORES) as core:
             xu = T.alloc_shared((block_M, width), xt)
             gu = T.alloc_shared((block_M, width), gt)
@@ -166,14 +188,20 @@ def _weight(weight, x):
     return torch.ones(x.shape[1], dtype=x.dtype, device=x.device) if weight is None else weight.contiguous()
 
 
-def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: torch.dtype, out=None, nr_steps: int = NR_STEPS):
+def forward(
+    x, weight, eps: float, offset: float, casting: str, output_dtype: torch.dtype, out=None, nr_steps: int = NR_STEPS
+):
     """(y, rstd) on an Ascend 950 NPU (torch_npu tensors) for a non-empty 2-D x."""
     x = x.contiguous()
     M, D = x.shape
-    y, rstd = out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
+    y, rstd = (
+        out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
+    )
     w, off = _weight(weight, x), (offset if weight is not None else 0.0)
     cast = casting if weight is not None else "fp32"
-    RUNNER.kernel("rms_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, cast, nr_steps)(x, w, y, rstd, eps, off)
+    RUNNER.kernel("rms_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, cast, nr_steps)(
+        x, w, y, rstd, eps, off
+    )
     return y, rstd
 
 
@@ -184,5 +212,7 @@ def backward(x, rstd, dy, weight, offset: float, casting: str, eps: float | None
     dx = outputs.empty_like(x)
     partials = outputs.empty((CORES, x.shape[1]), torch.float32, x.device)
     b = bucket(x.shape[1])
-    RUNNER.kernel("rms_norm_bwd", build_backward, b, x.dtype, dy.dtype, w.dtype, casting)(x, dy, w, rstd, dx, partials, off)
+    RUNNER.kernel("rms_norm_bwd", build_backward, b, x.dtype, dy.dtype, w.dtype, casting)(
+        x, dy, w, rstd, dx, partials, off
+    )
     return dx, (None if weight is None else partials.sum(0))

@@ -16,10 +16,10 @@ definition").
 import tilelang.ascend.language as T
 import torch
 
+from ... import outputs
 from ..cuda.rope import table_rows
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import CORES, MAX_WIDTH, THREADS, UB_BUDGET, bucket
-from ... import outputs
 
 RUNNER = RUNNERS["ascend"]
 
@@ -95,8 +95,13 @@ def build(width: int, pairs: int, dtype: torch.dtype, interleaved: bool, conjuga
     pair_chunks, rest_chunks = 2 * pairs >= MAX_WIDTH, width >= MAX_WIDTH
 
     @T.prim_func
-    def rope(X: T.Tensor((N, H, D), dt), XO: T.Tensor((N, H, D), dt), COS: T.Tensor((TR, RH), dt),
-             SIN: T.Tensor((TR, RH), dt), POS: T.Tensor((N,), "int32")):  # fmt: skip
+    def rope(
+        X: T.Tensor((N, H, D), dt),
+        XO: T.Tensor((N, H, D), dt),
+        COS: T.Tensor((TR, RH), dt),
+        SIN: T.Tensor((TR, RH), dt),
+        POS: T.Tensor((N,), "int32"),
+    ):
         with T.Kernel(CORES) as core:
             cu = T.alloc_shared((pairs,), dt)
             su = T.alloc_shared((pairs,), dt)
@@ -130,8 +135,10 @@ def lowered(dtype: torch.dtype, dim: int, rotary_dim: int | None = None, interle
     if rotary_dim is not None and not (0 <= rotary_dim <= dim and rotary_dim % 2 == 0):
         raise ValueError(f"rotary_dim must be even and in [0, {dim}], got {rotary_dim}")
     w, pairs = bucket(dim), pair_chunk(dim if rotary_dim is None else rotary_dim)
-    return {"rope_fwd": build(w, pairs, dtype, interleaved, False),
-            "rope_bwd": build(w, pairs, dtype, interleaved, True)}
+    return {
+        "rope_fwd": build(w, pairs, dtype, interleaved, False),
+        "rope_bwd": build(w, pairs, dtype, interleaved, True),
+    }
 
 
 def _rotate(conjugate: bool, x, cos, sin, rows, interleaved: bool):
@@ -140,8 +147,15 @@ def _rotate(conjugate: bool, x, cos, sin, rows, interleaved: bool):
     B, T_, H, D = x.shape
     x3 = x.reshape(B * T_, H, D).contiguous()
     o3 = outputs.empty_like(x3)
-    fn = RUNNER.kernel("rope_bwd" if conjugate else "rope_fwd", build, bucket(D), pair_chunk(2 * cos.shape[1]), x.dtype,
-                       bool(interleaved), conjugate)  # fmt: skip
+    fn = RUNNER.kernel(
+        "rope_bwd" if conjugate else "rope_fwd",
+        build,
+        bucket(D),
+        pair_chunk(2 * cos.shape[1]),
+        x.dtype,
+        bool(interleaved),
+        conjugate,
+    )
     fn(x3, o3, cos, sin, rows)
     out = outputs.empty_in_layout(x)
     out.copy_(o3.view(x.shape))

@@ -12,9 +12,9 @@ dy - exp(y) * c). No rsqrt here: the hardware exp and log are used as they are.
 import tilelang.ascend.language as T
 import torch
 
+from ... import outputs
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import CORES, MAX_WIDTH, THREADS, bucket, row_max, row_sum, rows_per_block
-from ... import outputs
 
 RUNNER = RUNNERS["ascend"]
 
@@ -128,7 +128,9 @@ def run_forward(x, log: bool = False):
 def run_backward(y, dy, log: bool = False):
     y, dy = y.contiguous(), dy.contiguous()
     dx = outputs.empty_like(y)
-    RUNNER.kernel("log_softmax_bwd" if log else "softmax_bwd", build_backward, bucket(y.shape[1]), y.dtype, dy.dtype, log)(y, dy, dx)
+    RUNNER.kernel(
+        "log_softmax_bwd" if log else "softmax_bwd", build_backward, bucket(y.shape[1]), y.dtype, dy.dtype, log
+    )(y, dy, dx)
     return dx
 
 

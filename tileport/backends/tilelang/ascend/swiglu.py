@@ -53,8 +53,13 @@ def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: b
                 T.copy(yu[0:n], Y[k0 : k0 + n])
 
     @T.prim_func
-    def bwd(DY: T.Tensor((N,), dt), G: T.Tensor((N,), dt), U: T.Tensor((N,), dt), DG: T.Tensor((N,), dt),
-            DU: T.Tensor((N,), dt)):  # fmt: skip
+    def bwd(
+        DY: T.Tensor((N,), dt),
+        G: T.Tensor((N,), dt),
+        U: T.Tensor((N,), dt),
+        DG: T.Tensor((N,), dt),
+        DU: T.Tensor((N,), dt),
+    ):
         with T.Kernel(CORES) as core:
             dyu = T.alloc_shared((BLOCK,), dt)
             gu = T.alloc_shared((BLOCK,), dt)

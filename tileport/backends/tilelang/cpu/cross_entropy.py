@@ -351,8 +351,23 @@ def fix_target(row: Row, grad, shift, wt, W, eps, a, zterm, lanes_p: bool = Fals
     _if(T.And(t[0] >= 0, t[0] < T.cast(C, "int64")), write)
 
 
-def forward_row(row: Row, target, grad, loss, z_loss, lse, ignore_index, eps, zs, a, b, has_weight, has_grad,
-                capped: bool, smoothing: str):  # fmt: skip
+def forward_row(
+    row: Row,
+    target,
+    grad,
+    loss,
+    z_loss,
+    lse,
+    ignore_index,
+    eps,
+    zs,
+    a,
+    b,
+    has_weight,
+    has_grad,
+    capped: bool,
+    smoothing: str,
+):
     """The fused forward of one row: pass 1, the row's loss, z-loss and lse, and pass 2 where grad is given."""
     m, d, t, r = row.m, row.d, row.t, row.r
     _set(t, 0, T.cast(target[r], "int64"))
@@ -391,8 +406,22 @@ def forward_row(row: Row, target, grad, loss, z_loss, lse, ignore_index, eps, zs
     _if(t[0] == ignore_index, ignored, counted)
 
 
-def backward_row(row: Row, target, dloss, dz_loss, lse, dinput, ignore_index, eps, zs, weight_sum, has_dz_loss,
-                 has_weight, capped: bool, weighted: bool):  # fmt: skip
+def backward_row(
+    row: Row,
+    target,
+    dloss,
+    dz_loss,
+    lse,
+    dinput,
+    ignore_index,
+    eps,
+    zs,
+    weight_sum,
+    has_dz_loss,
+    has_weight,
+    capped: bool,
+    weighted: bool,
+):
     """One row's gradient from the saved lse: pass 2 with M = lse, log S = 0. With a softcap, pass 1 again
     instead: the capped logits are fp64 and the saved lse fp32, whose rounding (up to half its ulp, about 1e-7
     at lse 4) every p would carry (a single class's p = 1 would not be 1)."""
@@ -422,8 +451,9 @@ def backward_row(row: Row, target, dloss, dz_loss, lse, dinput, ignore_index, ep
 SMOOTHING = ("none", "uniform", "weighted")  # a forward's label smoothing: off, without weight, with weight
 
 
-def build_forward(dtype: torch.dtype, target: str = "int64", capped: bool = False, smoothing: str = "none",
-                  rows: str = "float32"):  # fmt: skip
+def build_forward(
+    dtype: torch.dtype, target: str = "int64", capped: bool = False, smoothing: str = "none", rows: str = "float32"
+):
     """(loss, z_loss, lse) per row and, with grad, the fused gradient (module docstring); loss and z_loss in
     ``rows`` (float64: unrounded, for a caller that sums them). The loops are built for
     one variant: ``capped`` (a softcap), ``smoothing`` (one of SMOOTHING); one kernel holding every variant's
@@ -434,17 +464,43 @@ def build_forward(dtype: torch.dtype, target: str = "int64", capped: bool = Fals
 
     @T.prim_func
     def cross_entropy_fwd(
-        input: _rows(X, "input"), target: _per_row(target), weight: _classes(X), grad: _rows(X, "grad"),
-        loss: _per_row(rows), z_loss: _per_row(rows), lse: _per_row(), ignore_index: T.int64, label_smoothing: T.float64,
-        lse_square_scale: T.float64, softcap: T.float32, scale_loss: T.float64,
-        scale_z_loss: T.float64, has_weight: T.int32, has_grad: T.int32, first: T.int64, count: T.int64,
-    ):  # fmt: skip
+        input: _rows(X, "input"),
+        target: _per_row(target),
+        weight: _classes(X),
+        grad: _rows(X, "grad"),
+        loss: _per_row(rows),
+        z_loss: _per_row(rows),
+        lse: _per_row(),
+        ignore_index: T.int64,
+        label_smoothing: T.float64,
+        lse_square_scale: T.float64,
+        softcap: T.float32,
+        scale_loss: T.float64,
+        scale_z_loss: T.float64,
+        has_weight: T.int32,
+        has_grad: T.int32,
+        first: T.int64,
+        count: T.int64,
+    ):
         T.func_attr({GRID: ["N"]})
         with T.Kernel(count, prelude=PRELUDE) as i:
             forward_row(
-                Row(X, input, weight, first + i, softcap, capped), target, grad, loss, z_loss, lse, ignore_index,
-                label_smoothing, lse_square_scale, scale_loss, scale_z_loss, has_weight, has_grad, capped, smoothing,
-            )  # fmt: skip
+                Row(X, input, weight, first + i, softcap, capped),
+                target,
+                grad,
+                loss,
+                z_loss,
+                lse,
+                ignore_index,
+                label_smoothing,
+                lse_square_scale,
+                scale_loss,
+                scale_z_loss,
+                has_weight,
+                has_grad,
+                capped,
+                smoothing,
+            )
 
     return cross_entropy_fwd
 
@@ -456,17 +512,41 @@ def build_backward(dtype: torch.dtype, target: str = "int64", capped: bool = Fal
 
     @T.prim_func
     def cross_entropy_bwd(
-        dloss: _per_row(), dz_loss: _per_row(), input: _rows(X, "input"), target: _per_row(target),
-        weight: _classes(X), lse: _per_row(), dinput: _rows(X, "dinput"), ignore_index: T.int64,
-        label_smoothing: T.float64, lse_square_scale: T.float64, softcap: T.float32,
-        weight_sum: T.float64, has_dz_loss: T.int32, has_weight: T.int32, first: T.int64, count: T.int64,
-    ):  # fmt: skip
+        dloss: _per_row(),
+        dz_loss: _per_row(),
+        input: _rows(X, "input"),
+        target: _per_row(target),
+        weight: _classes(X),
+        lse: _per_row(),
+        dinput: _rows(X, "dinput"),
+        ignore_index: T.int64,
+        label_smoothing: T.float64,
+        lse_square_scale: T.float64,
+        softcap: T.float32,
+        weight_sum: T.float64,
+        has_dz_loss: T.int32,
+        has_weight: T.int32,
+        first: T.int64,
+        count: T.int64,
+    ):
         T.func_attr({GRID: ["N"]})
         with T.Kernel(count, prelude=PRELUDE) as i:
             backward_row(
-                Row(X, input, weight, first + i, softcap, capped), target, dloss, dz_loss, lse, dinput,
-                ignore_index, label_smoothing, lse_square_scale, weight_sum, has_dz_loss, has_weight, capped, weighted,
-            )  # fmt: skip
+                Row(X, input, weight, first + i, softcap, capped),
+                target,
+                dloss,
+                dz_loss,
+                lse,
+                dinput,
+                ignore_index,
+                label_smoothing,
+                lse_square_scale,
+                weight_sum,
+                has_dz_loss,
+                has_weight,
+                capped,
+                weighted,
+            )
 
     return cross_entropy_bwd
 
@@ -496,8 +576,18 @@ def _kernel(name: str, builder, variant: tuple, input: torch.Tensor, target: tor
     return CACHE.kernel(name, builder, input.dtype, _INDEX[target.dtype], *variant)
 
 
-def forward(input, target, weight, ignore_index: int, label_smoothing: float, lse_square_scale: float,
-            softcap: float, grad=None, scales=(1.0, 1.0), wide=False):  # fmt: skip
+def forward(
+    input,
+    target,
+    weight,
+    ignore_index: int,
+    label_smoothing: float,
+    lse_square_scale: float,
+    softcap: float,
+    grad=None,
+    scales=(1.0, 1.0),
+    wide=False,
+):
     """(loss, z_loss, lse), each ``[N]`` fp32 (loss and z_loss fp64, unrounded, where ``wide``); with ``grad``
     ([N, C], may be ``input`` itself) the gradient ``a * dloss + b * dz_loss`` (``scales = (a, b)``) written into
     it in the same pass."""
@@ -510,15 +600,36 @@ def forward(input, target, weight, ignore_index: int, label_smoothing: float, ls
     smoothing = "none" if not label_smoothing else "uniform" if weight is None else "weighted"
     variant = (bool(softcap), smoothing, "float64" if wide else "float32")
     _kernel("cross_entropy_fwd", build_forward, variant, input, target, weight, grad)(
-        threads_for(n * c), input=input, target=_target(target), weight=weight, grad=grad, loss=loss, z_loss=z_loss,
-        lse=lse, ignore_index=int(ignore_index), label_smoothing=float(label_smoothing),
-        lse_square_scale=float(lse_square_scale), softcap=cap, scale_loss=float(a), scale_z_loss=float(b),
-    )  # fmt: skip
+        threads_for(n * c),
+        input=input,
+        target=_target(target),
+        weight=weight,
+        grad=grad,
+        loss=loss,
+        z_loss=z_loss,
+        lse=lse,
+        ignore_index=int(ignore_index),
+        label_smoothing=float(label_smoothing),
+        lse_square_scale=float(lse_square_scale),
+        softcap=cap,
+        scale_loss=float(a),
+        scale_z_loss=float(b),
+    )
     return loss, z_loss, lse
 
 
-def backward(dloss, dz_loss, input, target, weight, lse, ignore_index: int, label_smoothing: float,
-             lse_square_scale: float, softcap: float):  # fmt: skip
+def backward(
+    dloss,
+    dz_loss,
+    input,
+    target,
+    weight,
+    lse,
+    ignore_index: int,
+    label_smoothing: float,
+    lse_square_scale: float,
+    softcap: float,
+):
     """dinput ``[N, C]`` in input's dtype from input and the forward's lse."""
     n, c = input.shape
     dinput = outputs.empty((n, c), input.dtype, input.device)
@@ -526,10 +637,18 @@ def backward(dloss, dz_loss, input, target, weight, lse, ignore_index: int, labe
     weight_sum = 0.0 if weight is None or not label_smoothing else float(weight.sum(dtype=torch.float64))
     variant = (bool(softcap), bool(label_smoothing) and weight is not None)
     _kernel("cross_entropy_bwd", build_backward, variant, input, target, weight)(
-        threads_for(n * c), dloss=dloss.contiguous(),
+        threads_for(n * c),
+        dloss=dloss.contiguous(),
         dz_loss=None if dz_loss is None or not lse_square_scale else dz_loss.contiguous(),  # no z-loss: never read
-        input=input, target=_target(target), weight=weight, lse=lse.contiguous(), dinput=dinput,
-        ignore_index=int(ignore_index), label_smoothing=float(label_smoothing), lse_square_scale=float(lse_square_scale),
-        softcap=cap, weight_sum=weight_sum,
-    )  # fmt: skip
+        input=input,
+        target=_target(target),
+        weight=weight,
+        lse=lse.contiguous(),
+        dinput=dinput,
+        ignore_index=int(ignore_index),
+        label_smoothing=float(label_smoothing),
+        lse_square_scale=float(lse_square_scale),
+        softcap=cap,
+        weight_sum=weight_sum,
+    )
     return dinput

@@ -49,7 +49,10 @@ def function(lib_path: str, symbol: str) -> list[tuple[int, str, str]]:
     if tool is None:
         raise RuntimeError("objdump (binutils) is not installed")
     out = subprocess.run(
-        [tool, "-d", "--no-show-raw-insn", f"--disassemble={symbol}", lib_path], capture_output=True, text=True, check=True
+        [tool, "-d", "--no-show-raw-insn", f"--disassemble={symbol}", lib_path],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     insns = []
     for line in out.splitlines():

@@ -6,7 +6,8 @@ once (rms_norm's ``inv_rms`` order); with the gate before the norm, the saved rs
 (``gated_square``) and y is scaled by the fp32 u's; y = u * rstd * w (* act(gate)) in fp32, rounded once.
 Backward, per row, in rms_norm's cancellation-free form (``eps_stats``, ``by_form``): with g the gradient
 reaching n = u * rstd, du = rstd * (D * eps * g + sum(u^2) * g - u * sum(g * u)) / (sum(u^2) + D * eps) (in
-fp64 where u and g are nearly parallel, else as rstd * (g - u * k) with k from the fp64 sums), rounded once; dx = du (or du * act(gate)), dgate = dy * w * n * act'(gate) (or du * x * act'(gate)); dweight's
+fp64 where u and g are nearly parallel, else as rstd * (g - u * k) with k from the fp64 sums), rounded once; dx = du (or
+du * act(gate)), dgate = dy * w * n * act'(gate) (or du * x * act'(gate)); dweight's
 term dy * n * act(gate) (or dy * n) rounded once (``dweight_term``) into the block's fp32 partial.
 act: silu(v) = v / (1 + exp(-v)), sigmoid(v) = 1 / (1 + exp(-v)), exp packed (``tp_exp``).
 """
@@ -16,10 +17,10 @@ act: silu(v) = v / (1 + exp(-v)), sigmoid(v) = 1 / (1 + exp(-v)), exp packed (``
 import tilelang.cpu.language as T
 import torch
 
-from .norm_stats import STATS, by_form, dweight_term, eps_stats, rstd_of, rstd_pair
-from .rowwise import VEC, F32, M, Dot64, Io, partial, per_row, row_map, row_sums64, splat, square
-from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
+from .norm_stats import STATS, by_form, dweight_term, eps_stats, rstd_of, rstd_pair
+from .rowwise import F32, VEC, Dot64, Io, M, partial, per_row, row_map, row_sums64, splat, square
+from .runtime import CACHE, check_shape, threads_for
 
 
 def _one():
@@ -32,12 +33,15 @@ def _sigmoid(v):
 
 def act(activation: str, v):
     """act(v) of 16 lanes."""
-    return v / (_one() + T.call_extern(VEC, "tp_exp", splat(T.float32(0.0)) - v)) if activation == "silu" else _sigmoid(v)
+    return (
+        v / (_one() + T.call_extern(VEC, "tp_exp", splat(T.float32(0.0)) - v)) if activation == "silu" else _sigmoid(v)
+    )
 
 
 def gated_square(activation: str):
     """The ``row_sums64`` product u * u of u = x * act(gate), u formed in fp64 from the fp32 exp
     (``tp_dot64_gated_sq``): the statistic of the gate-before-norm form."""
+
     def product(xv, zv, *rest):
         e = T.call_extern(VEC, "tp_exp", splat(T.float32(0.0)) - zv)
         return Dot64("tp_dot64_gated_sq", (xv, zv if activation == "silu" else _one(), e))
@@ -71,7 +75,9 @@ def build_forward(x: torch.dtype, g: torch.dtype, w, y: torch.dtype, activation:
             T.buffer_store(r, T.BufferLoad(r, [0]), [1])
         else:  # y takes the rstd of the fp32 u it scales (at D = 1, u / |u|: u's rounding cancels, where the fp64
             # u's rstd left it in y: 49 fp32 y failures at L1); the saved rstd is of u formed in fp64
-            ss32, ss64 = row_sums64([lambda xv, zv: square(u(xv, zv)), gated_square(activation)], [(X, x), (Z, gate)], row)
+            ss32, ss64 = row_sums64(
+                [lambda xv, zv: square(u(xv, zv)), gated_square(activation)], [(X, x), (Z, gate)], row
+            )
             T.buffer_store(r, rstd_of(ss32, eps), [0])
             T.buffer_store(r, rstd_of(ss64, eps), [1])
 
@@ -125,13 +131,20 @@ def build_backward(x: torch.dtype, g: torch.dtype, dy: torch.dtype, w, activatio
     if w is None:
 
         @T.prim_func
-        def gated_rms_norm_bwd(x: X.rows, gate: Z.rows, dy: G.rows, rstd: per_row(), dx: X.rows, dgate: Z.rows, eps: T.float32):
+        def gated_rms_norm_bwd(
+            x: X.rows, gate: Z.rows, dy: G.rows, rstd: per_row(), dx: X.rows, dgate: Z.rows, eps: T.float32
+        ):
             with T.Kernel(M) as row:
                 c = T.alloc_local((STATS,), "float64")
                 r = T.alloc_local((2,), T.float32)
                 rows = [(X, x), (Z, gate), (G, dy)]
                 stats(c, r, eps, rstd[row], rows, row)
-                by_form(c, lambda resid: row_map(lambda xv, zv, gv: grads(r, resid, xv, zv, gv)[:2], rows, [(X, dx), (Z, dgate)], row))
+                by_form(
+                    c,
+                    lambda resid: row_map(
+                        lambda xv, zv, gv: grads(r, resid, xv, zv, gv)[:2], rows, [(X, dx), (Z, dgate)], row
+                    ),
+                )
 
         return gated_rms_norm_bwd
 
@@ -139,9 +152,16 @@ def build_backward(x: torch.dtype, g: torch.dtype, dy: torch.dtype, w, activatio
 
     @T.prim_func
     def gated_rms_norm_bwd(
-        x: X.rows, gate: Z.rows, dy: G.rows, weight: W.vector, rstd: per_row(), dx: X.rows, dgate: Z.rows,
-        dweight: partial(), eps: T.float32,
-    ):  # fmt: skip
+        x: X.rows,
+        gate: Z.rows,
+        dy: G.rows,
+        weight: W.vector,
+        rstd: per_row(),
+        dx: X.rows,
+        dgate: Z.rows,
+        dweight: partial(),
+        eps: T.float32,
+    ):
         with T.Kernel(M) as row:
             c = T.alloc_local((STATS,), "float64")
             r = T.alloc_local((2,), T.float32)
@@ -161,13 +181,20 @@ PACKED_CHECKS = (
     ("gated_rms_norm_bwd", lambda dt: build_backward(dt, dt, dt, dt, "silu", False)),
 )
 
+
 def forward(x, gate, weight, eps: float, activation: str, norm_before_gate: bool, output_dtype: torch.dtype, out=None):
     """(y, rstd) for non-empty 2-D ``x`` and ``gate`` (M, D) with unit-stride rows; ``weight`` (D,) or None."""
     M_, D_ = x.shape
     check_shape(M_, D_)
-    y, rstd = (outputs.empty((M_, D_), output_dtype, x.device), outputs.empty((M_,), torch.float32, x.device)) if out is None else out
+    y, rstd = (
+        (outputs.empty((M_, D_), output_dtype, x.device), outputs.empty((M_,), torch.float32, x.device))
+        if out is None
+        else out
+    )
     wdt = None if weight is None else weight.dtype
-    kernel = CACHE.kernel("gated_rms_norm_fwd", build_forward, x.dtype, gate.dtype, wdt, y.dtype, activation, norm_before_gate)
+    kernel = CACHE.kernel(
+        "gated_rms_norm_fwd", build_forward, x.dtype, gate.dtype, wdt, y.dtype, activation, norm_before_gate
+    )
     args = dict(x=x, gate=gate, y=y, rstd=rstd, eps=eps)
     if weight is not None:
         args["weight"] = weight.contiguous()
@@ -182,7 +209,9 @@ def backward(x, gate, rstd, dy, weight, eps: float, activation: str, norm_before
     dx, dgate = outputs.empty((M_, D_), x.dtype, x.device), outputs.empty((M_, D_), gate.dtype, x.device)
     args = dict(x=x, gate=gate, dy=dy, rstd=rstd.to(torch.float32).contiguous(), dx=dx, dgate=dgate, eps=eps)
     wdt = None if weight is None else weight.dtype
-    kernel = CACHE.kernel("gated_rms_norm_bwd", build_backward, x.dtype, gate.dtype, dy.dtype, wdt, activation, norm_before_gate)
+    kernel = CACHE.kernel(
+        "gated_rms_norm_bwd", build_backward, x.dtype, gate.dtype, dy.dtype, wdt, activation, norm_before_gate
+    )
     if weight is None:
         kernel(threads_for(M_ * D_), **args)
         return dx, dgate, None

@@ -3,7 +3,8 @@ approximate, casting), serving every shape; the rows, the walk and the eager rou
 (``swiglu.py``).
 
 "tanh": gelu(v) = v * s with s = sigmoid(2u), u = sqrt(2/pi) * (v + 0.044715 v^3) (the same as v / 2 * (1 +
-tanh u), without its cancellation for negative v; for v >= 0 as v - v * (1 - s), ``tp_gelu_tanh``), gelu'(v) = s + 2 v s (1 - s) u', 1 - s = sigmoid(-2u) from
+tanh u), without its cancellation for negative v; for v >= 0 as v - v * (1 - s), ``tp_gelu_tanh``), gelu'(v) = s + 2 v s
+(1 - s) u', 1 - s = sigmoid(-2u) from
 its own packed exp. "none": Phi(v) = erfc(-v / sqrt 2) / 2 and gelu'(v) = Phi(v) + v phi(v) per lane in fp64
 (libm's erfc and exp, ``PRELUDE``: the erfc form does not cancel, and fp64 keeps the exp's argument -v^2 / 2
 exact enough), rounded to fp32; gelu = v * Phi(v) in fp32.
@@ -122,8 +123,12 @@ def build_backward(dtype: torch.dtype, approximate: str, casting: str):
     @T.prim_func
     def geglu_bwd(dy: X.rows, gate: X.rows, up: X.rows, dgate: X.rows, dup: X.rows):
         with T.Kernel(M, prelude=PRELUDE) as row:
-            row_map(lambda d, g, u: [d * u * act_grad(g), d * a(g)], [(X, dy), (X, gate), (X, up)],
-                    [(X, dgate), (X, dup)], row)  # fmt: skip
+            row_map(
+                lambda d, g, u: [d * u * act_grad(g), d * a(g)],
+                [(X, dy), (X, gate), (X, up)],
+                [(X, dgate), (X, dup)],
+                row,
+            )
 
     return geglu_bwd
 

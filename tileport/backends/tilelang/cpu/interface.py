@@ -101,7 +101,9 @@ def _role(shape) -> str:
     names = tuple(getattr(s, "name", None) or int(s) for s in shape)
     roles = {("M", "D"): ROWS, ("M",): PER_ROW, ("D",): BROADCAST, (2, "D"): PARTIAL}
     if names not in roles:
-        raise ValueError(f"unsupported buffer shape {names}: use rows (M, D), per_row (M,), vector (D,) or partial (2, D)")
+        raise ValueError(
+            f"unsupported buffer shape {names}: use rows (M, D), per_row (M,), vector (D,) or partial (2, D)"
+        )
     return roles[names]
 
 
@@ -268,8 +270,12 @@ _SHAPES = {ROWS: ("M", "D"), PER_ROW: ("M",), BROADCAST: ("D",), PARTIAL: ("D",)
 # the check that a tensor of that role (its shape already checked) has unit-stride rows: a rows tensor's
 # strides are read once (``_s_<name>``, also its row stride); a vector of the checked length is unit-stride
 # exactly when it is contiguous, the cheapest question to ask torch (the launcher is on every call's path)
-_UNIT = {ROWS: "_s_{a}[1] != 1 and D > 1", PER_ROW: "not {a}.is_contiguous()",
-         BROADCAST: "not {a}.is_contiguous()", PARTIAL: "not {a}.is_contiguous()"}  # fmt: skip
+_UNIT = {
+    ROWS: "_s_{a}[1] != 1 and D > 1",
+    PER_ROW: "not {a}.is_contiguous()",
+    BROADCAST: "not {a}.is_contiguous()",
+    PARTIAL: "not {a}.is_contiguous()",
+}
 
 
 def launcher(lib, iface: Interface, source: str = ""):
@@ -293,7 +299,9 @@ def launcher(lib, iface: Interface, source: str = ""):
     body += [f"_s_{a.name} = {a.name}.stride()" for a in tensors if a.role == ROWS]
     for a in tensors:
         ns[f"_dt_{a.name}"] = tuple(_STORAGE_DTYPES[a.dtype])
-        shape = "" if a.name == first else f"{a.name}.shape != ({', '.join(_SHAPES[a.role])},) or "  # M, D come from the first
+        shape = (
+            "" if a.name == first else f"{a.name}.shape != ({', '.join(_SHAPES[a.role])},) or "
+        )  # M, D come from the first
         checks.append(f"{shape}{a.name}.dtype not in _dt_{a.name} or ({_UNIT[a.role].format(a=a.name)})")
     body.append(f"if {' or '.join(f'({c})' for c in checks)}:")
     body.append(f"    _refuse({', '.join(f'{a.name}={a.name}' for a in tensors)})")
@@ -319,7 +327,9 @@ def _refuser(iface: Interface):
     def refuse(**tensors):
         first = next(a.name for a in iface.args if a.role == ROWS)
         if tensors[first].dim() != 2:
-            raise ValueError(f"{iface.name}: {first} must be a rows tensor (M, D), got shape {tuple(tensors[first].shape)}")
+            raise ValueError(
+                f"{iface.name}: {first} must be a rows tensor (M, D), got shape {tuple(tensors[first].shape)}"
+            )
         M, D = tensors[first].shape
         for a in iface.args:
             t = tensors.get(a.name)
@@ -386,13 +396,18 @@ def _grid_refuser(iface: Interface):
     def refuse(**given):
         if "sizes" in given:
             raise ValueError(f"{iface.name}: sizes {dict(zip(iface.dims(), given['sizes']))} exceed {MAX_SIZE}")
-        (name, t), = given.items()
+        ((name, t),) = given.items()
         a = next(a for a in iface.args if a.name == name)
         shape = str(tuple(a.sizes)).replace("'", "")
-        want = f"a tensor of shape {shape} with unit stride in its last dimension and dtype {sorted(map(str, a.torch_dtypes))}"
+        want = (
+            f"a tensor of shape {shape} with unit stride in its last dimension and dtype "
+            f"{sorted(map(str, a.torch_dtypes))}"
+        )
         if t is None:
             raise ValueError(f"{iface.name}: {name} must be {want}, got None")
-        raise ValueError(f"{iface.name}: {name} must be {want} (sizes agreeing with the other tensors'), "
-                         f"got {tuple(t.shape)} {t.dtype} strides {tuple(t.stride())}")
+        raise ValueError(
+            f"{iface.name}: {name} must be {want} (sizes agreeing with the other tensors'), "
+            f"got {tuple(t.shape)} {t.dtype} strides {tuple(t.stride())}"
+        )
 
     return refuse

@@ -18,10 +18,10 @@ stores (their first touch faults the page into the cache). Measurements behind e
 import tilelang.cpu.language as T
 import torch
 
-from .norm_stats import STATS, by_form, choose_form
-from .rowwise import M, Io, per_row, row_map, row_sum, row_sum_squares64, row_sums64, splat, square
-from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
+from .norm_stats import STATS, by_form, choose_form
+from .rowwise import Io, M, per_row, row_map, row_sum, row_sum_squares64, row_sums64, splat, square
+from .runtime import CACHE, check_shape, threads_for
 
 STREAM_BYTES = 32 << 20  # outputs at least this large are written with streaming stores (no read-for-ownership)
 
@@ -36,7 +36,7 @@ def build_forward(x: torch.dtype, y: torch.dtype, rsqrt_steps=None, streaming=Fa
             if rsqrt_steps is None:  # the fp64-accumulated sum of squares, plus eps, rsqrt, rounded once
                 s = row_sum_squares64(X, x, row) + T.cast(eps, "float64")
                 T.buffer_store(r, T.cast(T.float64(1.0) / T.sqrt(s), "float32"), [0])
-            else:  # the hardware's fp32 sum; r[1] keeps s; the approximate model, then y <- y * (1.5 - 0.5 * s * y^2) per step
+            else:  # the hardware's fp32 sum; r[1] keeps s; the approximate model, then y * (1.5 - 0.5 s y^2) per step
                 row_sum(r, 0, lambda v: v * v, [(X, x)], row)
                 r[1] = r[0] + eps
                 r[0] = T.call_extern("float32", "tp_rsqrt_approx", r[1])
@@ -59,7 +59,9 @@ def build_backward(x: torch.dtype, dy: torch.dtype):
             # y = x * rstd rounded to fp32 before the product, exactly as the composite does: the order
             # matters where dx = (dy - s * y) * rstd cancels to near zero.
             row_sum(s, 0, lambda xv, g: (xv * splat(s[1])) * g, [(X, x), (G, dy)], row)
-            row_map(lambda xv, g: (g - splat(s[0]) * (xv * splat(s[1]))) * splat(s[1]), [(X, x), (G, dy)], [(X, dx)], row)
+            row_map(
+                lambda xv, g: (g - splat(s[0]) * (xv * splat(s[1]))) * splat(s[1]), [(X, x), (G, dy)], [(X, dx)], row
+            )
 
     return l2norm_bwd
 
@@ -71,7 +73,9 @@ def build_backward_eps(x: torch.dtype, dy: torch.dtype):
     def l2norm_bwd_eps(x: X.rows, dy: G.rows, rstd: per_row(), dx: X.rows, eps: T.float32):
         with T.Kernel(M) as row:
             c = T.alloc_local((STATS,), "float64")  # as norm_stats.eps_stats', eps' = eps, the rstd given
-            ss, d, gg = row_sums64([lambda xv, g: square(xv), lambda xv, g: (xv, g), lambda xv, g: square(g)], [(X, x), (G, dy)], row)
+            ss, d, gg = row_sums64(
+                [lambda xv, g: square(xv), lambda xv, g: (xv, g), lambda xv, g: square(g)], [(X, x), (G, dy)], row
+            )
             c[0] = ss
             c[1] = d
             c[2] = T.cast(eps, "float64")
@@ -91,6 +95,7 @@ PACKED_CHECKS = (
     ("l2norm_bwd_eps", lambda dt: build_backward_eps(dt, dt)),  # fp64 sums and fp64 per-element math
 )
 
+
 def forward(
     x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, rsqrt_steps=None
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -102,7 +107,9 @@ def forward(
     M, D = x.shape
     check_shape(M, D)
     fresh = out is None
-    y, rstd = (outputs.empty((M, D), output_dtype, x.device), outputs.empty((M,), torch.float32, x.device)) if fresh else out
+    y, rstd = (
+        (outputs.empty((M, D), output_dtype, x.device), outputs.empty((M,), torch.float32, x.device)) if fresh else out
+    )
     streaming = not fresh and y.numel() * y.element_size() >= STREAM_BYTES  # fresh outputs: plain stores
     CACHE.kernel("l2norm_fwd", build_forward, x.dtype, y.dtype, rsqrt_steps, streaming)(
         threads_for(M * D), x=x, y=y, rstd=rstd, eps=eps

@@ -16,11 +16,11 @@ Why each rounding is where it is, and what it cost: docs/kernels.md.
 import tilelang.cpu.language as T
 import torch
 
-from .rowwise import D, F32, M, VEC, Io, partial, per_row, row_map, row_sums64, splat, square
-from .norm_stats import dweight_term
-from .runtime import CACHE, check_shape, threads_for
-from ..targets import vectors_or_defaults
 from ... import outputs
+from ..targets import vectors_or_defaults
+from .norm_stats import dweight_term
+from .rowwise import F32, VEC, D, Io, M, partial, per_row, row_map, row_sums64, splat, square
+from .runtime import CACHE, check_shape, threads_for
 
 
 def _stats(s, eps, x_io, x, row):
@@ -69,7 +69,9 @@ def build_forward(x: torch.dtype, p, y: torch.dtype):
     P = Io(p)
 
     @T.prim_func
-    def layer_norm_fwd(x: X.rows, weight: P.vector, bias: P.vector, y: Y.rows, mean: per_row(), rstd: per_row(), eps: T.float32):
+    def layer_norm_fwd(
+        x: X.rows, weight: P.vector, bias: P.vector, y: Y.rows, mean: per_row(), rstd: per_row(), eps: T.float32
+    ):
         with T.Kernel(M) as row:
             s = T.alloc_local((3,), T.float32)
             _stats(s, eps, X, x, row)
@@ -105,7 +107,13 @@ def _grad_stats(s, eps, rows, row, g_of):
         row,
     )
     mean = sx / n
-    T.buffer_store(s, T.cast(T.if_then_else(T.cast(mean, "float32") == s[0], mean - T.cast(s[0], "float64"), T.float64(0.0)), "float32"), [4])
+    T.buffer_store(
+        s,
+        T.cast(
+            T.if_then_else(T.cast(mean, "float32") == s[0], mean - T.cast(s[0], "float64"), T.float64(0.0)), "float32"
+        ),
+        [4],
+    )
     given = T.cast(s[1], "float64")
     exact = T.float64(1.0) / T.sqrt(ss / n - (shift / n) * (shift / n) + T.cast(eps, "float64"))
     rstd = T.if_then_else(eps >= T.float32(0.0), T.if_then_else(T.cast(exact, "float32") == s[1], exact, given), given)
@@ -147,7 +155,14 @@ def build_backward(x: torch.dtype, dy: torch.dtype, p):
 
     @T.prim_func
     def layer_norm_bwd(
-        x: X.rows, dy: G.rows, weight: P.vector, mean: per_row(), rstd: per_row(), dx: X.rows, dweight: partial(), dbias: partial(),
+        x: X.rows,
+        dy: G.rows,
+        weight: P.vector,
+        mean: per_row(),
+        rstd: per_row(),
+        dx: X.rows,
+        dweight: partial(),
+        dbias: partial(),
         eps: T.float32,
     ):
         with T.Kernel(M) as row:
@@ -168,14 +183,18 @@ def build_backward(x: torch.dtype, dy: torch.dtype, p):
 # The kernels tests/backends/test_cpu_simd.py checks for packed SIMD in the disassembly: (kernel, builder of a dtype).
 PACKED_CHECKS = (("layer_norm_bwd", lambda dt: build_backward(dt, dt, dt)),)  # two compensated partials
 
+
 def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
     """(y, mean, rstd) for a non-empty 2-D ``x`` (M, D) with unit-stride rows; weight and bias (D,) or None.
     A weight and a bias of different dtypes are both converted to their promoted dtype (exact; [D] vectors)."""
     M_, D_ = x.shape
     check_shape(M_, D_)
     if out is None:
-        out = (outputs.empty((M_, D_), output_dtype, x.device), outputs.empty((M_,), torch.float32, x.device),
-               outputs.empty((M_,), torch.float32, x.device))  # fmt: skip
+        out = (
+            outputs.empty((M_, D_), output_dtype, x.device),
+            outputs.empty((M_,), torch.float32, x.device),
+            outputs.empty((M_,), torch.float32, x.device),
+        )
     y, mean, rstd = out
     plain = weight is None and bias is None
     w, b = (None, None) if plain else vectors_or_defaults(weight, bias, x)
@@ -195,9 +214,15 @@ def backward(x, mean, rstd, dy, weight, bias, eps: float | None = None):
     M_, D_ = x.shape
     check_shape(M_, D_)
     dx = outputs.empty((M_, D_), x.dtype, x.device)
-    stats = dict(mean=mean.to(torch.float32).contiguous(), rstd=rstd.to(torch.float32).contiguous(), eps=-1.0 if eps is None else eps)
+    stats = dict(
+        mean=mean.to(torch.float32).contiguous(),
+        rstd=rstd.to(torch.float32).contiguous(),
+        eps=-1.0 if eps is None else eps,
+    )
     if weight is None and not with_dbias:
-        CACHE.kernel("layer_norm_bwd", build_backward, x.dtype, dy.dtype, None)(threads_for(M_ * D_), x=x, dy=dy, dx=dx, **stats)
+        CACHE.kernel("layer_norm_bwd", build_backward, x.dtype, dy.dtype, None)(
+            threads_for(M_ * D_), x=x, dy=dy, dx=dx, **stats
+        )
         return dx, None, None
     w, _ = vectors_or_defaults(weight, None, x)
     dw, db = outputs.empty((D_,), torch.float32, x.device), outputs.empty((D_,), torch.float32, x.device)

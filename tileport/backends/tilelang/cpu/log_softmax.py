@@ -10,10 +10,10 @@ fp64 rounded once, y = (x - m) - L in fp32. Backward, per row: c = sum(dy) in fp
 import tilelang.cpu.language as T
 import torch
 
-from .rowwise import VEC, M, Io, row_map, row_sums64, splat
+from ... import outputs
+from .rowwise import VEC, Io, M, row_map, row_sums64, splat
 from .runtime import CACHE, check_shape, threads_for
 from .softmax import max_and_sum
-from ... import outputs
 
 
 def build_forward(x: torch.dtype):
@@ -36,7 +36,11 @@ def build_backward(y: torch.dtype, dy: torch.dtype):
     def log_softmax_bwd(y: Y.rows, dy: G.rows, dx: Y.rows):
         with T.Kernel(M) as row:
             c = T.alloc_local((1,), T.float32)
-            T.buffer_store(c, T.cast(row_sums64([lambda yv, g: (g, splat(T.float32(1.0)))], [(Y, y), (G, dy)], row)[0], "float32"), [0])
+            T.buffer_store(
+                c,
+                T.cast(row_sums64([lambda yv, g: (g, splat(T.float32(1.0)))], [(Y, y), (G, dy)], row)[0], "float32"),
+                [0],
+            )
             row_map(lambda yv, g: g - T.call_extern(VEC, "tp_exp", yv) * splat(c[0]), [(Y, y), (G, dy)], [(Y, dx)], row)
 
     return log_softmax_bwd
@@ -44,6 +48,7 @@ def build_backward(y: torch.dtype, dy: torch.dtype):
 
 # The kernels tests/backends/test_cpu_simd.py checks for packed SIMD in the disassembly: (kernel, builder of a dtype).
 PACKED_CHECKS = (("log_softmax_bwd", lambda dt: build_backward(dt, dt)),)
+
 
 def forward(x: torch.Tensor) -> torch.Tensor:
     """y (x's dtype, contiguous) for a non-empty 2-D ``x`` (M, D) with unit-stride rows."""

@@ -94,7 +94,11 @@ def by_form(c, body) -> None:
         with T.Else():
             for i, slot in enumerate((5, 4)):
                 T.buffer_store(pair, T.cast(T.BufferLoad(c, [slot]), "float32"), [2 * i])
-                T.buffer_store(pair, T.cast(T.BufferLoad(c, [slot]) - T.cast(T.BufferLoad(pair, [2 * i]), "float64"), "float32"), [2 * i + 1])
+                T.buffer_store(
+                    pair,
+                    T.cast(T.BufferLoad(c, [slot]) - T.cast(T.BufferLoad(pair, [2 * i]), "float64"), "float32"),
+                    [2 * i + 1],
+                )
             body(fast)
 
 

@@ -14,10 +14,10 @@ Measurements behind these choices: docs/kernels.md.
 import tilelang.cpu.language as T
 import torch
 
-from .norm_stats import STATS, by_form, dweight_term, eps_stats, inv_rms, rstd_pair
-from .rowwise import VEC, D, F32, M, Io, partial, per_row, rounded, row_map, row_sum, splat
-from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
+from .norm_stats import STATS, by_form, dweight_term, eps_stats, inv_rms, rstd_pair
+from .rowwise import F32, D, Io, M, partial, per_row, rounded, row_map, row_sum, splat
+from .runtime import CACHE, check_shape, threads_for
 
 CASTINGS = ("fp32", "llama")
 
@@ -72,7 +72,12 @@ def build_backward(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"):
                 s[1] = rstd[row]
                 row_sum(s, 0, lambda xv, g: g * (xv * splat(s[1])), [(X, x), (G, dy)], row)
                 s[0] = _mean(s[0])
-                row_map(lambda xv, g: (g - (xv * splat(s[1])) * splat(s[0])) * splat(s[1]), [(X, x), (G, dy)], [(X, dx)], row)
+                row_map(
+                    lambda xv, g: (g - (xv * splat(s[1])) * splat(s[0])) * splat(s[1]),
+                    [(X, x), (G, dy)],
+                    [(X, dx)],
+                    row,
+                )
 
         return rms_norm_bwd
 
@@ -86,7 +91,13 @@ def build_backward(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"):
         with T.Kernel(M) as row:
             s = T.alloc_local((2,), T.float32)
             s[1] = rstd[row]
-            row_sum(s, 0, lambda xv, g, wv: (g * (wv + splat(offset))) * (xv * splat(s[1])), [(X, x), (G, dy), (W, weight)], row)
+            row_sum(
+                s,
+                0,
+                lambda xv, g, wv: (g * (wv + splat(offset))) * (xv * splat(s[1])),
+                [(X, x), (G, dy), (W, weight)],
+                row,
+            )
             s[0] = _mean(s[0])
             row_map(
                 lambda xv, g, wv: [
@@ -133,22 +144,32 @@ def build_backward_eps(x: torch.dtype, dy: torch.dtype, w, casting: str = "fp32"
 
     @T.prim_func
     def rms_norm_bwd_eps(
-        x: X.rows, dy: G.rows, weight: W.vector, rstd: per_row(), dx: X.rows, dweight: partial(), offset: T.float32, eps: T.float32
+        x: X.rows,
+        dy: G.rows,
+        weight: W.vector,
+        rstd: per_row(),
+        dx: X.rows,
+        dweight: partial(),
+        offset: T.float32,
+        eps: T.float32,
     ):
         with T.Kernel(M) as row:
             c = T.alloc_local((STATS,), "float64")
             r = T.alloc_local((2,), T.float32)  # the rstd used (c[4]) as an fp32 pair
             eps_stats(c, eps, rstd[row], [(X, x), (G, dy), (W, weight)], row, lambda g, wv: g * (wv + splat(offset)))
             rstd_pair(r, c)
-            by_form(c, lambda resid: row_map(
-                lambda xv, g, wv: [
-                    resid(g * (wv + splat(offset)), xv, X),
-                    dw_term(g, xv, r[0], r[1]),
-                ],
-                [(X, x), (G, dy), (W, weight)],
-                [(X, dx), (F32, dweight)],
-                row,
-            ))
+            by_form(
+                c,
+                lambda resid: row_map(
+                    lambda xv, g, wv: [
+                        resid(g * (wv + splat(offset)), xv, X),
+                        dw_term(g, xv, r[0], r[1]),
+                    ],
+                    [(X, x), (G, dy), (W, weight)],
+                    [(X, dx), (F32, dweight)],
+                    row,
+                ),
+            )
 
     return rms_norm_bwd_eps
 
@@ -161,11 +182,16 @@ PACKED_CHECKS = (
     ("rms_norm_bwd_eps", lambda dt: build_backward_eps(dt, dt, dt)),  # fp64 dx and the partial
 )
 
+
 def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: torch.dtype, out=None):
     """(y, rstd) for a non-empty 2-D ``x`` (M, D) with unit-stride rows; ``weight`` (D,) or None."""
     M_, D = x.shape
     check_shape(M_, D)
-    y, rstd = (outputs.empty((M_, D), output_dtype, x.device), outputs.empty((M_,), torch.float32, x.device)) if out is None else out
+    y, rstd = (
+        (outputs.empty((M_, D), output_dtype, x.device), outputs.empty((M_,), torch.float32, x.device))
+        if out is None
+        else out
+    )
     wdt = None if weight is None else weight.dtype
     kernel = CACHE.kernel("rms_norm_fwd", build_forward, x.dtype, wdt, y.dtype, casting if wdt else "fp32")
     if weight is None:

@@ -15,11 +15,11 @@ once to q's dtype. A token whose p is outside the table gets c = s = 0. The back
 import tilelang.cpu.language as T
 import torch
 
+from ... import outputs
 from .interface import GRID
 from .pairs import PRELUDE, SEQ, T_RO, B, copy_rest, index, mul, rotate_heads, table, tokens
 from .rowwise import Io, splat
 from .runtime import CACHE, threads_for
-from ... import outputs
 
 HQ, HK = T.dynamic("Hq"), T.dynamic("Hk")
 STREAM_BYTES = 32 << 20  # caller-provided q_out at least this large is written with streaming stores
@@ -36,20 +36,37 @@ def rotation_by(sign):
     return rotation
 
 
-def build(x_dtype: torch.dtype, table_dtype: torch.dtype, positions: str = "int64", offsets_dtype: str = "int64",
-          streaming: bool = False):  # fmt: skip
+def build(
+    x_dtype: torch.dtype,
+    table_dtype: torch.dtype,
+    positions: str = "int64",
+    offsets_dtype: str = "int64",
+    streaming: bool = False,
+):
     """The kernel for q and k of ``x_dtype``, tables of ``table_dtype`` and integer inputs of the given dtypes;
     ``streaming``: the outputs written with streaming stores (caller-provided outputs of STREAM_BYTES or more)."""
     X, C = Io(x_dtype), Io(table_dtype)
 
     @T.prim_func
     def rope(
-        q: tokens(X, "q", HQ), k: tokens(X, "k", HK), q_out: tokens(X, "q_out", HQ), k_out: tokens(X, "k_out", HK),
-        cos: table(C, "cos"), sin: table(C, "sin"), position_ids: index(positions, "position_ids", B, SEQ),
-        offsets: index(offsets_dtype, "offsets", B), offset: T.int64, interleaved: T.int32,
-        conjugate: T.int32, has_k: T.int32, has_k_out: T.int32, has_position_ids: T.int32, has_offsets: T.int32,
-        first: T.int64, count: T.int64,
-    ):  # fmt: skip
+        q: tokens(X, "q", HQ),
+        k: tokens(X, "k", HK),
+        q_out: tokens(X, "q_out", HQ),
+        k_out: tokens(X, "k_out", HK),
+        cos: table(C, "cos"),
+        sin: table(C, "sin"),
+        position_ids: index(positions, "position_ids", B, SEQ),
+        offsets: index(offsets_dtype, "offsets", B),
+        offset: T.int64,
+        interleaved: T.int32,
+        conjugate: T.int32,
+        has_k: T.int32,
+        has_k_out: T.int32,
+        has_position_ids: T.int32,
+        has_offsets: T.int32,
+        first: T.int64,
+        count: T.int64,
+    ):
         T.func_attr({GRID: ["B", "T"]})
         with T.Kernel(count, prelude=PRELUDE) as i:
             b = T.truncdiv(first + i, T.cast(SEQ, "int64"))
@@ -96,7 +113,9 @@ def _run(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int, 
     q, k, cos, sin, position_ids, offsets = map(_unit_last, (q, k, cos, sin, position_ids, offsets))
     if q.dim() != 4 or 2 * cos.shape[-1] > q.shape[-1]:
         raise ValueError(f"rope: q [B, T, H, D], tables [T_ro, R/2], R <= D; got {tuple(q.shape)}, {tuple(cos.shape)}")
-    q_out, k_out = out if out is not None else (outputs.empty_in_layout(q), None if k is None else outputs.empty_in_layout(k))
+    q_out, k_out = (
+        out if out is not None else (outputs.empty_in_layout(q), None if k is None else outputs.empty_in_layout(k))
+    )
     B_, T_, H, D_ = q.shape
     work = B_ * T_ * (H + (0 if k is None else k.shape[2])) * D_
     # caller-provided outputs this large are streamed (fresh ones keep plain stores: their first touch faults
@@ -112,9 +131,19 @@ def _run(q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int, 
         streaming,
     )
     kernel(
-        threads_for(work), q=q, k=k, q_out=q_out, k_out=k_out, cos=cos, sin=sin, position_ids=position_ids,
-        offsets=offsets, offset=int(offset), interleaved=int(bool(interleaved)), conjugate=int(conjugate),
-    )  # fmt: skip
+        threads_for(work),
+        q=q,
+        k=k,
+        q_out=q_out,
+        k_out=k_out,
+        cos=cos,
+        sin=sin,
+        position_ids=position_ids,
+        offsets=offsets,
+        offset=int(offset),
+        interleaved=int(bool(interleaved)),
+        conjugate=int(conjugate),
+    )
     return q_out, k_out
 
 

@@ -7,7 +7,8 @@ prototype, the OpenMP driver and the launch by name are derived from them, ``int
 - ``io.rows``: an (M, D) matrix with any row stride; ``per_row()``: an (M,) fp32 vector (rstd, mean);
 - ``io.vector``: a (D,) vector broadcast to every row (a weight, a bias);
 - ``partial()``: a gradient reduced across rows (a weight gradient): the kernel adds each of its rows'
-  terms into it (compensated: TwoSum errors gathered); the driver gives each fixed block of rows its own fp32 partial and sums
+  terms into it (compensated: TwoSum errors gathered); the driver gives each fixed block of rows its own fp32 partial
+  and sums
   the partials in a fixed order, so the result has the same bits for any thread count;
 - scalars (``T.float32``), such as eps.
 
@@ -317,7 +318,9 @@ def row_sums64(products, inputs, row):
             refs = []
             for f, value in enumerate(values):
                 same = [k for k, held in enumerate(loaded) if value is held]
-                if same and n is None:  # a loaded value as it is: its own slot, so every sum reads (and widens) one copy
+                if (
+                    same and n is None
+                ):  # a loaded value as it is: its own slot, so every sum reads (and widens) one copy
                     refs.append(_ref(v, same[0]))
                     continue
                 put(v, n_in + FACTORS * p + f, value)

@@ -2,7 +2,8 @@
 
 What each op's kernel module gets from here, written once:
 - compile flags and a disk cache per CPU model and target ISA (``settings.py``);
-- the prelude: ``threads.h`` (the parallel loop and its backoff), ``simd.h`` (the packed 16-lane vector type and the dtype
+- the prelude: ``threads.h`` (the parallel loop and its backoff), ``simd.h`` (the packed 16-lane vector type and the
+dtype
   bridges) and the driver derived from the kernel's own declaration (``interface.py``);
 - a process-wide kernel cache keyed by the build arguments (dtypes and options, never M or D: both are
   runtime values), with counters for ``kernel_cache_info()``;
@@ -13,8 +14,8 @@ What each op's kernel module gets from here, written once:
 import contextlib
 import inspect
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import tilelang
 import torch
@@ -71,9 +72,16 @@ def with_prelude(func, text: str, after: str = ""):
             notes = dict(stmt.annotations)
             notes["pragma_import_c"] = text + str(notes.get("pragma_import_c", "")) + after
             return tvm.tirx.SBlock(
-                stmt.iter_vars, stmt.reads, stmt.writes, stmt.name_hint, stmt.body, stmt.init,
-                stmt.alloc_buffers, stmt.match_buffers, notes,
-            )  # fmt: skip
+                stmt.iter_vars,
+                stmt.reads,
+                stmt.writes,
+                stmt.name_hint,
+                stmt.body,
+                stmt.init,
+                stmt.alloc_buffers,
+                stmt.match_buffers,
+                notes,
+            )
         return None
 
     body = tvm.tirx.stmt_functor.ir_transform(func.body, None, visit, ["tirx.SBlock"])

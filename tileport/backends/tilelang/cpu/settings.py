@@ -63,10 +63,20 @@ class Isa:
     def summary(self) -> str:
         """A short name: the widest vector ISA and the conversion extensions the bridges use."""
         m = set(self.macros)
-        base = "AVX-512" if "__AVX512F__" in m else "AVX2" if "__AVX2__" in m else "AVX" if "__AVX__" in m else (
-            "NEON" if "__ARM_NEON__" in m or "__aarch64__" in m else "SSE2" if "__SSE2__" in m else "scalar")
-        extras = [name for macro, name in (("__FMA__", "FMA"), ("__F16C__", "F16C"), ("__AVX512BF16__", "AVX512-BF16"))
-                  if macro in m]  # fmt: skip
+        base = (
+            "AVX-512"
+            if "__AVX512F__" in m
+            else "AVX2"
+            if "__AVX2__" in m
+            else "AVX"
+            if "__AVX__" in m
+            else ("NEON" if "__ARM_NEON__" in m or "__aarch64__" in m else "SSE2" if "__SSE2__" in m else "scalar")
+        )
+        extras = [
+            name
+            for macro, name in (("__FMA__", "FMA"), ("__F16C__", "F16C"), ("__AVX512BF16__", "AVX512-BF16"))
+            if macro in m
+        ]
         return f"{base} ({self.lanes} fp32 lanes)" + (", " + ", ".join(extras) if extras else "")
 
     def digest(self) -> str:
@@ -76,11 +86,15 @@ class Isa:
 @functools.lru_cache(maxsize=8)
 def _isa(cxx: str, arch: tuple[str, ...]) -> Isa:
     try:
-        out = subprocess.run([cxx, *arch, "-dM", "-E", "-x", "c++", os.devnull], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [cxx, *arch, "-dM", "-E", "-x", "c++", os.devnull], capture_output=True, text=True, timeout=60
+        )
         version = subprocess.run([cxx, "-dumpfullversion"], capture_output=True, text=True, timeout=60).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return Isa((), "unknown")
-    return Isa(tuple(sorted(set(_ISA_MACROS.findall(out.stdout)))), f"{os.path.basename(cxx)}-{version} {' '.join(arch)}")
+    return Isa(
+        tuple(sorted(set(_ISA_MACROS.findall(out.stdout)))), f"{os.path.basename(cxx)}-{version} {' '.join(arch)}"
+    )
 
 
 def isa(environ=os.environ) -> Isa:

@@ -4,7 +4,8 @@ serving every M and D.
 Forward, per row, three passes over a row that stays in cache: m = the row's max (``row_max``); s = the sum
 of exp(x - m) in fp64 (``row_sums64``: each term exact, one rounding at the end); y = exp(x - m) / s in fp32,
 exp recomputed (``tp_exp`` in simd.h, packed, within 1 ulp measured; no buffer beyond the output, for rows of
-any length); an fp32 y first holds the exps and is divided in place (one exp per element, the same bits). Backward, per row: c = sum(dy * y) in fp64 (exact products), dx = y * (dy - c).
+any length); an fp32 y first holds the exps and is divided in place (one exp per element, the same bits). Backward, per
+row: c = sum(dy * y) in fp64 (exact products), dx = y * (dy - c).
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
@@ -12,9 +13,9 @@ any length); an fp32 y first holds the exps and is divided in place (one exp per
 import tilelang.cpu.language as T
 import torch
 
-from .rowwise import VEC, M, Io, row_map, row_max, row_sums64, splat
-from .runtime import CACHE, check_shape, threads_for
 from ... import outputs
+from .rowwise import VEC, Io, M, row_map, row_max, row_sums64, splat
+from .runtime import CACHE, check_shape, threads_for
 
 
 def exp_shifted(v, m):
@@ -54,7 +55,9 @@ def _forward_in_place(X: Io):
             s = T.alloc_local((2,), T.float32)  # max, sum
             row_max(s, 0, X, x, row)
             row_map(lambda v: exp_shifted(v, s[0]), [(X, x)], [(X, y)], row)
-            T.buffer_store(s, T.cast(row_sums64([lambda e: (e, splat(T.float32(1.0)))], [(X, y)], row)[0], "float32"), [1])
+            T.buffer_store(
+                s, T.cast(row_sums64([lambda e: (e, splat(T.float32(1.0)))], [(X, y)], row)[0], "float32"), [1]
+            )
             row_map(lambda e: e / splat(s[1]), [(X, y)], [(X, y)], row)
 
     return softmax_fwd
@@ -75,6 +78,7 @@ def build_backward(y: torch.dtype, dy: torch.dtype):
 
 # The kernels tests/backends/test_cpu_simd.py checks for packed SIMD in the disassembly: (kernel, builder of a dtype).
 PACKED_CHECKS = (("softmax_fwd", lambda dt: build_forward(dt)),)  # row max, packed exp
+
 
 def forward(x: torch.Tensor) -> torch.Tensor:
     """y (x's dtype, contiguous) for a non-empty 2-D ``x`` (M, D) with unit-stride rows."""

@@ -58,8 +58,12 @@ def build_backward(dtype: torch.dtype, casting: str, act=silu, act_grad=silu_gra
     @T.prim_func
     def gated_bwd(dy: X.rows, gate: X.rows, up: X.rows, dgate: X.rows, dup: X.rows):
         with T.Kernel(M) as row:
-            row_map(lambda d, g, u: [d * u * act_grad(g), d * a(g)], [(X, dy), (X, gate), (X, up)],
-                    [(X, dgate), (X, dup)], row)  # fmt: skip
+            row_map(
+                lambda d, g, u: [d * u * act_grad(g), d * a(g)],
+                [(X, dy), (X, gate), (X, up)],
+                [(X, dgate), (X, dup)],
+                row,
+            )
 
     return gated_bwd
 

@@ -11,22 +11,39 @@ then the direct gradient added by torch (one more elementwise pass: not fused he
 import tilelang.language as T
 import torch
 
-from . import rms_norm
-from ..targets import RUNNERS, TL_DTYPE, vectors_or_defaults
-from ._common import bucket, rsqrt as _rsqrt, threads as _threads
 from ... import outputs
+from ..targets import RUNNERS, TL_DTYPE, vectors_or_defaults
+from . import rms_norm
+from ._common import bucket
+from ._common import rsqrt as _rsqrt
+from ._common import threads as _threads
 
 RUNNER = RUNNERS["cuda"]
 
 
-def build_forward(chunk: int, x_dtype: torch.dtype, r_dtype: torch.dtype, s_dtype: torch.dtype, w_dtype: torch.dtype,
-                  y_dtype: torch.dtype, rsqrt: str = "exact"):  # fmt: skip
+def build_forward(
+    chunk: int,
+    x_dtype: torch.dtype,
+    r_dtype: torch.dtype,
+    s_dtype: torch.dtype,
+    w_dtype: torch.dtype,
+    y_dtype: torch.dtype,
+    rsqrt: str = "exact",
+):
     xt, rt, st, wt, yt = (TL_DTYPE[d] for d in (x_dtype, r_dtype, s_dtype, w_dtype, y_dtype))
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.prim_func
-    def add_rms_norm_fwd(X: T.Tensor((M, D), xt), R: T.Tensor((M, D), rt), W: T.Tensor((D,), wt), S: T.Tensor((M, D), st),
-                         Y: T.Tensor((M, D), yt), RSTD: T.Tensor((M,), "float32"), eps: T.float32, offset: T.float32):  # fmt: skip
+    def add_rms_norm_fwd(
+        X: T.Tensor((M, D), xt),
+        R: T.Tensor((M, D), rt),
+        W: T.Tensor((D,), wt),
+        S: T.Tensor((M, D), st),
+        Y: T.Tensor((M, D), yt),
+        RSTD: T.Tensor((M,), "float32"),
+        eps: T.float32,
+        offset: T.float32,
+    ):
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             r = T.alloc_fragment((1,), "float32")
@@ -70,7 +87,9 @@ def forward(x, residual, weight, eps: float, offset: float, residual_dtype: torc
     y, s = outputs.empty_like(x, output_dtype), outputs.empty_like(x, residual_dtype)
     rstd = outputs.empty((M,), torch.float32, x.device)
     (w, _), off = vectors_or_defaults(weight, None, x), (offset if weight is not None else 0.0)
-    kernel = RUNNER.kernel("add_rms_norm_fwd", build_forward, bucket(D), x.dtype, residual.dtype, residual_dtype, w.dtype, output_dtype)
+    kernel = RUNNER.kernel(
+        "add_rms_norm_fwd", build_forward, bucket(D), x.dtype, residual.dtype, residual_dtype, w.dtype, output_dtype
+    )
     kernel(x, residual, w, s, y, rstd, eps, off)
     return y, s, rstd
 

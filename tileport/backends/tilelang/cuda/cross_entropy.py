@@ -98,8 +98,9 @@ def target_grad(T, kt, kr, wct, arg, slope):
     return let(T.exp(arg), lambda p: T.cast((kt * (p - 1.0) + (kr * p - wct)) * T.cast(slope, "float64"), "float32"))
 
 
-def build_forward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weighted: bool, smoothing: bool,
-                  capped: bool, fused: bool):  # fmt: skip
+def build_forward(
+    chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weighted: bool, smoothing: bool, capped: bool, fused: bool
+):
     xt, tt = TL_DTYPE[x_dtype], INDEX[t_dtype]
     N, C = T.dynamic("N"), T.dynamic("C")
 
@@ -110,10 +111,21 @@ def build_forward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weight
         return W[col].astype("float32") if weighted else T.float32(1)
 
     @T.prim_func
-    def cross_entropy_fwd(X: T.Tensor((N, C), xt), TG: T.Tensor((N,), tt), W: T.Tensor((C,), xt),
-                          G: T.Tensor((N, C), xt), LOSS: T.Tensor((N,), "float32"), ZL: T.Tensor((N,), "float32"),
-                          LSE: T.Tensor((N,), "float32"), ignore_index: T.int64, eps: T.float64, scale: T.float64,
-                          cap: T.float32, a: T.float64, b: T.float64):  # fmt: skip
+    def cross_entropy_fwd(
+        X: T.Tensor((N, C), xt),
+        TG: T.Tensor((N,), tt),
+        W: T.Tensor((C,), xt),
+        G: T.Tensor((N, C), xt),
+        LOSS: T.Tensor((N,), "float32"),
+        ZL: T.Tensor((N,), "float32"),
+        LSE: T.Tensor((N,), "float32"),
+        ignore_index: T.int64,
+        eps: T.float64,
+        scale: T.float64,
+        cap: T.float32,
+        a: T.float64,
+        b: T.float64,
+    ):
         with T.Kernel(N, threads=_threads(chunk)) as bx:
             z = T.alloc_fragment((1, chunk), "float32")
             e = T.alloc_fragment((1, chunk), "float32")
@@ -198,15 +210,28 @@ def build_forward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weight
                     for i, j in T.Parallel(1, chunk):
                         col = k * chunk + j
                         if col < C:
-                            g = gradient(T, capped, smoothing, X[bx, col].astype("float32"), cap, mn[i], m[i],
-                                         T.cast(s[i], "float32"), part[i] * weight(W, col), None, None, ok[i])  # fmt: skip
+                            g = gradient(
+                                T,
+                                capped,
+                                smoothing,
+                                X[bx, col].astype("float32"),
+                                cap,
+                                mn[i],
+                                m[i],
+                                T.cast(s[i], "float32"),
+                                part[i] * weight(W, col),
+                                None,
+                                None,
+                                ok[i],
+                            )
                             G[bx, col] = T.if_then_else(T.cast(col, "int64") == ti[i], gt[i], g).astype(xt)
 
     return cross_entropy_fwd.with_attr("global_symbol", "cross_entropy_fwd_grad" if fused else "cross_entropy_fwd")
 
 
-def build_backward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weighted: bool, smoothing: bool,
-                   capped: bool):  # fmt: skip
+def build_backward(
+    chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weighted: bool, smoothing: bool, capped: bool
+):
     xt, tt = TL_DTYPE[x_dtype], INDEX[t_dtype]
     N, C = T.dynamic("N"), T.dynamic("C")
 
@@ -214,10 +239,19 @@ def build_backward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weigh
         return W[col].astype("float32") if weighted else T.float32(1)
 
     @T.prim_func
-    def cross_entropy_bwd(X: T.Tensor((N, C), xt), TG: T.Tensor((N,), tt), W: T.Tensor((C,), xt),
-                          DL: T.Tensor((N,), "float32"), DZ: T.Tensor((N,), "float32"), LSE: T.Tensor((N,), "float32"),
-                          DX: T.Tensor((N, C), xt), ignore_index: T.int64, eps: T.float64, scale: T.float64,
-                          cap: T.float32):  # fmt: skip
+    def cross_entropy_bwd(
+        X: T.Tensor((N, C), xt),
+        TG: T.Tensor((N,), tt),
+        W: T.Tensor((C,), xt),
+        DL: T.Tensor((N,), "float32"),
+        DZ: T.Tensor((N,), "float32"),
+        LSE: T.Tensor((N,), "float32"),
+        DX: T.Tensor((N, C), xt),
+        ignore_index: T.int64,
+        eps: T.float64,
+        scale: T.float64,
+        cap: T.float32,
+    ):
         with T.Kernel(N, threads=_threads(chunk)) as bx:
             ok = T.alloc_fragment((1,), "float32")  # 1 for a counted row, 0 for an ignored one
             ti = T.alloc_fragment((1,), "int64")  # the target (0 where ignored)
@@ -260,8 +294,20 @@ def build_backward(chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weigh
                 for i, j in T.Parallel(1, chunk):
                     col = k * chunk + j
                     if col < C:
-                        g = gradient(T, capped, smoothing, X[bx, col].astype("float32"), cap, kp[i], lz[i],
-                                     T.float32(0), kw[i] * weight(W, col), None, None, ok[i])  # fmt: skip
+                        g = gradient(
+                            T,
+                            capped,
+                            smoothing,
+                            X[bx, col].astype("float32"),
+                            cap,
+                            kp[i],
+                            lz[i],
+                            T.float32(0),
+                            kw[i] * weight(W, col),
+                            None,
+                            None,
+                            ok[i],
+                        )
                         DX[bx, col] = T.if_then_else(T.cast(col, "int64") == ti[i], gt[i], g).astype(xt)
 
     return cross_entropy_bwd

@@ -12,13 +12,14 @@ order (deterministic). Without a weight the launcher passes ones.
 import tilelang.language as T
 import torch
 
+from ... import outputs
 from .. import activations
 from ..targets import RUNNERS, TL_DTYPE
-from ._common import bucket, rsqrt as _rsqrt, threads as _threads
-from ... import outputs
+from ._common import bucket
+from ._common import rsqrt as _rsqrt
+from ._common import threads as _threads
 
 RUNNER = RUNNERS["cuda"]
-
 
 
 def act(activation: str, v):
@@ -28,8 +29,17 @@ def act(activation: str, v):
 def act_grad(activation: str, v):
     return activations.act_grad(T, activation, v)
 
-def build_forward(chunk: int, x_dtype, g_dtype, w_dtype, y_dtype, activation: str = "silu", norm_before_gate: bool = True,
-                  rsqrt: str = "exact"):  # fmt: skip
+
+def build_forward(
+    chunk: int,
+    x_dtype,
+    g_dtype,
+    w_dtype,
+    y_dtype,
+    activation: str = "silu",
+    norm_before_gate: bool = True,
+    rsqrt: str = "exact",
+):
     xt, zt, wt, yt = TL_DTYPE[x_dtype], TL_DTYPE[g_dtype], TL_DTYPE[w_dtype], TL_DTYPE[y_dtype]
     M, D = T.dynamic("M"), T.dynamic("D")
 
@@ -37,8 +47,14 @@ def build_forward(chunk: int, x_dtype, g_dtype, w_dtype, y_dtype, activation: st
         return x if norm_before_gate else x * act(activation, z)
 
     @T.prim_func
-    def gated_rms_norm_fwd(X: T.Tensor((M, D), xt), Z: T.Tensor((M, D), zt), W: T.Tensor((D,), wt), Y: T.Tensor((M, D), yt),
-                           RSTD: T.Tensor((M,), "float32"), eps: T.float32):  # fmt: skip
+    def gated_rms_norm_fwd(
+        X: T.Tensor((M, D), xt),
+        Z: T.Tensor((M, D), zt),
+        W: T.Tensor((D,), wt),
+        Y: T.Tensor((M, D), yt),
+        RSTD: T.Tensor((M,), "float32"),
+        eps: T.float32,
+    ):
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             r = T.alloc_fragment((1,), "float32")
@@ -66,7 +82,9 @@ def build_forward(chunk: int, x_dtype, g_dtype, w_dtype, y_dtype, activation: st
     return gated_rms_norm_fwd
 
 
-def build_backward(chunk: int, x_dtype, g_dtype, dy_dtype, w_dtype, activation: str = "silu", norm_before_gate: bool = True):
+def build_backward(
+    chunk: int, x_dtype, g_dtype, dy_dtype, w_dtype, activation: str = "silu", norm_before_gate: bool = True
+):
     """dx and dgate per row, one row per CTA."""
     xt, zt, gt, wt = TL_DTYPE[x_dtype], TL_DTYPE[g_dtype], TL_DTYPE[dy_dtype], TL_DTYPE[w_dtype]
     M, D = T.dynamic("M"), T.dynamic("D")
@@ -78,9 +96,15 @@ def build_backward(chunk: int, x_dtype, g_dtype, dy_dtype, w_dtype, activation: 
         return gy * w * act(activation, z) if norm_before_gate else gy * w
 
     @T.prim_func
-    def gated_rms_norm_bwd(X: T.Tensor((M, D), xt), Z: T.Tensor((M, D), zt), DY: T.Tensor((M, D), gt),
-                           W: T.Tensor((D,), wt), RSTD: T.Tensor((M,), "float32"), DX: T.Tensor((M, D), xt),
-                           DZ: T.Tensor((M, D), zt)):  # fmt: skip
+    def gated_rms_norm_bwd(
+        X: T.Tensor((M, D), xt),
+        Z: T.Tensor((M, D), zt),
+        DY: T.Tensor((M, D), gt),
+        W: T.Tensor((D,), wt),
+        RSTD: T.Tensor((M,), "float32"),
+        DX: T.Tensor((M, D), xt),
+        DZ: T.Tensor((M, D), zt),
+    ):
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             s = T.alloc_fragment((1,), "float32")
@@ -123,8 +147,13 @@ def build_dweight(chunk: int, x_dtype, g_dtype, dy_dtype, activation: str = "sil
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.prim_func
-    def gated_rms_norm_dweight(X: T.Tensor((M, D), xt), Z: T.Tensor((M, D), zt), DY: T.Tensor((M, D), gt),
-                               RSTD: T.Tensor((M,), "float32"), DW: T.Tensor((D,), "float32")):  # fmt: skip
+    def gated_rms_norm_dweight(
+        X: T.Tensor((M, D), xt),
+        Z: T.Tensor((M, D), zt),
+        DY: T.Tensor((M, D), gt),
+        RSTD: T.Tensor((M,), "float32"),
+        DW: T.Tensor((D,), "float32"),
+    ):
         with T.Kernel(T.ceildiv(D, chunk), threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((chunk,), "float32")
             T.clear(acc)
@@ -143,7 +172,9 @@ def build_dweight(chunk: int, x_dtype, g_dtype, dy_dtype, activation: str = "sil
     return gated_rms_norm_dweight
 
 
-def lowered(dtype: torch.dtype, dim: int, rsqrt: str = "exact", activation: str = "silu", norm_before_gate: bool = True) -> dict:
+def lowered(
+    dtype: torch.dtype, dim: int, rsqrt: str = "exact", activation: str = "silu", norm_before_gate: bool = True
+) -> dict:
     """{kernel name: prim_func} serving rows of ``dim`` columns, for ``tileport lower``."""
     b = bucket(dim)
     return {
@@ -161,7 +192,9 @@ def forward(x, gate, weight, eps: float, activation: str, norm_before_gate: bool
     """(y, rstd) on the GPU for non-empty 2-D rows (made contiguous: the kernels index with stride D)."""
     x, gate = x.contiguous(), gate.contiguous()
     M, D = x.shape
-    y, rstd = out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
+    y, rstd = (
+        out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
+    )
     w = _weight(weight, x)
     key = (bucket(D), x.dtype, gate.dtype, w.dtype, output_dtype, activation, norm_before_gate)
     RUNNER.kernel("gated_rms_norm_fwd", build_forward, *key)(x, gate, w, y, rstd, eps)
@@ -174,11 +207,13 @@ def backward(x, gate, rstd, dy, weight, eps: float, activation: str, norm_before
     w = _weight(weight, x)
     dx, dgate = outputs.empty_like(x), outputs.empty_like(gate)
     b = bucket(x.shape[1])
-    RUNNER.kernel("gated_rms_norm_bwd", build_backward, b, x.dtype, gate.dtype, dy.dtype, w.dtype, activation,
-                  norm_before_gate)(x, gate, dy, w, rstd, dx, dgate)  # fmt: skip
+    RUNNER.kernel(
+        "gated_rms_norm_bwd", build_backward, b, x.dtype, gate.dtype, dy.dtype, w.dtype, activation, norm_before_gate
+    )(x, gate, dy, w, rstd, dx, dgate)
     if weight is None:
         return dx, dgate, None
     dw = outputs.empty(x.shape[1], torch.float32, x.device)
-    RUNNER.kernel("gated_rms_norm_dweight", build_dweight, b, x.dtype, gate.dtype, dy.dtype, activation,
-                  norm_before_gate)(x, gate, dy, rstd, dw)  # fmt: skip
+    RUNNER.kernel(
+        "gated_rms_norm_dweight", build_dweight, b, x.dtype, gate.dtype, dy.dtype, activation, norm_before_gate
+    )(x, gate, dy, rstd, dw)
     return dx, dgate, dw

@@ -12,9 +12,12 @@ rsqrt: "exact" is ``T.ieee_frsqrt`` (correctly rounded); "approx" is ``T.rsqrt``
 import tilelang.language as T
 import torch
 
-from ..targets import RUNNERS, TL_DTYPE
-from ._common import bucket, rsqrt as _rsqrt, sum_squares, threads as _threads
 from ... import outputs
+from ..targets import RUNNERS, TL_DTYPE
+from ._common import bucket, sum_squares
+from ._common import rsqrt as _rsqrt
+from ._common import threads as _threads
+
 
 def build_forward(chunk: int, x_dtype: torch.dtype, y_dtype: torch.dtype, rsqrt: str = "exact"):
     xt, yt = TL_DTYPE[x_dtype], TL_DTYPE[y_dtype]
@@ -46,7 +49,9 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.prim_func
-    def l2norm_bwd(X: T.Tensor((M, D), xt), RSTD: T.Tensor((M,), "float32"), DY: T.Tensor((M, D), gt), DX: T.Tensor((M, D), xt)):
+    def l2norm_bwd(
+        X: T.Tensor((M, D), xt), RSTD: T.Tensor((M,), "float32"), DY: T.Tensor((M, D), gt), DX: T.Tensor((M, D), xt)
+    ):
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             s = T.alloc_fragment((1,), "float32")
@@ -84,7 +89,9 @@ def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, rs
     """(y, rstd) on the GPU for a non-empty 2-D x (rows are made contiguous: the kernels index them with stride D)."""
     x = x.contiguous()
     M, D = x.shape
-    y, rstd = out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
+    y, rstd = (
+        out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
+    )
     RUNNER.kernel("l2norm_fwd", build_forward, bucket(D), x.dtype, output_dtype, rsqrt)(x, y, rstd, eps)
     return y, rstd
 

@@ -13,9 +13,11 @@ sums dweight (dy * xhat) and dbias (dy) over rows, one CTA per column chunk walk
 import tilelang.language as T
 import torch
 
-from ..targets import RUNNERS, TL_DTYPE, vectors_or_defaults
-from ._common import bucket, rsqrt as _rsqrt, threads as _threads
 from ... import outputs
+from ..targets import RUNNERS, TL_DTYPE, vectors_or_defaults
+from ._common import bucket
+from ._common import rsqrt as _rsqrt
+from ._common import threads as _threads
 
 RUNNER = RUNNERS["cuda"]
 
@@ -25,8 +27,15 @@ def build_forward(chunk: int, x_dtype: torch.dtype, p_dtype: torch.dtype, y_dtyp
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.prim_func
-    def layer_norm_fwd(X: T.Tensor((M, D), xt), W: T.Tensor((D,), pt), B: T.Tensor((D,), pt), Y: T.Tensor((M, D), yt),
-                       MEAN: T.Tensor((M,), "float32"), RSTD: T.Tensor((M,), "float32"), eps: T.float32):  # fmt: skip
+    def layer_norm_fwd(
+        X: T.Tensor((M, D), xt),
+        W: T.Tensor((D,), pt),
+        B: T.Tensor((D,), pt),
+        Y: T.Tensor((M, D), yt),
+        MEAN: T.Tensor((M,), "float32"),
+        RSTD: T.Tensor((M,), "float32"),
+        eps: T.float32,
+    ):
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             m = T.alloc_fragment((1,), "float32")
@@ -67,8 +76,14 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, p_dt
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.prim_func
-    def layer_norm_bwd(X: T.Tensor((M, D), xt), DY: T.Tensor((M, D), gt), W: T.Tensor((D,), pt),
-                       MEAN: T.Tensor((M,), "float32"), RSTD: T.Tensor((M,), "float32"), DX: T.Tensor((M, D), xt)):  # fmt: skip
+    def layer_norm_bwd(
+        X: T.Tensor((M, D), xt),
+        DY: T.Tensor((M, D), gt),
+        W: T.Tensor((D,), pt),
+        MEAN: T.Tensor((M,), "float32"),
+        RSTD: T.Tensor((M,), "float32"),
+        DX: T.Tensor((M, D), xt),
+    ):
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc_g = T.alloc_fragment((1, chunk), "float32")
             acc_gx = T.alloc_fragment((1, chunk), "float32")
@@ -95,7 +110,9 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, p_dt
                     if col < D:
                         xhat = (X[bx, col].astype("float32") - MEAN[bx]) * RSTD[bx]
                         g = DY[bx, col].astype("float32") * W[col].astype("float32")
-                        DX[bx, col] = (((g - xhat * c2[i]) - c1[i]) * RSTD[bx]).astype(xt)  # g rounded before the mean comes off
+                        DX[bx, col] = (((g - xhat * c2[i]) - c1[i]) * RSTD[bx]).astype(
+                            xt
+                        )  # g rounded before the mean comes off
 
     return layer_norm_bwd
 
@@ -106,8 +123,14 @@ def build_param_grads(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.prim_func
-    def layer_norm_param_grads(X: T.Tensor((M, D), xt), DY: T.Tensor((M, D), gt), MEAN: T.Tensor((M,), "float32"),
-                               RSTD: T.Tensor((M,), "float32"), DW: T.Tensor((D,), "float32"), DB: T.Tensor((D,), "float32")):  # fmt: skip
+    def layer_norm_param_grads(
+        X: T.Tensor((M, D), xt),
+        DY: T.Tensor((M, D), gt),
+        MEAN: T.Tensor((M,), "float32"),
+        RSTD: T.Tensor((M,), "float32"),
+        DW: T.Tensor((D,), "float32"),
+        DB: T.Tensor((D,), "float32"),
+    ):
         with T.Kernel(T.ceildiv(D, chunk), threads=_threads(chunk)) as bx:
             acc_w = T.alloc_fragment((chunk,), "float32")
             acc_b = T.alloc_fragment((chunk,), "float32")
@@ -144,7 +167,11 @@ def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
     x = x.contiguous()
     M, D = x.shape
     if out is None:
-        out = (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device), outputs.empty((M,), torch.float32, x.device))
+        out = (
+            outputs.empty_like(x, output_dtype),
+            outputs.empty((M,), torch.float32, x.device),
+            outputs.empty((M,), torch.float32, x.device),
+        )
     w, b = vectors_or_defaults(weight, bias, x)
     RUNNER.kernel("layer_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype)(x, w, b, *out, eps)
     return out

@@ -2,7 +2,8 @@
 dynamic. Built on l2norm's CUDA layout (``cuda/l2norm.py``): one row per CTA, walked in column chunks of D's
 bucket, masked by column only.
 
-Forward: rstd = rsqrt(sum(x^2) / D + eps) (``__frsqrt_rn``; ``rsqrt="approx"``: the hardware one), y = x * rstd * (w + offset). Backward: one
+Forward: rstd = rsqrt(sum(x^2) / D + eps) (``__frsqrt_rn``; ``rsqrt="approx"``: the hardware one), y = x * rstd * (w +
+offset). Backward: one
 kernel writes dx per row; a second sums dweight over rows, one CTA per column chunk walking every row in
 order (deterministic: no atomics). Without a weight the launcher passes ones (the kernels always scale).
 """
@@ -11,9 +12,11 @@ order (deterministic: no atomics). Without a weight the launcher passes ones (th
 import tilelang.language as T
 import torch
 
-from ..targets import RUNNERS, TL_DTYPE
-from ._common import bucket, rsqrt as _rsqrt, sum_squares, threads as _threads
 from ... import outputs
+from ..targets import RUNNERS, TL_DTYPE
+from ._common import bucket, sum_squares
+from ._common import rsqrt as _rsqrt
+from ._common import threads as _threads
 
 RUNNER = RUNNERS["cuda"]
 
@@ -22,16 +25,28 @@ def _scaled(n, w, xt, llama: bool):
     return (n.astype(xt).astype("float32") * w.astype(xt).astype("float32")) if llama else n * w
 
 
-def build_forward(chunk: int, x_dtype: torch.dtype, w_dtype: torch.dtype, y_dtype: torch.dtype, casting: str = "fp32",
-                  rsqrt: str = "exact"):  # fmt: skip
+def build_forward(
+    chunk: int,
+    x_dtype: torch.dtype,
+    w_dtype: torch.dtype,
+    y_dtype: torch.dtype,
+    casting: str = "fp32",
+    rsqrt: str = "exact",
+):
     xt, wt, yt = TL_DTYPE[x_dtype], TL_DTYPE[w_dtype], TL_DTYPE[y_dtype]
     llama = casting == "llama"
     M, D = T.dynamic("M"), T.dynamic("D")
     squares = sum_squares(chunk, xt)
 
     @T.prim_func
-    def rms_norm_fwd(X: T.Tensor((M, D), xt), W: T.Tensor((D,), wt), Y: T.Tensor((M, D), yt),
-                     RSTD: T.Tensor((M,), "float32"), eps: T.float32, offset: T.float32):  # fmt: skip
+    def rms_norm_fwd(
+        X: T.Tensor((M, D), xt),
+        W: T.Tensor((D,), wt),
+        Y: T.Tensor((M, D), yt),
+        RSTD: T.Tensor((M,), "float32"),
+        eps: T.float32,
+        offset: T.float32,
+    ):
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             r = T.alloc_fragment((1,), "float32")
@@ -56,8 +71,14 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, w_dt
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.prim_func
-    def rms_norm_bwd(X: T.Tensor((M, D), xt), DY: T.Tensor((M, D), gt), W: T.Tensor((D,), wt),
-                     RSTD: T.Tensor((M,), "float32"), DX: T.Tensor((M, D), xt), offset: T.float32):  # fmt: skip
+    def rms_norm_bwd(
+        X: T.Tensor((M, D), xt),
+        DY: T.Tensor((M, D), gt),
+        W: T.Tensor((D,), wt),
+        RSTD: T.Tensor((M,), "float32"),
+        DX: T.Tensor((M, D), xt),
+        offset: T.float32,
+    ):
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             s = T.alloc_fragment((1,), "float32")
@@ -93,8 +114,12 @@ def build_dweight(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, casti
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.prim_func
-    def rms_norm_dweight(X: T.Tensor((M, D), xt), DY: T.Tensor((M, D), gt), RSTD: T.Tensor((M,), "float32"),
-                         DW: T.Tensor((D,), "float32")):  # fmt: skip
+    def rms_norm_dweight(
+        X: T.Tensor((M, D), xt),
+        DY: T.Tensor((M, D), gt),
+        RSTD: T.Tensor((M,), "float32"),
+        DW: T.Tensor((D,), "float32"),
+    ):
         with T.Kernel(T.ceildiv(D, chunk), threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((chunk,), "float32")
             T.clear(acc)
@@ -129,10 +154,14 @@ def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: to
     """(y, rstd) on the GPU for a non-empty 2-D x (rows made contiguous: the kernels index with stride D)."""
     x = x.contiguous()
     M, D = x.shape
-    y, rstd = out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
+    y, rstd = (
+        out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
+    )
     w, off = _weight(weight, x), (offset if weight is not None else 0.0)
     cast = casting if weight is not None else "fp32"
-    RUNNER.kernel("rms_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, cast)(x, w, y, rstd, eps, off)
+    RUNNER.kernel("rms_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, cast)(
+        x, w, y, rstd, eps, off
+    )
     return y, rstd
 
 

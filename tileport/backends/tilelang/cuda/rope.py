@@ -13,9 +13,9 @@ past R are copied; a token off the table gets zeros in its rotated columns.
 import tilelang.language as T
 import torch
 
+from ... import outputs
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import MAX_THREADS, bucket
-from ... import outputs
 
 RUNNER = RUNNERS["cuda"]
 
@@ -63,9 +63,15 @@ def build(width: int, pairs: int, dtype: torch.dtype, interleaved: bool, conjuga
                         O[n, h, col] = X[n, h, col]
 
     @T.prim_func
-    def rope(Q: T.Tensor((N, HQ, D), dt), K: T.Tensor((N, HK, D), dt), QO: T.Tensor((N, HQ, D), dt),
-             KO: T.Tensor((N, HK, D), dt), COS: T.Tensor((TR, RH), dt), SIN: T.Tensor((TR, RH), dt),
-             POS: T.Tensor((N,), "int32")):  # fmt: skip
+    def rope(
+        Q: T.Tensor((N, HQ, D), dt),
+        K: T.Tensor((N, HK, D), dt),
+        QO: T.Tensor((N, HQ, D), dt),
+        KO: T.Tensor((N, HK, D), dt),
+        COS: T.Tensor((TR, RH), dt),
+        SIN: T.Tensor((TR, RH), dt),
+        POS: T.Tensor((N,), "int32"),
+    ):
         with T.Kernel(N, threads=min(MAX_THREADS, max(heads * pairs, heads_copy * width))) as n:
             cs = T.alloc_shared((pairs,), "float32")
             sn = T.alloc_shared((pairs,), "float32")
@@ -93,8 +99,10 @@ def lowered(dtype: torch.dtype, dim: int, rotary_dim: int | None = None, interle
     if rotary_dim is not None and not (0 <= rotary_dim <= dim and rotary_dim % 2 == 0):
         raise ValueError(f"rotary_dim must be even and in [0, {dim}], got {rotary_dim}")
     w, pairs = bucket(dim), pair_chunk(dim if rotary_dim is None else rotary_dim)
-    return {"rope_fwd": build(w, pairs, dtype, interleaved, False),
-            "rope_bwd": build(w, pairs, dtype, interleaved, True)}
+    return {
+        "rope_fwd": build(w, pairs, dtype, interleaved, False),
+        "rope_bwd": build(w, pairs, dtype, interleaved, True),
+    }
 
 
 def table_rows(position_ids, offsets, offset: int, B: int, T_: int, rows: int, device) -> torch.Tensor:
@@ -118,8 +126,16 @@ def _run(conjugate: bool, q, k, cos, sin, position_ids, offsets, interleaved: bo
     k3 = k.reshape(B * T_, k.shape[2], D).contiguous() if with_k else q3
     qo3 = outputs.empty_like(q3)
     ko3 = outputs.empty_like(k3) if with_k else qo3
-    fn = RUNNER.kernel("rope_bwd" if conjugate else "rope_fwd", build, bucket(D), pair_chunk(2 * cos.shape[1]), q.dtype,
-                       bool(interleaved), conjugate, with_k)  # fmt: skip
+    fn = RUNNER.kernel(
+        "rope_bwd" if conjugate else "rope_fwd",
+        build,
+        bucket(D),
+        pair_chunk(2 * cos.shape[1]),
+        q.dtype,
+        bool(interleaved),
+        conjugate,
+        with_k,
+    )
     fn(q3, k3, qo3, ko3, cos.contiguous(), sin.contiguous(), pos)
     q_out = outputs.empty_in_layout(q)
     q_out.copy_(qo3.view(q.shape))

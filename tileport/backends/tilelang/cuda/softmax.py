@@ -10,9 +10,10 @@ Forward: the row's max (``T.reduce_max``), the sum of exp(x - max), then y = exp
 import tilelang.language as T
 import torch
 
-from ..targets import RUNNERS, TL_DTYPE
-from ._common import bucket, threads as _threads
 from ... import outputs
+from ..targets import RUNNERS, TL_DTYPE
+from ._common import bucket
+from ._common import threads as _threads
 
 RUNNER = RUNNERS["cuda"]
 
@@ -31,7 +32,9 @@ def build_forward(chunk: int, x_dtype: torch.dtype, log: bool = False):
             for k in T.serial(T.ceildiv(D, chunk)):
                 for i, j in T.Parallel(1, chunk):
                     col = k * chunk + j
-                    acc[i, j] = T.max(acc[i, j], T.if_then_else(col < D, X[bx, col].astype("float32"), -T.infinity("float32")))
+                    acc[i, j] = T.max(
+                        acc[i, j], T.if_then_else(col < D, X[bx, col].astype("float32"), -T.infinity("float32"))
+                    )
             T.reduce_max(acc, m, dim=1)
             T.clear(acc)
             for k in T.serial(T.ceildiv(D, chunk)):
@@ -95,7 +98,9 @@ def run_forward(x, log: bool = False):
 def run_backward(y, dy, log: bool = False):
     y, dy = y.contiguous(), dy.contiguous()
     dx = outputs.empty_like(y)
-    RUNNER.kernel("log_softmax_bwd" if log else "softmax_bwd", build_backward, bucket(y.shape[1]), y.dtype, dy.dtype, log)(y, dy, dx)
+    RUNNER.kernel(
+        "log_softmax_bwd" if log else "softmax_bwd", build_backward, bucket(y.shape[1]), y.dtype, dy.dtype, log
+    )(y, dy, dx)
     return dx
 
 

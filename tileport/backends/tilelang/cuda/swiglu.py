@@ -37,8 +37,13 @@ def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: b
                     Y[k] = (rounded(act(g)) * U[k].astype("float32")).astype(dt)
 
     @T.prim_func
-    def bwd(DY: T.Tensor((N,), dt), G: T.Tensor((N,), dt), U: T.Tensor((N,), dt), DG: T.Tensor((N,), dt),
-            DU: T.Tensor((N,), dt)):  # fmt: skip
+    def bwd(
+        DY: T.Tensor((N,), dt),
+        G: T.Tensor((N,), dt),
+        U: T.Tensor((N,), dt),
+        DG: T.Tensor((N,), dt),
+        DU: T.Tensor((N,), dt),
+    ):
         with T.Kernel(T.ceildiv(N, BLOCK), threads=THREADS) as bx:
             for i in T.Parallel(BLOCK):
                 k = bx * BLOCK + i
