@@ -37,6 +37,11 @@ GENERIC = [
     "scaffold",
     "ops/interface",
     "backends/tilelang/cpu/norm_stats.py",
+    "doctor",
+    "external.py",
+    "reference.py",
+    "cases/atk.py",
+    "readiness",
 ]
 
 

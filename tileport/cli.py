@@ -994,7 +994,7 @@ def lower(
         None,
         metavar="MODULE:FUNCTION",
         help=(
-            "your own launcher (e.g. fla.modules.l2norm:l2norm_fwd): its Triton kernels captured and judged for "
+            "your own launcher (yourpkg.kernels:launch, or a package's): its Triton kernels captured and judged for "
             "--target ascend-a2/a3"
         ),
     ),
@@ -1020,7 +1020,7 @@ def lower(
 
     \b
     Example: tileport lower OP --target ascend --dim 4096
-    Example: tileport lower --impl fla.modules.l2norm:l2norm_fwd --arg x=4096x2048:bfloat16 --target ascend-a2
+    Example: tileport lower --impl yourpkg.kernels:launch --arg x=4096x2048:bfloat16 --target ascend-a2
     """
     if impl is not None:
         _lower_impl(op, impl, arg, target, dtype, dim, rows, out, cases, problem)

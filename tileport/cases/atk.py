@@ -6,7 +6,7 @@ The format users already have: top-level ``api``, ``api_type``, ``version``, ``n
 ``weights``), ``ranges.invalid.values``, ``shapes.dim_numbers.values``, ``shapes.dim_values``,
 ``shapes.max_length`` and ``boundary.has_*`` flags. How it maps onto tileport:
 
-- ``name`` is a tileport operator or a name it answers to (``torch.nn.functional.rms_norm``, ...): the
+- ``name`` is a tileport operator or a name it answers to (a ``torch.nn.functional`` name, ...): the
   benchmark is the operator's same-dtype torch composite (the standard's reference choice for fused ops); or any
   other function that imports (``torch.max``): it is its own reference (``tileport.reference``), its inputs
   named by its parameters, every tensor of the first tensor's shape;
@@ -69,7 +69,7 @@ QUICK_CASES = 48
 
 def api_names(api: str, op: str) -> dict[str, str]:
     """{the API's parameter name: the operator's input or attribute (or a derived name such as
-    normalized_shape)} for an API that imports (``torch.nn.functional.rms_norm``), as ``--impl`` maps a
+    normalized_shape)} for an API that imports (a ``torch.nn.functional`` function), as ``--impl`` maps a
     function's parameters; empty where it does not import (then the file uses the operator's own names)."""
     from .. import external
 
