@@ -7,8 +7,8 @@ import pytest
 
 from tileport.testing import golden, pytest_configure, pytest_unconfigure, randn  # noqa: F401
 
-# pytest's own variable, and what tilelang sets when it is first imported (its paths, once per process)
-_NOT_THE_TESTS = ("PYTEST_CURRENT_TEST", "PYTHONPATH", "TL_", "TVM_")
+# pytest's own variable, what tilelang sets when first imported (its paths) and torch's inductor its cache (once each)
+_NOT_THE_TESTS = ("PYTEST_CURRENT_TEST", "PYTHONPATH", "TL_", "TVM_", "TORCHINDUCTOR_CACHE_DIR")
 
 
 @pytest.fixture(autouse=True)
