@@ -52,20 +52,6 @@ def test_empty_inputs(shape, backend):
     assert dx.shape == x.shape and torch.equal(dw, torch.zeros_like(w)) and torch.equal(db, torch.zeros_like(b))
 
 
-def test_parameter_gradients_have_the_same_bits_for_any_thread_count(randn):
-    x, w, b, dy = randn(3000, 700), randn(700, seed=1), randn(700, seed=3), randn(3000, 700, seed=2)
-    _, m, r = tileport.layer_norm_fwd(x, w, b)
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        one = tileport.layer_norm_bwd(x, m, r, dy, w, bias=b)
-        torch.set_num_threads(2)
-        two = tileport.layer_norm_bwd(x, m, r, dy, w, bias=b)
-    finally:
-        torch.set_num_threads(before)
-    assert all(torch.equal(a, c) for a, c in zip(one, two))
-
-
 def test_module_is_a_drop_in_for_torch_layernorm(randn):
     ours, theirs = tileport.LayerNorm((4, 64), eps=1e-5), torch.nn.LayerNorm((4, 64), eps=1e-5)
     assert ours.weight.shape == theirs.weight.shape == ours.bias.shape == (4, 64)

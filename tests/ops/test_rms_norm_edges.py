@@ -51,20 +51,6 @@ def test_empty_inputs(shape, backend):
     assert dx.shape == x.shape and torch.equal(dw, torch.zeros_like(w))
 
 
-def test_dweight_has_the_same_bits_for_any_thread_count(randn):
-    x, w, dy = randn(3000, 700), randn(700, seed=1), randn(3000, 700, seed=2)
-    _, r = tileport.rms_norm_fwd(x, w)
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        dx1, dw1 = tileport.rms_norm_bwd(x, r, dy, w)
-        torch.set_num_threads(2)
-        dx2, dw2 = tileport.rms_norm_bwd(x, r, dy, w)
-    finally:
-        torch.set_num_threads(before)
-    assert torch.equal(dw1, dw2) and torch.equal(dx1, dx2)
-
-
 def test_module_is_a_drop_in_for_torch_rmsnorm(randn):
     ours, theirs = tileport.RMSNorm((4, 64), eps=1e-5), torch.nn.RMSNorm((4, 64), eps=1e-5)
     assert ours.weight.shape == theirs.weight.shape == (4, 64)
