@@ -9,6 +9,13 @@ import triton.language as tl
 CORES = 40  # Ascend A2's vector cores: the clean launcher's grid
 
 
+def _elementwise(kernel, grid, x, block):
+    """y = kernel(x) over x's elements: the launcher every fixture below but the row one is."""
+    y = torch.empty_like(x)
+    kernel[grid](x, y, x.numel(), BLOCK=block)
+    return y
+
+
 @triton.jit
 def _scale(X, Y, N, BLOCK: tl.constexpr):
     for blk in range(tl.program_id(0), tl.cdiv(N, BLOCK), tl.num_programs(0)):  # a persistent loop over blocks
@@ -17,9 +24,7 @@ def _scale(X, Y, N, BLOCK: tl.constexpr):
 
 
 def clean(x):
-    y = torch.empty_like(x)
-    _scale[(CORES,)](x, y, x.numel(), BLOCK=1024)
-    return y
+    return _elementwise(_scale, (CORES,), x, 1024)
 
 
 @triton.jit
@@ -30,9 +35,7 @@ def _exp64(X, Y, N, BLOCK: tl.constexpr):
 
 
 def fp64(x):
-    y = torch.empty_like(x)
-    _exp64[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
-    return y
+    return _elementwise(_exp64, (triton.cdiv(x.numel(), 1024),), x, 1024)
 
 
 @triton.jit
@@ -42,9 +45,7 @@ def _erf_cuda(X, Y, N, BLOCK: tl.constexpr):
 
 
 def cuda_libdevice(x):
-    y = torch.empty_like(x)
-    _erf_cuda[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
-    return y
+    return _elementwise(_erf_cuda, (triton.cdiv(x.numel(), 1024),), x, 1024)
 
 
 @triton.jit
@@ -56,9 +57,7 @@ def _asm(X, Y, N, BLOCK: tl.constexpr):
 
 
 def inline_asm(x):
-    y = torch.empty_like(x)
-    _asm[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
-    return y
+    return _elementwise(_asm, (triton.cdiv(x.numel(), 1024),), x, 1024)
 
 
 @triton.jit
@@ -69,16 +68,12 @@ def _one_block(X, Y, N, BLOCK: tl.constexpr):
 
 def big_grid(x):
     """One program per 16 elements: past 65535 programs for a tensor of 2^21 elements."""
-    y = torch.empty_like(x)
-    _one_block[(triton.cdiv(x.numel(), 16),)](x, y, x.numel(), BLOCK=16)
-    return y
+    return _elementwise(_one_block, (triton.cdiv(x.numel(), 16),), x, 16)
 
 
 def whole_row(x):
     """A 65536-wide fp32 row in one tile (256 KB): past the unified buffer."""
-    y = torch.empty_like(x)
-    _one_block[(CORES,)](x, y, x.numel(), BLOCK=65536)
-    return y
+    return _elementwise(_one_block, (CORES,), x, 65536)
 
 
 @triton.autotune(configs=[triton.Config({}, num_warps=w) for w in (4, 8, 16)], key=["N"])
@@ -90,9 +85,7 @@ def _warps(X, Y, N, BLOCK: tl.constexpr):
 
 
 def warp_tuned(x):
-    y = torch.empty_like(x)
-    _warps[(CORES,)](x, y, x.numel(), BLOCK=1024)
-    return y
+    return _elementwise(_warps, (CORES,), x, 1024)
 
 
 @triton.jit

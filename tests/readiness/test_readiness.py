@@ -17,6 +17,12 @@ from tileport.readiness import causes
 from tileport.readiness.capture import parse_arg
 
 runner = CliRunner()
+
+
+def _lower(*args):
+    return runner.invoke(app, ["lower", *args])
+
+
 KERNELS = Path(__file__).with_name("kernels.py")
 needs_triton_ascend = pytest.mark.skipif(
     ascend.triton_ascend_version() is None,
@@ -63,33 +69,9 @@ def test_compiler_messages_match_their_cause_or_none():
 
 
 def test_impl_needs_an_ascend_target_and_arguments(tmp_path):
-    res = runner.invoke(
-        app,
-        [
-            "lower",
-            "--impl",
-            f"{KERNELS}:clean",
-            "--arg",
-            "x=64:float32",
-            "--target",
-            "cuda",
-            "--out",
-            str(tmp_path),
-        ],
-    )
+    res = _lower("--impl", f"{KERNELS}:clean", "--arg", "x=64:float32", "--target", "cuda", "--out", str(tmp_path))
     assert res.exit_code == 2 and "ascend-a2 or ascend-a3" in res.output
-    res = runner.invoke(
-        app,
-        [
-            "lower",
-            "--impl",
-            f"{KERNELS}:clean",
-            "--target",
-            "ascend-a2",
-            "--out",
-            str(tmp_path),
-        ],
-    )
+    res = _lower("--impl", f"{KERNELS}:clean", "--target", "ascend-a2", "--out", str(tmp_path))
     assert res.exit_code == 2 and "--arg NAME=SHAPE:DTYPE" in res.output
 
 
@@ -98,20 +80,7 @@ def test_impl_needs_an_ascend_target_and_arguments(tmp_path):
 @pytest.mark.parametrize("name", sorted(TRIPS))
 def test_each_kernel_is_reported_with_its_cause_and_fix(name, tmp_path):
     arg, key, lowers, fails = TRIPS[name]
-    res = runner.invoke(
-        app,
-        [
-            "lower",
-            "--impl",
-            f"{KERNELS}:{name}",
-            "--arg",
-            arg,
-            "--target",
-            "ascend-a2",
-            "--out",
-            str(tmp_path),
-        ],
-    )
+    res = _lower("--impl", f"{KERNELS}:{name}", "--arg", arg, "--target", "ascend-a2", "--out", str(tmp_path))
     assert res.exit_code == (1 if fails else 0), res.output
     report = json.loads((tmp_path / "lower.json").read_text())
     (kernel,) = report["kernels"]
@@ -130,20 +99,7 @@ def test_each_kernel_is_reported_with_its_cause_and_fix(name, tmp_path):
 @needs_triton_ascend
 @pytest.mark.parametrize("target", ["ascend-a2", "ascend-a3"])
 def test_a_clean_kernel_lowers_within_the_limits(target, tmp_path):
-    res = runner.invoke(
-        app,
-        [
-            "lower",
-            "--impl",
-            f"{KERNELS}:clean",
-            "--arg",
-            "x=65536:float32",
-            "--target",
-            target,
-            "--out",
-            str(tmp_path),
-        ],
-    )
+    res = _lower("--impl", f"{KERNELS}:clean", "--arg", "x=65536:float32", "--target", target, "--out", str(tmp_path))
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "lower.json").read_text())
     assert report["ok"] and report["arch"] == ascend.CHIPS[target].arch
@@ -177,19 +133,15 @@ def copy(x):
 def test_a_package_that_asks_for_the_npu_takes_its_path(tmp_path):
     """Its import asks Triton's driver and torch.npu (which raise without an NPU): the stand-in answers as A3."""
     (tmp_path / "pkg.py").write_text(PACKAGE)
-    res = runner.invoke(
-        app,
-        [
-            "lower",
-            "--impl",
-            f"{tmp_path / 'pkg.py'}:copy",
-            "--arg",
-            "x=1048576:bfloat16",
-            "--target",
-            "ascend-a3",
-            "--out",
-            str(tmp_path / "out"),
-        ],
+    res = _lower(
+        "--impl",
+        f"{tmp_path / 'pkg.py'}:copy",
+        "--arg",
+        "x=1048576:bfloat16",
+        "--target",
+        "ascend-a3",
+        "--out",
+        str(tmp_path / "out"),
     )
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "out" / "lower.json").read_text())
@@ -218,19 +170,15 @@ class Copy(torch.autograd.Function):
         return copy(g), None
 """
     )
-    res = runner.invoke(
-        app,
-        [
-            "lower",
-            "--impl",
-            f"{tmp_path / 'fn.py'}:Copy.apply",
-            "--arg",
-            "x=4096:float32",
-            "--target",
-            "ascend-a2",
-            "--out",
-            str(tmp_path / "out"),
-        ],
+    res = _lower(
+        "--impl",
+        f"{tmp_path / 'fn.py'}:Copy.apply",
+        "--arg",
+        "x=4096:float32",
+        "--target",
+        "ascend-a2",
+        "--out",
+        str(tmp_path / "out"),
     )
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "out" / "lower.json").read_text())
@@ -259,37 +207,29 @@ def get_init_inputs():
 @needs_triton_ascend
 def test_inputs_from_a_problem_or_a_case_file(tmp_path):
     (tmp_path / "problem.py").write_text(PROBLEM)
-    res = runner.invoke(
-        app,
-        [
-            "lower",
-            "--impl",
-            f"{KERNELS}:clean",
-            "--problem",
-            str(tmp_path / "problem.py"),
-            "--target",
-            "ascend-a2",
-            "--out",
-            str(tmp_path / "p"),
-        ],
+    res = _lower(
+        "--impl",
+        f"{KERNELS}:clean",
+        "--problem",
+        str(tmp_path / "problem.py"),
+        "--target",
+        "ascend-a2",
+        "--out",
+        str(tmp_path / "p"),
     )
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "p" / "lower.json").read_text())["arguments"] == {"input 0": "64x1024:float32"}
     suite = Path(__file__).resolve().parents[2] / "tileport" / "cases" / "suites" / "l2norm.yaml"
-    res = runner.invoke(
-        app,
-        [
-            "lower",
-            "l2norm",
-            "--impl",
-            f"{KERNELS}:clean",
-            "--cases",
-            str(suite),
-            "--target",
-            "ascend-a2",
-            "--out",
-            str(tmp_path / "c"),
-        ],
+    res = _lower(
+        "l2norm",
+        "--impl",
+        f"{KERNELS}:clean",
+        "--cases",
+        str(suite),
+        "--target",
+        "ascend-a2",
+        "--out",
+        str(tmp_path / "c"),
     )
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "c" / "lower.json").read_text())
@@ -314,19 +254,15 @@ class Refusing(torch.autograd.Function):
         raise RuntimeError("feature dim exceeds the UB-safe block size")
 """
     )
-    res = runner.invoke(
-        app,
-        [
-            "lower",
-            "--impl",
-            f"{tmp_path / 'fn.py'}:Refusing.apply",
-            "--arg",
-            "x=4096:float32",
-            "--target",
-            "ascend-a2",
-            "--out",
-            str(tmp_path / "out"),
-        ],
+    res = _lower(
+        "--impl",
+        f"{tmp_path / 'fn.py'}:Refusing.apply",
+        "--arg",
+        "x=4096:float32",
+        "--target",
+        "ascend-a2",
+        "--out",
+        str(tmp_path / "out"),
     )
     assert res.exit_code == 1, res.output
     md = (tmp_path / "out" / "lower.md").read_text()
