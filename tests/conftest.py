@@ -7,8 +7,10 @@ import pytest
 
 from tileport.testing import golden, pytest_configure, pytest_unconfigure, randn  # noqa: F401
 
-# pytest's own variable, what tilelang sets when first imported (its paths) and torch's inductor its cache (once each)
-_NOT_THE_TESTS = ("PYTEST_CURRENT_TEST", "PYTHONPATH", "TL_", "TVM_", "TORCHINDUCTOR_CACHE_DIR")
+# pytest's own variable, and what libraries set for their process once they start: tilelang's paths on its
+# first import, torch inductor's cache and state on its first compile, Ray's on ray.init
+_NOT_THE_TESTS = ("PYTEST_CURRENT_TEST", "PYTHONPATH", "TL_", "TVM_", "TORCHINDUCTOR_CACHE_DIR", "_TORCHINDUCTOR_",
+                  "RAY_", "PYTHONBREAKPOINT")  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
