@@ -90,40 +90,6 @@ static inline void tp_ce_tanh64(const tp_v16* x, double inv, tp_nd t[2], tp_nd s
   }
 }
 
-// e^x - 1 of 16 lanes, x <= 0 (a capped row's z - M): pass 1's sum as the count of columns plus these. Near the
-// max (x within an ulp of 0: every z of a row saturated at -cap), fp32's e^x rounds to 1 or 1 - 2^-24 and the
-// roundings of 149 such terms all lean one way (lse, -cap + log C, small, was 7e-6 off); e^x - 1 keeps x's bits.
-// x = n ln2 + r as in tp_exp_n, e^r - 1 = r (1 + r/2 + ...) by Horner, then 2^n (e^r - 1) + (2^n - 1).
-static inline tp_nf tp_ce_expm1_n(tp_nf x) {
-  const tp_nf lo = (tp_nf){} - 104.0f, shift = (tp_nf){} + 12582912.0f;
-  const tp_nf xc = x < lo ? lo : x;
-  const tp_nf n = (xc * 1.44269504088896341f + shift) - shift;
-  const tp_nf r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
-  tp_nf p = (tp_nf){} + (1.0f / 40320.0f);
-  p = tp_fma_nf(p, r, (tp_nf){} + (1.0f / 5040.0f));
-  p = tp_fma_nf(p, r, (tp_nf){} + (1.0f / 720.0f));
-  p = tp_fma_nf(p, r, (tp_nf){} + (1.0f / 120.0f));
-  p = tp_fma_nf(p, r, (tp_nf){} + (1.0f / 24.0f));
-  p = tp_fma_nf(p, r, (tp_nf){} + (1.0f / 6.0f));
-  p = tp_fma_nf(p, r, (tp_nf){} + 0.5f);
-  p = tp_fma_nf(p, r, (tp_nf){} + 1.0f);
-  const tp_nf em1 = p * r;  // e^r - 1
-#if defined(__AVX512F__)
-  const tp_nf s = (tp_nf)_mm512_scalef_ps((__m512)((tp_nf){} + 1.0f), (__m512)n);  // 2^n (0 below fp32's range)
-#else
-  const tp_ni k = __builtin_convertvector(n, tp_ni);
-  const tp_nf s = (tp_nf)(((k < -126 ? (tp_ni){} - 126 : k) + 127) << 23);  // 2^n (2^-126 below: -1 there)
-#endif
-  const tp_nf out = n == 0.0f ? em1 : tp_fma_nf(s, em1, s - 1.0f);
-  return x != x ? x : (x < lo ? (tp_nf){} - 1.0f : out);
-}
-extern "C" inline tp_v16 tp_ce_expm1(tp_v16 x) {
-  tp_v16 r;
-#pragma GCC unroll 4
-  for (int i = 0; i < TP_PARTS; ++i) r.v[i] = tp_ce_expm1_n(x.v[i]);
-  return r;
-}
-
 #if defined(__x86_64__) || defined(__i386__)
 #define TP_CE_OPAQUE(r) __asm__("" : "+v"(r))
 #elif defined(__aarch64__)

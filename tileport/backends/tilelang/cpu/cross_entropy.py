@@ -8,8 +8,7 @@ weight and gradient), rows cut into ranges among threads. Per row, 16 lanes at a
 in registers (never copied to fp32):
 - pass 1, the row in blocks of ``BLOCK`` columns with an online max and sum: the block's max of x (z's, with a
   softcap: tanh is increasing), the running max M raised to it and the running sum S rescaled by exp(M_old -
-  M_new), then S += the block's sum of exp(z - M) (in fp64 lanes, a fixed tree; with a softcap the block's
-  count plus its sum of exp(z - M) - 1, ``cross_entropy.h``).
+  M_new), then S += the block's sum of exp(z - M) (in fp64 lanes, a fixed tree).
   With label smoothing the same loop sums w_c (M - z_c) and w_c (terms >= 0: no cancellation; raising M adds
   W_so_far * (M_new - M_old)). lse = M + log S; the loss is log S + (M - z_t) (torch's order: no cancellation
   of M at large logits) and the smoothing sum W log S + sum w_c (M - z_c), in fp64 per row.
@@ -189,7 +188,7 @@ def online_max_sum(row: Row, capped: bool, smoothing: bool, weighted: bool) -> N
                 shifted = get(v, Z)
             else:
                 shifted = get(v, L) - splat(m[0])
-            e = T.call_extern(VEC, "tp_ce_expm1" if capped else "tp_exp", shifted)  # capped: e - 1 (counted below)
+            e = T.call_extern(VEC, "tp_exp", shifted)
             if first_of_pair is None:
                 put(v, EV, e)
                 _call("tp_ce_add64", _ref(v, E + 2), _ref(v, _masked(v, EV, TMP, n)))
@@ -217,7 +216,7 @@ def online_max_sum(row: Row, capped: bool, smoothing: bool, weighted: bool) -> N
         def total(acc):
             return T.call_extern("float64", "tp_dot64_total", _ref(v, acc))
 
-        _set(d, 0, d[0] + total(E) + (_f64(T.min(BLOCK, C - c0)) if capped else T.float64(0)))
+        _set(d, 0, d[0] + total(E))
         if smoothing:
             _set(d, 1, d[1] + total(S))
             _set(d, 2, d[2] + (total(W) if weighted else _f64(T.min(BLOCK, C - c0))))
