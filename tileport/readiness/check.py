@@ -131,13 +131,7 @@ def _grouped(
     """Distinct launches (what compiles once), each with the launch options of every launch compiled as it."""
     out: dict[tuple, tuple[lowering.Launch, list[dict]]] = {}
     for launch in launches:
-        key = (
-            launch.module,
-            launch.name,
-            tuple(sorted(launch.constants.items(), key=str)),
-            tuple(sorted(launch.signature.items())),
-        )
-        _first, opts = out.setdefault(key, (launch, []))
+        _first, opts = out.setdefault(launch.compiled_as, (launch, []))
         if launch.options not in opts:
             opts.append(launch.options)
     return list(out.values())

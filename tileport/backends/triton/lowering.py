@@ -46,6 +46,17 @@ class Launch:
     shapes: dict[str, tuple] = field(default_factory=dict)  # a tensor argument's shape
 
     @property
+    def compiled_as(self) -> tuple:
+        """What Triton compiles a launch by: its kernel, constexprs and signature (launches equal in it share one
+        compiled kernel)."""
+        return (
+            self.module,
+            self.name,
+            tuple(sorted(self.constants.items(), key=str)),
+            tuple(sorted(self.signature.items())),
+        )
+
+    @property
     def programs(self) -> int:
         n = 1
         for g in self.grid:
@@ -183,13 +194,7 @@ def distinct(found: list[Launch]) -> list[Launch]:
     """One launch per kernel, constexprs and signature (what Triton compiles once), in order of first launch."""
     unique: dict[tuple, Launch] = {}
     for launch in found:
-        key = (
-            launch.module,
-            launch.name,
-            tuple(sorted(launch.constants.items(), key=str)),
-            tuple(sorted(launch.signature.items())),
-        )
-        unique.setdefault(key, launch)
+        unique.setdefault(launch.compiled_as, launch)
     return list(unique.values())
 
 
