@@ -18,6 +18,23 @@ class Finding:
     fails: bool
     detail: str = ""  # the figures or the compiler's message behind it
 
+    @classmethod
+    def of(cls, cause: causes.Cause, detail: str = "", fails: bool | None = None) -> Finding:
+        """The finding of a known cause (``fails``: its own verdict unless given)."""
+        return cls(cause.key, cause.what, cause.fix, cause.fails if fails is None else fails, detail)
+
+    @classmethod
+    def unknown(cls, message: str) -> Finding:
+        """A compiler message no known cause matches: reported as it stands, never guessed."""
+        what = "unknown: no cause in tileport's table matches the compiler's message"
+        return cls(
+            "unknown",
+            what,
+            "read the message; if its cause is known, add it to tileport/readiness/causes.py",
+            True,
+            message,
+        )
+
 
 @dataclass
 class KernelVerdict:
@@ -58,21 +75,12 @@ class Readiness:
 
 
 def _finding(key: str, detail: str = "") -> Finding:
-    c = causes.BY_KEY[key]
-    return Finding(key, c.what, c.fix, c.fails, detail)
+    return Finding.of(causes.BY_KEY[key], detail)
 
 
 def _compile_finding(message: str, ttir: str) -> Finding:
     found = causes.classify(message) or (causes.BY_KEY["inline-asm"] if "inline_asm" in ttir else None)
-    if found is None:
-        return Finding(
-            "unknown",
-            "unknown: no cause in tileport's table matches the compiler's message",
-            "read the message; if its cause is known, add it to tileport/readiness/causes.py",
-            True,
-            message,
-        )
-    return Finding(found.key, found.what, found.fix, True, message)
+    return Finding.unknown(message) if found is None else Finding.of(found, message, fails=True)
 
 
 def _judge(launch: lowering.Launch, options: list[dict], chip: ascend.Chip) -> KernelVerdict:

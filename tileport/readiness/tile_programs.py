@@ -60,10 +60,6 @@ def prim_func(impl: str, given: dict):
     return out
 
 
-def _finding(cause: causes.Cause, detail: str = "") -> Finding:
-    return Finding(cause.key, cause.what, cause.fix, cause.fails, detail)
-
-
 def check(impl: str, target: str, given: dict) -> TileVerdict:
     """Lower ``impl``'s kernel for ``target`` (ascend, cpu) and judge it."""
     if target not in TARGETS:
@@ -78,7 +74,7 @@ def check(impl: str, target: str, given: dict) -> TileVerdict:
             v.source, v.on_chip = lower_kernel(func, "ascend")
             if v.on_chip > ON_CHIP_BUDGET["ascend"]:
                 v.findings.append(
-                    _finding(
+                    Finding.of(
                         causes.BY_KEY["ub-tile"],
                         f"{v.on_chip / 1024:.1f} KB of {ON_CHIP_BUDGET['ascend'] // 1024} KB",
                     )
@@ -91,23 +87,12 @@ def check(impl: str, target: str, given: dict) -> TileVerdict:
     except Exception as exc:  # noqa: BLE001 - the compiler's failure is the finding
         v.error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:600]}"
         cause = causes.classify(v.error, causes.TILE_CAUSES)
-        v.findings.append(
-            _finding(cause, v.error)
-            if cause
-            else Finding(
-                "unknown",
-                "unknown: no cause in tileport's table matches the compiler's message",
-                "read the message; if its cause is known, add it to tileport/readiness/causes.py",
-                True,
-                v.error,
-            )
-        )
+        v.findings.append(Finding.of(cause, v.error) if cause else Finding.unknown(v.error))
     seen = {f.key for f in v.findings}
     if target == "ascend":
         for key, pattern in _CONSTRUCTS:
             if key not in seen and re.search(pattern, script):
-                cause = causes.BY_KEY[key]
-                v.findings.append(Finding(key, cause.what, cause.fix, False, "in the kernel's TIR"))
+                v.findings.append(Finding.of(causes.BY_KEY[key], "in the kernel's TIR", fails=False))
     return v
 
 
