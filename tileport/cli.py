@@ -201,7 +201,11 @@ def verify(
         ),
     ),
     arg: list[str] | None = typer.Option(
-        None, "--arg", metavar="NAME=INPUT", help="map a parameter of --impl's function: NAME=INPUT (repeatable)"
+        None,
+        "--arg",
+        metavar="NAME=INPUT",
+        help="map a parameter of --impl's function: NAME=INPUT; a TileLang kernel's build argument: NAME=INTEGER "
+        "(repeatable)",
     ),
     problem: Path | None = typer.Option(
         None,

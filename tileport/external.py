@@ -125,16 +125,34 @@ def _version(module: str) -> str:
 
 
 def parse_args(args: list[str] | None) -> dict[str, str]:
+    """{parameter: input} of ``--arg NAME=INPUT``; ``NAME=INTEGER`` is a TileLang kernel's build argument (a
+    block size), kept as its text."""
     out = {}
     for a in args or ():
         name, eq, target = a.partition("=")
-        if not eq or not name.isidentifier() or not target.isidentifier():
+        if not eq or not name.isidentifier() or not (target.isidentifier() or target.isdigit()):
             raise ImplError(
                 f"--arg {a!r}: expected NAME=INPUT (a parameter of the function = an input or attribute of the "
-                "operator)"
+                "operator) or, for a TileLang kernel, NAME=INTEGER"
             )
         out[name] = target
     return out
+
+
+def _tile_kernel(spec: s.OpSpec, obj, target: str, args: dict[str, str]):
+    """A TileLang kernel (``T.prim_func``, ``@tilelang.jit``) built for this CPU's C target and called with
+    torch tensors (``backends/tilelang/cpu/foreign.py``): its buffers that are the operator's inputs (by name,
+    alias or ``--arg``) are its parameters, the others its outputs; None for anything else."""
+    if not (type(obj).__module__.startswith(("tilelang", "tvm")) and type(obj).__name__ in {"PrimFunc", "JITImpl"}):
+        return None
+    from .backends.tilelang.cpu import foreign
+
+    names = {t.name for t in spec.inputs} | {a.name for a in spec.attrs}
+    build = {p: int(v) for p, v in args.items() if v.isdigit()}
+    try:
+        return foreign.Kernel(obj, lambda p: canonical(spec, args.get(p, p)) in names, build)
+    except foreign.KernelBuildError as exc:
+        raise ImplError(f"--impl {target!r}: {exc}") from None
 
 
 @dataclass
@@ -149,6 +167,7 @@ class Impl:
     signature: str
     mapping: dict[str, str]  # parameter -> spec input / attribute (or a DERIVED name)
     takes_out: bool
+    views: bool = False  # it returns its outputs as its own views of the shapes (a TileLang kernel's 2-D buffers)
     not_judged: dict[str, str] = field(default_factory=dict)  # output -> why (filled as cases run)
 
     @property
@@ -252,6 +271,8 @@ class Impl:
                 continue
             if b is None:
                 want = tuple(x.shape[:-1]) if t.role == s.PER_ROW else tuple(x.shape)
+            if self.views and tuple(v.shape) != want and v.numel() == math.prod(want):
+                v = v.reshape(want)
             if tuple(v.shape) != want:
                 raise ImplCaseError(f"returned {t.name} of shape {tuple(v.shape)}, expected {want}")
             out[t.name] = v
@@ -355,6 +376,9 @@ def resolve(spec: s.OpSpec, target: str, args: list[str] | dict[str, str] | None
     found = _CACHE.get(key)
     if found is None:
         fn, module, file = load_callable(target)
+        kernel = _tile_kernel(spec, fn, target, overrides)
+        if kernel is not None:
+            fn, overrides = kernel, {p: v for p, v in overrides.items() if not v.isdigit()}
         mapping = bind(spec, fn, target, overrides)
         try:
             sig = str(inspect.signature(fn))
@@ -362,7 +386,15 @@ def resolve(spec: s.OpSpec, target: str, args: list[str] | dict[str, str] | None
             sig = "(...)"
         takes_out = "out" in inspect.signature(fn).parameters and spec.outputs[0].role != s.FREE
         found = _CACHE[key] = Impl(
-            target, fn, module, file, _version(module), f"{getattr(fn, '__name__', target)}{sig}", mapping, takes_out
+            target,
+            fn,
+            module,
+            file,
+            _version(module),
+            f"{getattr(fn, '__name__', target)}{sig}" + (" (TileLang, built for the C target)" if kernel else ""),
+            mapping,
+            takes_out,
+            views=kernel is not None,
         )
     return found
 

@@ -2,6 +2,7 @@
 (T.Parallel over threads), a row norm (register fragments, a reduction, T.rsqrt) and a GEMM (T.gemm into a
 fragment). Each is a builder returning a prim_func, as ``tileport lower --impl FILE:NAME --arg M=...`` takes."""
 
+import tilelang
 import tilelang.language as T
 
 
@@ -84,3 +85,38 @@ def ascend_scale(M=1024, N=1024, block_M=8, cores=32, dtype="float16"):
                     TA.copy(c, C[b * block_M : b * block_M + block_M, 0:N])
 
     return scale
+
+
+@tilelang.jit(out_idx=[-1])
+def silu_mul(M, N, block_M=32, dtype="float32"):
+    """SwiGLU as a GPU kernel writes it (a block of rows per program, T.Parallel over its elements, fp32 math):
+    built for the C target with symbolic M and N, it is what ``tileport verify swiglu --impl`` runs."""
+
+    @T.prim_func
+    def main(G: T.Tensor((M, N), dtype), U: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            for i, j in T.Parallel(block_M, N):
+                if bx * block_M + i < M:
+                    g = T.cast(G[bx * block_M + i, j], "float32")
+                    u = T.cast(U[bx * block_M + i, j], "float32")
+                    Y[bx * block_M + i, j] = T.cast(g / (1.0 + T.exp(-g)) * u, dtype)
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def l2norm_rows(M, N, dtype="float32"):
+    """l2norm with one program per row, explicit loops and eps a scalar parameter: it builds for the C target,
+    where the fragment-and-reduce form (``rownorm``) does not."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype), eps: T.float32):
+        with T.Kernel(M, threads=1) as row:
+            acc = T.alloc_local((1,), "float32")
+            acc[0] = 0.0
+            for j in T.serial(N):
+                acc[0] += T.cast(X[row, j], "float32") * T.cast(X[row, j], "float32")
+            for j in T.serial(N):
+                Y[row, j] = T.cast(T.cast(X[row, j], "float32") / T.sqrt(acc[0] + eps), dtype)
+
+    return main

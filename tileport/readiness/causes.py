@@ -133,6 +133,21 @@ TILE_CAUSES = (
         "examples do",
         fails=False,
     ),
+    Cause(
+        "c-vector-math",
+        "a math function (T.exp, T.log, ...) in a T.Parallel loop of static extent: the C target vectorizes the "
+        "loop and has no vector form of the function",
+        "leave the kernel's sizes symbolic (T.dynamic, or a @tilelang.jit size without --arg: `tileport verify "
+        "--impl` builds them so), or write the loop as T.serial",
+        (r"Unresolved call .*name=\"tirx\.(exp|log|tanh|sigmoid|sqrt|rsqrt|pow|erf|sin|cos)",),
+    ),
+    Cause(
+        "c-bf16",
+        "bfloat16: the C target prints no bfloat16 type",
+        "build it for float32 or float16 (verify with --dtype fp32 / fp16); tileport's own CPU kernels carry bf16 as "
+        "uint16 bits",
+        (r"Cannot convert type bfloat16 to C type",),
+    ),
 )
 BY_KEY = {c.key: c for c in CAUSES + TILE_CAUSES}
 

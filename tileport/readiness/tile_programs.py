@@ -8,6 +8,7 @@ fragments, warp shuffles, ``T.gemm``, the approximate hardware rsqrt) are named 
 
 from __future__ import annotations
 
+import inspect
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,14 +43,20 @@ class TileVerdict:
         return self.lowered and not any(f.fails for f in self.findings)
 
 
-def prim_func(impl: str, given: dict):
-    """The PrimFunc ``impl`` names (module docstring); ImplError where it is none of those."""
+def prim_func(impl: str, given: dict, symbolic: bool = False):
+    """The PrimFunc ``impl`` names (module docstring); ImplError where it is none of those. ``symbolic``: a
+    ``@tilelang.jit`` size not given is a symbolic one (as ``tileport verify --impl`` builds it for the CPU)."""
     import tilelang  # noqa: F401 - its own tvm build first
     from tvm.tirx import PrimFunc
 
     obj, _, _ = load_callable(impl)
     if isinstance(obj, PrimFunc):
         return obj
+    if symbolic and hasattr(obj, "get_tir"):  # sizes not given: symbolic, one build for every shape
+        from tilelang import tvm
+
+        params = inspect.signature(obj.func).parameters
+        given = {p: tvm.tirx.Var(p, "int32") for p, prm in params.items() if prm.default is prm.empty} | given
     try:
         out = obj.get_tir(**given) if hasattr(obj, "get_tir") else obj(**given)
     except TypeError as exc:
@@ -64,7 +71,7 @@ def check(impl: str, target: str, given: dict) -> TileVerdict:
     """Lower ``impl``'s kernel for ``target`` (ascend, cpu) and judge it."""
     if target not in TARGETS:
         raise ValueError(f"a TileLang kernel is judged for {' or '.join(TARGETS)}, not {target!r}")
-    func = prim_func(impl, given)
+    func = prim_func(impl, given, symbolic=target == "cpu")
     script = func.script()
     v = TileVerdict(impl, target, False)
     try:
@@ -80,9 +87,9 @@ def check(impl: str, target: str, given: dict) -> TileVerdict:
                     )
                 )
         else:
-            import tilelang
+            from ..backends.tilelang.cpu import foreign
 
-            v.source = tilelang.compile(func, target="c").get_kernel_source()
+            v.source = foreign.build(func).get_kernel_source()
         v.lowered = True
     except Exception as exc:  # noqa: BLE001 - the compiler's failure is the finding
         v.error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:600]}"
@@ -103,6 +110,11 @@ def markdown(v: TileVerdict) -> str:
     lines = [f"# tileport lower --impl {v.impl} --target {v.target}: {head}", ""]
     if v.on_chip:
         lines.append(f"Unified buffer: {v.on_chip / 1024:.1f} KB addressed.")
+    if v.target == "cpu" and v.lowered:
+        lines.append(
+            f"It builds for this CPU: `tileport verify OP --impl {v.impl}` judges it against OP's contract (its "
+            "buffers named as OP's inputs, or `--arg BUFFER=INPUT`; the others are its outputs)."
+        )
     lines += ["", "| finding | cause | fix |", "|---|---|---|"]
     lines += [f"| {'fails' if f.fails else 'note'} | {f.what} | {f.fix} |" for f in v.findings] or ["| - | - | - |"]
     return "\n".join(lines) + "\n"
