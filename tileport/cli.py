@@ -580,17 +580,18 @@ def compare(
     \b
     Example: tileport compare gpu-run npu-run --out compare
     """
-    from .report import compare as cmp
+    from .report import compare as rendered
+    from .verify import compare as matched
     from .verify.competitor import CompetitorError
 
     try:
-        tbls, points = cmp.compare(run_a, run_b)
+        tbls, points = matched.compare(run_a, run_b)
     except CompetitorError as exc:
         raise typer.BadParameter(str(exc)) from exc
     for t in tbls:
         if t.rows:
             print_table(t)
-    paths = cmp.write(tbls, points, out, f"tileport compare {run_a} {run_b}")
+    paths = rendered.write(tbls, points, out, f"tileport compare {run_a} {run_b}")
     console.print(f"comparison: {paths['md']} and {paths['html']} in {out}", markup=False)
 
 
