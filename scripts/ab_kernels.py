@@ -28,7 +28,7 @@ import json, sys, torch
 torch.set_num_threads(1)
 from tileport.bench.timing import interleave
 from tileport.dtypes import parse
-from tileport.ops.spec import specs
+from tileport.ops.catalog import specs
 from tileport.bench.providers import _autograd
 out = {}
 mode = sys.argv[3]

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--op", action="append", help="an operator (repeatable; default: every one)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     args = parser.parse_args(argv)
-    from tileport.ops.spec import specs
+    from tileport.ops.catalog import specs
 
     known = list(specs())
     ops = args.op or known

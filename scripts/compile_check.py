@@ -23,7 +23,7 @@ from tileport.bench.roofline import copy_provider
 from tileport.bench.timing import interleave
 from tileport.dtypes import name as dtype_name
 from tileport.dtypes import parse
-from tileport.ops.spec import specs
+from tileport.ops.catalog import specs
 
 
 def plain(fn, inputs: dict, dy: torch.Tensor, mode: str, grads: list[str]):

@@ -24,7 +24,7 @@ import performance_page  # scripts/, beside this file
 from typer.testing import CliRunner
 
 from tileport.cli import app
-from tileport.ops.spec import specs
+from tileport.ops.catalog import specs
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = ROOT / "docs" / "ops"

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from tileport.bench.bar import judge_bar
 from tileport.bench.csvfile import read
-from tileport.ops.spec import HEAD_ROWS, IN_CACHE, LARGE, SMALL, specs
+from tileport.ops.catalog import specs
+from tileport.ops.spec import HEAD_ROWS, IN_CACHE, LARGE, SMALL
 from tileport.report.benchrows import pivot
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ import torch
 from typer.testing import CliRunner
 
 from tileport.cli import app
-from tileport.ops.spec import get as op_spec
+from tileport.ops.catalog import get as op_spec
 
 runner = CliRunner()
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from tileport.bench import csvfile
 from tileport.cli import app
 from tileport.external import ImplCaseError, ImplError, resolve
-from tileport.ops.spec import get
+from tileport.ops.catalog import get
 
 runner = CliRunner()
 NORMS = "examples/impl/my_norms.py"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tileport import problems
+from tileport.cases import problems
+from tileport.cases.problems import MAX_ELEMENTS, ProblemError, describe, generalize, load
 from tileport.cli import app
 from tileport.precision.retest import FAR_SEEDS
-from tileport.problems import MAX_ELEMENTS, ProblemError, describe, generalize, load
 
 runner = CliRunner()
 REF = """

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import tileport.verify.accuracy as accuracy
 from tileport.cli import app
-from tileport.ops.spec import get as op_spec
+from tileport.ops.catalog import get as op_spec
 
 runner = CliRunner()
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")

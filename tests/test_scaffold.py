@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tileport.ops import catalog
 from tileport.ops import spec as s
 from tileport.scaffold import ScaffoldError, class_name, default_like, default_root, plan, render
 
@@ -96,14 +97,14 @@ def test_the_signature_is_the_declaration():
     assert "backward=s.Backward(('x', 'gate', 'rstd', 'dy', 'weight'), ('eps', 'activation'))" in spec
 
 
-@pytest.mark.parametrize("like", sorted(s.kernel_specs()))
+@pytest.mark.parametrize("like", sorted(catalog.kernel_specs()))
 def test_like_any_operator_writes_valid_python_and_keeps_its_fields(like):
     p = plan("group_thing", like=like)
     for path, text in p.files.items():
         if path.suffix == ".py":
             compile(text, str(path), "exec")
     spec_text = next(t for path, t in p.files.items() if path.name == "spec.py")
-    base = s.get(like)
+    base = catalog.get(like)
     assert f"from tileport.ops.{like}.spec import SPEC as LIKE" in spec_text
     for field in ("workloads", "bar", "sweep"):
         assert f"{field}=LIKE.{field},  # kept from {like}" in spec_text
@@ -124,8 +125,8 @@ def test_like_any_operator_writes_valid_python_and_keeps_its_fields(like):
 
 
 def test_default_like_is_the_simplest_operator():
-    spec = s.get(default_like())
-    assert len(spec.inputs) + len(spec.attrs) == min(len(o.inputs) + len(o.attrs) for o in s.specs().values())
+    spec = catalog.get(default_like())
+    assert len(spec.inputs) + len(spec.attrs) == min(len(o.inputs) + len(o.attrs) for o in catalog.specs().values())
 
 
 class _OneOutput:
@@ -526,7 +527,7 @@ def test_a_general_operator_package_out_of_tree_has_its_interface_kernels_and_su
 
 def test_like_a_general_operator_keeps_its_signature_and_its_suite():
     p = plan("rope_copy", like="rope")
-    rope = s.get("rope")
+    rope = catalog.get("rope")
     assert (p.signature.inputs, p.signature.backward, p.signature.where) == (rope.inputs, rope.backward, rope.where)
     suite = _text(p, "rope_copy.yaml")
     assert "name: rope_copy" in suite and "api: tileport.rope_copy_fwd" in suite and "kind: positions" in suite

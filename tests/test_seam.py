@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import tileport
-from tileport.ops.spec import get, specs
+from tileport.ops.catalog import get, specs
 
 ROOT = Path(tileport.__file__).resolve().parent
 GENERIC = [

@@ -35,7 +35,7 @@ BENCH_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 def _spec(op: str):
     """The operator's spec (``tileport.ops.spec``); a bad name lists the operators."""
-    from .ops.spec import get
+    from .ops.catalog import get
 
     try:
         return get(op)
@@ -97,7 +97,7 @@ def ops() -> None:
     Example: tileport ops
     """
     from . import available_backends
-    from .ops.spec import broken_plugins, origin, specs
+    from .ops.catalog import broken_plugins, origin, specs
 
     all_specs = specs()
     served = {b.name: b for b in available_backends()}
@@ -147,7 +147,7 @@ def _progress():
 
 
 def print_table(t) -> None:
-    """A report table (tileport.report.tables.Table) on the console."""
+    """A report table (tileport.report.table.Table) on the console."""
     table = Table(title=escape(t.title), title_justify="left")
     for h in t.headers:
         table.add_column(escape(h))
@@ -499,14 +499,14 @@ def _absolute_run(spec: str) -> str:
 def _retest_for(run: Path, out: Path, suite, level: str, dtype, seed: int, device: str) -> None:
     """``verify --retest-for RUN``: the benchmark's provider on RUN's retest seeds, kept in --out."""
     from .cases import generate
-    from .verify import check_device, competitor
+    from .verify import benchmark_retest, check_device, competitor
 
     try:
         device = check_device(device)
         cases = generate(suite, level, _dtypes(dtype), seed)
         with _progress() as bar:
             task = bar.add_task("retest for", total=None)
-            seeds = competitor.retest_for(
+            seeds = benchmark_retest.retest_for(
                 run,
                 out,
                 suite,
@@ -525,8 +525,7 @@ def _retest_for(run: Path, out: Path, suite, level: str, dtype, seed: int, devic
 def _verify_suite(op: str | None, cases: Path | None, problem: Path | None, api: str | None, impl) -> tuple:
     """(the suite to verify, what the report adds to its environment) of the one source given: OP's suite,
     a case file, a problem file (with its --impl candidate), or a function (--api)."""
-    from . import problems
-    from .cases import CaseFileError, atk, load_suite
+    from .cases import CaseFileError, atk, load_suite, problems
     from .reference import ReferenceError
 
     given = [
@@ -1265,8 +1264,8 @@ def generate(
 ) -> None:
     """Write each operator's interface (``<its package>/_interface.py``: checks, custom ops, autograd, public forms,
     module) from its spec. Run it after changing a spec; ``--check`` is what the test suite runs."""
+    from .ops.catalog import specs
     from .ops.interface import files
-    from .ops.spec import specs
 
     stale = []
     for name in ops or sorted(n for n, sp in specs().items() if not sp.composes):  # a composed operator has none

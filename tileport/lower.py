@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from .backends.registry import REGISTRY
+from .ops.catalog import get
 
 TARGETS = ("cuda", "ascend", "ascend-a2", "ascend-a3")
 TRITON_TARGETS = ("ascend-a2", "ascend-a3")
@@ -125,7 +126,7 @@ def _lower_triton(op: str, target: str, dtype: torch.dtype, dim: int, out: Path)
     result = Lowered(target)
     tag = str(dtype).removeprefix("torch.")
     try:
-        done = lowering.lower(op, target, dtype, dim)
+        done = lowering.lower(get(op), target, dtype, dim)
     except lowering.LoweringError as exc:
         raise RuntimeError(str(exc)) from None
     out.mkdir(parents=True, exist_ok=True)

@@ -89,20 +89,17 @@ def parameters(fn: Callable) -> tuple[list[str] | None, list[str]]:
 
 
 def source(target: str) -> Source:
-    """The reference a suite names: a problem file or a dotted function name (cached per process)."""
+    """The reference a dotted function name names (cached per process); a problem file's is made by
+    ``cases/problems.py``, which reads the file."""
+    if target.startswith(PROBLEM):
+        raise ReferenceError(f"{target}: a problem file's reference is made by tileport.cases.problems.source")
     found = _SOURCES.get(target)
     if found is None:
-        if target.startswith(PROBLEM):
-            from . import problems
-
-            found = problems.source(target[len(PROBLEM) :])
-        else:
-            fn = function(target)
-            names, required = parameters(fn)
-            top = target.split(".")[0]
-            version = f"{top} {getattr(importlib.import_module(top), '__version__', '')}".strip()
-            found = Source(target, lambda dtype, fn=fn: fn, names, required, version=version)
-        _SOURCES[target] = found
+        fn = function(target)
+        names, required = parameters(fn)
+        top = target.split(".")[0]
+        version = f"{top} {getattr(importlib.import_module(top), '__version__', '')}".strip()
+        found = _SOURCES[target] = Source(target, lambda dtype, fn=fn: fn, names, required, version=version)
     return found
 
 
@@ -144,10 +141,9 @@ def _call(src: Source, declared: Declared, inputs: dict, dtype: torch.dtype):
     return src.make(dtype)(**kwargs)
 
 
-def probe(declared: Declared, shapes: tuple[tuple[int, ...], ...]) -> tuple[list[str], list[bool]]:
+def probe(declared: Declared, shapes: tuple[tuple[int, ...], ...], src: Source) -> tuple[list[str], list[bool]]:
     """The reference's output names and which are floating point, from one call on small fp32 inputs of
     ``shapes`` (one per tensor); ReferenceError with the reference's own message where it refuses the call."""
-    src = source(declared.target)
     if src.params is not None:
         given = set(declared.tensors) | {n for n, _ in declared.attrs} | set(declared.derived) | set(src.given)
         unknown = [n for n in given if n not in src.params]
@@ -172,14 +168,17 @@ def probe(declared: Declared, shapes: tuple[tuple[int, ...], ...]) -> tuple[list
     return names, [v.is_floating_point() for v in values]
 
 
-def spec_for(declared: Declared, name: str, probe_shapes: tuple[tuple[int, ...], ...]) -> s.OpSpec:
-    """The operator spec of a reference (cached per process): its run, its golden, its outputs and gradients."""
+def spec_for(
+    declared: Declared, name: str, probe_shapes: tuple[tuple[int, ...], ...], src: Source | None = None
+) -> s.OpSpec:
+    """The operator spec of a reference (cached per process): its run, its golden, its outputs and gradients.
+    ``src``: the reference where it is no function (a problem's Model, ``cases/problems.py``)."""
     key = (declared, name, probe_shapes)
     found = _SPECS.get(key)
     if found is not None:
         return found
-    src = source(declared.target)
-    outs, floating = probe(declared, probe_shapes)
+    src = src or source(declared.target)
+    outs, floating = probe(declared, probe_shapes, src)
     grads = tuple(s.Tensor(f"d{t}", s.FREE) for t in declared.tensors) if declared.backward and any(floating) else ()
     shapes_cache: dict = {}
 

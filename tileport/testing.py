@@ -49,7 +49,7 @@ def pytest_unconfigure(config):
 
 @pytest.fixture
 def golden():
-    from tileport.ops.spec import get
+    from tileport.ops.catalog import get
 
     def run(op: str, **inputs):
         up = {k: v.double() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}

@@ -7,7 +7,7 @@ import torch
 
 from tileport.backends import platform
 from tileport.backends.registry import REGISTRY, Availability, BackendUnavailableError, Registry, declared_support
-from tileport.ops.spec import kernel_specs
+from tileport.ops.catalog import kernel_specs
 
 
 class NpuDevice(NamedTuple):

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from tileport.backends.registry import REGISTRY
 from tileport.cli import app
-from tileport.ops.spec import kernel_specs
+from tileport.ops.catalog import kernel_specs
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from tileport import devices
 from tileport.backends.triton import ascend
 from tileport.cli import app
-from tileport.ops.spec import kernel_specs
+from tileport.ops.catalog import get, kernel_specs
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def test_every_kernel_lowers_for_a2_and_a3(op, target):
     chip = ascend.CHIPS[target]
     for dtype in DTYPES:
         for dim in WIDTHS:
-            done = lowering.lower(op, target, dtype, dim)
+            done = lowering.lower(get(op), target, dtype, dim)
             names = {k.launch.name for k in done}
             assert {"_fwd_kernel", "_bwd_kernel"} <= names, (op, dtype, dim, names)
             for k in done:

@@ -7,7 +7,7 @@ import torch
 
 from tileport.bench.run import Group, run
 from tileport.external import resolve
-from tileport.ops.spec import get
+from tileport.ops.catalog import get
 
 
 @pytest.fixture

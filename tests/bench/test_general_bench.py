@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from tileport.bench.providers import _autograd, group_inputs, tileport_backends
 from tileport.bench.run import plan, run
 from tileport.cli import app
-from tileport.ops.spec import get
+from tileport.ops.catalog import get
 
 SHAPE = (1, 8, 4, 16)  # B x T x Hq x D
 

@@ -9,7 +9,7 @@ import pytest
 from tileport.bench import contention
 from tileport.bench.bar import judge_bar
 from tileport.bench.noise import noisy_groups, summary
-from tileport.ops.spec import get
+from tileport.ops.catalog import get
 
 
 def _rows(threads, provider, min_us, p80_us, shape="1024x512"):

@@ -4,7 +4,7 @@ in its own shape (issue 38: a loss or a rotated q beside k broke it with shape a
 import torch
 
 from tileport.bench.providers import _autograd, _output_grads, group_inputs
-from tileport.ops.spec import get
+from tileport.ops.catalog import get
 
 
 def _rope_like(x, cos):

@@ -10,11 +10,11 @@ import torch
 
 from tileport.cases import CaseFileError, generate, load_suite, make_inputs
 from tileport.cases.describe import record
-from tileport.ops import dims
+from tileport.ops import catalog, dims
 from tileport.ops import spec as s
 
 ROPE = load_suite("rope")
-DECL = s.get("rope").declaration
+DECL = catalog.get("rope").declaration
 FLOATING = ("q", "k", "cos", "sin", "dq_out", "dk_out")
 
 
@@ -164,7 +164,7 @@ inputs:
 
 @pytest.fixture
 def toy(tmp_path, monkeypatch):
-    monkeypatch.setitem(s.specs(), TOY.name, TOY)
+    monkeypatch.setitem(catalog.specs(), TOY.name, TOY)
     path = tmp_path / "toy_gather.yaml"
     path.write_text(TOY_SUITE.format(backward="true"))
     return load_suite(path)
@@ -197,7 +197,7 @@ def test_class_indices_in_range_with_a_share_of_ignore_index(toy):
 
 
 def test_a_forward_suite_draws_no_output_gradients(tmp_path, monkeypatch):
-    monkeypatch.setitem(s.specs(), TOY.name, TOY)
+    monkeypatch.setitem(catalog.specs(), TOY.name, TOY)
     path = tmp_path / "toy_gather.yaml"
     path.write_text(TOY_SUITE.format(backward="false"))
     suite = load_suite(path)
@@ -231,7 +231,7 @@ def test_a_forward_suite_draws_no_output_gradients(tmp_path, monkeypatch):
     ],
 )
 def test_a_malformed_suite_names_the_key(tmp_path, monkeypatch, old, new, key, expected):
-    monkeypatch.setitem(s.specs(), TOY.name, TOY)
+    monkeypatch.setitem(catalog.specs(), TOY.name, TOY)
     text = TOY_SUITE.format(backward="true")
     assert old in text
     path = tmp_path / "toy_gather.yaml"

@@ -15,16 +15,15 @@ from typer.testing import CliRunner
 import tileport
 from tileport.backends.registry import REGISTRY
 from tileport.cli import app
-from tileport.ops import interface
-from tileport.ops import spec as s
+from tileport.ops import catalog, interface
 from tileport.ops.interface import derive, files
 
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("op", sorted(s.kernel_specs()))  # a composed operator derives no interface
+@pytest.mark.parametrize("op", sorted(catalog.kernel_specs()))  # a composed operator derives no interface
 def test_each_file_is_what_its_spec_generates(op):
-    spec = s.get(op)
+    spec = catalog.get(op)
     path = files.package_file(spec)
     assert path is not None and path.exists(), f"run `tileport generate {op}`"
     assert path.read_text() == files.text(spec), f"{path} is stale: run `tileport generate {op}`"
@@ -32,7 +31,7 @@ def test_each_file_is_what_its_spec_generates(op):
 
 def test_generate_check_passes_and_names_a_stale_file(tmp_path, monkeypatch):
     assert runner.invoke(app, ["generate", "--check"]).exit_code == 0
-    spec = s.get("softmax")
+    spec = catalog.get("softmax")
     stale = tmp_path / "_interface.py"
     stale.write_text(files.text(spec).replace("def softmax(", "def softmax_changed("))
     real = files.package_file
@@ -58,7 +57,7 @@ def test_a_spec_without_a_current_file_gets_one_under_the_cache_folder(tmp_path,
     monkeypatch.setattr(interface, "_DERIVED", dict(interface._DERIVED))  # leave no operator behind
     monkeypatch.setattr(REGISTRY, "plugin", dict(REGISTRY.plugin))
     monkeypatch.setattr(REGISTRY, "memo", {})
-    base = s.get("softmax")
+    base = catalog.get("softmax")
     spec = dataclasses.replace(
         base, name="softmax_elsewhere", aliases=(), kernels={"torch": "tileport.backends.torch.softmax"}
     )
@@ -73,7 +72,7 @@ def test_a_spec_without_a_current_file_gets_one_under_the_cache_folder(tmp_path,
 
 
 def test_files_are_marked_generated_and_bind_their_spec():
-    for op in s.kernel_specs():
-        text = files.text(s.get(op))
+    for op in catalog.kernel_specs():
+        text = files.text(catalog.get(op))
         assert text.startswith(f'"""The interface of {op}, generated from its spec by `tileport generate`.')
         assert "from .spec import SPEC\n" in text  # go-to-definition reaches the spec

@@ -9,12 +9,13 @@ import pytest
 import torch
 
 import tileport
+from tileport.ops import catalog
 from tileport.ops import spec as s
 from tileport.ops.interface import DeclarationError, derive
 from tileport.ops.interface.layout import layout, signature
 
 OPS = sorted(
-    n for n, spec in s.specs().items() if not spec.general
+    n for n, spec in catalog.specs().items() if not spec.general
 )  # row-wise: (M, D) shapes; general ones: test_general_interface.py
 
 
@@ -36,7 +37,7 @@ def _math_written_or_xfail(spec):
 
 @pytest.mark.parametrize("op", OPS)
 def test_custom_ops_pass_opcheck(op):
-    spec = s.get(op)
+    spec = catalog.get(op)
     _math_written_or_xfail(spec)
     lay = layout(spec)
     ins = _inputs(spec)
@@ -60,7 +61,7 @@ def test_custom_ops_pass_opcheck(op):
 def test_fullgraph_compile_without_a_recompile_per_row_count(op):
     from torch._dynamo.testing import CompileCounter
 
-    spec = s.get(op)
+    spec = catalog.get(op)
     _math_written_or_xfail(spec)
     counter = CompileCounter()
     tensors = [t.name for t in spec.inputs]
@@ -126,7 +127,7 @@ def test_public_signatures(name):
 
 
 def test_the_derived_source_is_readable_and_shows_in_tracebacks():
-    api = s.get("rms_norm").api
+    api = catalog.get("rms_norm").api
     assert "def rms_norm_fwd(" in api.source
     with pytest.raises(TypeError) as info:
         tileport.rms_norm("not a tensor")
@@ -134,7 +135,7 @@ def test_the_derived_source_is_readable_and_shows_in_tracebacks():
 
 
 def test_default_signature_order():
-    spec = s.get("gated_rms_norm")  # declares no signatures: all derived
+    spec = catalog.get("gated_rms_norm")  # declares no signatures: all derived
     assert spec.signatures == {}
     assert signature(spec, "forward") == (
         "x",
@@ -151,7 +152,7 @@ def test_default_signature_order():
 
 
 def _broken(**changes):
-    base = s.get("gated_rms_norm")
+    base = catalog.get("gated_rms_norm")
     return dataclasses.replace(base, name="broken_op", **changes)
 
 

@@ -94,7 +94,7 @@ def test_float64_inputs_run_on_the_torch_reference(randn):
 @pytest.mark.parametrize("shape", [(7, 33), (2, 3, 150)])
 def test_golden_backward_is_torch_float64_where_rows_have_spread(shape):
     """The spec's golden states the backward as the contract does; on ordinary rows it is torch's float64."""
-    from tileport.ops.spec import get
+    from tileport.ops.catalog import get
 
     g = torch.Generator().manual_seed(3)
     x, dy = (torch.randn(shape, generator=g, dtype=torch.float64) * 3 + 5 for _ in range(2))
@@ -109,7 +109,7 @@ def test_golden_backward_is_torch_float64_where_rows_have_spread(shape):
 def test_golden_backward_at_one_element_rows_is_the_math():
     """At D = 1 every row equals its mean: xhat is 0, so dx and dweight are 0 for a finite gradient and
     dweight is inf * 0 = nan for an inf one (torch's float64 backward leaves an fma residue there instead)."""
-    from tileport.ops.spec import get
+    from tileport.ops.catalog import get
 
     x = torch.tensor([[2.5], [-1.3], [0.7]], dtype=torch.float64)
     one = torch.ones(1, dtype=torch.float64)

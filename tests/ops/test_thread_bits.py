@@ -5,7 +5,7 @@ Written once for every spec (it was four copies, one per norm)."""
 import pytest
 import torch
 
-from tileport.ops.spec import get, kernel_specs
+from tileport.ops.catalog import get, kernel_specs
 
 
 def _inputs(spec, gen):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tileport.cases import generate, load_suite, make_inputs
-from tileport.ops.spec import get as op_spec
+from tileport.ops.catalog import get as op_spec
 from tileport.precision.retest import FAR_SEEDS
 from tileport.verify import accuracy
 from tileport.verify.accuracy import Judge, merge

@@ -6,7 +6,7 @@ import dataclasses
 import torch
 
 from tileport.cases import generate, load_suite
-from tileport.ops.spec import get as op_spec
+from tileport.ops.catalog import get as op_spec
 from tileport.verify import accuracy
 from tileport.verify.accuracy import merge, raised
 from tileport.verify.pool import run_task

@@ -8,6 +8,7 @@ import torch
 
 from tileport.bench import originals
 from tileport.cases import generate, load_suite
+from tileport.ops import catalog
 from tileport.ops import spec as opspec
 from tileport.report.tables import originals as originals_table
 from tileport.verify import accuracy
@@ -28,7 +29,7 @@ BROKEN = opspec.Original("broken", "torch.nn.functional", "no_such_function")
 def rms_norm_with(monkeypatch):
     def use(*found):
         spec = dataclasses.replace(opspec.get("rms_norm"), originals=found)
-        monkeypatch.setitem(opspec.specs(), "rms_norm", spec)
+        monkeypatch.setitem(catalog.specs(), "rms_norm", spec)
         return spec
 
     return use

@@ -8,7 +8,7 @@ import torch
 import tileport
 from tileport.backends import outputs
 from tileport.cases import generate, load_suite
-from tileport.ops.spec import get as op_spec
+from tileport.ops.catalog import get as op_spec
 from tileport.verify import accuracy
 from tileport.verify.accuracy import merge
 from tileport.verify.pool import run_task

@@ -11,8 +11,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tileport import problems
-from tileport.cases import CaseFileError, generate, load_suite, make_inputs, spec_of
+from tileport.cases import CaseFileError, generate, load_suite, make_inputs, problems, spec_of
 from tileport.cli import app
 
 runner = CliRunner()

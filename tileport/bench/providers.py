@@ -16,8 +16,8 @@ import torch._functorch.config  # noqa: F401  (donated_buffer, patched for the b
 
 import tileport
 
+from ..ops.catalog import get as get_spec
 from ..ops.spec import OpSpec
-from ..ops.spec import get as get_spec
 from . import originals
 
 

@@ -17,7 +17,7 @@ import torch
 
 from .. import devices
 from ..dtypes import name as dtype_name
-from ..ops.spec import get as op_spec
+from ..ops.catalog import get as op_spec
 from . import contention
 from .environment import machine, versions
 from .memory import peak_bytes, resident_peak_bytes

@@ -2,4 +2,5 @@
 through its spec (``tileport.ops.spec``): its public API, its inputs' roles."""
 
 from .generate import Case, generate, golden_inputs, make_inputs, spec_of  # noqa: F401
-from .schema import CaseFileError, Suite, load_suite  # noqa: F401
+from .schema import CaseFileError, Suite  # noqa: F401
+from .suite_file import load_suite  # noqa: F401

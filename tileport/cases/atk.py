@@ -35,7 +35,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..ops.spec import specs
+from .. import reference
+from ..ops.catalog import specs
 from ..precision.standard import ACC_STANDARDS, COUNTS, MAX_ELEMENTS
 from .schema import BOUNDARY_FLAGS, AttrInput, CaseFileError, Level, ShapeRule, Suite, TensorInput, _dtypes, _Reader
 
@@ -88,8 +89,6 @@ def api_names(api: str, op: str) -> dict[str, str]:
 def resolve(name: str, file: Path) -> str | None:
     """The tileport operator an ATK ``name`` means (its own name or one of its aliases), or None where the name
     is a function that imports (``torch.max``: a reference operator, ``tileport.reference``)."""
-    from .. import reference
-
     for op, spec in specs().items():
         if name == op or name in spec.aliases:
             return op
@@ -262,7 +261,6 @@ def _levels(per_dtype: int | None, n_dtypes: int) -> dict[str, Level]:
 def _reference_suite(path: Path, top: _Reader, target: str, acc: str, per_dtype: int | None) -> Suite:
     """A suite for a function that is no tileport operator: its inputs by its own parameter names, the first
     tensor's shapes for every tensor, normalized_shape and the like derived; checked by one call of it."""
-    from .. import reference
     from .generate import spec_of
 
     tensors: list[TensorInput] = []
@@ -336,8 +334,6 @@ def api_suite(target: str) -> Suite:
     """The default design for ``verify --api MODULE.FUNCTION``: its first parameter (``input`` for a builtin) a
     tensor of fp32/fp16/bf16, 1 to 4 dimensions, the standard's value mix and boundary cases; no attributes
     (the function's defaults)."""
-    from .. import reference
-
     fn = reference.function(target)
     names, required = reference.parameters(fn)
     if names is not None and len(required) > 1:

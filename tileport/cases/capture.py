@@ -24,7 +24,7 @@ from .. import ops as ops_pkg
 from ..backends.registry import REGISTRY
 from ..dtypes import name as dtype_name
 from ..ops import dims as d
-from ..ops.spec import specs
+from ..ops.catalog import specs
 from .schema import SUITES
 
 

@@ -11,9 +11,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..ops.spec import get as op_spec
+from .. import reference
+from ..ops.catalog import get as op_spec
 from ..precision.results import shape_text
 from ..precision.standard import DISTRIBUTIONS
+from . import problems
 from .schema import Suite
 
 OMIT_SHARE = 0.25  # of the generalized cases leave out each optional input (the API's None path)
@@ -77,15 +79,15 @@ def spec_of(suite: Suite):
     """The spec a suite's cases run through: its operator's, or the one made from its reference callable."""
     if suite.reference is None:
         return op_spec(suite.name)
-    from .. import reference
-
     attrs = tuple((a.name, a.values[0]) for a in suite.attrs)
     declared = reference.Declared(
         suite.reference, tuple(t.name for t in suite.tensors), attrs, suite.derived, suite.backward
     )
     rule = suite.primary.shapes
     first = rule.fixed[0] if rule.fixed else (2,) * max(rule.dim_numbers)
-    return reference.spec_for(declared, suite.name, tuple(t.shape or first for t in suite.tensors))
+    problem = suite.reference.startswith(reference.PROBLEM)
+    src = problems.source(suite.reference[len(reference.PROBLEM) :]) if problem else None
+    return reference.spec_for(declared, suite.name, tuple(t.shape or first for t in suite.tensors), src)
 
 
 def mix(limits: str, n: int) -> list[str]:

@@ -239,7 +239,7 @@ def _tensor(r: _Reader, t: d.TensorDecl, first: bool, declaration: d.Declaration
 
 def load_named(path: Path, data: dict) -> Suite:
     """A suite by named dimensions (the module docstring), checked against its operator's declaration."""
-    from ..ops.spec import specs
+    from ..ops.catalog import specs
 
     top = _Reader(path, data).only(*NAMED_KEYS)
     name = top.get("name", str, "the operator's name")

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from ..dtypes import parse as parse_dtype
 from ..precision.standard import ACC_STANDARDS, COUNTS
@@ -360,37 +359,8 @@ def _standard(top: _Reader) -> dict[str, str]:
     return out
 
 
-def _plugin_suite(op: str) -> Path | None:
-    """The suite an operator outside tileport names in its spec (``OpSpec.suite``, made absolute when the
-    plugin was loaded)."""
-    from ..ops.spec import specs
-
-    spec = specs().get(op)
-    return Path(spec.suite) if spec is not None and spec.suite else None
-
-
-def load_suite(source: str | Path) -> Suite:
-    """Load a suite by operator name (``tileport/cases/suites/<op>.yaml``) or by path."""
-    path = Path(source)
-    if path.suffix not in (".yaml", ".yml"):
-        path = SUITES / f"{source}.yaml"
-        if not path.exists():
-            path = _plugin_suite(str(source)) or path
-        if not path.exists():
-            known = ", ".join(sorted(p.stem for p in SUITES.glob("*.yaml")))
-            raise ValueError(f"no case suite for operator {source!r}; suites: {known}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise CaseFileError(path, "<file>", f"valid YAML ({exc})") from exc
-    if isinstance(data, dict) and "levels" not in data:  # the test kit's own design format
-        from .atk import load_atk
-
-        return load_atk(path, data)
-    if isinstance(data, dict) and "dims" in data:  # a suite by named dimensions
-        from .named import load_named
-
-        return load_named(path, data)
+def load_rows(path: Path, data) -> Suite:
+    """A suite of tileport's own row-wise format, from its parsed YAML (``suite_file.load_suite`` reads it)."""
     top = _Reader(path, data).only(*TOP_KEYS)
     tensors, attrs = _inputs(path, top.get("inputs", list, "a list of inputs"))
     return Suite(

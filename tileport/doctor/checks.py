@@ -160,7 +160,7 @@ def cpu_kernel(p: Probe) -> Finding:
     try:
         import torch
 
-        from ..ops.spec import get
+        from ..ops.catalog import get
 
         op = _probe_op()
         spec = get(op)

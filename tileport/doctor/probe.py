@@ -58,7 +58,7 @@ def _glibcxx_versions(path: Path | None) -> set[str]:
 
 
 def _plugins() -> tuple[dict, dict]:
-    from ..ops.spec import broken_plugins, origin, specs
+    from ..ops.catalog import broken_plugins, origin, specs
 
     return {n: origin(n) for n in specs() if origin(n) != "tileport"}, broken_plugins()
 

@@ -9,12 +9,9 @@ custom ops, autograd and module). Discovery is by that convention; nothing else 
 
 from __future__ import annotations
 
-import importlib
 import math
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -400,12 +397,13 @@ class OpSpec:
 
     @property
     def api(self):
-        """The interface derived from this declaration (built once per operator, on first use)."""
-        from .interface import derive
-
+        """The interface derived from this declaration (built once per operator, on first use, by what
+        ``derive_with`` set)."""
         if self.composes:
             raise ValueError(f"{self.name} is composed over {self.composes}'s kernels: it has no derived interface")
-        return self._cached("_api", lambda: derive(self))
+        if _DERIVE is None:
+            raise RuntimeError("no interface derivation is set: import tileport.ops (ops/interface sets it)")
+        return self._cached("_api", lambda: _DERIVE(self))
 
     @property
     def function(self) -> Callable:
@@ -494,51 +492,12 @@ def rows_bytes(
     return (reads + writes) * n * e + 4 * per_row * rows + vectors * shape[-1] * e
 
 
-_SPECS: dict[str, OpSpec] = {}
-_ORIGIN: dict[str, str] = {}  # operator -> the package it came from
-_BROKEN: dict[str, str] = {}  # a plugin entry that did not load -> why
+# How a declaration becomes its interface: ``ops/interface`` sets it when imported (``ops/__init__`` imports it
+# before any operator), so the declaration never imports its derivation.
+_DERIVE: Callable | None = None
 
 
-def specs() -> dict[str, OpSpec]:
-    """Every operator's spec, found by convention: a package under ``tileport.ops`` with a ``spec`` module
-    (``interface`` is the derivation, not an operator), then the plugins' (``ops/plugins.py``)."""
-    if not _SPECS:
-        from .. import ops
-        from . import plugins
-
-        own: dict[str, OpSpec] = {}
-        for m in sorted(pkgutil.iter_modules(ops.__path__), key=lambda m: m.name):
-            if m.ispkg and not m.name.startswith("_") and (Path(m.module_finder.path) / m.name / "spec.py").exists():
-                spec = importlib.import_module(f"{ops.__name__}.{m.name}.spec").SPEC
-                own[spec.name] = spec
-        found = plugins.discover(set(own))
-        _ORIGIN.update({n: "tileport" for n in own} | {n: pkg for n, (_, pkg) in found.specs.items()})
-        _BROKEN.update(found.broken)
-        own.update({n: spec for n, (spec, _) in found.specs.items()})
-        _SPECS.update(own)
-    return _SPECS
-
-
-def kernel_specs() -> dict[str, OpSpec]:
-    """The operators with kernel modules of their own: every one but those composed over another's kernels."""
-    return {n: spec for n, spec in specs().items() if not spec.composes}
-
-
-def origin(name: str) -> str:
-    """The package operator ``name`` came from (``tileport`` for its own)."""
-    specs()
-    return _ORIGIN.get(name, "tileport")
-
-
-def broken_plugins() -> dict[str, str]:
-    """Plugin entries that did not load, with why (``tileport ops`` and ``tileport doctor`` report them)."""
-    specs()
-    return dict(_BROKEN)
-
-
-def get(name: str) -> OpSpec:
-    """The spec of operator ``name``; ValueError listing the operators when there is none."""
-    found = specs().get(name)
-    if found is None:
-        raise ValueError(f"unknown operator {name!r}; available: {', '.join(specs())}")
-    return found
+def derive_with(derive: Callable) -> None:
+    """Set how ``OpSpec.api`` derives an operator's interface from its declaration."""
+    global _DERIVE
+    _DERIVE = derive

@@ -3,7 +3,7 @@ timings, used by ``tileport bench``'s markdown, verify's performance section and
 
 from __future__ import annotations
 
-from .tables import Table
+from .table import Table
 
 
 def pivot(rows: list[dict], statistic: str) -> dict[tuple, dict[str, float]]:

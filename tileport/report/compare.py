@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from . import html, markdown
-from .tables import Table
+from .table import Table
 
 
 def plot(points: list[dict], path: Path) -> Path | None:

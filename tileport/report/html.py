@@ -7,7 +7,7 @@ import base64
 import html
 from pathlib import Path
 
-from .tables import Table
+from .table import Table
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:1.2em 2em;max-width:2000px}
 h1{font-size:22px;margin:.2em 0 .6em}h2{font-size:17px;margin:1em 0 .3em}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .tables import Table
+from .table import Table
 
 
 def _cell(v: str) -> str:

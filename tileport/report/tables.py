@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-
-@dataclass(frozen=True)
-class Table:
-    title: str
-    headers: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-    note: str = ""
-    fold: bool = False  # a long table: folded (<details>) in html, after the rest
-    anchor: str = ""  # the table's html id
-    row_ids: tuple[str, ...] = ()  # an html id per row (where other tables link to it)
-    links: tuple[tuple[str, ...], ...] = ()  # per row and cell: an href, or "" for none
-    plain: bool = False  # its pass/fail words are not this run's verdicts: rendered without verdict colours
+from .benchrows import performance_table
+from .table import Table
 
 
 def check_id(backend: str, dtype: str, output: str) -> str:
@@ -440,8 +430,6 @@ def studies(rep) -> list[Table]:
 
 
 def performance(rep) -> Table:
-    from .benchrows import performance_table
-
     return performance_table(rep.perf)
 
 

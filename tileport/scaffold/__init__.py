@@ -22,9 +22,10 @@ from pathlib import Path
 import tileport
 
 from ..ops import spec as s
-from ..ops.spec import kernel_specs, specs
+from ..ops.catalog import kernel_specs, specs
 from . import declared, render, render_general
-from .signature import Signature, SignatureError, build
+from .request import build
+from .signature import Signature, SignatureError
 
 NAME = re.compile(r"[a-z][a-z0-9_]*")
 

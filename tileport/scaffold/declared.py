@@ -24,7 +24,7 @@ from ..ops.dims import Declaration, TensorDecl
 from ..ops.dims.decl import INTEGER
 from ..ops.interface.declared import general
 from ..ops.interface.layout import DeclarationError
-from .signature import Signature, SignatureError, parse_attrs
+from .signature import Signature, SignatureError, from_spec, parse_attrs
 
 RESERVED = ("backend", "out", "output_dtype")
 WORDS = "float, int64, int32, index, bool, like:OTHER, nograd, in[LOW,HIGH)"
@@ -283,9 +283,7 @@ def build(
     replaced; the backward the default one unless nothing was replaced."""
     base = like if like is not None and like.general else None
     if inputs is None and attrs is None and outputs is None and where is None and base is not None:
-        from .signature import from_spec
-
-        return from_spec(base)
+        return from_spec(base, default_backward)
     if inputs is None and base is None:
         raise SignatureError("give --inputs by named dimensions (NAME:[SHAPE]), or --like a general operator")
     ins = parse_inputs(inputs) if inputs is not None else base.inputs

@@ -69,7 +69,7 @@ HELPERS = """- TileLang CPU: a grid kernel (`tileport/backends/tilelang/cpu/inte
 def example_op(new: str) -> str | None:
     """A general operator already written, whose kernel modules and suite a new one's are modelled on (the first
     with a suite), or None: the generic layers name no operator."""
-    from ..ops.spec import kernel_specs
+    from ..ops.catalog import kernel_specs
 
     return next(
         (n for n, spec in kernel_specs().items() if spec.general and n != new and _suite_path(n) is not None), None

@@ -120,45 +120,42 @@ def default_backward(inputs, attrs, outputs) -> tuple[s.Backward, tuple[s.Tensor
     return bwd, grads
 
 
-def from_spec(spec: s.OpSpec) -> Signature:
+def from_spec(spec: s.OpSpec, backward=None) -> Signature:
     """An operator's own signature (a general one's with its constraints). A backward of its own making (a result
-    for two inputs, ``to_grads``) is replaced by the default one: the new operator's math is its own."""
+    for two inputs, ``to_grads``) is replaced by the default one, ``backward`` (a general operator's is
+    ``declared.default_backward``; the row-wise one here otherwise): the new operator's math is its own."""
     if spec.backward is not None and spec.backward.to_grads is None and not spec.backward.returns:
         bwd, grads = spec.backward, spec.grads
-    elif spec.general:
-        from .declared import default_backward as general_backward
-
-        bwd, grads = general_backward(spec.inputs, spec.attrs, spec.outputs)
     else:
-        bwd, grads = default_backward(spec.inputs, spec.attrs, spec.outputs)
+        bwd, grads = (backward or default_backward)(spec.inputs, spec.attrs, spec.outputs)
     return Signature(
         spec.inputs, spec.attrs, spec.options, spec.outputs, bwd, grads, dict(spec.signatures), tuple(spec.where)
     )
 
 
 def build(
-    like: s.OpSpec | None, inputs: str | None, attrs: str | None, outputs: str | None, where: str | None = None
+    like: s.OpSpec | None,
+    inputs: str | None,
+    attrs: str | None,
+    outputs: str | None,
+    where: str | None = None,
+    general_outputs: bool = False,
 ) -> Signature:
-    """``like``'s signature with the given parts replaced (without ``like``, the parts given: --inputs and
-    --outputs are then required). Inputs by named dimensions (a ``[`` in ``--inputs``), or ``like`` a general
-    operator with no row-wise inputs given: a general signature (``declared.build``)."""
-    from . import declared
-
-    if declared.is_general(inputs) or (inputs is None and like is not None and like.general):
-        return declared.build(like, inputs, attrs, outputs, where)
+    """A row-wise signature: ``like``'s with the given parts replaced (without ``like``, the parts given: --inputs
+    and --outputs are then required). ``general_outputs``: --outputs are by named dimensions (refused here)."""
     if where is not None:
         raise SignatureError("--where: constraints are between named dimensions: give --inputs by them (NAME:[SHAPE])")
-    if declared.is_general(outputs):
+    if general_outputs:
         raise SignatureError("--outputs: by named dimensions (NAME:[SHAPE]) needs --inputs by named dimensions too")
     if like is not None and like.general and outputs is None:
         raise SignatureError(f"--outputs: {like.name}'s are by named dimensions: give row-wise ones with --inputs")
     if like is None and (inputs is None or outputs is None):
         raise SignatureError("give --like OP, or --inputs and --outputs (and --attrs) for a new signature")
-    base = from_spec(like) if like is not None else None
+    base = from_spec(like) if like is not None and not like.general else None  # a general like lends its attrs
     if inputs is None and attrs is None and outputs is None:
         return base  # type: ignore[return-value]
     ins = parse_tensors(inputs, "inputs", ROLES_IN) if inputs is not None else base.inputs
-    ats = parse_attrs(attrs) if attrs is not None else (base.attrs if base else ())
+    ats = parse_attrs(attrs) if attrs is not None else (base.attrs if base else (like.attrs if like else ()))
     outs = parse_tensors(outputs, "outputs", ROLES_OUT) if outputs is not None else base.outputs
     if ins[0].role != s.ROWS or ins[0].optional:
         raise SignatureError(

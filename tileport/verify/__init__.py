@@ -21,8 +21,8 @@ from .. import available_backends, devices, external
 from ..bench import originals
 from ..bench.environment import machine, versions
 from ..cases import generate, load_suite, spec_of
+from ..ops.catalog import get as spec_of_name
 from ..ops.spec import StudyResult
-from ..ops.spec import get as spec_of_name
 from ..precision import COUNTS, MIN_ELEMENTS, STANDARD_VERSION, Aggregate, CaseResult, aggregate
 from ..precision.standard import RETEST_MIN_SEEDS, RETEST_SEEDS
 from . import competitor, journal

@@ -33,6 +33,7 @@ from ..precision import CaseResult, Metrics, Verdict, compare, compare_equal, du
 from ..precision.retest import RetestResult, far_above, retest_stream, retest_verdicts
 from ..precision.standard import RETEST_MIN_SEEDS
 from . import competitor
+from .outcome import CaseOutcome, PairStat  # journals pickled before outcome.py name this module: kept here
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 RETEST_CHUNK_ELEMENTS = 1 << 22  # elements of x per batched retest call (the float64 golden is 8 bytes each)
@@ -47,20 +48,6 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     bits = _BITS[a.element_size()]
     a, b = (t.detach().cpu().contiguous().view(bits).numpy() for t in (a, b))
     return bool(np.array_equal(a, b))
-
-
-@dataclass
-class PairStat:
-    """How far two backends' outputs are apart, over every case of one dtype."""
-
-    a: str
-    b: str
-    dtype: str
-    output: str
-    max_abs: float = 0.0
-    max_rel: float = 0.0  # |a - b| / (|b| + 1e-7), finite positions only
-    identical: int = 0  # cases with bit-identical outputs
-    cases: int = 0
 
 
 def _pair_update(stat: PairStat, a: torch.Tensor, b: torch.Tensor) -> None:
@@ -375,20 +362,6 @@ class Task:
     def conforming(self) -> bool:
         """A level of the standard (the small-sample fuse on), not the labelled quick level."""
         return self.min_seeds > 0
-
-
-@dataclass
-class CaseOutcome:
-    """What one case gave: its results, its share of the cross-backend comparison, and what it did not run
-    (key -> [count, why]). Outcomes of different cases fold together in any grouping (``merge``)."""
-
-    index: int
-    results: list[CaseResult] = field(default_factory=list)
-    pairs: dict = field(default_factory=dict)
-    skipped: dict = field(default_factory=dict)
-    digest: str = ""  # of the case's inputs (competitor.digest): another machine must draw the same
-    sides: dict = field(default_factory=dict)  # (provider, output) -> competitor.Side: what a benchmark needs
-    retests: dict = field(default_factory=dict)  # (provider, output, seed) -> competitor.Side (--retest-for)
 
 
 def _judged(

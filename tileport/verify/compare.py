@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..report.tables import Table
+from ..report.table import Table
 from . import journal
 from .competitor import CompetitorError, providers
 

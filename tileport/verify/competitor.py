@@ -21,6 +21,7 @@ import torch
 
 from ..precision import Metrics, dual_measure_batch, judge, measure
 from ..precision.nonfinite import FINITE, NAN, NEG_INF, POS_INF, classes
+from . import journal
 
 _VALUES = {NAN: float("nan"), POS_INF: float("inf"), NEG_INF: float("-inf")}
 
@@ -119,8 +120,6 @@ def providers(outcomes) -> list[str]:
 def load(specs: list[str], op: str, level: str) -> BenchmarkRun:
     """The benchmark run(s) ``RUN[:PROVIDER]`` for a run of ``op`` at ``level``; CompetitorError naming the run
     and what was expected."""
-    from . import journal
-
     folders, provider = [], None
     for item in specs:
         folder, _, want = item.partition(":") if not Path(item).exists() else (item, "", "")
@@ -178,55 +177,3 @@ def awaiting(outcomes) -> list[tuple[int, str, str]]:
     return [
         (r.case, r.backend, r.output) for o in outcomes for r in o.results if r.retest is not None and r.retest.awaiting
     ]
-
-
-def retest_for(run: Path, out: Path, suite, cases: list, device: str = "cpu", progress=None) -> int:
-    """On the benchmark's machine: the benchmark run's provider on the new seeds of ``run``'s checks awaiting
-    the competitor's retest, kept as sides in ``out`` (a run ``--benchmark-run`` takes after the first).
-    Returns the number of seeds run; CompetitorError where ``run`` has nothing to retest."""
-    from dataclasses import replace
-
-    from ..cases import make_inputs
-    from . import journal
-    from .accuracy import CaseOutcome, Judge
-
-    req = journal.read_request(run)
-    provider = req.get("benchmark_provider")
-    if not provider:
-        raise CompetitorError(f"--retest-for {run}: that run was not judged against a benchmark run (--benchmark-run)")
-    outcomes = journal.read(run)
-    todo: dict[tuple[int, str], int] = {}
-    for o in outcomes.values():
-        for r in o.results:
-            if r.retest is not None and r.retest.awaiting:
-                todo[(r.case, r.output)] = max(todo.get((r.case, r.output), 0), r.retest.seeds)
-    if not todo:
-        raise CompetitorError(f"--retest-for {run}: no check there awaits the competitor's retest")
-    by_index = {c.index: c for c in cases}
-    limits = suite.level(req["level"]).limits
-    impls = {provider[len("impl:") :]: {}} if provider.startswith("impl:") else {}
-    j = Judge(suite, limits, device, impls)
-    journal.write_request(
-        out, {"op": req["op"], "level": req["level"], "retest_for": str(run.resolve()), "provider": provider}
-    )
-    writer = journal.Writer(out)
-    total = sum(todo.values())
-    done = 0
-    try:
-        for index in sorted({i for i, _ in todo}):  # one record per case (the journal keeps one per index)
-            case, record = by_index[index], CaseOutcome(index)
-            for (_, name), seeds in sorted((k, v) for k, v in todo.items() if k[0] == index):
-                backward = name not in {t.name for t in j.spec.outputs}
-                for s in range(case.seed + 1, case.seed + 1 + seeds):
-                    inputs = make_inputs(suite, replace(case, seed=s))
-                    under, _, gold = j.run_all(inputs, provider, backward)
-                    record.retests[(provider, name, s)] = Side.of(
-                        under[name], gold[name], j.spec.precision_dtype(name, case.dtype)
-                    )
-                    done += 1
-                    if progress:
-                        progress(f"{case.describe()} {name}: seed {s - case.seed} of {seeds}", total)
-            writer.append(record)
-    finally:
-        writer.close()
-    return done

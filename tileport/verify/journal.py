@@ -17,7 +17,7 @@ import struct
 import time
 from pathlib import Path
 
-from .accuracy import CaseOutcome
+from .outcome import CaseOutcome
 
 REQUEST, RECORDS = "request.json", "journal.bin"
 SYNC_SECONDS = 2.0  # fsync at most this often: a reboot loses at most these seconds of finished cases

@@ -10,7 +10,7 @@ import torch
 
 from ..backends.registry import REGISTRY
 from ..bench.run import Group, plan, run
-from ..ops.spec import get as op_spec
+from ..ops.catalog import get as op_spec
 
 SIZES = [(33, 100), (1024, 512), (256, 4096), (2048, 4096)]
 

@@ -176,11 +176,9 @@ def _output_grads(spec, inputs: dict, gen: torch.Generator) -> dict:
     }
 
 
-def launches(op: str, chip: ascend.Chip, dtype: torch.dtype, dim: int, rows: int = 256) -> list[Launch]:
-    """The kernels op's forward and backward launch for rows of ``dim`` columns (one per kernel and constants)."""
-    from ...ops.spec import get
-
-    spec = get(op)
+def launches(spec, chip: ascend.Chip, dtype: torch.dtype, dim: int, rows: int = 256) -> list[Launch]:
+    """The kernels an operator's forward and backward launch (``spec``: its ``ops`` spec, given by the caller
+    above the backends) for rows of ``dim`` columns (one per kernel and constants)."""
     gen = torch.Generator().manual_seed(0)
     inputs = spec.example((rows, dim), dtype, "cpu", gen)
     inputs["dy"] = torch.randn((rows, dim), generator=gen).to(dtype)
@@ -244,9 +242,9 @@ def compile_launch(launch: Launch, chip: ascend.Chip, strict: bool = True) -> Lo
     return out
 
 
-def lower(op: str, target: str, dtype: torch.dtype, dim: int) -> list[Lowered]:
-    """Every Triton kernel of op lowered for ``target`` (ascend-a2, ascend-a3) at ``dim`` columns; ValueError
-    naming what is missing (triton-ascend, the target)."""
+def lower(spec, target: str, dtype: torch.dtype, dim: int) -> list[Lowered]:
+    """Every Triton kernel of an operator (its spec) lowered for ``target`` (ascend-a2, ascend-a3) at ``dim``
+    columns; ValueError naming what is missing (triton-ascend, the target)."""
     if target not in ascend.CHIPS:
         raise ValueError(f"unknown Ascend target {target!r}; choose from {', '.join(ascend.CHIPS)}")
     if ascend.triton_ascend_version() is None:
@@ -254,4 +252,4 @@ def lower(op: str, target: str, dtype: torch.dtype, dim: int) -> list[Lowered]:
             f"--target {target} lowers through triton-ascend, which is not installed here: {ascend.INSTALL}"
         )
     chip = ascend.CHIPS[target]
-    return [compile_launch(launch, chip) for launch in launches(op, chip, dtype, dim)]
+    return [compile_launch(launch, chip) for launch in launches(spec, chip, dtype, dim)]

@@ -34,6 +34,7 @@ outputs allocated by the kernel, contiguous.
 from __future__ import annotations
 
 from .. import _halves
+from .mlp import GEGLUMLP  # noqa: F401 - a public name of the package
 from .spec import SPEC
 
 OP = "geglu"
@@ -50,6 +51,3 @@ def gelu_and_mul(x, approximate="none", *, casting="fp32", backend=None):
     differentiable in x. ``casting`` as :func:`geglu`'s. TypeError / ValueError for a non-tensor, 0-d or odd-sized
     x."""
     return _gelu_and_mul(x, approximate, casting, backend)
-
-
-from .mlp import GEGLUMLP  # noqa: E402, F401  (last: the module calls geglu, defined above)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from .. import _checks as _c
 from .._gated_mlp import GatedMLP
-from . import geglu
-from .spec import APPROXIMATE, CASTINGS
+from .spec import APPROXIMATE, CASTINGS, SPEC
 
 
 class GEGLUMLP(GatedMLP):
@@ -33,7 +32,7 @@ class GEGLUMLP(GatedMLP):
         self.backend = backend
 
     def gated(self, gate, up):
-        return geglu(gate, up, self.approximate, casting=self.casting, backend=self.backend)
+        return SPEC.api.function(gate, up, self.approximate, casting=self.casting, backend=self.backend)
 
     def extra_repr(self):
         return (

@@ -87,6 +87,9 @@ def derive(spec: s.OpSpec, module: str | None = None) -> Api:
         return found
 
 
+s.derive_with(derive)
+
+
 def _load(spec: s.OpSpec, name: str) -> tuple[types.ModuleType, str]:
     """The generated module: ``<package>/_interface.py`` where it is what the spec generates now, else the text
     written under the cache folder (a plugin's, or a spec changed since ``tileport generate``: warned)."""

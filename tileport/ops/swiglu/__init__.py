@@ -30,6 +30,7 @@ outputs allocated by the kernel, contiguous.
 from __future__ import annotations
 
 from .. import _halves
+from .mlp import SwiGLUMLP  # noqa: F401 - a public name of the package
 from .spec import SPEC
 
 OP = "swiglu"
@@ -45,6 +46,3 @@ def silu_and_mul(x, *, casting="fp32", backend=None):
     """vLLM's ``silu_and_mul``: ``silu(x[..., :F]) * x[..., F:]`` of x [..., 2F], y [..., F]; differentiable in x.
     ``casting`` as :func:`swiglu`'s. TypeError / ValueError for a non-tensor, 0-d or odd-sized x."""
     return _silu_and_mul(x, casting, backend)
-
-
-from .mlp import SwiGLUMLP  # noqa: E402, F401  (last: the module calls swiglu, defined above)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from .. import _checks as _c
 from .._gated_mlp import GatedMLP
-from . import swiglu
-from .spec import CASTINGS
+from .spec import CASTINGS, SPEC
 
 
 class SwiGLUMLP(GatedMLP):
@@ -23,7 +22,7 @@ class SwiGLUMLP(GatedMLP):
         self.backend = backend
 
     def gated(self, gate, up):
-        return swiglu(gate, up, casting=self.casting, backend=self.backend)
+        return SPEC.api.function(gate, up, casting=self.casting, backend=self.backend)
 
     def extra_repr(self):
         return f"hidden_size={self.hidden_size}, intermediate_size={self.intermediate_size}, casting={self.casting!r}"

@@ -27,10 +27,10 @@ from typing import Any
 
 import torch
 
-from . import reference
-from .cases.schema import Level, ShapeRule, Suite, TensorInput
-from .external import import_file
-from .precision import COUNTS
+from .. import reference
+from ..external import import_file
+from ..precision import COUNTS
+from .schema import Level, ShapeRule, Suite, TensorInput
 
 MAX_ELEMENTS = 1 << 24  # per input, a problem past the budget: what keeps its quick level within minutes here
 # A case's peak memory per element of its floating inputs: the golden's fp64 copies of input and output, the
