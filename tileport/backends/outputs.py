@@ -75,8 +75,8 @@ def empty(shape, dtype: torch.dtype, device=None) -> torch.Tensor:
         shape = (shape,)
     if _HUGE["on"] and math.prod(shape) * dtype.itemsize >= HUGE_MIN_BYTES and _on_cpu(device) and huge_pages_offered():
         t = _huge_empty(tuple(shape), dtype)
-    else:  # the one-row path: a dict lookup and a product; sizes as arguments, which torch parses 0.2 us faster
-        t = torch.empty(*shape, dtype=dtype, device=device)  # than a tuple
+    else:  # the one-row path: a dict lookup and a product; sizes as arguments, which torch parses faster than
+        t = torch.empty(*shape, dtype=dtype, device=device)  # a tuple
     if _POISON.get() and t.is_floating_point():
         t.fill_(math.nan)
     return t

@@ -29,7 +29,7 @@ _ENV_KEY = os.environ.encodekey(ENV_BACKEND) if hasattr(os.environ, "encodekey")
 
 def env_backend() -> str | None:
     """``$TILEPORT_BACKEND`` as it is now. Read on every dispatch, through os.environ's own dict where it has one:
-    ``os.environ.get`` encodes the key and decodes the value each time, about 1 us, a tenth of a one-row call."""
+    ``os.environ.get`` encodes the key and decodes the value each time, a tenth of a one-row call."""
     data = getattr(os.environ, "_data", None)
     if _ENV_KEY is None or data is None:
         return os.environ.get(ENV_BACKEND)

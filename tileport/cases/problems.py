@@ -34,8 +34,8 @@ from .schema import Level, ShapeRule, Suite, TensorInput
 
 MAX_ELEMENTS = 1 << 24  # per input, a problem past the budget: what keeps its quick level within minutes here
 # A case's peak memory per element of its floating inputs: the golden's fp64 copies of input and output, the
-# benchmark's and the candidate's outputs (twice: repeated runs) and the metrics' fp64 temporaries. Measured:
-# 4.2 GiB for KernelBench's 40_LayerNorm (67M fp32 elements in, as many out; AMD EPYC, torch 2.x).
+# benchmark's and the candidate's outputs (twice: repeated runs) and the metrics' fp64 temporaries (measured on
+# a KernelBench problem: docs/notes/measurements.md).
 BYTES_PER_ELEMENT = 64
 # What a case may take at the problem's own sizes: two workers of a 24 GiB machine, beside other work. A
 # constant, not this machine's free memory: the shapes, and so the cases, must be the same on every machine.

@@ -137,21 +137,21 @@ SWEEP = [
 ]
 HALF = ("float16", "bfloat16")
 
-# Why the CPU kernels miss what they miss (measured: docs/kernels.md); an operator adds its own with with_causes.
+# Why the CPU kernels miss what they miss (the figures: docs/kernels.md, docs/notes/measurements.md); an operator
+# adds its own with with_causes.
 _IN_CACHE_CAUSE = (
     "in cache the kernels are instruction-bound, not memory-bound: two passes over each row and the fp64 "
-    "accumulation of the row's sum (512-bit conversions at half rate on Zen 4); a 16-bit element also takes its "
-    "widening, narrowing and torch's bf16 NaN pattern (10 instructions per 16 lanes in the map against fp32's 5)"
+    "accumulation of the row's sum (its 512-bit conversions run at half rate on some CPUs); a 16-bit element also "
+    "takes its widening, narrowing and torch's bf16 NaN pattern (twice fp32's instructions per lane in the map)"
 )
 _BACKWARD_CAUSE = (
     "the backward's first pass: three fp64 sums per row (x^2, g * x, g^2; the precision standard's dx needs "
-    "k = d / (ss + eps) to fp64 accuracy), whose 512-bit conversions Zen 4 runs at half rate, and dweight's "
+    "k = d / (ss + eps) to fp64 accuracy), whose 512-bit conversions run at half rate on some CPUs, and dweight's "
     "compensated accumulation"
 )
 _CALL_CAUSE = (
-    "the public call's Python path: of a one-row fp32 call's 6.0 us (two outputs, 1 thread, AMD EPYC), the ctypes "
-    "call takes 1.3, the launcher's checks 1.0, each output's torch.empty 0.8-0.9, the interface's checks and "
-    "dispatch the rest"
+    "the public call's Python path: the ctypes call, the launcher's checks, each output's torch.empty, the "
+    "interface's checks and dispatch, each about a microsecond (docs/notes/measurements.md)"
 )
 
 # The speed bar of a memory-bound row-wise operator on the CPU (issue 30), shared by the row-wise operators:

@@ -41,8 +41,8 @@ RETEST_CHUNK_ELEMENTS = 1 << 22  # elements of x per batched retest call (the fl
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bit-identical (nan payloads included), as ATK's repeated runs require. Compared as integers by numpy:
-    torch.equal took 3.7x as long (46 against 12 us at 69k int32 elements, one thread, AMD EPYC Zen 4), and a
-    run of L0 compares 49 repeats of every output of every case."""
+    torch.equal took several times as long (docs/notes/measurements.md), and a run of L0 compares 49 repeats of
+    every output of every case."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     bits = _BITS[a.element_size()]
@@ -68,8 +68,7 @@ def _pair_update(stat: PairStat, a: torch.Tensor, b: torch.Tensor) -> None:
 @dataclass(frozen=True)
 class Reduced:
     """A smaller workload for one backend (an interpreter): the first cases of each dtype up to a size, fewer
-    runs. The size cap keeps a retest affordable: 200 seeds of a 1M-element case took over 40 minutes under
-    the Triton interpreter (Intel Xeon, 2 vCPUs)."""
+    runs. The size cap keeps a retest affordable under an interpreter (docs/notes/measurements.md)."""
 
     cases_per_dtype: int
     runs: int

@@ -57,8 +57,8 @@ def jobs_for(cases: int, wanted: int, device: str = "cpu") -> int:
 def keep_freed_memory() -> bool:
     """In a worker process: glibc malloc keeps freed blocks for reuse instead of returning them to the system.
     By default a block above its mmap threshold (128 KiB at first) is mapped fresh on every allocation, and
-    every page of a new output then faults on first touch: the NaN fill of L0's 50 repeated runs per case
-    took 3.5x as long (AMD EPYC Zen 4). False where the C library is not glibc (nothing changed)."""
+    every page of a new output then faults on first touch, which made the NaN fill of L0's 50 repeated runs per
+    case several times slower. False where the C library is not glibc (nothing changed)."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt

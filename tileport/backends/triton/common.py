@@ -16,7 +16,7 @@ from . import INTERPRET_MAX_ELEMENTS, interpreting
 from .ascend import chip_of
 
 MAX_BLOCK_D = 4096  # columns per chunk
-INTERPRET_PROGRAMS = 64  # the interpreter costs ~3 ms per program instance: few, large programs
+INTERPRET_PROGRAMS = 64  # the interpreter's cost is per program instance: few, large programs
 
 
 @triton.jit

@@ -4,8 +4,7 @@ walked in column chunks: no buffer beyond the output for rows of any length.
 Forward per program: pass one takes the rows' max, pass two sums exp(x - max) in fp64, pass three writes
 exp(x - max) * (1 / sum) with the reciprocal and the product in fp64, rounded once (LOG: (x - max) - log(sum)).
 The fp64 sum and scale: with an fp32 sum, the sum's rounding is one common relative error on the whole row,
-which y * (dy - sum(dy * y)) turns into dx error: Triton's fp32 dx at 64x15x150 had a median RMSE ratio of
-1.10 against torch over 200 seeds and failed L0; numpy's emulation of this form gives 0.88 (Intel Xeon).
+which y * (dy - sum(dy * y)) turns into dx error (an fp32 sum failed L0's RMSE ratio: docs/notes/measurements.md).
 Backward: pass one sums dy * y (LOG: dy) in fp64, rounded once to fp32 (an fp32 sum failed log_softmax's fp32
 dx at L1, [37] of U[-0.001, 0.001]: median RMSE ratio 1.02 over 200 seeds); pass two writes y * (dy - sum)
 (LOG: dy - exp(y) * sum).

@@ -283,8 +283,8 @@ def launcher(lib, iface: Interface, source: str = ""):
 
     Generated once per kernel (as dataclasses generates ``__init__``): straight-line code that checks each
     tensor's shape, dtype and unit stride and passes pointers, row strides, M, D, scalars and the thread count
-    in the driver's order; Python itself rejects a missing or unknown name. About 1 us over the bare ctypes
-    call, which matters for one-row calls. Attributes: ``iface``, ``lib``, ``source()``.
+    in the driver's order; Python itself rejects a missing or unknown name. Its cost over the bare ctypes
+    call matters for one-row calls (docs/notes/measurements.md). Attributes: ``iface``, ``lib``, ``source()``.
     """
     fn = getattr(lib, f"{iface.name}_drive")
     fn.argtypes = [t for _, t in iface.driver_params()]
