@@ -204,7 +204,7 @@ def verify(
         None,
         "--arg",
         metavar="NAME=INPUT",
-        help="map a parameter of --impl's function: NAME=INPUT; a TileLang kernel's build argument: NAME=INTEGER "
+        help="map a parameter of --impl's function: NAME=INPUT; a TileLang jit kernel's parameter: NAME=VALUE "
         "(repeatable)",
     ),
     problem: Path | None = typer.Option(

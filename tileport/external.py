@@ -125,34 +125,39 @@ def _version(module: str) -> str:
 
 
 def parse_args(args: list[str] | None) -> dict[str, str]:
-    """{parameter: input} of ``--arg NAME=INPUT``; ``NAME=INTEGER`` is a TileLang kernel's build argument (a
-    block size), kept as its text."""
+    """{parameter: input} of ``--arg NAME=INPUT``; for a TileLang kernel also a build argument (``block_M=64``),
+    kept as its text."""
     out = {}
     for a in args or ():
         name, eq, target = a.partition("=")
         if not eq or not name.isidentifier() or not (target.isidentifier() or target.isdigit()):
             raise ImplError(
                 f"--arg {a!r}: expected NAME=INPUT (a parameter of the function = an input or attribute of the "
-                "operator) or, for a TileLang kernel, NAME=INTEGER"
+                "operator) or, for a TileLang jit kernel, PARAM=VALUE (an integer or a name)"
             )
         out[name] = target
     return out
 
 
 def _tile_kernel(spec: s.OpSpec, obj, target: str, args: dict[str, str]):
-    """A TileLang kernel (``T.prim_func``, ``@tilelang.jit``) built for this CPU's C target and called with
-    torch tensors (``backends/tilelang/cpu/foreign.py``): its buffers that are the operator's inputs (by name,
-    alias or ``--arg``) are its parameters, the others its outputs; None for anything else."""
+    """(the kernel, the ``--arg`` mappings left) for a TileLang kernel (``T.prim_func``, ``@tilelang.jit``), built
+    for this CPU's C target and called with torch tensors (``backends/tilelang/cpu/foreign.py``): an ``--arg``
+    naming a parameter of the jit function is a build argument (``block_M=64``, ``accum_dtype=float64``); its
+    buffers that are the operator's inputs (by name, alias or ``--arg``) are its parameters, the others its
+    outputs. None for anything else."""
     if not (type(obj).__module__.startswith(("tilelang", "tvm")) and type(obj).__name__ in {"PrimFunc", "JITImpl"}):
         return None
     from .backends.tilelang.cpu import foreign
 
     names = {t.name for t in spec.inputs} | {a.name for a in spec.attrs}
-    build = {p: int(v) for p, v in args.items() if v.isdigit()}
+    params = inspect.signature(obj.func).parameters if type(obj).__name__ == "JITImpl" else {}
+    build = {p: int(v) if v.isdigit() else v for p, v in args.items() if p in params}
+    mapped = {p: v for p, v in args.items() if p not in params}
     try:
-        return foreign.Kernel(obj, lambda p: canonical(spec, args.get(p, p)) in names, build)
+        kernel = foreign.Kernel(obj, lambda p: canonical(spec, mapped.get(p, p)) in names, build)
     except foreign.KernelBuildError as exc:
         raise ImplError(f"--impl {target!r}: {exc}") from None
+    return kernel, mapped
 
 
 @dataclass
@@ -378,7 +383,7 @@ def resolve(spec: s.OpSpec, target: str, args: list[str] | dict[str, str] | None
         fn, module, file = load_callable(target)
         kernel = _tile_kernel(spec, fn, target, overrides)
         if kernel is not None:
-            fn, overrides = kernel, {p: v for p, v in overrides.items() if not v.isdigit()}
+            fn, overrides = kernel
         mapping = bind(spec, fn, target, overrides)
         try:
             sig = str(inspect.signature(fn))

@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 
-from tileport.ops import _checks, dims
+from tileport.ops import _checks, catalog, dims
 from tileport.ops import spec as s
 from tileport.ops.dims import Declaration, Dim, bind, bind_sizes, decl, parse_shape
 
@@ -644,7 +644,7 @@ def test_roles_as_declarations():
         ValueError, match=r"^f: role 'free' has no short form \(one of rows, vector, per_row, reduced\)$"
     ):
         s.from_role("f", s.FREE)
-    rms = s.get("rms_norm")
+    rms = catalog.get("rms_norm")
     assert [str(t) for t in s.rowwise(rms.inputs).inputs] == ["x: [*, D] float", "weight: [D] float optional"]
 
 

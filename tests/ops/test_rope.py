@@ -11,10 +11,10 @@ import torch
 
 import tileport
 from tileport.backends.registry import available_backends
-from tileport.ops import spec as s
+from tileport.ops import catalog
 
 BACKENDS = [b.name for b in available_backends() if b.available and "rope" in b.serves and not b.interpreted]
-SPEC = s.get("rope")
+SPEC = catalog.get("rope")
 
 
 def _golden(x, cos, sin, pos, interleaved=False):

@@ -105,18 +105,19 @@ def silu_mul(M, N, block_M=32, dtype="float32"):
 
 
 @tilelang.jit(out_idx=[1])
-def l2norm_rows(M, N, dtype="float32"):
+def l2norm_rows(M, N, dtype="float32", accum_dtype="float64"):
     """l2norm with one program per row, explicit loops and eps a scalar parameter: it builds for the C target,
-    where the fragment-and-reduce form (``rownorm``) does not."""
+    where the fragment-and-reduce form (``rownorm``) does not. The row's sum in ``accum_dtype``: fp64 passes the
+    standard's fp32 limits, a one-pass fp32 sum (``--arg accum_dtype=float32``) does not on long rows."""
 
     @T.prim_func
     def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype), eps: T.float32):
         with T.Kernel(M, threads=1) as row:
-            acc = T.alloc_local((1,), "float32")
+            acc = T.alloc_local((1,), accum_dtype)
             acc[0] = 0.0
             for j in T.serial(N):
-                acc[0] += T.cast(X[row, j], "float32") * T.cast(X[row, j], "float32")
+                acc[0] += T.cast(X[row, j], accum_dtype) * T.cast(X[row, j], accum_dtype)
             for j in T.serial(N):
-                Y[row, j] = T.cast(T.cast(X[row, j], "float32") / T.sqrt(acc[0] + eps), dtype)
+                Y[row, j] = T.cast(T.cast(X[row, j], accum_dtype) / T.sqrt(acc[0] + T.cast(eps, accum_dtype)), dtype)
 
     return main

@@ -28,7 +28,7 @@ BROKEN = opspec.Original("broken", "torch.nn.functional", "no_such_function")
 @pytest.fixture
 def rms_norm_with(monkeypatch):
     def use(*found):
-        spec = dataclasses.replace(opspec.get("rms_norm"), originals=found)
+        spec = dataclasses.replace(catalog.get("rms_norm"), originals=found)
         monkeypatch.setitem(catalog.specs(), "rms_norm", spec)
         return spec
 
