@@ -317,7 +317,8 @@ def test_unsupported_dtypes_are_refused_by_name():
 )
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_every_variant_runs_packed_exp_loops_without_calls(dtype):
-    """Every build variant's loops that compute an exp (``vscalefps`` with AVX-512) are packed on the native
+    """Every build variant's loops that compute an exp (``vscalefps`` with AVX-512, or the softcap's fp64 exp) are
+    packed on the native
     registers, and the kernel calls nothing but libm's scalar exp, log and tanh (per block and per row; no
     memcpy or memset, the tails being masked moves): a kernel holding all variants' loops grew past g++'s
     inlining budget and called the exp and the softcap per chunk. (The module's PACKED_CHECKS is empty:
@@ -346,7 +347,10 @@ def test_every_variant_runs_packed_exp_loops_without_calls(dtype):
 
 
 def _packed_exp(loop, width: str) -> bool:
-    return any(m.startswith("vscalef") for m, _ in loop.instructions) and not loop.scalar_fp() and loop.packed(width)
+    """A loop holding an exp (fp32's ``vscalefps``, or the fp64 exp's exponent shift ``vpsllq``: the softcap's
+    pass 1), packed on ``width`` registers with no scalar fp arithmetic."""
+    exp = any(m.startswith("vscalef") or m == "vpsllq" for m, _ in loop.instructions)
+    return exp and not loop.scalar_fp() and loop.packed(width)
 
 
 def _body(loop):

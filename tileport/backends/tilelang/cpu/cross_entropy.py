@@ -183,17 +183,18 @@ def online_max_sum(row: Row, capped: bool, smoothing: bool, weighted: bool) -> N
             """The chunk's terms; its exp is added to v[EV] (first_of_pair False), put there (True), or
             added to set 1 of the exp sums on its own (None: the odd chunk and the tail)."""
             io.load(x, r, col, v, L, n)
-            if capped:  # z - M from the fp64 capped logits, rounded once
-                put(v, Z, T.call_extern(VEC, "tp_ce_shifted", get(v, L), row.cap, d[11], T.float64(0)))
+            if capped:  # exp(z - M) in fp64 from the fp64 capped logits, into the sums; z - M rounded once
+                lanes = T.int32(VL) if n is None else n
+                put(v, Z, T.call_extern(VEC, "tp_ce_exp_add64", _ref(v, E + 2 * u), get(v, L), row.cap, d[11], lanes))
                 shifted = get(v, Z)
             else:
                 shifted = get(v, L) - splat(m[0])
-            e = T.call_extern(VEC, "tp_exp", shifted)
-            if first_of_pair is None:
-                put(v, EV, e)
-                _call("tp_ce_add64", _ref(v, E + 2), _ref(v, _masked(v, EV, TMP, n)))
-            else:
-                put(v, EV, e if first_of_pair else get(v, EV) + e)
+                e = T.call_extern(VEC, "tp_exp", shifted)
+                if first_of_pair is None:
+                    put(v, EV, e)
+                    _call("tp_ce_add64", _ref(v, E + 2), _ref(v, _masked(v, EV, TMP, n)))
+                else:
+                    put(v, EV, e if first_of_pair else get(v, EV) + e)
             if smoothing:
                 put(v, SV, -shifted)
                 if weighted:  # a tail's missing weights load as 0: their products and sum are 0
@@ -203,13 +204,14 @@ def online_max_sum(row: Row, capped: bool, smoothing: bool, weighted: bool) -> N
                 else:
                     _call("tp_ce_add64", _ref(v, S + 2 * u), _ref(v, _masked(v, SV, TMP, n)))
 
-        # two chunks' exps (each <= 1) added in fp32, then widened: one rounding of a sum <= 2 per 32 columns
+        # two chunks' exps (each <= 1; uncapped) added in fp32, then widened: one rounding of a sum <= 2 per 32 columns
         # (at most 2^-24 relative, so below lse's resolution even if every rounding goes one way), half the
         # widenings of adding each chunk's exps to the fp64 sums
         with T.serial(T.truncdiv(k[0], 2)) as j:
             for u in range(2):
                 to_sums(c0 + (2 * j + u) * VL, u, first_of_pair=u == 0)
-            _call("tp_ce_add64", _ref(v, E), _ref(v, EV))
+            if not capped:
+                _call("tp_ce_add64", _ref(v, E), _ref(v, EV))
         _if(T.truncmod(k[0], 2) == 1, lambda: to_sums(c0 + (k[0] - 1) * VL, 0))
         _if(k[1] > 0, lambda: to_sums(c0 + k[0] * VL, 1, k[1]))
 
