@@ -87,3 +87,46 @@ def sum_squares(width: int, block_M: int):
     """A macro: ``ru[i] = sum(X[r0 + i, :D]^2)`` for the block's rows (``row_sum`` of squares; call it with
     ``aux`` = ``ru``, unread)."""
     return row_sum(width, block_M, lambda v, aux, i: v * v)
+
+
+def fill(length: int, value: float = 0.0):
+    """A macro: ``v[i] = value`` for i < ``length`` in a SIMT sub-kernel (a UB vector per row or per column)."""
+
+    @T.macro
+    def body(v):
+        with T.SimtVF(threads=THREADS):
+            for i in T.Parallel(length):
+                v[i] = value
+
+    return body
+
+
+def zero_partials(width: int):
+    """A macro: this core's partial row of a parameter's gradient (``P[core, :D]``, fp32 in GM) set to zero
+    chunk by chunk through the UB vector ``pu``: each core then adds its blocks' column sums into its own row."""
+    clear = fill(width)
+
+    @T.macro
+    def body(P, pu, core, chunks, D):
+        for k in T.serial(chunks):
+            n = T.min(width, D - k * width)
+            clear(pu)
+            T.copy(pu[0:n], P[core, k * width : k * width + n])
+
+    return body
+
+
+def add_columns(width: int, block_M: int):
+    """A macro: ``acc[j] += sum over the block's rows i of terms[i, j]`` (rows past the block hold 0), summed in
+    row order through ``cu``: a parameter's gradient, per column of the chunk."""
+
+    @T.macro
+    def body(terms, cu, acc):
+        with T.SimtVF(threads=THREADS):
+            for j in T.Parallel(width):
+                cu[j] = 0.0
+                for i in T.serial(block_M):
+                    cu[j] += terms[i, j]
+                acc[j] += cu[j]
+
+    return body

@@ -18,7 +18,7 @@ import torch
 from ... import outputs
 from .. import activations
 from ..targets import RUNNERS, TL_DTYPE
-from ._common import CORES, NR_STEPS, THREADS, bucket, refined_rsqrt, rows_per_block
+from ._common import CORES, NR_STEPS, THREADS, add_columns, bucket, fill, refined_rsqrt, rows_per_block, zero_partials
 
 RUNNER = RUNNERS["ascend"]
 BWD_WIDTH = 2048  # six row tiles and three column vectors, double-buffered, at 4 bytes: within the UB
@@ -45,6 +45,7 @@ def build_forward(
     xt, zt, wt, yt = TL_DTYPE[x_dtype], TL_DTYPE[g_dtype], TL_DTYPE[w_dtype], TL_DTYPE[y_dtype]
     block_M = rows_per_block(width, x_dtype.itemsize + g_dtype.itemsize + 4 + y_dtype.itemsize)
     M, D = T.dynamic("M"), T.dynamic("D")
+    clear = fill(block_M)
 
     def u_of(x, z):
         return x if norm_before_gate else x * act(activation, z)
@@ -73,9 +74,7 @@ def build_forward(
                 if b < blocks:
                     r0 = b * block_M
                     rows = T.min(block_M, M - r0)
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            ru[i] = 0.0
+                    clear(ru)
                     for k in T.Pipelined(chunks, num_stages=2):
                         n = T.min(width, D - k * width)
                         T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
@@ -117,6 +116,7 @@ def build_backward(
         width, 2 * (x_dtype.itemsize + g_dtype.itemsize + dy_dtype.itemsize) + 4 + x_dtype.itemsize + g_dtype.itemsize
     )
     M, D = T.dynamic("M"), T.dynamic("D")
+    zero, columns, clear = zero_partials(width), add_columns(width, block_M), fill(block_M)
 
     def u_of(x, z):
         return x if norm_before_gate else x * act(activation, z)
@@ -150,21 +150,14 @@ def build_backward(
             ru = T.alloc_shared((block_M,), "float32")
             blocks = T.ceildiv(M, block_M)
             chunks = T.ceildiv(D, width)
-            for k in T.serial(chunks):  # this core's partial row starts at zero
-                n = T.min(width, D - k * width)
-                with T.SimtVF(threads=THREADS):
-                    for j in T.Parallel(width):
-                        dwu[j] = 0.0
-                T.copy(dwu[0:n], DWP[core, k * width : k * width + n])
+            zero(DWP, dwu, core, chunks, D)
             for t in T.serial(T.ceildiv(blocks, CORES)):
                 b = core + t * CORES
                 if b < blocks:
                     r0 = b * block_M
                     rows = T.min(block_M, M - r0)
                     T.copy(RSTD[r0 : r0 + rows], ru[0:rows])
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            su[i] = 0.0
+                    clear(su)
                     for k in T.Pipelined(chunks, num_stages=2):
                         n = T.min(width, D - k * width)
                         T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
@@ -204,12 +197,7 @@ def build_backward(
                                     du[i, j] = (dn * act(activation, z)).astype(xt)
                                     dzu[i, j] = (dn * x * act_grad(activation, z)).astype(zt)
                                     pu[i, j] = T.if_then_else(i < rows, gy * nv, 0.0)
-                        with T.SimtVF(threads=THREADS):
-                            for j in T.Parallel(width):
-                                cu[j] = 0.0
-                                for i in T.serial(block_M):
-                                    cu[j] += pu[i, j]
-                                dwu[j] += cu[j]
+                        columns(pu, cu, dwu)
                         T.copy(du[0:rows, 0:n], DX[r0 : r0 + rows, k * width : k * width + n])
                         T.copy(dzu[0:rows, 0:n], DZ[r0 : r0 + rows, k * width : k * width + n])
                         T.copy(dwu[0:n], DWP[core, k * width : k * width + n])

@@ -19,7 +19,7 @@ import torch
 
 from ... import outputs
 from ..targets import RUNNERS, TL_DTYPE
-from ._common import CORES, MAX_WIDTH, NR_STEPS, THREADS, bucket, refined_rsqrt, rows_per_block, sum_squares
+from ._common import CORES, MAX_WIDTH, NR_STEPS, THREADS, bucket, fill, refined_rsqrt, rows_per_block, sum_squares
 
 
 def build_forward(width: int, x_dtype: torch.dtype, y_dtype: torch.dtype, nr_steps: int = NR_STEPS):
@@ -67,6 +67,7 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
     block_M = rows_per_block(width, 2 * x_dtype.itemsize + dy_dtype.itemsize + 4)
     one_chunk = width < MAX_WIDTH
     M, D = T.dynamic("M"), T.dynamic("D")
+    clear = fill(block_M)
 
     @T.prim_func
     def l2norm_bwd(
@@ -88,9 +89,7 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
                     r0 = b * block_M
                     rows = T.min(block_M, M - r0)
                     T.copy(RSTD[r0 : r0 + rows], ru[0:rows])
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            su[i] = 0.0
+                    clear(su)
                     for k in T.Pipelined(chunks, num_stages=2):
                         n = T.min(width, D - k * width)
                         T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])

@@ -17,7 +17,19 @@ import torch
 
 from ... import outputs
 from ..targets import RUNNERS, TL_DTYPE
-from ._common import CORES, MAX_WIDTH, NR_STEPS, THREADS, bucket, refined_rsqrt, rows_per_block, sum_squares
+from ._common import (
+    CORES,
+    MAX_WIDTH,
+    NR_STEPS,
+    THREADS,
+    add_columns,
+    bucket,
+    fill,
+    refined_rsqrt,
+    rows_per_block,
+    sum_squares,
+    zero_partials,
+)
 
 RUNNER = RUNNERS["ascend"]
 
@@ -94,6 +106,7 @@ def build_backward(
     block_M = rows_per_block(width, 2 * x_dtype.itemsize + dy_dtype.itemsize + 8)
     one_chunk = width < MAX_WIDTH
     M, D = T.dynamic("M"), T.dynamic("D")
+    zero, columns, clear = zero_partials(width), add_columns(width, block_M), fill(block_M)
 
     @T.prim_func
     def rms_norm_bwd(
@@ -118,21 +131,14 @@ def build_backward(
             ru = T.alloc_shared((block_M,), "float32")
             blocks = T.ceildiv(M, block_M)
             chunks = T.ceildiv(D, width)
-            for k in T.serial(chunks):  # this core's partial row starts at zero
-                n = T.min(width, D - k * width)
-                with T.SimtVF(threads=THREADS):
-                    for j in T.Parallel(width):
-                        dwu[j] = 0.0
-                T.copy(dwu[0:n], DWP[core, k * width : k * width + n])
+            zero(DWP, dwu, core, chunks, D)
             for t in T.serial(T.ceildiv(blocks, CORES)):
                 b = core + t * CORES
                 if b < blocks:
                     r0 = b * block_M
                     rows = T.min(block_M, M - r0)
                     T.copy(RSTD[r0 : r0 + rows], ru[0:rows])
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            su[i] = 0.0
+                    clear(su)
                     for k in T.Pipelined(chunks, num_stages=2):
                         n = T.min(width, D - k * width)
                         T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
@@ -163,12 +169,7 @@ def build_backward(
                                 du[i, j] = ((gy * (wu[j].astype("float32") + offset) - nv * su[i]) * ru[i]).astype(xt)
                                 nw = nv.astype(xt).astype("float32") if llama else nv
                                 pu[i, j] = T.if_then_else(i < rows, gy * nw, 0.0)
-                        with T.SimtVF(threads=THREADS):
-                            for j in T.Parallel(width):
-                                cu[j] = 0.0
-                                for i in T.serial(block_M):
-                                    cu[j] += pu[i, j]
-                                dwu[j] += cu[j]
+                        columns(pu, cu, dwu)
                         T.copy(du[0:rows, 0:n], DX[r0 : r0 + rows, k * width : k * width + n])
                         T.copy(dwu[0:n], DWP[core, k * width : k * width + n])
 

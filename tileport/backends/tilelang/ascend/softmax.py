@@ -14,7 +14,7 @@ import torch
 
 from ... import outputs
 from ..targets import RUNNERS, TL_DTYPE
-from ._common import CORES, MAX_WIDTH, THREADS, bucket, row_max, row_sum, rows_per_block
+from ._common import CORES, MAX_WIDTH, THREADS, bucket, fill, row_max, row_sum, rows_per_block
 
 RUNNER = RUNNERS["ascend"]
 
@@ -66,6 +66,7 @@ def build_backward(width: int, y_dtype: torch.dtype, dy_dtype: torch.dtype, log:
     yt, gt = TL_DTYPE[y_dtype], TL_DTYPE[dy_dtype]
     block_M = rows_per_block(width, 2 * y_dtype.itemsize + dy_dtype.itemsize + 4)
     M, D = T.dynamic("M"), T.dynamic("D")
+    clear = fill(block_M)
 
     @T.prim_func
     def softmax_bwd(Y: T.Tensor((M, D), yt), DY: T.Tensor((M, D), gt), DX: T.Tensor((M, D), yt)):
@@ -83,9 +84,7 @@ def build_backward(width: int, y_dtype: torch.dtype, dy_dtype: torch.dtype, log:
                 if b < blocks:
                     r0 = b * block_M
                     rows = T.min(block_M, M - r0)
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            cu[i] = 0.0
+                    clear(cu)
                     for k in T.Pipelined(chunks, num_stages=2):
                         n = T.min(width, D - k * width)
                         T.copy(Y[r0 : r0 + rows, k * width : k * width + n], yu[0:rows, 0:n])
