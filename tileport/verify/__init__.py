@@ -121,8 +121,13 @@ class Plan:
     cases: list
     device: str = "cpu"
     originals: list = field(default_factory=list)  # originals.Status of each of the op's upstream kernels
-    impls: dict = field(default_factory=dict)  # --impl target -> its --arg overrides
-    impl_info: list = field(default_factory=list)  # external.Impl.describe() of each, for the report
+    impls: dict = field(default_factory=dict)  # --impl target -> its --arg overrides (workers resolve them again)
+    bound: tuple = ()  # the implementations, resolved once here (external.Impl)
+
+    @property
+    def impl_info(self) -> list[dict]:
+        """What each implementation under test is (``external.Impl.describe()``), for the report."""
+        return [b.describe() for b in self.bound]
 
 
 def check_device(device: str) -> str:
@@ -201,7 +206,7 @@ def prepare(
         device,
         originals.probe(spec, device),
         {t: overrides for t in impls or ()},
-        [b.describe() for b in bound],
+        tuple(bound),
     )
 
 
@@ -318,7 +323,7 @@ def run(
         )
     studies = [study(dtypes, seed) for study in spec.studies] if plan.device == "cpu" else []
     tested = [n for n in names if n not in interpreted]
-    impls = tuple(external.resolve(spec, t, a) for t, a in plan.impls.items())
+    impls = plan.bound
     unmeasured: dict[str, str] = {}
     perf = (
         performance(op, perf_groups, tested, progress=step, device=plan.device, impls=impls, failed=unmeasured)

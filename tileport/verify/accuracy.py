@@ -23,16 +23,15 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from .. import devices, external
+from .. import devices
 from ..backends import outputs
 from ..backends.registry import BackendUnavailableError
-from ..bench import originals
 from ..cases import Case, Suite, golden_inputs, make_inputs, spec_of
 from ..dtypes import name as dtype_name
 from ..precision import CaseResult, Metrics, Verdict, compare, compare_equal, dual_measure_batch, judge
 from ..precision.retest import RetestResult, far_above, retest_stream, retest_verdicts
 from ..precision.standard import RETEST_MIN_SEEDS
-from . import competitor
+from . import competitor, providers
 from .outcome import CaseOutcome, PairStat  # journals pickled before outcome.py name this module: kept here
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -131,10 +130,12 @@ class Judge:
         )
         return cls(task.suite, task.limits, task.device, {t: dict(a) for t, a in task.impls}, rival)
 
-    def impl(self, provider: str) -> external.Impl:
-        """The external implementation a provider ``impl:<target>`` names, resolved once in this process."""
-        target = external.parse_provider(provider)
-        return external.resolve(self.spec, target, self.impls.get(target, {}))
+    def provider(self, name: str) -> providers.Provider:
+        """The provider a backend name of the task stands for (``providers.resolve``), once in this process."""
+        found = self.__dict__.setdefault("_providers", {})
+        if name not in found:
+            found[name] = providers.resolve(self.spec, name, self.impls)
+        return found[name]
 
     def __post_init__(self):
         self.spec = spec_of(self.suite)
@@ -143,20 +144,19 @@ class Judge:
         max_atol = self.suite.standard.get("max_atol")
         self.max_atol = None if max_atol is None else float(max_atol)
 
-    def original(self, name: str):
-        """The spec's upstream original ``name``, loaded once per judge."""
+    def original(self, key: str) -> providers.Original:
+        """The provider of the spec's upstream original ``key``, loaded once per judge."""
         if not hasattr(self, "_originals"):
-            self._originals = originals.load(self.spec)
-        return self._originals[name][0]
+            self._originals = providers.upstream(self.spec)
+        return self._originals[key]
 
     def execute(self, inputs: dict, backend: str, backward: bool, run=None, device: str | None = None) -> dict:
         """Outputs on the CPU; inputs drawn on the CPU, moved to the device (``device``, default the judge's)
         first. Outputs start as NaN (the standard's section 3): an element a kernel never writes fails instead of
         passing by luck. ``run`` replaces the spec's run(inputs, backend, backward) (the golden's own)."""
-        if run is None and external.is_impl(backend):
-            impl = self.impl(backend)
-            run = lambda i, b: impl.run(self.spec, i, b)  # noqa: E731
-        run = run or (lambda i, b: self.spec.run(i, backend, b))
+        if run is None:
+            provider = self.provider(backend)
+            run = lambda i, b: provider.run(self.spec, i, b)  # noqa: E731
         device = device or self.device
         with outputs.poisoned():  # an absent output (k_out where k is None) is not judged: left out
             if device == "cpu":
@@ -482,9 +482,8 @@ def run_case(
             out.results.append(_finding(suite, case, backend, "run", [raised(exc)], task.limits, j.acc))
             continue
         per_backend[backend] = under
-        if external.is_impl(backend):  # what the implementation did not give is listed, never passed
-            for name, why in j.impl(backend).not_judged.items():
-                out.skipped.setdefault(f"{backend} {name}", [0, why])[0] += 1
+        for name, why in j.provider(backend).not_judged().items():  # what it did not give: listed, never passed
+            out.skipped.setdefault(f"{backend} {name}", [0, why])[0] += 1
         try:
             out.results.extend(_judged(task, j, case, backend, cut, inputs, under, bm, gold, progress, out))
         except Exception as exc:  # noqa: BLE001 - a repeated run or a retest that raises fails this backend alone
@@ -505,7 +504,7 @@ def run_case(
             out.skipped.setdefault(key, [0, cut.describe()])[0] += 1
             continue
         try:
-            per_backend[key] = originals.run(j.spec, j.original(name), inputs, suite.backward)
+            per_backend[key] = j.original(name).run(j.spec, inputs, suite.backward)
         except Exception as exc:  # noqa: BLE001 - an original that cannot run a case is reported, not fatal
             out.skipped.setdefault(key, [0, f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"])[0] += 1
     names = list(per_backend)
