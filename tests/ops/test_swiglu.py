@@ -257,3 +257,21 @@ def test_zero_dim_empty_and_non_contiguous(op, approximate, backend, casting):
 def test_shapes_differing_raise_naming_both(op):
     with pytest.raises(ValueError, match="up.*gate"):
         getattr(tileport, op)(torch.randn(3, 4), torch.randn(3, 5))
+
+
+@pytest.mark.parametrize("op,approximate,backend", PARAMS)
+def test_forward_writes_into_out(op, approximate, backend):
+    """``<op>_fwd(out=(y,))``: the preallocated y written and returned (bench's kernel-only provider), equal to
+    the allocating call; checked against the declared shape and the tuple form."""
+    fwd = getattr(tileport, f"{op}_fwd")
+    kw = {} if approximate is None else {"approximate": approximate}
+    gen = torch.Generator().manual_seed(5)
+    gate, up = torch.randn(5, 3, 40, generator=gen), torch.randn(5, 3, 40, generator=gen)
+    want = fwd(gate, up, backend=backend, **kw)
+    y = torch.full_like(gate, math.nan)
+    got = fwd(gate, up, backend=backend, out=(y,), **kw)
+    assert got is y and torch.equal(y, want)
+    with pytest.raises(ValueError, match=r"^out\[0\] \(y\) must be torch.float32 of shape \(5, 3, 40\)"):
+        fwd(gate, up, backend=backend, out=(torch.empty(5, 3, 41),), **kw)
+    with pytest.raises(TypeError, match=r"^out must be a tuple \(y\) of tensors, got Tensor$"):
+        fwd(gate, up, backend=backend, out=y, **kw)

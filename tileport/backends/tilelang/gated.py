@@ -79,12 +79,16 @@ def is_tanh(approximate: str) -> bool:
     return approximate == "tanh"
 
 
-def run(runner, op: str, builder, ins: tuple, n_out: int, *args):
+def run(runner, op: str, builder, ins: tuple, n_out: int, *args, out=None):
     """``n_out`` contiguous outputs of ins[-1]'s shape and dtype from the kernel ``builder(*args)`` over the flat,
-    contiguous ``ins``."""
+    contiguous ``ins``; ``out``: the outputs preallocated (contiguous), written into."""
     like = ins[-1]
     flat = tuple(t.contiguous().view(-1) for t in ins)
-    outs = tuple(outputs.empty((like.numel(),), like.dtype, like.device) for _ in range(n_out))
+    outs = (
+        tuple(outputs.empty((like.numel(),), like.dtype, like.device) for _ in range(n_out))
+        if out is None
+        else tuple(o.view(-1) for o in out)
+    )
     runner.kernel(op, builder, *args)(*flat, *outs)
     return tuple(o.view(like.shape) for o in outs)
 
@@ -100,8 +104,10 @@ def swiglu_entries(T, build, runner, device: str):
         eager = casting == "eager"
         return {"swiglu_fwd": _build(dtype, eager, False), "swiglu_bwd": _build(dtype, eager, True)}
 
-    def forward(gate: torch.Tensor, up: torch.Tensor, casting: str = "fp32") -> torch.Tensor:
-        return run(runner, "swiglu_fwd", _build, (gate, up), 1, gate.dtype, casting == "eager", False)[0]
+    def forward(gate: torch.Tensor, up: torch.Tensor, casting: str = "fp32", out=None) -> torch.Tensor:
+        given = None if out is None else (out,)
+        (y,) = run(runner, "swiglu_fwd", _build, (gate, up), 1, gate.dtype, casting == "eager", False, out=given)
+        return y if out is None else out
 
     def backward(dy: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, casting: str = "fp32"):
         return run(runner, "swiglu_bwd", _build, (dy, gate, up), 2, gate.dtype, casting == "eager", True)
@@ -122,9 +128,10 @@ def geglu_entries(T, build, runner, device: str, cdf2):
         tanh, eager = is_tanh(approximate), casting == "eager"
         return {"geglu_fwd": _build(dtype, tanh, eager, False), "geglu_bwd": _build(dtype, tanh, eager, True)}
 
-    def forward(gate: torch.Tensor, up: torch.Tensor, approximate: str = "tanh", casting: str = "fp32") -> torch.Tensor:
+    def forward(gate, up, approximate: str = "tanh", casting: str = "fp32", out=None) -> torch.Tensor:
         args = (gate.dtype, is_tanh(approximate), casting == "eager")
-        return run(runner, "geglu_fwd", _build, (gate, up), 1, *args, False)[0]
+        (y,) = run(runner, "geglu_fwd", _build, (gate, up), 1, *args, False, out=None if out is None else (out,))
+        return y if out is None else out
 
     def backward(dy, gate, up, approximate: str = "tanh", casting: str = "fp32"):
         args = (gate.dtype, is_tanh(approximate), casting == "eager")

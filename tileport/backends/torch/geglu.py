@@ -31,12 +31,14 @@ def act(g, approximate: str):
     return g * s, s + 2 * K * v * t * (1 + 3 * C * v * v)
 
 
-def forward(gate, up, approximate: str, casting: str):
-    """y = gelu(gate, approximate) * up (the contract: ``tileport.ops.geglu``)."""
+def forward(gate, up, approximate: str, casting: str, out=None):
+    """y = gelu(gate, approximate) * up (the contract: ``tileport.ops.geglu``); ``out``: y, written into."""
     cdt = compute_dtype(gate.dtype)
     if casting == "eager" and gate.dtype != torch.float64:
-        return torch.nn.functional.gelu(gate, approximate=approximate) * up
-    return (act(gate.to(cdt), approximate)[0] * up.to(cdt)).to(gate.dtype)
+        y = torch.nn.functional.gelu(gate, approximate=approximate) * up
+    else:
+        y = (act(gate.to(cdt), approximate)[0] * up.to(cdt)).to(gate.dtype)
+    return y if out is None else out.copy_(y)
 
 
 def backward(dy, gate, up, approximate: str, casting: str):

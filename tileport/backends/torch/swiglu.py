@@ -15,13 +15,14 @@ def _act(g):
     return g * s, s * (1 + g * torch.sigmoid(-g))
 
 
-def forward(gate, up, casting: str):
-    """y = silu(gate) * up (the contract: ``tileport.ops.swiglu``)."""
+def forward(gate, up, casting: str, out=None):
+    """y = silu(gate) * up (the contract: ``tileport.ops.swiglu``); ``out``: y, written into."""
     if casting == "eager" and gate.dtype != torch.float64:
-        return torch.nn.functional.silu(gate) * up
-    cdt = compute_dtype(gate.dtype)
-    g = gate.to(cdt)
-    return (torch.nn.functional.silu(g) * up.to(cdt)).to(gate.dtype)
+        y = torch.nn.functional.silu(gate) * up
+    else:
+        cdt = compute_dtype(gate.dtype)
+        y = (torch.nn.functional.silu(gate.to(cdt)) * up.to(cdt)).to(gate.dtype)
+    return y if out is None else out.copy_(y)
 
 
 def backward(dy, gate, up, casting: str):

@@ -126,7 +126,7 @@ def _tanh(approximate: str) -> bool:
     return approximate == "tanh"
 
 
-def forward(gate: torch.Tensor, up: torch.Tensor, approximate: str = "tanh", casting: str = "fp32") -> torch.Tensor:
+def forward(gate, up, approximate: str = "tanh", casting: str = "fp32", out=None) -> torch.Tensor:
     """y = gelu(gate, approximate) * up in gate's dtype (contiguous, gate's shape)."""
     (y,) = launch(
         "geglu",
@@ -136,10 +136,11 @@ def forward(gate: torch.Tensor, up: torch.Tensor, approximate: str = "tanh", cas
         LIVE["fwd"],
         gate.shape,
         gate.dtype,
+        None if out is None else (out,),
         TANH=_tanh(approximate),
         EAGER=casting == "eager",
     )
-    return y
+    return y if out is None else out
 
 
 def backward(dy: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, approximate: str = "tanh", casting: str = "fp32"):

@@ -81,14 +81,19 @@ def flat(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(-1)
 
 
-def launch(op: str, kernel, ins: tuple, n_out: int, live: int, shape, dtype: torch.dtype, **constants):
+def launch(op: str, kernel, ins: tuple, n_out: int, live: int, shape, dtype: torch.dtype, out=None, **constants):
     """``n_out`` contiguous outputs of ``shape`` in ``dtype`` written by ``kernel`` over the flat ``ins``: the
-    persistent grid and block of ``common.blocks`` for rows of ``_ROW`` elements, one BLOCK of whole rows."""
+    persistent grid and block of ``common.blocks`` for rows of ``_ROW`` elements, one BLOCK of whole rows.
+    ``out``: the outputs preallocated (contiguous), written into."""
     for t in ins:
         check_size(op, t)
     ins = tuple(flat(t) for t in ins)
     n = ins[0].numel()
-    outs = tuple(outputs.empty((n,), dtype, ins[0].device) for _ in range(n_out))
+    outs = (
+        tuple(outputs.empty((n,), dtype, ins[0].device) for _ in range(n_out))
+        if out is None
+        else tuple(o.view(n) for o in out)
+    )
     width = min(triton.next_power_of_2(n), _ROW)
     block_m, block_d, grid, _ = blocks(triton.cdiv(n, width), width, ins[0].device, live)
     with launch_context():
@@ -104,10 +109,20 @@ def launch(op: str, kernel, ins: tuple, n_out: int, live: int, shape, dtype: tor
     return tuple(o.view(shape) for o in outs)
 
 
-def forward(gate: torch.Tensor, up: torch.Tensor, casting: str = "fp32") -> torch.Tensor:
+def forward(gate: torch.Tensor, up: torch.Tensor, casting: str = "fp32", out=None) -> torch.Tensor:
     """y = silu(gate) * up in gate's dtype (contiguous, gate's shape)."""
-    (y,) = launch("swiglu", _fwd_kernel, (gate, up), 1, LIVE["fwd"], gate.shape, gate.dtype, EAGER=casting == "eager")
-    return y
+    (y,) = launch(
+        "swiglu",
+        _fwd_kernel,
+        (gate, up),
+        1,
+        LIVE["fwd"],
+        gate.shape,
+        gate.dtype,
+        None if out is None else (out,),
+        EAGER=casting == "eager",
+    )
+    return y if out is None else out
 
 
 def backward(dy: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, casting: str = "fp32"):

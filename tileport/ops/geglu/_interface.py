@@ -61,14 +61,16 @@ def _backward_shapes(dy, gate, up):
     return ((*lead_,), (*lead_,))
 
 
-def _forward_impl(gate, up, approximate, casting, backend):
+def _forward_impl(gate, up, approximate, casting, backend, out=None):
     impl = REGISTRY.kernels(OP, gate.device, (gate.dtype,), backend)
     if gate.numel() == 0:  # every output empty: no kernel is called
         shapes = (_forward_shapes(gate, up),)
         if _rt.all_empty(shapes):
-            return _rt.allocate(shapes, (gate.dtype,), gate.device)[0]
+            return (out[0] if out is not None else _rt.allocate(shapes, (gate.dtype,), gate.device)[0])
     gate = _rt.unit_last(gate)
     up = _rt.unit_last(up)
+    if out is not None:
+        return impl.forward(gate, up, approximate, casting, out=out)
     return impl.forward(gate, up, approximate, casting)
 
 
@@ -147,16 +149,19 @@ def geglu(gate, up, approximate=_DEFAULT_approximate, *, casting=_DEFAULT_castin
     return _Function.apply(gate, up, approximate, casting, backend)
 
 
-def geglu_fwd(gate, up, approximate=_DEFAULT_approximate, *, casting=_DEFAULT_casting, backend=None):
+def geglu_fwd(gate, up, approximate=_DEFAULT_approximate, *, casting=_DEFAULT_casting, backend=None, out=None):
     """The outputs of geglu (y), without autograd."""
     approximate = _c.choice(approximate, 'approximate', _CHOICES_approximate, _ALIASES_approximate)
     casting = _c.choice(casting, 'casting', _CHOICES_casting, _ALIASES_casting)
     _check_forward(gate, up, approximate, casting)
+    if out is not None:
+        out = _rt.check_outs('geglu_fwd', out, (_forward_shapes(gate, up),), (gate.dtype,), gate.device, ('y',))
+        return _forward_impl(gate, up, approximate, casting, backend, out[0])
     return _fwd(gate, up, approximate, casting, backend)
 
 
-def _forward_tuple(gate, up, approximate=_DEFAULT_approximate, *, casting=_DEFAULT_casting, backend=None):
-    return (geglu_fwd(gate=gate, up=up, approximate=approximate, casting=casting, backend=backend),)
+def _forward_tuple(gate, up, approximate=_DEFAULT_approximate, *, casting=_DEFAULT_casting, backend=None, out=None):
+    return (geglu_fwd(gate=gate, up=up, approximate=approximate, casting=casting, backend=backend, out=out),)
 
 
 def geglu_bwd(dy, gate, up, *, approximate=_DEFAULT_approximate, casting=_DEFAULT_casting, backend=None):

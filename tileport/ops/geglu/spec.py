@@ -89,6 +89,7 @@ SPEC = s.OpSpec(
     workloads=WORKLOADS,
     sweep=SWEEP,
     bar=BAR,
+    kernel_out=True,  # geglu_fwd(out=...): bench's kernel-only provider
     originals=(s.Original("liger", "liger_kernel.ops.geglu", "LigerGELUMulFunction.apply", _liger),),
     usage="""```python
 import tileport

@@ -58,14 +58,16 @@ def _backward_shapes(dy, gate, up):
     return ((*lead_,), (*lead_,))
 
 
-def _forward_impl(gate, up, casting, backend):
+def _forward_impl(gate, up, casting, backend, out=None):
     impl = REGISTRY.kernels(OP, gate.device, (gate.dtype,), backend)
     if gate.numel() == 0:  # every output empty: no kernel is called
         shapes = (_forward_shapes(gate, up),)
         if _rt.all_empty(shapes):
-            return _rt.allocate(shapes, (gate.dtype,), gate.device)[0]
+            return (out[0] if out is not None else _rt.allocate(shapes, (gate.dtype,), gate.device)[0])
     gate = _rt.unit_last(gate)
     up = _rt.unit_last(up)
+    if out is not None:
+        return impl.forward(gate, up, casting, out=out)
     return impl.forward(gate, up, casting)
 
 
@@ -143,15 +145,18 @@ def swiglu(gate, up, *, casting=_DEFAULT_casting, backend=None):
     return _Function.apply(gate, up, casting, backend)
 
 
-def swiglu_fwd(gate, up, *, casting=_DEFAULT_casting, backend=None):
+def swiglu_fwd(gate, up, *, casting=_DEFAULT_casting, backend=None, out=None):
     """The outputs of swiglu (y), without autograd."""
     casting = _c.choice(casting, 'casting', _CHOICES_casting, _ALIASES_casting)
     _check_forward(gate, up, casting)
+    if out is not None:
+        out = _rt.check_outs('swiglu_fwd', out, (_forward_shapes(gate, up),), (gate.dtype,), gate.device, ('y',))
+        return _forward_impl(gate, up, casting, backend, out[0])
     return _fwd(gate, up, casting, backend)
 
 
-def _forward_tuple(gate, up, *, casting=_DEFAULT_casting, backend=None):
-    return (swiglu_fwd(gate=gate, up=up, casting=casting, backend=backend),)
+def _forward_tuple(gate, up, *, casting=_DEFAULT_casting, backend=None, out=None):
+    return (swiglu_fwd(gate=gate, up=up, casting=casting, backend=backend, out=out),)
 
 
 def swiglu_bwd(dy, gate, up, *, casting=_DEFAULT_casting, backend=None):

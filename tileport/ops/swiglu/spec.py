@@ -54,6 +54,7 @@ SPEC = s.OpSpec(
     workloads=_shared.WORKLOADS,
     sweep=_shared.SWEEP,
     bar=_shared.BAR,
+    kernel_out=True,  # swiglu_fwd(out=...): bench's kernel-only provider
     originals=(  # Liger rounds silu(a) to b's dtype before the product; fla's math is fp32, rounded once
         s.Original("liger", "liger_kernel.ops.swiglu", "LigerSiLUMulFunction.apply", _rounding("Liger", "eager")),
         s.Original("fla", "fla.modules.activations", "swiglu", _rounding("fla's swiglu", "fp32")),

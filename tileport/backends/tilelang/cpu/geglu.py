@@ -136,9 +136,9 @@ def build_backward(dtype: torch.dtype, approximate: str, casting: str):
 PACKED_CHECKS = ()  # elementwise: no row sums, hence no packed FMA to look for
 
 
-def forward(gate, up, approximate: str, casting: str):
+def forward(gate, up, approximate: str, casting: str, out=None):
     """y = gelu(gate, approximate) * up (``tileport.ops.geglu``'s contract)."""
-    return run_forward("geglu_fwd", build_forward, gate, up, approximate, casting)
+    return run_forward("geglu_fwd", build_forward, gate, up, approximate, casting, out=out)
 
 
 def backward(dy, gate, up, approximate: str, casting: str):

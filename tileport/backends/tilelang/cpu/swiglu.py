@@ -81,14 +81,15 @@ def rows_of(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(-1, x.shape[-1])
 
 
-def run_forward(name: str, builder, gate, up, *options):
-    """y (contiguous, gate's shape) from the kernel ``builder(dtype, *options)`` over the rows of gate and up."""
+def run_forward(name: str, builder, gate, up, *options, out=None):
+    """y (contiguous, gate's shape) from the kernel ``builder(dtype, *options)`` over the rows of gate and up;
+    ``out``: y preallocated and contiguous, written into (bench's kernel-only provider)."""
     g, u = rows_of(gate), rows_of(up)
     m, f = g.shape
     check_shape(m, f)
-    y = outputs.empty((m, f), gate.dtype, gate.device)
+    y = outputs.empty((m, f), gate.dtype, gate.device) if out is None else out.view(m, f)
     CACHE.kernel(name, builder, gate.dtype, *options)(threads_for(m * f), gate=g, up=u, y=y)
-    return y.view(gate.shape)
+    return y.view(gate.shape) if out is None else out
 
 
 def run_backward(name: str, builder, dy, gate, up, *options):
@@ -102,9 +103,9 @@ def run_backward(name: str, builder, dy, gate, up, *options):
     return dgate.view(gate.shape), dup.view(gate.shape)
 
 
-def forward(gate, up, casting: str):
+def forward(gate, up, casting: str, out=None):
     """y = silu(gate) * up (``tileport.ops.swiglu``'s contract)."""
-    return run_forward("swiglu_fwd", build_forward, gate, up, casting)
+    return run_forward("swiglu_fwd", build_forward, gate, up, casting, out=out)
 
 
 def backward(dy, gate, up, casting: str):
