@@ -132,13 +132,13 @@ class Judge:
 
     def provider(self, name: str) -> providers.Provider:
         """The provider a backend name of the task stands for (``providers.resolve``), once in this process."""
-        found = self.__dict__.setdefault("_providers", {})
-        if name not in found:
-            found[name] = providers.resolve(self.spec, name, self.impls)
-        return found[name]
+        if name not in self._providers:
+            self._providers[name] = providers.resolve(self.spec, name, self.impls)
+        return self._providers[name]
 
     def __post_init__(self):
         self.spec = spec_of(self.suite)
+        self._providers: dict[str, providers.Provider] = {}
         self.benchmark = self.suite.standard.get("benchmark", "torch")
         self.acc = self.suite.standard.get("acc", "double_bm")
         max_atol = self.suite.standard.get("max_atol")
