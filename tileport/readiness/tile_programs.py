@@ -8,7 +8,6 @@ fragments, warp shuffles, ``T.gemm``, the approximate hardware rsqrt) are named 
 
 from __future__ import annotations
 
-import inspect
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,10 +52,9 @@ def prim_func(impl: str, given: dict, symbolic: bool = False):
     if isinstance(obj, PrimFunc):
         return obj
     if symbolic and hasattr(obj, "get_tir"):  # sizes not given: symbolic, one build for every shape
-        from tilelang import tvm
+        from ..backends.tilelang.cpu import foreign
 
-        params = inspect.signature(obj.func).parameters
-        given = {p: tvm.tirx.Var(p, "int32") for p, prm in params.items() if prm.default is prm.empty} | given
+        given = foreign.symbolic_sizes(obj, given) | given
     try:
         out = obj.get_tir(**given) if hasattr(obj, "get_tir") else obj(**given)
     except TypeError as exc:

@@ -17,3 +17,8 @@ class Table:
     row_ids: tuple[str, ...] = ()  # an html id per row (where other tables link to it)
     links: tuple[tuple[str, ...], ...] = ()  # per row and cell: an href, or "" for none
     plain: bool = False  # its pass/fail words are not this run's verdicts: rendered without verdict colours
+
+
+def number(v: float) -> str:
+    """A figure in a table cell: three significant digits."""
+    return f"{v:.3g}"

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from .benchrows import performance_table
 from .table import Table
+from .table import number as _g
 
 
 def check_id(backend: str, dtype: str, output: str) -> str:
@@ -150,10 +151,6 @@ def every_check(rep, limit: int = 3000) -> Table:
 
 def _yes(ok: bool) -> str:
     return "yes" if ok else "NO"
-
-
-def _g(v: float) -> str:
-    return f"{v:.3g}"
 
 
 def environment(rep) -> Table:

@@ -499,7 +499,7 @@ def run_case(
                 )
             )
     for name in task.originals:  # the upstream kernels: one more side of the comparison, not judged
-        key, cut = f"{name} (original)", task.originals_cut
+        key, cut = providers.Original.name_of(name), task.originals_cut
         if cut is not None and cut.skips(case):
             out.skipped.setdefault(key, [0, cut.describe()])[0] += 1
             continue

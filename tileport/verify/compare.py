@@ -13,12 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..report.table import Table
+from ..report.table import number as _g
 from . import journal
 from .competitor import CompetitorError, providers
-
-
-def _g(v: float) -> str:
-    return f"{v:.3g}"
 
 
 @dataclass

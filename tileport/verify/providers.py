@@ -71,7 +71,12 @@ class Original:
 
     @property
     def name(self) -> str:
-        return f"{self.key} (original)"
+        return self.name_of(self.key)
+
+    @staticmethod
+    def name_of(key: str) -> str:
+        """The name the report shows for original ``key`` (known before it is loaded)."""
+        return f"{key} (original)"
 
     def run(self, spec: OpSpec, inputs: dict, backward: bool) -> dict[str, torch.Tensor]:
         return originals.run(spec, self.fn, inputs, backward)

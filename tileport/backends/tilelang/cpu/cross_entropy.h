@@ -106,13 +106,6 @@ static inline tp_nd tp_ce_z(float cap, tp_nd t) {
   return z;
 }
 
-// (z - M) - shift of 16 lanes (z = cap * tanh(x / cap) in fp64), rounded once to fp32: the exp's argument.
-extern "C" inline tp_v16 tp_ce_shifted(tp_v16 x, float cap, double M, double shift) {
-  tp_nd t[2], s[2];
-  tp_ce_tanh64(&x, 1.0 / (double)cap, t, s);
-  return tp_narrow16(tp_ce_z(cap, t[0]) - M - shift, tp_ce_z(cap, t[1]) - M - shift);
-}
-
 // exp(h) of 8 fp64 lanes for h <= 0 (tp_ce_exp64's reduction holds down to -708; below, 0: under 1e-307 of the
 // row's largest term, 1).
 static inline tp_nd tp_ce_exp64_le0(tp_nd h) {
@@ -140,7 +133,8 @@ extern "C" inline tp_v16 tp_ce_exp_add64(tp_v16* acc, tp_v16 x, float cap, doubl
   return tp_narrow16(h0, h1);
 }
 
-// *arg = (z - M) - shift as tp_ce_shifted, and *s = the slope, rounded to fp32.
+// *arg = (z - M) - shift of 16 lanes (z = cap * tanh(x / cap) in fp64), rounded once to fp32 (pass 2's exp
+// argument), and *s = the slope, rounded to fp32.
 extern "C" inline void* tp_ce_shifted_slope(tp_v16* x, float cap, double M, double shift, tp_v16* arg, tp_v16* s) {
   tp_nd t[2], sl[2];
   tp_ce_tanh64(x, 1.0 / (double)cap, t, sl);

@@ -16,19 +16,20 @@ import tilelang
 import torch
 from tilelang import tvm
 
+from ..targets import TL_DTYPE
 from . import settings
 from .runtime import _tilelang_cache_at, cache_dir
-
-TL_NAME = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float64: "float64"}
 
 
 class KernelBuildError(RuntimeError):
     """A kernel that does not take the request or does not build for the C target; the message says which."""
 
 
-def is_kernel(obj) -> bool:
-    """Whether ``obj`` is a TileLang kernel this module builds (checked without importing TileLang's parts)."""
-    return type(obj).__name__ in {"PrimFunc", "JITImpl"} and type(obj).__module__.startswith(("tilelang", "tvm"))
+def symbolic_sizes(jit, given: dict) -> dict:
+    """{parameter: a ``T.dynamic``-like variable of its name} for each parameter of a ``@tilelang.jit`` function
+    without a default that ``given`` does not set: the kernel's sizes, left symbolic (one build, every shape)."""
+    params = inspect.signature(jit.func).parameters
+    return {p: tvm.tirx.Var(p, "int32") for p, prm in params.items() if prm.default is prm.empty and p not in given}
 
 
 def build(func, pass_configs=None):
@@ -65,7 +66,7 @@ class Kernel:
             unknown = set(build_args) - set(params)
             if unknown:
                 raise KernelBuildError(f"the kernel has no parameter {sorted(unknown)[0]!r} (--arg NAME=VALUE)")
-            self.sizes = [p for p, prm in params.items() if prm.default is prm.empty and p not in build_args]
+            self.sizes = list(symbolic_sizes(self.jit, build_args))
             self.takes_dtype = "dtype" in params and "dtype" not in build_args
             func = self._layout(torch.float32)
             out_idx = self.jit.out_idx
@@ -93,13 +94,13 @@ class Kernel:
         """The prim_func with symbolic sizes (what the parameters are and how their extents read), once per
         dtype."""
         if dtype not in self._layouts:
-            self._layouts[dtype] = self._tir(dtype, {p: tvm.tirx.Var(p, "int32") for p in self.sizes})
+            self._layouts[dtype] = self._tir(dtype, symbolic_sizes(self.jit, self.build_args))
         return self._layouts[dtype]
 
     def _tir(self, dtype: torch.dtype, sizes: dict):
         args = dict(self.build_args) | sizes
         if self.takes_dtype:
-            args["dtype"] = TL_NAME.get(dtype, str(dtype).removeprefix("torch."))
+            args["dtype"] = TL_DTYPE.get(dtype, str(dtype).removeprefix("torch."))
         return self.jit.get_tir(**args)
 
     def _build(self, key: tuple, make: Callable[[], object]):
