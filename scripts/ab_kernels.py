@@ -29,7 +29,7 @@ torch.set_num_threads(1)
 from tileport.bench.timing import interleave
 from tileport.dtypes import parse
 from tileport.ops.catalog import specs
-from tileport.bench.providers import _autograd
+from tileport.providers.timed import in_mode
 out = {}
 mode = sys.argv[3]
 for op, shape, dtype in json.loads(sys.argv[1]):
@@ -47,7 +47,7 @@ for op, shape, dtype in json.loads(sys.argv[1]):
     else:
         grads = [t.name for t in spec.inputs if isinstance(inputs.get(t.name), torch.Tensor)]
         dy = torch.randn(dims, generator=torch.Generator().manual_seed(1)).to(x.dtype)
-        kernel = _autograd(lambda **kw: spec.function(**kw, backend="tilelang"), inputs, dy, "bwd", grads)
+        kernel = in_mode(lambda **kw: spec.function(**kw, backend="tilelang"), inputs, dy, "bwd", grads)
     t = interleave({"kernel": kernel, "copy": lambda: y.copy_(x)}, float(sys.argv[2]))
     out[f"{op} {dtype} {shape}"] = {k: v.min_us for k, v in t.items()}
 print(json.dumps(out))

@@ -24,6 +24,7 @@ from tileport.bench.timing import interleave
 from tileport.dtypes import name as dtype_name
 from tileport.dtypes import parse
 from tileport.ops.catalog import specs
+from tileport.providers import Backend
 
 
 def plain(fn, inputs: dict, dy: torch.Tensor, mode: str, grads: list[str]):
@@ -47,7 +48,7 @@ def plain(fn, inputs: dict, dy: torch.Tensor, mode: str, grads: list[str]):
 
 def check(op: str, shape, dtype, mode: str, budget: float) -> dict[str, float]:
     spec = specs()[op]
-    bench = providers(spec, shape, dtype, mode, ["tilelang"])  # resets dynamo, compiles its own provider
+    bench, _ = providers(spec, shape, dtype, mode, [Backend("tilelang")])  # resets dynamo, compiles its own provider
     bench["copy"] = copy_provider(spec.bytes_moved(shape, dtype, mode) // 2)
     timed = interleave(
         {k: bench[k] for k in ("tilelang", "torch-compile", "torch-eager", "copy")}, budget, min_rounds=20

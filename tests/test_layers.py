@@ -26,6 +26,7 @@ LAYERS = {
     "tileport.transformers.cases": 5,
     "tileport.reference": 4,
     "tileport.external": 4,
+    "tileport.providers": 4,  # what produces outputs for a case (backends, implementations, originals, functions)
     "tileport.transformers": 3,
     "tileport": 3,  # the package's own __init__: the public API (ops, patch)
     "tileport.ops": 2,

@@ -802,9 +802,10 @@ def bench(
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--device") from exc
         from .external import ImplError, resolve
+        from .providers import Backend, Implementation
 
         try:
-            impls = tuple(resolve(s, t, arg) for t in impl or ())
+            impls = tuple(Implementation(resolve(s, t, arg)) for t in impl or ())
         except ImplError as exc:
             raise typer.BadParameter(str(exc), param_hint="--impl") from exc
         dtypes = _dtypes(dtype) or list(BENCH_DTYPES)
@@ -822,12 +823,11 @@ def bench(
                 rows += run(
                     op,
                     part,
-                    list(names_),
+                    [*map(Backend, names_), *impls],
                     budget / 3 if quick else budget,
                     compile_baseline,
                     progress=step,
                     device=device,
-                    impls=impls,
                     busy=busy,
                     failed=failed,
                 )

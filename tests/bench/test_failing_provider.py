@@ -8,6 +8,7 @@ import torch
 from tileport.bench.run import Group, run
 from tileport.external import resolve
 from tileport.ops.catalog import get
+from tileport.providers import Implementation
 
 
 @pytest.fixture
@@ -20,7 +21,7 @@ def raising(tmp_path):
 def test_a_raising_implementation_is_named_and_not_timed(raising):
     failed = {}
     groups = [Group("fwdbwd", torch.float32, (8, 32), 1)]
-    rows = run("l2norm", groups, backends=[], budget_s=0.01, compile_baseline=False, impls=(raising,), failed=failed)
+    rows = run("l2norm", groups, [Implementation(raising)], budget_s=0.01, compile_baseline=False, failed=failed)
     assert list(failed) == [raising.provider]
     assert failed[raising.provider] == "RuntimeError: no kernel for (8, 32)"
     providers = {r["provider"] for r in rows}

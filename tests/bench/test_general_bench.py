@@ -7,10 +7,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tileport.bench.providers import _autograd, group_inputs, tileport_backends
+from tileport.bench.providers import group_inputs, tileport_backends
 from tileport.bench.run import plan, run
 from tileport.cli import app
 from tileport.ops.catalog import get
+from tileport.providers import Backend
+from tileport.providers.timed import in_mode
 
 SHAPE = (1, 8, 4, 16)  # B x T x Hq x D
 
@@ -19,8 +21,9 @@ def test_a_tiny_shape_runs_eager_compile_and_the_backends():
     spec = get("rope")
     backends = ["torch", *tileport_backends("rope")]
     groups = plan("rope", ["fwd", "bwd", "fwdbwd"], [torch.float32], [SHAPE], [1])
-    rows = run("rope", groups[:1], backends, budget_s=0.01) + run(
-        "rope", groups[1:], backends, budget_s=0.01, compile_baseline=False
+    tested = [Backend(b) for b in backends]
+    rows = run("rope", groups[:1], tested, budget_s=0.01) + run(
+        "rope", groups[1:], tested, budget_s=0.01, compile_baseline=False
     )
     timed = {(r["mode"], r["provider"]) for r in rows if r["statistic"] == "min_us"}
     for mode in ("fwd", "bwd", "fwdbwd"):
@@ -52,7 +55,7 @@ def test_an_absent_output_gets_no_gradient():
     spec = get("rope")
     inputs, dy, _ = group_inputs(spec, SHAPE, torch.float32)
     inputs = inputs | {"k": None}
-    (dq,) = _autograd(lambda **kw: spec.function(**kw, backend="torch"), inputs, dy, "fwdbwd", ["q"])()
+    (dq,) = in_mode(lambda **kw: spec.function(**kw, backend="torch"), inputs, dy, "fwdbwd", ["q"])()
     assert dq.shape == SHAPE and math.isfinite(float(dq.abs().sum()))
 
 

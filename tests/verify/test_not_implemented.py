@@ -7,6 +7,7 @@ import torch
 
 from tileport.cases import generate, load_suite
 from tileport.ops.catalog import get as op_spec
+from tileport.providers import Backend
 from tileport.verify import accuracy
 from tileport.verify.accuracy import merge, raised
 from tileport.verify.pool import run_task
@@ -69,10 +70,12 @@ def test_performance_leaves_out_a_stubbed_backend_and_survives_a_stubbed_baselin
         REGISTRY, "stub", lambda name, op: "TODO(l2norm): the cpu kernels" if name == "tilelang" else None
     )
     monkeypatch.setattr(
-        performance, "run", lambda op, groups, backends, **kw: timed.append(backends) or [{"provider": "triton"}]
+        performance,
+        "run",
+        lambda op, groups, tested, **kw: timed.append([p.name for p in tested]) or [{"provider": "triton"}],
     )
     failed = {}
-    assert performance.performance("l2norm", [], ["tilelang", "triton", "torch"], failed=failed) == [
+    assert performance.performance("l2norm", [], [*map(Backend, ["tilelang", "triton", "torch"])], failed=failed) == [
         {"provider": "triton"}
     ]
     assert timed == [["triton"]] and failed == {"tilelang": "not implemented: TODO(l2norm): the cpu kernels"}
@@ -82,5 +85,5 @@ def test_performance_leaves_out_a_stubbed_backend_and_survives_a_stubbed_baselin
 
     monkeypatch.setattr(performance, "run", composite_stub)
     failed = {}
-    assert performance.performance("l2norm", [], ["triton"], failed=failed) == []
+    assert performance.performance("l2norm", [], [Backend("triton")], failed=failed) == []
     assert failed == {"l2norm": "not implemented: TODO(l2norm): the torch composite users write"}

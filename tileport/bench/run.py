@@ -18,6 +18,7 @@ import torch
 from .. import devices
 from ..dtypes import name as dtype_name
 from ..ops.catalog import get as op_spec
+from ..providers import Backend, Provider
 from . import contention
 from .environment import machine, versions
 from .memory import peak_bytes, resident_peak_bytes
@@ -46,15 +47,15 @@ def _budget(shape, budget_s: float) -> float:
     return budget_s if math.prod(shape) < 1 << 22 else 3 * budget_s
 
 
-def _working(provs: dict, failed: dict) -> dict:
-    """The providers to time: an external implementation (``impl:``) whose first call raises goes into ``failed``
-    with its error instead (its call is its warm-up too); the tileport backends and torch's own providers are
-    not excused: their errors propagate from the timing's own warm-up."""
+def _working(provs: dict, excused: set[str], failed: dict) -> dict:
+    """The calls to time: an excused provider's (a user's implementation) whose first call raises goes into
+    ``failed`` with its error instead (its call is its warm-up too); the others are not excused: their errors
+    propagate from the timing's own warm-up."""
     out = {}
     for name, fn in provs.items():
         if name in failed:
             continue
-        if name.startswith("impl:"):
+        if name in excused:
             try:
                 fn()
             except Exception as exc:  # the implementation's own error, reported instead of timed
@@ -67,24 +68,23 @@ def _working(provs: dict, failed: dict) -> dict:
 def run(
     op: str,
     groups: list[Group],
-    backends: list[str] | None = None,
+    tested: list[Provider] | None = None,
     budget_s: float = 0.4,
     compile_baseline: bool = True,
     progress: Callable[[str], None] | None = None,
     device: str = "cpu",
-    impls: tuple = (),
     busy: int = 0,
     failed: dict | None = None,
 ) -> list[dict]:
     """Long-format rows (the CSV schema) for every group. On a GPU every call is followed by a
-    synchronize, so times are wall times of finished work. ``impls``: external implementations
-    (``external.Impl``), timed beside the backends under their provider names. ``busy``: competing
+    synchronize, so times are wall times of finished work. ``tested``: the providers under test (by default
+    tileport's backends that serve the operator there), timed beside the baselines. ``busy``: competing
     processes spinning while the groups are timed (``contention``), named in the rows' machine field.
-    ``failed``: filled with {provider: why} for external implementations whose first call raised: they are
-    left out of the timing instead of ending the run."""
+    ``failed``: filled with {provider: why} for an excused provider (a user's implementation) whose first call
+    raised: it is left out of the timing instead of ending the run."""
     s = op_spec(op)
     kind = devices.kind(device)
-    backends = tileport_backends(op, kind) if backends is None else backends
+    tested = [Backend(b) for b in tileport_backends(op, kind)] if tested is None else tested
     accelerator = devices.module(device)  # torch.cuda or torch.npu: every call is followed by its synchronize
     sync = accelerator.synchronize if accelerator is not None else None
     stamp, mach, vers = time.strftime("%Y-%m-%dT%H:%M:%S"), machine() + contention.label(busy), versions()
@@ -96,12 +96,12 @@ def run(
                 if progress:
                     progress(f"{op} {g.mode} {dtype_name(g.dtype)} {'x'.join(map(str, g.shape))} t{g.threads}")
                 torch.set_num_threads(g.threads)
-                provs = providers(s, g.shape, g.dtype, g.mode, backends, compile_baseline, device, impls)
+                provs, excused = providers(s, g.shape, g.dtype, g.mode, tested, compile_baseline, device)
                 nbytes = s.bytes_moved(g.shape, g.dtype, g.mode)
                 provs["copy"] = copy_provider(nbytes // 2, device)
                 if sync is not None:
                     provs = {name: (lambda f=f: (f(), sync())) for name, f in provs.items()}
-                provs = _working(provs, {} if failed is None else failed)
+                provs = _working(provs, excused, {} if failed is None else failed)
                 times = interleave(provs, _budget(g.shape, budget_s))
                 base = dict(
                     operator=op,

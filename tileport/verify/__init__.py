@@ -17,8 +17,7 @@ from pathlib import Path
 
 import torch
 
-from .. import available_backends, devices, external
-from ..bench import originals
+from .. import available_backends, devices, external, providers
 from ..bench.environment import machine, versions
 from ..cases import generate, load_suite, spec_of
 from ..ops.catalog import get as spec_of_name
@@ -122,12 +121,16 @@ class Plan:
     device: str = "cpu"
     originals: list = field(default_factory=list)  # originals.Status of each of the op's upstream kernels
     impls: dict = field(default_factory=dict)  # --impl target -> its --arg overrides (workers resolve them again)
-    bound: tuple = ()  # the implementations, resolved once here (external.Impl)
+    bound: tuple = ()  # the implementations' providers, resolved once here (providers.Implementation)
 
     @property
     def impl_info(self) -> list[dict]:
         """What each implementation under test is (``external.Impl.describe()``), for the report."""
-        return [b.describe() for b in self.bound]
+        return [b.impl.describe() for b in self.bound]
+
+    def provider(self, name: str) -> providers.Provider:
+        """The provider ``name`` stands for: a bound implementation, else a backend."""
+        return next((b for b in self.bound if b.name == name), None) or providers.Backend(name)
 
 
 def check_device(device: str) -> str:
@@ -180,13 +183,13 @@ def prepare(
         interpreted = set()
     else:
         names, status, interpreted = serving_backends(op, backends, benchmark, device)
-    bound = [external.resolve(spec, target, impl_args) for target in impls or ()]  # resolved once, here
-    names += [b.provider for b in bound]
+    bound = [providers.Implementation(external.resolve(spec, t, impl_args)) for t in impls or ()]  # once, here
+    names += [b.name for b in bound]
     status += [
         dict(
-            name=b.provider,
+            name=b.name,
             available=True,
-            reason=f"external: {b.signature} from {b.file} ({b.version})",
+            reason=f"external: {b.impl.signature} from {b.impl.file} ({b.impl.version})",
             devices=[device],
         )
         for b in bound
@@ -204,7 +207,7 @@ def prepare(
         interpreted,
         cases,
         device,
-        originals.probe(spec, device),
+        providers.originals.probe(spec, device),
         {t: overrides for t in impls or ()},
         tuple(bound),
     )
@@ -322,13 +325,10 @@ def run(
             "not measured for a reference function yet (verify times tileport's operators)",
         )
     studies = [study(dtypes, seed) for study in spec.studies] if plan.device == "cpu" else []
-    tested = [n for n in names if n not in interpreted]
-    impls = plan.bound
+    tested = [plan.provider(n) for n in names if n not in interpreted]  # an interpreter: no contender
     unmeasured: dict[str, str] = {}
     perf = (
-        performance(op, perf_groups, tested, progress=step, device=plan.device, impls=impls, failed=unmeasured)
-        if with_perf
-        else []
+        performance(op, perf_groups, tested, progress=step, device=plan.device, failed=unmeasured) if with_perf else []
     )
     for provider, why in unmeasured.items():
         skipped[f"performance of {provider}"] = (0, f"its call raised, so it was not timed: {why}")

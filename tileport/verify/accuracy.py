@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from .. import devices
+from .. import devices, providers
 from ..backends import outputs
 from ..backends.registry import BackendUnavailableError
 from ..cases import Case, Suite, golden_inputs, make_inputs, spec_of
@@ -31,7 +31,7 @@ from ..dtypes import name as dtype_name
 from ..precision import CaseResult, Metrics, Verdict, compare, compare_equal, dual_measure_batch, judge
 from ..precision.retest import RetestResult, far_above, retest_stream, retest_verdicts
 from ..precision.standard import RETEST_MIN_SEEDS
-from . import competitor, providers
+from . import competitor
 from .outcome import CaseOutcome, PairStat  # journals pickled before outcome.py name this module: kept here
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}

@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import torch
 
-from ..backends.registry import REGISTRY
 from ..bench.run import Group, plan, run
 from ..ops.catalog import get as op_spec
+from ..providers import Provider
 
 SIZES = [(33, 100), (1024, 512), (256, 4096), (2048, 4096)]
 
@@ -26,28 +26,25 @@ def performance_groups(op: str, dtypes: list[torch.dtype]) -> list[Group]:
 def performance(
     op: str,
     groups: list[Group],
-    backends: list[str],
+    tested: list[Provider],
     budget_s: float = 0.2,
     progress: Callable[[str], None] | None = None,
     device: str = "cpu",
-    impls: tuple = (),
     failed: dict | None = None,
 ) -> list[dict]:
-    """The timings of verify's report: tileport's backends (an ``impl:`` provider is passed in ``impls``, as
-    ``external.Impl``, and timed under its name). ``failed``: filled with {provider: why} for an
-    implementation whose call raised, which is then not timed. A scaffold stub (its kernels, or the spec's
-    composite, the baseline) is not timed either: it goes into ``failed`` as not implemented."""
+    """The timings of verify's report: the providers under test, each timed unless it says why not (a scaffold
+    stub: not implemented). ``failed``: filled with {provider: why} for one that is not timed, or whose first
+    call raised (an implementation's own error)."""
     failed = {} if failed is None else failed
-    tested = [b for b in backends if b != "torch" and not b.startswith("impl:")]
-    for b in tested:
-        note = REGISTRY.stub(b, op_spec(op).kernel_op)  # a composed operator: the kernels it runs on
-        if note:
-            failed[b] = f"not implemented: {note}"
-    tested = [b for b in tested if b not in failed]
+    spec = op_spec(op)
+    tested = [p for p in tested if p.name != "torch"]  # the torch reference: the baselines' own kernels (eager)
+    for p in tested:
+        why = p.untimed(spec)
+        if why:
+            failed[p.name] = why
+    timed = [p for p in tested if p.name not in failed]
     try:
-        return run(
-            op, groups, backends=tested, budget_s=budget_s, progress=progress, device=device, impls=impls, failed=failed
-        )
+        return run(op, groups, timed, budget_s=budget_s, progress=progress, device=device, failed=failed)
     except NotImplementedError as exc:  # a stub without the marker, such as the composite: nothing to time against
         failed[op] = f"not implemented: {exc}"
         return []

@@ -6,10 +6,10 @@ import dataclasses
 import pytest
 import torch
 
-from tileport.bench import originals
 from tileport.cases import generate, load_suite
 from tileport.ops import catalog
 from tileport.ops import spec as opspec
+from tileport.providers import convention, originals
 from tileport.report.tables import originals as originals_table
 from tileport.verify import accuracy
 from tileport.verify.accuracy import Reduced, Task, merge
@@ -75,6 +75,6 @@ def test_an_attribute_the_original_lacks_leaves_the_case_out(rms_norm_with):
     spec = rms_norm_with(TORCH_ORIGINAL)
     fn = originals.load(spec)["stand-in"][0]
     x = torch.randn(3, 8)
-    with pytest.raises(originals.Unsupported, match=r"no parameter offset \(the case sets offset=1.0\)"):
-        originals.run(spec, fn, {"x": x, "offset": 1.0}, False)
-    assert set(originals.run(spec, fn, {"x": x, "offset": 0.0}, False)) == {"y"}  # the default: no difference
+    with pytest.raises(convention.Unsupported, match=r"no parameter offset \(the case sets offset=1.0\)"):
+        convention.run(spec, fn, {"x": x, "offset": 1.0}, False)
+    assert set(convention.run(spec, fn, {"x": x, "offset": 0.0}, False)) == {"y"}  # the default: no difference

@@ -3,8 +3,9 @@ in its own shape (issue 38: a loss or a rotated q beside k broke it with shape a
 
 import torch
 
-from tileport.bench.providers import _autograd, _output_grads, group_inputs
+from tileport.bench.providers import group_inputs
 from tileport.ops.catalog import get
+from tileport.providers.timed import in_mode, output_grads
 
 
 def _rope_like(x, cos):
@@ -17,9 +18,9 @@ def test_outputs_of_their_own_shapes_get_gradients_of_those_shapes():
     g = torch.Generator().manual_seed(0)
     x, cos = torch.randn(4, 3, 8, generator=g), torch.randn(3, 4, generator=g)
     dy = torch.randn(4, 3, 8, generator=g)
-    call = _autograd(_rope_like, {"x": x, "cos": cos}, dy, "fwdbwd", ["x"])
+    call = in_mode(_rope_like, {"x": x, "cos": cos}, dy, "fwdbwd", ["x"])
     (dx,) = call()
-    s, r = _output_grads(_rope_like(x, cos), dy)
+    s, r = output_grads(_rope_like(x, cos), dy)
     assert s.shape == (4, 3) and r.shape == (4, 3, 4)
     want = 2 * x * s[..., None]
     want[..., :4] += r * cos
@@ -30,7 +31,7 @@ def test_outputs_of_their_own_shapes_get_gradients_of_those_shapes():
 
 def test_an_output_of_the_inputs_shape_keeps_the_groups_dy():
     dy = torch.randn(2, 5)
-    (kept,) = _output_grads((torch.empty(2, 5),), dy)
+    (kept,) = output_grads((torch.empty(2, 5),), dy)
     assert kept is dy
 
 
