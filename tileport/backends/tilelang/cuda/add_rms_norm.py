@@ -13,9 +13,8 @@ import torch
 
 from ... import outputs
 from ..targets import RUNNERS, TL_DTYPE, vectors_or_defaults
-from . import rms_norm
+from . import rms_norm, rows
 from ._common import bucket
-from ._common import rsqrt as _rsqrt
 from ._common import threads as _threads
 
 RUNNER = RUNNERS["cuda"]
@@ -33,6 +32,19 @@ def build_forward(
     xt, rt, st, wt, yt = (TL_DTYPE[d] for d in (x_dtype, r_dtype, s_dtype, w_dtype, y_dtype))
     M, D = T.dynamic("M"), T.dynamic("D")
 
+    @T.macro
+    def add(X, R, S, acc, row, col, i, j):
+        v = (X[row, col].astype("float32") + R[row, col].astype("float32")).astype(st)
+        S[row, col] = v
+        acc[i, j] += v.astype("float32") * v.astype("float32")
+
+    @T.macro
+    def scale(X, R, W, Y, r, offset, row, col, i, j):
+        v = (X[row, col].astype("float32") + R[row, col].astype("float32")).astype(st).astype("float32")
+        Y[row, col] = (v * r[i] * (W[col].astype("float32") + offset)).astype(yt)
+
+    squares, stat, write = rows.row_sum(chunk, add, inside=True), rows.rstd(rsqrt), rows.each(chunk, scale)
+
     @T.prim_func
     def add_rms_norm_fwd(
         X: T.Tensor((M, D), xt),
@@ -47,25 +59,9 @@ def build_forward(
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             r = T.alloc_fragment((1,), "float32")
-            T.clear(acc)
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    if col < D:
-                        v = (X[bx, col].astype("float32") + R[bx, col].astype("float32")).astype(st)
-                        S[bx, col] = v
-                        acc[i, j] += v.astype("float32") * v.astype("float32")
-            T.reduce_sum(acc, r, dim=1)
-            for i in T.Parallel(1):
-                r[i] = _rsqrt(r[i] / T.cast(D, "float32") + eps, rsqrt)
-            for i in T.Parallel(1):
-                RSTD[bx] = r[i]
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    if col < D:
-                        v = (X[bx, col].astype("float32") + R[bx, col].astype("float32")).astype(st).astype("float32")
-                        Y[bx, col] = (v * r[i] * (W[col].astype("float32") + offset)).astype(yt)
+            squares((X, R, S, acc), bx, acc, r, D)
+            stat(r, RSTD, bx, eps, D)
+            write((X, R, W, Y, r, offset), bx, D)
 
     return add_rms_norm_fwd
 

@@ -15,8 +15,8 @@ import torch
 from ... import outputs
 from .. import activations
 from ..targets import RUNNERS, TL_DTYPE
+from . import rows
 from ._common import bucket
-from ._common import rsqrt as _rsqrt
 from ._common import threads as _threads
 
 RUNNER = RUNNERS["cuda"]
@@ -46,6 +46,21 @@ def build_forward(
     def u_of(x, z):
         return x if norm_before_gate else x * act(activation, z)
 
+    @T.macro
+    def square(X, Z, acc, row, col, i, j):
+        x = rows.masked(X, row, col, D)
+        z = rows.masked(Z, row, col, D)
+        u = u_of(x, z)
+        acc[i, j] += u * u
+
+    @T.macro
+    def scale(X, Z, W, Y, r, row, col, i, j):
+        z = Z[row, col].astype("float32")
+        y = u_of(X[row, col].astype("float32"), z) * r[i] * W[col].astype("float32")
+        Y[row, col] = (y * act(activation, z) if norm_before_gate else y).astype(yt)
+
+    squares, stat, write = rows.row_sum(chunk, square), rows.rstd(rsqrt), rows.each(chunk, scale)
+
     @T.prim_func
     def gated_rms_norm_fwd(
         X: T.Tensor((M, D), xt),
@@ -58,26 +73,9 @@ def build_forward(
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             r = T.alloc_fragment((1,), "float32")
-            T.clear(acc)
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    x = T.if_then_else(col < D, X[bx, col], T.cast(0, xt)).astype("float32")
-                    z = T.if_then_else(col < D, Z[bx, col], T.cast(0, zt)).astype("float32")
-                    u = u_of(x, z)
-                    acc[i, j] += u * u
-            T.reduce_sum(acc, r, dim=1)
-            for i in T.Parallel(1):
-                r[i] = _rsqrt(r[i] / T.cast(D, "float32") + eps, rsqrt)
-            for i in T.Parallel(1):
-                RSTD[bx] = r[i]
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    if col < D:
-                        z = Z[bx, col].astype("float32")
-                        y = u_of(X[bx, col].astype("float32"), z) * r[i] * W[col].astype("float32")
-                        Y[bx, col] = (y * act(activation, z) if norm_before_gate else y).astype(yt)
+            squares((X, Z, acc), bx, acc, r, D)
+            stat(r, RSTD, bx, eps, D)
+            write((X, Z, W, Y, r), bx, D)
 
     return gated_rms_norm_fwd
 
@@ -95,6 +93,29 @@ def build_backward(
     def g_of(gy, w, z):  # the gradient reaching n
         return gy * w * act(activation, z) if norm_before_gate else gy * w
 
+    @T.macro
+    def dot(X, Z, DY, W, r, acc, row, col, i, j):
+        x = rows.masked(X, row, col, D)
+        z = rows.masked(Z, row, col, D)
+        gy = rows.masked(DY, row, col, D)
+        w = rows.masked(W, None, col, D)
+        acc[i, j] += g_of(gy, w, z) * (u_of(x, z) * r[i])
+
+    @T.macro
+    def grad(X, Z, DY, W, r, s, DX, DZ, row, col, i, j):
+        x, z = X[row, col].astype("float32"), Z[row, col].astype("float32")
+        gw = DY[row, col].astype("float32") * W[col].astype("float32")
+        n = u_of(x, z) * r[i]
+        du = (g_of(DY[row, col].astype("float32"), W[col].astype("float32"), z) - n * s[i]) * r[i]
+        if norm_before_gate:
+            DX[row, col] = du.astype(xt)
+            DZ[row, col] = (gw * n * act_grad(activation, z)).astype(zt)
+        else:
+            DX[row, col] = (du * act(activation, z)).astype(xt)
+            DZ[row, col] = (du * x * act_grad(activation, z)).astype(zt)
+
+    total, write = rows.row_sum(chunk, dot), rows.each(chunk, grad)
+
     @T.prim_func
     def gated_rms_norm_bwd(
         X: T.Tensor((M, D), xt),
@@ -111,32 +132,10 @@ def build_backward(
             r = T.alloc_fragment((1,), "float32")
             for i in T.Parallel(1):
                 r[i] = RSTD[bx]
-            T.clear(acc)
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    x = T.if_then_else(col < D, X[bx, col], T.cast(0, xt)).astype("float32")
-                    z = T.if_then_else(col < D, Z[bx, col], T.cast(0, zt)).astype("float32")
-                    gy = T.if_then_else(col < D, DY[bx, col], T.cast(0, gt)).astype("float32")
-                    w = T.if_then_else(col < D, W[col], T.cast(0, wt)).astype("float32")
-                    acc[i, j] += g_of(gy, w, z) * (u_of(x, z) * r[i])
-            T.reduce_sum(acc, s, dim=1)
+            total((X, Z, DY, W, r, acc), bx, acc, s, D)
             for i in T.Parallel(1):
                 s[i] = s[i] / T.cast(D, "float32")
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    if col < D:
-                        x, z = X[bx, col].astype("float32"), Z[bx, col].astype("float32")
-                        gw = DY[bx, col].astype("float32") * W[col].astype("float32")
-                        n = u_of(x, z) * r[i]
-                        du = (g_of(DY[bx, col].astype("float32"), W[col].astype("float32"), z) - n * s[i]) * r[i]
-                        if norm_before_gate:
-                            DX[bx, col] = du.astype(xt)
-                            DZ[bx, col] = (gw * n * act_grad(activation, z)).astype(zt)
-                        else:
-                            DX[bx, col] = (du * act(activation, z)).astype(xt)
-                            DZ[bx, col] = (du * x * act_grad(activation, z)).astype(zt)
+            write((X, Z, DY, W, r, s, DX, DZ), bx, D)
 
     return gated_rms_norm_bwd
 
@@ -145,6 +144,20 @@ def build_dweight(chunk: int, x_dtype, g_dtype, dy_dtype, activation: str = "sil
     """dweight[col] = sum over rows of dy * n * act(gate) (or dy * n), in fp32, rows in order."""
     xt, zt, gt = TL_DTYPE[x_dtype], TL_DTYPE[g_dtype], TL_DTYPE[dy_dtype]
     M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.macro
+    def add(X, Z, DY, RSTD, DW, acc, row, col, j):
+        x = rows.masked(X, row, col, D)
+        a = act(activation, rows.masked(Z, row, col, D))
+        n = (x if norm_before_gate else x * a) * RSTD[row]
+        term = n * a if norm_before_gate else n
+        acc[j] += rows.masked(DY, row, col, D) * term
+
+    @T.macro
+    def store(X, Z, DY, RSTD, DW, acc, block, j):
+        DW[block * chunk + j] = acc[j]
+
+    walk = rows.columns(chunk, add, store)
 
     @T.prim_func
     def gated_rms_norm_dweight(
@@ -157,17 +170,7 @@ def build_dweight(chunk: int, x_dtype, g_dtype, dy_dtype, activation: str = "sil
         with T.Kernel(T.ceildiv(D, chunk), threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((chunk,), "float32")
             T.clear(acc)
-            for row in T.serial(M):
-                for j in T.Parallel(chunk):
-                    col = bx * chunk + j
-                    x = T.if_then_else(col < D, X[row, col], T.cast(0, xt)).astype("float32")
-                    a = act(activation, T.if_then_else(col < D, Z[row, col], T.cast(0, zt)).astype("float32"))
-                    n = (x if norm_before_gate else x * a) * RSTD[row]
-                    term = n * a if norm_before_gate else n
-                    acc[j] += T.if_then_else(col < D, DY[row, col], T.cast(0, gt)).astype("float32") * term
-            for j in T.Parallel(chunk):
-                if bx * chunk + j < D:
-                    DW[bx * chunk + j] = acc[j]
+            walk((X, Z, DY, RSTD, DW, acc), bx, M, D)
 
     return gated_rms_norm_dweight
 

@@ -14,15 +14,20 @@ import torch
 
 from ... import outputs
 from ..targets import RUNNERS, TL_DTYPE
-from ._common import bucket, sum_squares
-from ._common import rsqrt as _rsqrt
+from . import rows
+from ._common import bucket
 from ._common import threads as _threads
 
 
 def build_forward(chunk: int, x_dtype: torch.dtype, y_dtype: torch.dtype, rsqrt: str = "exact"):
     xt, yt = TL_DTYPE[x_dtype], TL_DTYPE[y_dtype]
     M, D = T.dynamic("M"), T.dynamic("D")
-    squares = sum_squares(chunk, xt)
+
+    @T.macro
+    def scale(X, Y, r, row, col, i, j):
+        Y[row, col] = (X[row, col].astype("float32") * r[i]).astype(yt)
+
+    squares, stat, write = rows.sum_squares(chunk, D), rows.rstd(rsqrt, mean=False), rows.each(chunk, scale)
 
     @T.prim_func
     def l2norm_fwd(X: T.Tensor((M, D), xt), Y: T.Tensor((M, D), yt), RSTD: T.Tensor((M,), "float32"), eps: T.float32):
@@ -30,15 +35,8 @@ def build_forward(chunk: int, x_dtype: torch.dtype, y_dtype: torch.dtype, rsqrt:
             acc = T.alloc_fragment((1, chunk), "float32")
             r = T.alloc_fragment((1,), "float32")
             squares(X, bx, acc, r, D)
-            for i in T.Parallel(1):
-                r[i] = _rsqrt(r[i] + eps, rsqrt)
-            for i in T.Parallel(1):
-                RSTD[bx] = r[i]
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    if col < D:
-                        Y[bx, col] = (X[bx, col].astype("float32") * r[i]).astype(yt)
+            stat(r, RSTD, bx, eps, D)
+            write((X, Y, r), bx, D)
 
     return l2norm_fwd
 
@@ -47,6 +45,19 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
     """dx = (dy - sum(dy * y) * y) * rstd with y = x * rstd recomputed in fp32."""
     xt, gt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype]
     M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.macro
+    def dot(X, DY, r, acc, row, col, i, j):
+        x = rows.masked(X, row, col, D)
+        g = rows.masked(DY, row, col, D)
+        acc[i, j] += (x * r[i]) * g
+
+    @T.macro
+    def grad(X, DY, r, s, DX, row, col, i, j):
+        y = X[row, col].astype("float32") * r[i]
+        DX[row, col] = ((DY[row, col].astype("float32") - s[i] * y) * r[i]).astype(xt)
+
+    total, write = rows.row_sum(chunk, dot), rows.each(chunk, grad)
 
     @T.prim_func
     def l2norm_bwd(
@@ -58,20 +69,8 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
             r = T.alloc_fragment((1,), "float32")
             for i in T.Parallel(1):
                 r[i] = RSTD[bx]
-            T.clear(acc)
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    x = T.if_then_else(col < D, X[bx, col], T.cast(0, xt)).astype("float32")
-                    g = T.if_then_else(col < D, DY[bx, col], T.cast(0, gt)).astype("float32")
-                    acc[i, j] += (x * r[i]) * g
-            T.reduce_sum(acc, s, dim=1)
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    if col < D:
-                        y = X[bx, col].astype("float32") * r[i]
-                        DX[bx, col] = ((DY[bx, col].astype("float32") - s[i] * y) * r[i]).astype(xt)
+            total((X, DY, r, acc), bx, acc, s, D)
+            write((X, DY, r, s, DX), bx, D)
 
     return l2norm_bwd
 

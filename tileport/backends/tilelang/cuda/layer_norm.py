@@ -15,6 +15,7 @@ import torch
 
 from ... import outputs
 from ..targets import RUNNERS, TL_DTYPE, vectors_or_defaults
+from . import rows
 from ._common import bucket
 from ._common import rsqrt as _rsqrt
 from ._common import threads as _threads
@@ -25,6 +26,22 @@ RUNNER = RUNNERS["cuda"]
 def build_forward(chunk: int, x_dtype: torch.dtype, p_dtype: torch.dtype, y_dtype: torch.dtype, rsqrt: str = "exact"):
     xt, pt, yt = TL_DTYPE[x_dtype], TL_DTYPE[p_dtype], TL_DTYPE[y_dtype]
     M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.macro
+    def add(X, acc, row, col, i, j):
+        acc[i, j] += rows.masked(X, row, col, D)
+
+    @T.macro
+    def square(X, m, acc, row, col, i, j):
+        xc = T.if_then_else(col < D, X[row, col].astype("float32") - m[i], T.float32(0))
+        acc[i, j] += xc * xc
+
+    @T.macro
+    def scale(X, W, B, Y, m, r, row, col, i, j):
+        xhat = (X[row, col].astype("float32") - m[i]) * r[i]
+        Y[row, col] = (xhat * W[col].astype("float32") + B[col].astype("float32")).astype(yt)
+
+    total, squares, write = rows.row_sum(chunk, add), rows.row_sum(chunk, square), rows.each(chunk, scale)
 
     @T.prim_func
     def layer_norm_fwd(
@@ -40,32 +57,16 @@ def build_forward(chunk: int, x_dtype: torch.dtype, p_dtype: torch.dtype, y_dtyp
             acc = T.alloc_fragment((1, chunk), "float32")
             m = T.alloc_fragment((1,), "float32")
             r = T.alloc_fragment((1,), "float32")
-            T.clear(acc)
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    acc[i, j] += T.if_then_else(col < D, X[bx, col], T.cast(0, xt)).astype("float32")
-            T.reduce_sum(acc, m, dim=1)
+            total((X, acc), bx, acc, m, D)
             for i in T.Parallel(1):
                 m[i] = m[i] / T.cast(D, "float32")
-            T.clear(acc)
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    xc = T.if_then_else(col < D, X[bx, col].astype("float32") - m[i], T.float32(0))
-                    acc[i, j] += xc * xc
-            T.reduce_sum(acc, r, dim=1)
+            squares((X, m, acc), bx, acc, r, D)
             for i in T.Parallel(1):
                 r[i] = _rsqrt(r[i] / T.cast(D, "float32") + eps, rsqrt)
             for i in T.Parallel(1):
                 MEAN[bx] = m[i]
                 RSTD[bx] = r[i]
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    if col < D:
-                        xhat = (X[bx, col].astype("float32") - m[i]) * r[i]
-                        Y[bx, col] = (xhat * W[col].astype("float32") + B[col].astype("float32")).astype(yt)
+            write((X, W, B, Y, m, r), bx, D)
 
     return layer_norm_fwd
 
@@ -74,6 +75,22 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, p_dt
     """dx = (g - mean(g) - xhat * mean(g * xhat)) * rstd with g = dy * w, one row per CTA."""
     xt, gt, pt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype], TL_DTYPE[p_dtype]
     M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.macro
+    def sums(X, DY, W, MEAN, RSTD, acc_g, acc_gx, row, col, i, j):
+        ok = col < D
+        xhat = T.if_then_else(ok, (X[row, col].astype("float32") - MEAN[row]) * RSTD[row], T.float32(0))
+        g = T.if_then_else(ok, DY[row, col].astype("float32") * W[col].astype("float32"), T.float32(0))
+        acc_g[i, j] += g
+        acc_gx[i, j] += g * xhat
+
+    @T.macro
+    def grad(X, DY, W, MEAN, RSTD, c1, c2, DX, row, col, i, j):
+        xhat = (X[row, col].astype("float32") - MEAN[row]) * RSTD[row]
+        g = DY[row, col].astype("float32") * W[col].astype("float32")
+        DX[row, col] = (((g - xhat * c2[i]) - c1[i]) * RSTD[row]).astype(xt)  # g rounded before the mean comes off
+
+    over, write = rows.walk(chunk, sums), rows.each(chunk, grad)
 
     @T.prim_func
     def layer_norm_bwd(
@@ -91,28 +108,13 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, p_dt
             c2 = T.alloc_fragment((1,), "float32")
             T.clear(acc_g)
             T.clear(acc_gx)
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    ok = col < D
-                    xhat = T.if_then_else(ok, (X[bx, col].astype("float32") - MEAN[bx]) * RSTD[bx], T.float32(0))
-                    g = T.if_then_else(ok, DY[bx, col].astype("float32") * W[col].astype("float32"), T.float32(0))
-                    acc_g[i, j] += g
-                    acc_gx[i, j] += g * xhat
+            over((X, DY, W, MEAN, RSTD, acc_g, acc_gx), bx, D)
             T.reduce_sum(acc_g, c1, dim=1)
             T.reduce_sum(acc_gx, c2, dim=1)
             for i in T.Parallel(1):
                 c1[i] = c1[i] / T.cast(D, "float32")
                 c2[i] = c2[i] / T.cast(D, "float32")
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    if col < D:
-                        xhat = (X[bx, col].astype("float32") - MEAN[bx]) * RSTD[bx]
-                        g = DY[bx, col].astype("float32") * W[col].astype("float32")
-                        DX[bx, col] = (((g - xhat * c2[i]) - c1[i]) * RSTD[bx]).astype(
-                            xt
-                        )  # g rounded before the mean comes off
+            write((X, DY, W, MEAN, RSTD, c1, c2, DX), bx, D)
 
     return layer_norm_bwd
 
@@ -121,6 +123,21 @@ def build_param_grads(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
     """dweight[col] = sum over rows of dy * xhat, dbias[col] = sum over rows of dy, in fp32, rows in order."""
     xt, gt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype]
     M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.macro
+    def add(X, DY, MEAN, RSTD, DW, DB, acc_w, acc_b, row, col, j):
+        ok = col < D
+        gy = T.if_then_else(ok, DY[row, col], T.cast(0, gt)).astype("float32")
+        xhat = T.if_then_else(ok, (X[row, col].astype("float32") - MEAN[row]) * RSTD[row], T.float32(0))
+        acc_w[j] += gy * xhat
+        acc_b[j] += gy
+
+    @T.macro
+    def store(X, DY, MEAN, RSTD, DW, DB, acc_w, acc_b, block, j):
+        DW[block * chunk + j] = acc_w[j]
+        DB[block * chunk + j] = acc_b[j]
+
+    walk = rows.columns(chunk, add, store)
 
     @T.prim_func
     def layer_norm_param_grads(
@@ -136,18 +153,7 @@ def build_param_grads(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
             acc_b = T.alloc_fragment((chunk,), "float32")
             T.clear(acc_w)
             T.clear(acc_b)
-            for row in T.serial(M):
-                for j in T.Parallel(chunk):
-                    col = bx * chunk + j
-                    ok = col < D
-                    gy = T.if_then_else(ok, DY[row, col], T.cast(0, gt)).astype("float32")
-                    xhat = T.if_then_else(ok, (X[row, col].astype("float32") - MEAN[row]) * RSTD[row], T.float32(0))
-                    acc_w[j] += gy * xhat
-                    acc_b[j] += gy
-            for j in T.Parallel(chunk):
-                if bx * chunk + j < D:
-                    DW[bx * chunk + j] = acc_w[j]
-                    DB[bx * chunk + j] = acc_b[j]
+            walk((X, DY, MEAN, RSTD, DW, DB, acc_w, acc_b), bx, M, D)
 
     return layer_norm_param_grads
 

@@ -14,8 +14,8 @@ import torch
 
 from ... import outputs
 from ..targets import RUNNERS, TL_DTYPE
-from ._common import bucket, sum_squares
-from ._common import rsqrt as _rsqrt
+from . import rows
+from ._common import bucket
 from ._common import threads as _threads
 
 RUNNER = RUNNERS["cuda"]
@@ -36,7 +36,13 @@ def build_forward(
     xt, wt, yt = TL_DTYPE[x_dtype], TL_DTYPE[w_dtype], TL_DTYPE[y_dtype]
     llama = casting == "llama"
     M, D = T.dynamic("M"), T.dynamic("D")
-    squares = sum_squares(chunk, xt)
+
+    @T.macro
+    def scale(X, W, Y, r, offset, row, col, i, j):
+        n = X[row, col].astype("float32") * r[i]
+        Y[row, col] = _scaled(n, W[col].astype("float32") + offset, xt, llama).astype(yt)
+
+    squares, stat, write = rows.sum_squares(chunk, D), rows.rstd(rsqrt), rows.each(chunk, scale)
 
     @T.prim_func
     def rms_norm_fwd(
@@ -51,16 +57,8 @@ def build_forward(
             acc = T.alloc_fragment((1, chunk), "float32")
             r = T.alloc_fragment((1,), "float32")
             squares(X, bx, acc, r, D)
-            for i in T.Parallel(1):
-                r[i] = _rsqrt(r[i] / T.cast(D, "float32") + eps, rsqrt)
-            for i in T.Parallel(1):
-                RSTD[bx] = r[i]
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    if col < D:
-                        n = X[bx, col].astype("float32") * r[i]
-                        Y[bx, col] = _scaled(n, W[col].astype("float32") + offset, xt, llama).astype(yt)
+            stat(r, RSTD, bx, eps, D)
+            write((X, W, Y, r, offset), bx, D)
 
     return rms_norm_fwd
 
@@ -69,6 +67,21 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, w_dt
     """dx = (g - n * mean(g * n)) * rstd with n = x * rstd and g = dy * (w + offset), one row per CTA."""
     xt, gt, wt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype], TL_DTYPE[w_dtype]
     M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.macro
+    def dot(X, DY, W, r, offset, acc, row, col, i, j):
+        x = rows.masked(X, row, col, D)
+        g = rows.masked(DY, row, col, D)
+        w = rows.masked(W, None, col, D) + offset
+        acc[i, j] += (g * w) * (x * r[i])
+
+    @T.macro
+    def grad(X, DY, W, r, offset, s, DX, row, col, i, j):
+        n = X[row, col].astype("float32") * r[i]
+        g = DY[row, col].astype("float32") * (W[col].astype("float32") + offset)
+        DX[row, col] = ((g - n * s[i]) * r[i]).astype(xt)
+
+    total, write = rows.row_sum(chunk, dot), rows.each(chunk, grad)
 
     @T.prim_func
     def rms_norm_bwd(
@@ -85,24 +98,10 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, w_dt
             r = T.alloc_fragment((1,), "float32")
             for i in T.Parallel(1):
                 r[i] = RSTD[bx]
-            T.clear(acc)
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    x = T.if_then_else(col < D, X[bx, col], T.cast(0, xt)).astype("float32")
-                    g = T.if_then_else(col < D, DY[bx, col], T.cast(0, gt)).astype("float32")
-                    w = T.if_then_else(col < D, W[col], T.cast(0, wt)).astype("float32") + offset
-                    acc[i, j] += (g * w) * (x * r[i])
-            T.reduce_sum(acc, s, dim=1)
+            total((X, DY, W, r, offset, acc), bx, acc, s, D)
             for i in T.Parallel(1):
                 s[i] = s[i] / T.cast(D, "float32")
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    if col < D:
-                        n = X[bx, col].astype("float32") * r[i]
-                        g = DY[bx, col].astype("float32") * (W[col].astype("float32") + offset)
-                        DX[bx, col] = ((g - n * s[i]) * r[i]).astype(xt)
+            write((X, DY, W, r, offset, s, DX), bx, D)
 
     return rms_norm_bwd
 
@@ -112,6 +111,18 @@ def build_dweight(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, casti
     xt, gt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype]
     llama = casting == "llama"
     M, D = T.dynamic("M"), T.dynamic("D")
+
+    @T.macro
+    def add(X, DY, RSTD, DW, acc, row, col, j):
+        n = rows.masked(X, row, col, D) * RSTD[row]
+        n = n.astype(xt).astype("float32") if llama else n
+        acc[j] += rows.masked(DY, row, col, D) * n
+
+    @T.macro
+    def store(X, DY, RSTD, DW, acc, block, j):
+        DW[block * chunk + j] = acc[j]
+
+    walk = rows.columns(chunk, add, store)
 
     @T.prim_func
     def rms_norm_dweight(
@@ -123,15 +134,7 @@ def build_dweight(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, casti
         with T.Kernel(T.ceildiv(D, chunk), threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((chunk,), "float32")
             T.clear(acc)
-            for row in T.serial(M):
-                for j in T.Parallel(chunk):
-                    col = bx * chunk + j
-                    n = T.if_then_else(col < D, X[row, col], T.cast(0, xt)).astype("float32") * RSTD[row]
-                    n = n.astype(xt).astype("float32") if llama else n
-                    acc[j] += T.if_then_else(col < D, DY[row, col], T.cast(0, gt)).astype("float32") * n
-            for j in T.Parallel(chunk):
-                if bx * chunk + j < D:
-                    DW[bx * chunk + j] = acc[j]
+            walk((X, DY, RSTD, DW, acc), bx, M, D)
 
     return rms_norm_dweight
 

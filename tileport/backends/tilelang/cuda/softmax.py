@@ -12,6 +12,7 @@ import torch
 
 from ... import outputs
 from ..targets import RUNNERS, TL_DTYPE
+from . import rows
 from ._common import bucket
 from ._common import threads as _threads
 
@@ -22,35 +23,33 @@ def build_forward(chunk: int, x_dtype: torch.dtype, log: bool = False):
     xt = TL_DTYPE[x_dtype]
     M, D = T.dynamic("M"), T.dynamic("D")
 
+    @T.macro
+    def fold(X, acc, row, col, i, j):
+        acc[i, j] = T.max(acc[i, j], T.if_then_else(col < D, X[row, col].astype("float32"), -T.infinity("float32")))
+
+    @T.macro
+    def add(X, m, acc, row, col, i, j):
+        acc[i, j] += T.if_then_else(col < D, T.exp(X[row, col].astype("float32") - m[i]), T.float32(0))
+
+    @T.macro
+    def normalize(X, Y, m, s, row, col, i, j):
+        z = X[row, col].astype("float32") - m[i]
+        Y[row, col] = (z - s[i] if log else T.exp(z) / s[i]).astype(xt)
+
+    top, total, write = rows.row_max(chunk, fold), rows.row_sum(chunk, add), rows.each(chunk, normalize)
+
     @T.prim_func
     def softmax_fwd(X: T.Tensor((M, D), xt), Y: T.Tensor((M, D), xt)):
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             m = T.alloc_fragment((1,), "float32")
             s = T.alloc_fragment((1,), "float32")
-            T.fill(acc, -T.infinity("float32"))
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    acc[i, j] = T.max(
-                        acc[i, j], T.if_then_else(col < D, X[bx, col].astype("float32"), -T.infinity("float32"))
-                    )
-            T.reduce_max(acc, m, dim=1)
-            T.clear(acc)
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    acc[i, j] += T.if_then_else(col < D, T.exp(X[bx, col].astype("float32") - m[i]), T.float32(0))
-            T.reduce_sum(acc, s, dim=1)
+            top((X, acc), bx, acc, m, D)
+            total((X, m, acc), bx, acc, s, D)
             if log:  # a Python constant: one kernel per form
                 for i in T.Parallel(1):
                     s[i] = T.log(s[i])
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    if col < D:
-                        z = X[bx, col].astype("float32") - m[i]
-                        Y[bx, col] = (z - s[i] if log else T.exp(z) / s[i]).astype(xt)
+            write((X, Y, m, s), bx, D)
 
     return softmax_fwd
 
@@ -59,24 +58,25 @@ def build_backward(chunk: int, y_dtype: torch.dtype, dy_dtype: torch.dtype, log:
     yt, gt = TL_DTYPE[y_dtype], TL_DTYPE[dy_dtype]
     M, D = T.dynamic("M"), T.dynamic("D")
 
+    @T.macro
+    def dot(Y, DY, acc, row, col, i, j):
+        g = rows.masked(DY, row, col, D)
+        acc[i, j] += g if log else g * rows.masked(Y, row, col, D)
+
+    @T.macro
+    def grad(Y, DY, DX, c, row, col, i, j):
+        y, g = Y[row, col].astype("float32"), DY[row, col].astype("float32")
+        DX[row, col] = (g - T.exp(y) * c[i] if log else y * (g - c[i])).astype(yt)
+
+    total, write = rows.row_sum(chunk, dot), rows.each(chunk, grad)
+
     @T.prim_func
     def softmax_bwd(Y: T.Tensor((M, D), yt), DY: T.Tensor((M, D), gt), DX: T.Tensor((M, D), yt)):
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             c = T.alloc_fragment((1,), "float32")
-            T.clear(acc)
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    g = T.if_then_else(col < D, DY[bx, col], T.cast(0, gt)).astype("float32")
-                    acc[i, j] += g if log else g * T.if_then_else(col < D, Y[bx, col], T.cast(0, yt)).astype("float32")
-            T.reduce_sum(acc, c, dim=1)
-            for k in T.serial(T.ceildiv(D, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    if col < D:
-                        y, g = Y[bx, col].astype("float32"), DY[bx, col].astype("float32")
-                        DX[bx, col] = (g - T.exp(y) * c[i] if log else y * (g - c[i])).astype(yt)
+            total((Y, DY, acc), bx, acc, c, D)
+            write((Y, DY, DX, c), bx, D)
 
     return softmax_bwd
 
