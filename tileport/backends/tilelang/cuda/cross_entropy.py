@@ -21,6 +21,7 @@ from tilelang import tvm
 from .. import cross_entropy_device
 from ..cross_entropy_device import INDEX
 from ..targets import RUNNERS, TL_DTYPE
+from . import rows
 from ._common import bucket
 from ._common import threads as _threads
 
@@ -98,6 +99,35 @@ def target_grad(T, kt, kr, wct, arg, slope):
     return let(T.exp(arg), lambda p: T.cast((kt * (p - 1.0) + (kr * p - wct)) * T.cast(slope, "float64"), "float32"))
 
 
+def gradient_pass(chunk: int, xt: str, weighted: bool, smoothing: bool, capped: bool):
+    """A macro ``(bufs, row, C)`` writing a row's gradient (the fused forward's and the backward's last pass):
+    ``gradient`` of each element with the row's factor ``k``, base ``m`` and log-sum ``s`` (fp64; None: 0) and
+    the smoothing's ``kw * w_c``, the target's element ``gt`` in its place."""
+
+    def base(s, i):
+        return T.float32(0) if s is None else T.cast(s[i], "float32")
+
+    @T.macro
+    def step(X, W, G, k, m, s, kw, ti, gt, ok, cap, row, col, i, j):
+        g = gradient(
+            T,
+            capped,
+            smoothing,
+            X[row, col].astype("float32"),
+            cap,
+            k[i],
+            m[i],
+            base(s, i),
+            kw[i] * (W[col].astype("float32") if weighted else T.float32(1)),
+            None,
+            None,
+            ok[i],
+        )
+        G[row, col] = T.if_then_else(T.cast(col, "int64") == ti[i], gt[i], g).astype(xt)
+
+    return rows.each(chunk, step)
+
+
 def build_forward(
     chunk: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weighted: bool, smoothing: bool, capped: bool, fused: bool
 ):
@@ -109,6 +139,8 @@ def build_forward(
 
     def weight(W, col):
         return W[col].astype("float32") if weighted else T.float32(1)
+
+    write = gradient_pass(chunk, xt, weighted, smoothing, capped)
 
     @T.prim_func
     def cross_entropy_fwd(
@@ -206,25 +238,7 @@ def build_forward(
                     part[i] = T.cast(a * eps / T.cast(C, "float64"), "float32")
                     s[i] = ls
             if fused:
-                for k in T.serial(T.ceildiv(C, chunk)):
-                    for i, j in T.Parallel(1, chunk):
-                        col = k * chunk + j
-                        if col < C:
-                            g = gradient(
-                                T,
-                                capped,
-                                smoothing,
-                                X[bx, col].astype("float32"),
-                                cap,
-                                mn[i],
-                                m[i],
-                                T.cast(s[i], "float32"),
-                                part[i] * weight(W, col),
-                                None,
-                                None,
-                                ok[i],
-                            )
-                            G[bx, col] = T.if_then_else(T.cast(col, "int64") == ti[i], gt[i], g).astype(xt)
+                write((X, W, G, mn, m, s, part, ti, gt, ok, cap), bx, C)
 
     return cross_entropy_fwd.with_attr("global_symbol", "cross_entropy_fwd_grad" if fused else "cross_entropy_fwd")
 
@@ -237,6 +251,8 @@ def build_backward(
 
     def weight(W, col):
         return W[col].astype("float32") if weighted else T.float32(1)
+
+    write = gradient_pass(chunk, xt, weighted, smoothing, capped)
 
     @T.prim_func
     def cross_entropy_bwd(
@@ -290,25 +306,7 @@ def build_backward(
                 gt[i] = target_grad(T, kt, kr, wct, T.cast(zt, "float64") - lse, st) * ok[i]
                 kp[i] = T.cast(kt + kr, "float32") * ok[i]
                 kw[i] = T.cast(da * eps / T.cast(C, "float64"), "float32")
-            for k in T.serial(T.ceildiv(C, chunk)):
-                for i, j in T.Parallel(1, chunk):
-                    col = k * chunk + j
-                    if col < C:
-                        g = gradient(
-                            T,
-                            capped,
-                            smoothing,
-                            X[bx, col].astype("float32"),
-                            cap,
-                            kp[i],
-                            lz[i],
-                            T.float32(0),
-                            kw[i] * weight(W, col),
-                            None,
-                            None,
-                            ok[i],
-                        )
-                        DX[bx, col] = T.if_then_else(T.cast(col, "int64") == ti[i], gt[i], g).astype(xt)
+            write((X, W, DX, kp, lz, None, kw, ti, gt, ok, cap), bx, C)
 
     return cross_entropy_bwd
 
