@@ -99,6 +99,11 @@ def target_grad(T, kt, kr, wct, arg, slope):
     return let(T.exp(arg), lambda p: T.cast((kt * (p - 1.0) + (kr * p - wct)) * T.cast(slope, "float64"), "float32"))
 
 
+def _weight(weighted: bool, W, col):
+    """The class weight w_col in fp32 (1 unweighted: W is never read)."""
+    return W[col].astype("float32") if weighted else T.float32(1)
+
+
 def gradient_pass(chunk: int, xt: str, weighted: bool, smoothing: bool, capped: bool):
     """A macro ``(bufs, row, C)`` writing a row's gradient (the fused forward's and the backward's last pass):
     ``gradient`` of each element with the row's factor ``k``, base ``m`` and log-sum ``s`` (fp64; None: 0) and
@@ -118,7 +123,7 @@ def gradient_pass(chunk: int, xt: str, weighted: bool, smoothing: bool, capped: 
             k[i],
             m[i],
             base(s, i),
-            kw[i] * (W[col].astype("float32") if weighted else T.float32(1)),
+            kw[i] * _weight(weighted, W, col),
             None,
             None,
             ok[i],
@@ -136,9 +141,6 @@ def build_forward(
 
     def logit(v, cap):
         return softcapped(T, v, cap, lambda z, _: z) if capped else v
-
-    def weight(W, col):
-        return W[col].astype("float32") if weighted else T.float32(1)
 
     write = gradient_pass(chunk, xt, weighted, smoothing, capped)
 
@@ -187,7 +189,7 @@ def build_forward(
                 ti[i] = tc
                 zt[i] = logit(X[bx, tc].astype("float32"), cap)
                 st[i] = softcapped(T, X[bx, tc].astype("float32"), cap, lambda _, sl: sl) if capped else T.float32(1)
-                wt[i] = T.if_then_else(counted, weight(W, tc), T.float32(0))
+                wt[i] = T.if_then_else(counted, _weight(weighted, W, tc), T.float32(0))
             for k in T.serial(T.ceildiv(C, chunk)):
                 for i, j in T.Parallel(1, chunk):
                     col = k * chunk + j
@@ -205,7 +207,7 @@ def build_forward(
                 if smoothing:
                     for i, j in T.Parallel(1, chunk):
                         col = k * chunk + j
-                        e[i, j] = T.if_then_else(col < C, weight(W, col) * z[i, j], T.float32(0))
+                        e[i, j] = T.if_then_else(col < C, _weight(weighted, W, col) * z[i, j], T.float32(0))
                     T.reduce_sum(e, part, dim=1)
                     for i in T.Parallel(1):
                         swz[i] += T.cast(part[i], "float64")
@@ -249,9 +251,6 @@ def build_backward(
     xt, tt = TL_DTYPE[x_dtype], INDEX[t_dtype]
     N, C = T.dynamic("N"), T.dynamic("C")
 
-    def weight(W, col):
-        return W[col].astype("float32") if weighted else T.float32(1)
-
     write = gradient_pass(chunk, xt, weighted, smoothing, capped)
 
     @T.prim_func
@@ -290,7 +289,7 @@ def build_backward(
                 tc = T.if_then_else(counted, t, T.int64(0))
                 da = T.cast(DL[bx], "float64")
                 lse = T.cast(LSE[bx], "float64")
-                w64 = T.cast(T.if_then_else(counted, weight(W, tc), T.float32(0)), "float64")
+                w64 = T.cast(T.if_then_else(counted, _weight(weighted, W, tc), T.float32(0)), "float64")
                 w_all = (
                     (T.cast(part[i], "float64") if weighted else T.cast(C, "float64")) if smoothing else T.float64(0)
                 )

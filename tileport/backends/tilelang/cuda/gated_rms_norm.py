@@ -130,11 +130,9 @@ def build_backward(
             acc = T.alloc_fragment((1, chunk), "float32")
             s = T.alloc_fragment((1,), "float32")
             r = T.alloc_fragment((1,), "float32")
-            for i in T.Parallel(1):
-                r[i] = RSTD[bx]
+            rows.fetch(r, RSTD, bx)
             total((X, Z, DY, W, r, acc), bx, acc, s, D)
-            for i in T.Parallel(1):
-                s[i] = s[i] / T.cast(D, "float32")
+            rows.mean(s, D)
             write((X, Z, DY, W, r, s, DX, DZ), bx, D)
 
     return gated_rms_norm_bwd
@@ -146,18 +144,14 @@ def build_dweight(chunk: int, x_dtype, g_dtype, dy_dtype, activation: str = "sil
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.macro
-    def add(X, Z, DY, RSTD, DW, acc, row, col, j):
+    def add(X, Z, DY, RSTD, acc, row, col, j):
         x = rows.masked(X, row, col, D)
         a = act(activation, rows.masked(Z, row, col, D))
         n = (x if norm_before_gate else x * a) * RSTD[row]
         term = n * a if norm_before_gate else n
         acc[j] += rows.masked(DY, row, col, D) * term
 
-    @T.macro
-    def store(X, Z, DY, RSTD, DW, acc, block, j):
-        DW[block * chunk + j] = acc[j]
-
-    walk = rows.columns(chunk, add, store)
+    walk = rows.columns(chunk, add)
 
     @T.prim_func
     def gated_rms_norm_dweight(
@@ -169,8 +163,7 @@ def build_dweight(chunk: int, x_dtype, g_dtype, dy_dtype, activation: str = "sil
     ):
         with T.Kernel(T.ceildiv(D, chunk), threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((chunk,), "float32")
-            T.clear(acc)
-            walk((X, Z, DY, RSTD, DW, acc), bx, M, D)
+            walk((X, Z, DY, RSTD), (DW,), (acc,), bx, M, D)
 
     return gated_rms_norm_dweight
 

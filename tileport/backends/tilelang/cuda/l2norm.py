@@ -67,8 +67,7 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
             acc = T.alloc_fragment((1, chunk), "float32")
             s = T.alloc_fragment((1,), "float32")
             r = T.alloc_fragment((1,), "float32")
-            for i in T.Parallel(1):
-                r[i] = RSTD[bx]
+            rows.fetch(r, RSTD, bx)
             total((X, DY, r, acc), bx, acc, s, D)
             write((X, DY, r, s, DX), bx, D)
 

@@ -58,8 +58,7 @@ def build_forward(chunk: int, x_dtype: torch.dtype, p_dtype: torch.dtype, y_dtyp
             m = T.alloc_fragment((1,), "float32")
             r = T.alloc_fragment((1,), "float32")
             total((X, acc), bx, acc, m, D)
-            for i in T.Parallel(1):
-                m[i] = m[i] / T.cast(D, "float32")
+            rows.mean(m, D)
             squares((X, m, acc), bx, acc, r, D)
             for i in T.Parallel(1):
                 r[i] = _rsqrt(r[i] / T.cast(D, "float32") + eps, rsqrt)
@@ -125,19 +124,14 @@ def build_param_grads(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.macro
-    def add(X, DY, MEAN, RSTD, DW, DB, acc_w, acc_b, row, col, j):
+    def add(X, DY, MEAN, RSTD, acc_w, acc_b, row, col, j):
         ok = col < D
         gy = T.if_then_else(ok, DY[row, col], T.cast(0, gt)).astype("float32")
         xhat = T.if_then_else(ok, (X[row, col].astype("float32") - MEAN[row]) * RSTD[row], T.float32(0))
         acc_w[j] += gy * xhat
         acc_b[j] += gy
 
-    @T.macro
-    def store(X, DY, MEAN, RSTD, DW, DB, acc_w, acc_b, block, j):
-        DW[block * chunk + j] = acc_w[j]
-        DB[block * chunk + j] = acc_b[j]
-
-    walk = rows.columns(chunk, add, store)
+    walk = rows.columns(chunk, add)
 
     @T.prim_func
     def layer_norm_param_grads(
@@ -151,9 +145,7 @@ def build_param_grads(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
         with T.Kernel(T.ceildiv(D, chunk), threads=_threads(chunk)) as bx:
             acc_w = T.alloc_fragment((chunk,), "float32")
             acc_b = T.alloc_fragment((chunk,), "float32")
-            T.clear(acc_w)
-            T.clear(acc_b)
-            walk((X, DY, MEAN, RSTD, DW, DB, acc_w, acc_b), bx, M, D)
+            walk((X, DY, MEAN, RSTD), (DW, DB), (acc_w, acc_b), bx, M, D)
 
     return layer_norm_param_grads
 

@@ -96,11 +96,9 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, w_dt
             acc = T.alloc_fragment((1, chunk), "float32")
             s = T.alloc_fragment((1,), "float32")
             r = T.alloc_fragment((1,), "float32")
-            for i in T.Parallel(1):
-                r[i] = RSTD[bx]
+            rows.fetch(r, RSTD, bx)
             total((X, DY, W, r, offset, acc), bx, acc, s, D)
-            for i in T.Parallel(1):
-                s[i] = s[i] / T.cast(D, "float32")
+            rows.mean(s, D)
             write((X, DY, W, r, offset, s, DX), bx, D)
 
     return rms_norm_bwd
@@ -113,16 +111,12 @@ def build_dweight(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, casti
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.macro
-    def add(X, DY, RSTD, DW, acc, row, col, j):
+    def add(X, DY, RSTD, acc, row, col, j):
         n = rows.masked(X, row, col, D) * RSTD[row]
         n = n.astype(xt).astype("float32") if llama else n
         acc[j] += rows.masked(DY, row, col, D) * n
 
-    @T.macro
-    def store(X, DY, RSTD, DW, acc, block, j):
-        DW[block * chunk + j] = acc[j]
-
-    walk = rows.columns(chunk, add, store)
+    walk = rows.columns(chunk, add)
 
     @T.prim_func
     def rms_norm_dweight(
@@ -133,8 +127,7 @@ def build_dweight(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, casti
     ):
         with T.Kernel(T.ceildiv(D, chunk), threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((chunk,), "float32")
-            T.clear(acc)
-            walk((X, DY, RSTD, DW, acc), bx, M, D)
+            walk((X, DY, RSTD), (DW,), (acc,), bx, M, D)
 
     return rms_norm_dweight
 

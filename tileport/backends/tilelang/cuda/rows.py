@@ -99,19 +99,37 @@ def rstd(mode: str, mean: bool = True):
     return body
 
 
-def columns(chunk: int, step, store):
-    """A macro ``(bufs, block, M, D)``: a parameter's gradient over the column chunk ``block``: ``step(*bufs,
-    row, col, j)`` for every row in order (deterministic: no atomics; the step masks past D), then ``store(*bufs,
-    block, j)`` for the chunk's columns below D (column ``block * chunk + j``)."""
+def columns(chunk: int, step):
+    """A macro ``(bufs, outs, accs, block, M, D)``: parameters' gradients over the column chunk ``block``: the
+    fragments ``accs`` cleared, ``step(*bufs, *accs, row, col, j)`` for every row in order (deterministic: no
+    atomics; the step masks past D), then each of ``outs`` (fp32 per column) takes its fragment for the chunk's
+    columns below D."""
 
     @T.macro
-    def body(bufs, block, M, D):
+    def body(bufs, outs, accs, block, M, D):
+        for acc in accs:
+            T.clear(acc)
         for row in T.serial(M):
             for j in T.Parallel(chunk):
                 col = block * chunk + j
-                step(*bufs, row, col, j)
+                step(*bufs, *accs, row, col, j)
         for j in T.Parallel(chunk):
             if block * chunk + j < D:
-                store(*bufs, block, j)
+                for out, acc in zip(outs, accs):
+                    out[block * chunk + j] = acc[j]
 
     return body
+
+
+@T.macro
+def fetch(v, V, row):
+    """``v[0] = V[row]``: a row's statistic (the forward's rstd) into a fragment."""
+    for i in T.Parallel(1):
+        v[i] = V[row]
+
+
+@T.macro
+def mean(v, D):
+    """``v[0] /= D``: a row's sum become its mean."""
+    for i in T.Parallel(1):
+        v[i] = v[i] / T.cast(D, "float32")
