@@ -33,17 +33,17 @@ def build_forward(
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.macro
-    def add(X, R, S, acc, row, col, i, j):
-        v = (X[row, col].astype("float32") + R[row, col].astype("float32")).astype(st)
-        S[row, col] = v
+    def add(X, R, S, acc, bx, col, i, j):
+        v = (X[bx, col].astype("float32") + R[bx, col].astype("float32")).astype(st)
+        S[bx, col] = v
         acc[i, j] += v.astype("float32") * v.astype("float32")
 
     @T.macro
-    def scale(X, R, W, Y, r, offset, row, col, i, j):
-        v = (X[row, col].astype("float32") + R[row, col].astype("float32")).astype(st).astype("float32")
-        Y[row, col] = (v * r[i] * (W[col].astype("float32") + offset)).astype(yt)
+    def scale(X, R, W, Y, r, offset, bx, col, i, j):
+        v = (X[bx, col].astype("float32") + R[bx, col].astype("float32")).astype(st).astype("float32")
+        Y[bx, col] = (v * r[i] * (W[col].astype("float32") + offset)).astype(yt)
 
-    squares, stat, write = rows.row_sum(chunk, add, inside=True), rows.rstd(rsqrt), rows.each(chunk, scale)
+    squares, stat, write = rows.row_sum(chunk, add, D, inside=True), rows.rstd(rsqrt, D), rows.each(chunk, scale, D)
 
     @T.prim_func
     def add_rms_norm_fwd(
@@ -59,9 +59,9 @@ def build_forward(
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             r = T.alloc_fragment((1,), "float32")
-            squares((X, R, S, acc), bx, acc, r, D)
-            stat(r, RSTD, bx, eps, D)
-            write((X, R, W, Y, r, offset), bx, D)
+            squares((X, R, S, acc), bx, acc, r)
+            stat(r, RSTD, bx, eps)
+            write((X, R, W, Y, r, offset), bx)
 
     return add_rms_norm_fwd
 

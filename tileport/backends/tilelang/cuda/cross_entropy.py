@@ -104,8 +104,8 @@ def _weight(weighted: bool, W, col):
     return W[col].astype("float32") if weighted else T.float32(1)
 
 
-def gradient_pass(chunk: int, xt: str, weighted: bool, smoothing: bool, capped: bool):
-    """A macro ``(bufs, row, C)`` writing a row's gradient (the fused forward's and the backward's last pass):
+def gradient_pass(chunk: int, C, xt: str, weighted: bool, smoothing: bool, capped: bool):
+    """A macro ``(bufs, bx)`` writing a row's gradient (the fused forward's and the backward's last pass):
     ``gradient`` of each element with the row's factor ``k``, base ``m`` and log-sum ``s`` (fp64; None: 0) and
     the smoothing's ``kw * w_c``, the target's element ``gt`` in its place."""
 
@@ -113,12 +113,12 @@ def gradient_pass(chunk: int, xt: str, weighted: bool, smoothing: bool, capped: 
         return T.float32(0) if s is None else T.cast(s[i], "float32")
 
     @T.macro
-    def step(X, W, G, k, m, s, kw, ti, gt, ok, cap, row, col, i, j):
+    def step(X, W, G, k, m, s, kw, ti, gt, ok, cap, bx, col, i, j):
         g = gradient(
             T,
             capped,
             smoothing,
-            X[row, col].astype("float32"),
+            X[bx, col].astype("float32"),
             cap,
             k[i],
             m[i],
@@ -128,9 +128,9 @@ def gradient_pass(chunk: int, xt: str, weighted: bool, smoothing: bool, capped: 
             None,
             ok[i],
         )
-        G[row, col] = T.if_then_else(T.cast(col, "int64") == ti[i], gt[i], g).astype(xt)
+        G[bx, col] = T.if_then_else(T.cast(col, "int64") == ti[i], gt[i], g).astype(xt)
 
-    return rows.each(chunk, step)
+    return rows.each(chunk, step, C)
 
 
 def build_forward(
@@ -142,7 +142,7 @@ def build_forward(
     def logit(v, cap):
         return softcapped(T, v, cap, lambda z, _: z) if capped else v
 
-    write = gradient_pass(chunk, xt, weighted, smoothing, capped)
+    write = gradient_pass(chunk, C, xt, weighted, smoothing, capped)
 
     @T.prim_func
     def cross_entropy_fwd(
@@ -240,7 +240,7 @@ def build_forward(
                     part[i] = T.cast(a * eps / T.cast(C, "float64"), "float32")
                     s[i] = ls
             if fused:
-                write((X, W, G, mn, m, s, part, ti, gt, ok, cap), bx, C)
+                write((X, W, G, mn, m, s, part, ti, gt, ok, cap), bx)
 
     return cross_entropy_fwd.with_attr("global_symbol", "cross_entropy_fwd_grad" if fused else "cross_entropy_fwd")
 
@@ -251,7 +251,7 @@ def build_backward(
     xt, tt = TL_DTYPE[x_dtype], INDEX[t_dtype]
     N, C = T.dynamic("N"), T.dynamic("C")
 
-    write = gradient_pass(chunk, xt, weighted, smoothing, capped)
+    write = gradient_pass(chunk, C, xt, weighted, smoothing, capped)
 
     @T.prim_func
     def cross_entropy_bwd(
@@ -305,7 +305,7 @@ def build_backward(
                 gt[i] = target_grad(T, kt, kr, wct, T.cast(zt, "float64") - lse, st) * ok[i]
                 kp[i] = T.cast(kt + kr, "float32") * ok[i]
                 kw[i] = T.cast(da * eps / T.cast(C, "float64"), "float32")
-            write((X, W, DX, kp, lz, None, kw, ti, gt, ok, cap), bx, C)
+            write((X, W, DX, kp, lz, None, kw, ti, gt, ok, cap), bx)
 
     return cross_entropy_bwd
 

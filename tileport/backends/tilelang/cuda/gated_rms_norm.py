@@ -13,7 +13,7 @@ import tilelang.language as T
 import torch
 
 from ... import outputs
-from .. import activations
+from .. import activations, launch
 from ..targets import RUNNERS, TL_DTYPE
 from . import rows
 from ._common import bucket
@@ -47,19 +47,19 @@ def build_forward(
         return x if norm_before_gate else x * act(activation, z)
 
     @T.macro
-    def square(X, Z, acc, row, col, i, j):
-        x = rows.masked(X, row, col, D)
-        z = rows.masked(Z, row, col, D)
+    def square(X, Z, acc, bx, col, i, j):
+        x = rows.masked(X, bx, col, D)
+        z = rows.masked(Z, bx, col, D)
         u = u_of(x, z)
         acc[i, j] += u * u
 
     @T.macro
-    def scale(X, Z, W, Y, r, row, col, i, j):
-        z = Z[row, col].astype("float32")
-        y = u_of(X[row, col].astype("float32"), z) * r[i] * W[col].astype("float32")
-        Y[row, col] = (y * act(activation, z) if norm_before_gate else y).astype(yt)
+    def scale(X, Z, W, Y, r, bx, col, i, j):
+        z = Z[bx, col].astype("float32")
+        y = u_of(X[bx, col].astype("float32"), z) * r[i] * W[col].astype("float32")
+        Y[bx, col] = (y * act(activation, z) if norm_before_gate else y).astype(yt)
 
-    squares, stat, write = rows.row_sum(chunk, square), rows.rstd(rsqrt), rows.each(chunk, scale)
+    squares, stat, write = rows.row_sum(chunk, square, D), rows.rstd(rsqrt, D), rows.each(chunk, scale, D)
 
     @T.prim_func
     def gated_rms_norm_fwd(
@@ -73,9 +73,9 @@ def build_forward(
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             r = T.alloc_fragment((1,), "float32")
-            squares((X, Z, acc), bx, acc, r, D)
-            stat(r, RSTD, bx, eps, D)
-            write((X, Z, W, Y, r), bx, D)
+            squares((X, Z, acc), bx, acc, r)
+            stat(r, RSTD, bx, eps)
+            write((X, Z, W, Y, r), bx)
 
     return gated_rms_norm_fwd
 
@@ -94,27 +94,27 @@ def build_backward(
         return gy * w * act(activation, z) if norm_before_gate else gy * w
 
     @T.macro
-    def dot(X, Z, DY, W, r, acc, row, col, i, j):
-        x = rows.masked(X, row, col, D)
-        z = rows.masked(Z, row, col, D)
-        gy = rows.masked(DY, row, col, D)
+    def dot(X, Z, DY, W, r, acc, bx, col, i, j):
+        x = rows.masked(X, bx, col, D)
+        z = rows.masked(Z, bx, col, D)
+        gy = rows.masked(DY, bx, col, D)
         w = rows.masked(W, None, col, D)
         acc[i, j] += g_of(gy, w, z) * (u_of(x, z) * r[i])
 
     @T.macro
-    def grad(X, Z, DY, W, r, s, DX, DZ, row, col, i, j):
-        x, z = X[row, col].astype("float32"), Z[row, col].astype("float32")
-        gw = DY[row, col].astype("float32") * W[col].astype("float32")
+    def grad(X, Z, DY, W, r, s, DX, DZ, bx, col, i, j):
+        x, z = X[bx, col].astype("float32"), Z[bx, col].astype("float32")
+        gw = DY[bx, col].astype("float32") * W[col].astype("float32")
         n = u_of(x, z) * r[i]
-        du = (g_of(DY[row, col].astype("float32"), W[col].astype("float32"), z) - n * s[i]) * r[i]
+        du = (g_of(DY[bx, col].astype("float32"), W[col].astype("float32"), z) - n * s[i]) * r[i]
         if norm_before_gate:
-            DX[row, col] = du.astype(xt)
-            DZ[row, col] = (gw * n * act_grad(activation, z)).astype(zt)
+            DX[bx, col] = du.astype(xt)
+            DZ[bx, col] = (gw * n * act_grad(activation, z)).astype(zt)
         else:
-            DX[row, col] = (du * act(activation, z)).astype(xt)
-            DZ[row, col] = (du * x * act_grad(activation, z)).astype(zt)
+            DX[bx, col] = (du * act(activation, z)).astype(xt)
+            DZ[bx, col] = (du * x * act_grad(activation, z)).astype(zt)
 
-    total, write = rows.row_sum(chunk, dot), rows.each(chunk, grad)
+    total, write = rows.row_sum(chunk, dot, D), rows.each(chunk, grad, D)
 
     @T.prim_func
     def gated_rms_norm_bwd(
@@ -131,9 +131,9 @@ def build_backward(
             s = T.alloc_fragment((1,), "float32")
             r = T.alloc_fragment((1,), "float32")
             rows.fetch(r, RSTD, bx)
-            total((X, Z, DY, W, r, acc), bx, acc, s, D)
+            total((X, Z, DY, W, r, acc), bx, acc, s)
             rows.mean(s, D)
-            write((X, Z, DY, W, r, s, DX, DZ), bx, D)
+            write((X, Z, DY, W, r, s, DX, DZ), bx)
 
     return gated_rms_norm_bwd
 
@@ -151,7 +151,7 @@ def build_dweight(chunk: int, x_dtype, g_dtype, dy_dtype, activation: str = "sil
         term = n * a if norm_before_gate else n
         acc[j] += rows.masked(DY, row, col, D) * term
 
-    walk = rows.columns(chunk, add)
+    walk = rows.columns(chunk, add, M, D)
 
     @T.prim_func
     def gated_rms_norm_dweight(
@@ -163,7 +163,7 @@ def build_dweight(chunk: int, x_dtype, g_dtype, dy_dtype, activation: str = "sil
     ):
         with T.Kernel(T.ceildiv(D, chunk), threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((chunk,), "float32")
-            walk((X, Z, DY, RSTD), (DW,), (acc,), bx, M, D)
+            walk((X, Z, DY, RSTD), (DW,), (acc,), bx)
 
     return gated_rms_norm_dweight
 
@@ -180,18 +180,12 @@ def lowered(
     }
 
 
-def _weight(weight, x):
-    return torch.ones(x.shape[1], dtype=x.dtype, device=x.device) if weight is None else weight.contiguous()
-
-
 def forward(x, gate, weight, eps: float, activation: str, norm_before_gate: bool, output_dtype: torch.dtype, out=None):
     """(y, rstd) on the GPU for non-empty 2-D rows (made contiguous: the kernels index with stride D)."""
     x, gate = x.contiguous(), gate.contiguous()
     M, D = x.shape
-    y, rstd = (
-        out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
-    )
-    w = _weight(weight, x)
+    y, rstd = launch.row_outputs(x, output_dtype, out)
+    w = launch.weight_or_ones(weight, x)
     key = (bucket(D), x.dtype, gate.dtype, w.dtype, output_dtype, activation, norm_before_gate)
     RUNNER.kernel("gated_rms_norm_fwd", build_forward, *key)(x, gate, w, y, rstd, eps)
     return y, rstd
@@ -200,7 +194,7 @@ def forward(x, gate, weight, eps: float, activation: str, norm_before_gate: bool
 def backward(x, gate, rstd, dy, weight, eps: float, activation: str, norm_before_gate: bool):
     """(dx, dgate, dweight or None) in the fp32 form; ``eps`` is not used."""
     x, gate, dy, rstd = x.contiguous(), gate.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
-    w = _weight(weight, x)
+    w = launch.weight_or_ones(weight, x)
     dx, dgate = outputs.empty_like(x), outputs.empty_like(gate)
     b = bucket(x.shape[1])
     RUNNER.kernel(

@@ -13,6 +13,7 @@ import tilelang.language as T
 import torch
 
 from ... import outputs
+from .. import launch
 from ..targets import RUNNERS, TL_DTYPE
 from . import rows
 from ._common import bucket
@@ -24,19 +25,19 @@ def build_forward(chunk: int, x_dtype: torch.dtype, y_dtype: torch.dtype, rsqrt:
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.macro
-    def scale(X, Y, r, row, col, i, j):
-        Y[row, col] = (X[row, col].astype("float32") * r[i]).astype(yt)
+    def scale(X, Y, r, bx, col, i, j):
+        Y[bx, col] = (X[bx, col].astype("float32") * r[i]).astype(yt)
 
-    squares, stat, write = rows.sum_squares(chunk, D), rows.rstd(rsqrt, mean=False), rows.each(chunk, scale)
+    squares, stat, write = rows.sum_squares(chunk, D), rows.rstd(rsqrt, D, mean=False), rows.each(chunk, scale, D)
 
     @T.prim_func
     def l2norm_fwd(X: T.Tensor((M, D), xt), Y: T.Tensor((M, D), yt), RSTD: T.Tensor((M,), "float32"), eps: T.float32):
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             r = T.alloc_fragment((1,), "float32")
-            squares(X, bx, acc, r, D)
-            stat(r, RSTD, bx, eps, D)
-            write((X, Y, r), bx, D)
+            squares(X, bx, acc, r)
+            stat(r, RSTD, bx, eps)
+            write((X, Y, r), bx)
 
     return l2norm_fwd
 
@@ -47,17 +48,17 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.macro
-    def dot(X, DY, r, acc, row, col, i, j):
-        x = rows.masked(X, row, col, D)
-        g = rows.masked(DY, row, col, D)
+    def dot(X, DY, r, acc, bx, col, i, j):
+        x = rows.masked(X, bx, col, D)
+        g = rows.masked(DY, bx, col, D)
         acc[i, j] += (x * r[i]) * g
 
     @T.macro
-    def grad(X, DY, r, s, DX, row, col, i, j):
-        y = X[row, col].astype("float32") * r[i]
-        DX[row, col] = ((DY[row, col].astype("float32") - s[i] * y) * r[i]).astype(xt)
+    def grad(X, DY, r, s, DX, bx, col, i, j):
+        y = X[bx, col].astype("float32") * r[i]
+        DX[bx, col] = ((DY[bx, col].astype("float32") - s[i] * y) * r[i]).astype(xt)
 
-    total, write = rows.row_sum(chunk, dot), rows.each(chunk, grad)
+    total, write = rows.row_sum(chunk, dot, D), rows.each(chunk, grad, D)
 
     @T.prim_func
     def l2norm_bwd(
@@ -68,8 +69,8 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
             s = T.alloc_fragment((1,), "float32")
             r = T.alloc_fragment((1,), "float32")
             rows.fetch(r, RSTD, bx)
-            total((X, DY, r, acc), bx, acc, s, D)
-            write((X, DY, r, s, DX), bx, D)
+            total((X, DY, r, acc), bx, acc, s)
+            write((X, DY, r, s, DX), bx)
 
     return l2norm_bwd
 
@@ -87,9 +88,7 @@ def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, rs
     """(y, rstd) on the GPU for a non-empty 2-D x (rows are made contiguous: the kernels index them with stride D)."""
     x = x.contiguous()
     M, D = x.shape
-    y, rstd = (
-        out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
-    )
+    y, rstd = launch.row_outputs(x, output_dtype, out)
     RUNNER.kernel("l2norm_fwd", build_forward, bucket(D), x.dtype, output_dtype, rsqrt)(x, y, rstd, eps)
     return y, rstd
 

@@ -14,6 +14,7 @@ import tilelang.language as T
 import torch
 
 from ... import outputs
+from .. import launch
 from ..targets import RUNNERS, TL_DTYPE, vectors_or_defaults
 from . import rows
 from ._common import bucket
@@ -28,20 +29,20 @@ def build_forward(chunk: int, x_dtype: torch.dtype, p_dtype: torch.dtype, y_dtyp
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.macro
-    def add(X, acc, row, col, i, j):
-        acc[i, j] += rows.masked(X, row, col, D)
+    def add(X, acc, bx, col, i, j):
+        acc[i, j] += rows.masked(X, bx, col, D)
 
     @T.macro
-    def square(X, m, acc, row, col, i, j):
-        xc = T.if_then_else(col < D, X[row, col].astype("float32") - m[i], T.float32(0))
+    def square(X, m, acc, bx, col, i, j):
+        xc = T.if_then_else(col < D, X[bx, col].astype("float32") - m[i], T.float32(0))
         acc[i, j] += xc * xc
 
     @T.macro
-    def scale(X, W, B, Y, m, r, row, col, i, j):
-        xhat = (X[row, col].astype("float32") - m[i]) * r[i]
-        Y[row, col] = (xhat * W[col].astype("float32") + B[col].astype("float32")).astype(yt)
+    def scale(X, W, B, Y, m, r, bx, col, i, j):
+        xhat = (X[bx, col].astype("float32") - m[i]) * r[i]
+        Y[bx, col] = (xhat * W[col].astype("float32") + B[col].astype("float32")).astype(yt)
 
-    total, squares, write = rows.row_sum(chunk, add), rows.row_sum(chunk, square), rows.each(chunk, scale)
+    total, squares, write = rows.row_sum(chunk, add, D), rows.row_sum(chunk, square, D), rows.each(chunk, scale, D)
 
     @T.prim_func
     def layer_norm_fwd(
@@ -57,15 +58,15 @@ def build_forward(chunk: int, x_dtype: torch.dtype, p_dtype: torch.dtype, y_dtyp
             acc = T.alloc_fragment((1, chunk), "float32")
             m = T.alloc_fragment((1,), "float32")
             r = T.alloc_fragment((1,), "float32")
-            total((X, acc), bx, acc, m, D)
+            total((X, acc), bx, acc, m)
             rows.mean(m, D)
-            squares((X, m, acc), bx, acc, r, D)
+            squares((X, m, acc), bx, acc, r)
             for i in T.Parallel(1):
                 r[i] = _rsqrt(r[i] / T.cast(D, "float32") + eps, rsqrt)
             for i in T.Parallel(1):
                 MEAN[bx] = m[i]
                 RSTD[bx] = r[i]
-            write((X, W, B, Y, m, r), bx, D)
+            write((X, W, B, Y, m, r), bx)
 
     return layer_norm_fwd
 
@@ -76,20 +77,20 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, p_dt
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.macro
-    def sums(X, DY, W, MEAN, RSTD, acc_g, acc_gx, row, col, i, j):
+    def sums(X, DY, W, MEAN, RSTD, acc_g, acc_gx, bx, col, i, j):
         ok = col < D
-        xhat = T.if_then_else(ok, (X[row, col].astype("float32") - MEAN[row]) * RSTD[row], T.float32(0))
-        g = T.if_then_else(ok, DY[row, col].astype("float32") * W[col].astype("float32"), T.float32(0))
+        xhat = T.if_then_else(ok, (X[bx, col].astype("float32") - MEAN[bx]) * RSTD[bx], T.float32(0))
+        g = T.if_then_else(ok, DY[bx, col].astype("float32") * W[col].astype("float32"), T.float32(0))
         acc_g[i, j] += g
         acc_gx[i, j] += g * xhat
 
     @T.macro
-    def grad(X, DY, W, MEAN, RSTD, c1, c2, DX, row, col, i, j):
-        xhat = (X[row, col].astype("float32") - MEAN[row]) * RSTD[row]
-        g = DY[row, col].astype("float32") * W[col].astype("float32")
-        DX[row, col] = (((g - xhat * c2[i]) - c1[i]) * RSTD[row]).astype(xt)  # g rounded before the mean comes off
+    def grad(X, DY, W, MEAN, RSTD, c1, c2, DX, bx, col, i, j):
+        xhat = (X[bx, col].astype("float32") - MEAN[bx]) * RSTD[bx]
+        g = DY[bx, col].astype("float32") * W[col].astype("float32")
+        DX[bx, col] = (((g - xhat * c2[i]) - c1[i]) * RSTD[bx]).astype(xt)  # g rounded before the mean comes off
 
-    over, write = rows.walk(chunk, sums), rows.each(chunk, grad)
+    over, write = rows.walk(chunk, sums, D), rows.each(chunk, grad, D)
 
     @T.prim_func
     def layer_norm_bwd(
@@ -107,13 +108,13 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, p_dt
             c2 = T.alloc_fragment((1,), "float32")
             T.clear(acc_g)
             T.clear(acc_gx)
-            over((X, DY, W, MEAN, RSTD, acc_g, acc_gx), bx, D)
+            over((X, DY, W, MEAN, RSTD, acc_g, acc_gx), bx)
             T.reduce_sum(acc_g, c1, dim=1)
             T.reduce_sum(acc_gx, c2, dim=1)
             for i in T.Parallel(1):
                 c1[i] = c1[i] / T.cast(D, "float32")
                 c2[i] = c2[i] / T.cast(D, "float32")
-            write((X, DY, W, MEAN, RSTD, c1, c2, DX), bx, D)
+            write((X, DY, W, MEAN, RSTD, c1, c2, DX), bx)
 
     return layer_norm_bwd
 
@@ -131,7 +132,7 @@ def build_param_grads(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
         acc_w[j] += gy * xhat
         acc_b[j] += gy
 
-    walk = rows.columns(chunk, add)
+    walk = rows.columns(chunk, add, M, D)
 
     @T.prim_func
     def layer_norm_param_grads(
@@ -145,7 +146,7 @@ def build_param_grads(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
         with T.Kernel(T.ceildiv(D, chunk), threads=_threads(chunk)) as bx:
             acc_w = T.alloc_fragment((chunk,), "float32")
             acc_b = T.alloc_fragment((chunk,), "float32")
-            walk((X, DY, MEAN, RSTD), (DW, DB), (acc_w, acc_b), bx, M, D)
+            walk((X, DY, MEAN, RSTD), (DW, DB), (acc_w, acc_b), bx)
 
     return layer_norm_param_grads
 
@@ -164,12 +165,7 @@ def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
     """(y, mean, rstd) on the GPU for a non-empty 2-D x (rows made contiguous: the kernels index with stride D)."""
     x = x.contiguous()
     M, D = x.shape
-    if out is None:
-        out = (
-            outputs.empty_like(x, output_dtype),
-            outputs.empty((M,), torch.float32, x.device),
-            outputs.empty((M,), torch.float32, x.device),
-        )
+    out = launch.row_outputs(x, output_dtype, out, stats=2)
     w, b = vectors_or_defaults(weight, bias, x)
     RUNNER.kernel("layer_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype)(x, w, b, *out, eps)
     return out

@@ -13,6 +13,7 @@ import tilelang.language as T
 import torch
 
 from ... import outputs
+from .. import launch
 from ..targets import RUNNERS, TL_DTYPE
 from . import rows
 from ._common import bucket
@@ -38,11 +39,11 @@ def build_forward(
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.macro
-    def scale(X, W, Y, r, offset, row, col, i, j):
-        n = X[row, col].astype("float32") * r[i]
-        Y[row, col] = _scaled(n, W[col].astype("float32") + offset, xt, llama).astype(yt)
+    def scale(X, W, Y, r, offset, bx, col, i, j):
+        n = X[bx, col].astype("float32") * r[i]
+        Y[bx, col] = _scaled(n, W[col].astype("float32") + offset, xt, llama).astype(yt)
 
-    squares, stat, write = rows.sum_squares(chunk, D), rows.rstd(rsqrt), rows.each(chunk, scale)
+    squares, stat, write = rows.sum_squares(chunk, D), rows.rstd(rsqrt, D), rows.each(chunk, scale, D)
 
     @T.prim_func
     def rms_norm_fwd(
@@ -56,9 +57,9 @@ def build_forward(
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             r = T.alloc_fragment((1,), "float32")
-            squares(X, bx, acc, r, D)
-            stat(r, RSTD, bx, eps, D)
-            write((X, W, Y, r, offset), bx, D)
+            squares(X, bx, acc, r)
+            stat(r, RSTD, bx, eps)
+            write((X, W, Y, r, offset), bx)
 
     return rms_norm_fwd
 
@@ -69,19 +70,19 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, w_dt
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.macro
-    def dot(X, DY, W, r, offset, acc, row, col, i, j):
-        x = rows.masked(X, row, col, D)
-        g = rows.masked(DY, row, col, D)
+    def dot(X, DY, W, r, offset, acc, bx, col, i, j):
+        x = rows.masked(X, bx, col, D)
+        g = rows.masked(DY, bx, col, D)
         w = rows.masked(W, None, col, D) + offset
         acc[i, j] += (g * w) * (x * r[i])
 
     @T.macro
-    def grad(X, DY, W, r, offset, s, DX, row, col, i, j):
-        n = X[row, col].astype("float32") * r[i]
-        g = DY[row, col].astype("float32") * (W[col].astype("float32") + offset)
-        DX[row, col] = ((g - n * s[i]) * r[i]).astype(xt)
+    def grad(X, DY, W, r, offset, s, DX, bx, col, i, j):
+        n = X[bx, col].astype("float32") * r[i]
+        g = DY[bx, col].astype("float32") * (W[col].astype("float32") + offset)
+        DX[bx, col] = ((g - n * s[i]) * r[i]).astype(xt)
 
-    total, write = rows.row_sum(chunk, dot), rows.each(chunk, grad)
+    total, write = rows.row_sum(chunk, dot, D), rows.each(chunk, grad, D)
 
     @T.prim_func
     def rms_norm_bwd(
@@ -97,9 +98,9 @@ def build_backward(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, w_dt
             s = T.alloc_fragment((1,), "float32")
             r = T.alloc_fragment((1,), "float32")
             rows.fetch(r, RSTD, bx)
-            total((X, DY, W, r, offset, acc), bx, acc, s, D)
+            total((X, DY, W, r, offset, acc), bx, acc, s)
             rows.mean(s, D)
-            write((X, DY, W, r, offset, s, DX), bx, D)
+            write((X, DY, W, r, offset, s, DX), bx)
 
     return rms_norm_bwd
 
@@ -116,7 +117,7 @@ def build_dweight(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, casti
         n = n.astype(xt).astype("float32") if llama else n
         acc[j] += rows.masked(DY, row, col, D) * n
 
-    walk = rows.columns(chunk, add)
+    walk = rows.columns(chunk, add, M, D)
 
     @T.prim_func
     def rms_norm_dweight(
@@ -127,7 +128,7 @@ def build_dweight(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, casti
     ):
         with T.Kernel(T.ceildiv(D, chunk), threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((chunk,), "float32")
-            walk((X, DY, RSTD), (DW,), (acc,), bx, M, D)
+            walk((X, DY, RSTD), (DW,), (acc,), bx)
 
     return rms_norm_dweight
 
@@ -142,18 +143,12 @@ def lowered(dtype: torch.dtype, dim: int, rsqrt: str = "exact", casting: str = "
     }
 
 
-def _weight(weight, x):
-    return torch.ones(x.shape[1], dtype=x.dtype, device=x.device) if weight is None else weight.contiguous()
-
-
 def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: torch.dtype, out=None):
     """(y, rstd) on the GPU for a non-empty 2-D x (rows made contiguous: the kernels index with stride D)."""
     x = x.contiguous()
     M, D = x.shape
-    y, rstd = (
-        out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
-    )
-    w, off = _weight(weight, x), (offset if weight is not None else 0.0)
+    y, rstd = launch.row_outputs(x, output_dtype, out)
+    w, off = launch.weight_and_offset(weight, x, offset)
     cast = casting if weight is not None else "fp32"
     RUNNER.kernel("rms_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, cast)(
         x, w, y, rstd, eps, off
@@ -164,7 +159,7 @@ def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: to
 def backward(x, rstd, dy, weight, offset: float, casting: str, eps: float | None = None):
     """(dx, dweight or None); ``eps`` is not used: the fp32 form (``tileport.ops.rms_norm``'s contract)."""
     x, dy, rstd = x.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
-    w, off = _weight(weight, x), (offset if weight is not None else 0.0)
+    w, off = launch.weight_and_offset(weight, x, offset)
     dx = outputs.empty_like(x)
     b = bucket(x.shape[1])
     RUNNER.kernel("rms_norm_bwd", build_backward, b, x.dtype, dy.dtype, w.dtype)(x, dy, w, rstd, dx, off)

@@ -24,19 +24,19 @@ def build_forward(chunk: int, x_dtype: torch.dtype, log: bool = False):
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.macro
-    def fold(X, acc, row, col, i, j):
-        acc[i, j] = T.max(acc[i, j], T.if_then_else(col < D, X[row, col].astype("float32"), -T.infinity("float32")))
+    def fold(X, acc, bx, col, i, j):
+        acc[i, j] = T.max(acc[i, j], T.if_then_else(col < D, X[bx, col].astype("float32"), -T.infinity("float32")))
 
     @T.macro
-    def add(X, m, acc, row, col, i, j):
-        acc[i, j] += T.if_then_else(col < D, T.exp(X[row, col].astype("float32") - m[i]), T.float32(0))
+    def add(X, m, acc, bx, col, i, j):
+        acc[i, j] += T.if_then_else(col < D, T.exp(X[bx, col].astype("float32") - m[i]), T.float32(0))
 
     @T.macro
-    def normalize(X, Y, m, s, row, col, i, j):
-        z = X[row, col].astype("float32") - m[i]
-        Y[row, col] = (z - s[i] if log else T.exp(z) / s[i]).astype(xt)
+    def normalize(X, Y, m, s, bx, col, i, j):
+        z = X[bx, col].astype("float32") - m[i]
+        Y[bx, col] = (z - s[i] if log else T.exp(z) / s[i]).astype(xt)
 
-    top, total, write = rows.row_max(chunk, fold), rows.row_sum(chunk, add), rows.each(chunk, normalize)
+    top, total, write = rows.row_max(chunk, fold, D), rows.row_sum(chunk, add, D), rows.each(chunk, normalize, D)
 
     @T.prim_func
     def softmax_fwd(X: T.Tensor((M, D), xt), Y: T.Tensor((M, D), xt)):
@@ -44,12 +44,12 @@ def build_forward(chunk: int, x_dtype: torch.dtype, log: bool = False):
             acc = T.alloc_fragment((1, chunk), "float32")
             m = T.alloc_fragment((1,), "float32")
             s = T.alloc_fragment((1,), "float32")
-            top((X, acc), bx, acc, m, D)
-            total((X, m, acc), bx, acc, s, D)
+            top((X, acc), bx, acc, m)
+            total((X, m, acc), bx, acc, s)
             if log:  # a Python constant: one kernel per form
                 for i in T.Parallel(1):
                     s[i] = T.log(s[i])
-            write((X, Y, m, s), bx, D)
+            write((X, Y, m, s), bx)
 
     return softmax_fwd
 
@@ -59,24 +59,24 @@ def build_backward(chunk: int, y_dtype: torch.dtype, dy_dtype: torch.dtype, log:
     M, D = T.dynamic("M"), T.dynamic("D")
 
     @T.macro
-    def dot(Y, DY, acc, row, col, i, j):
-        g = rows.masked(DY, row, col, D)
-        acc[i, j] += g if log else g * rows.masked(Y, row, col, D)
+    def dot(Y, DY, acc, bx, col, i, j):
+        g = rows.masked(DY, bx, col, D)
+        acc[i, j] += g if log else g * rows.masked(Y, bx, col, D)
 
     @T.macro
-    def grad(Y, DY, DX, c, row, col, i, j):
-        y, g = Y[row, col].astype("float32"), DY[row, col].astype("float32")
-        DX[row, col] = (g - T.exp(y) * c[i] if log else y * (g - c[i])).astype(yt)
+    def grad(Y, DY, DX, c, bx, col, i, j):
+        y, g = Y[bx, col].astype("float32"), DY[bx, col].astype("float32")
+        DX[bx, col] = (g - T.exp(y) * c[i] if log else y * (g - c[i])).astype(yt)
 
-    total, write = rows.row_sum(chunk, dot), rows.each(chunk, grad)
+    total, write = rows.row_sum(chunk, dot, D), rows.each(chunk, grad, D)
 
     @T.prim_func
     def softmax_bwd(Y: T.Tensor((M, D), yt), DY: T.Tensor((M, D), gt), DX: T.Tensor((M, D), yt)):
         with T.Kernel(M, threads=_threads(chunk)) as bx:
             acc = T.alloc_fragment((1, chunk), "float32")
             c = T.alloc_fragment((1,), "float32")
-            total((Y, DY, acc), bx, acc, c, D)
-            write((Y, DY, DX, c), bx, D)
+            total((Y, DY, acc), bx, acc, c)
+            write((Y, DY, DX, c), bx)
 
     return softmax_bwd
 
