@@ -52,8 +52,11 @@ HELPERS = """- TileLang CPU (`tileport/backends/tilelang/cpu/rowwise.py`): `row_
   backward).
 - Triton (`tileport/backends/triton/common.py`): `blocks`, `row_sum_squares`, `column_sum`, `store`,
   `round_to`, `check_size`, `launch_context`.
-- TileLang CUDA (`cuda/_common.py`): `bucket`, `threads`, `sum_squares`, `rsqrt`; Ascend (`ascend/_common.py`):
-  `bucket`, `rows_per_block`, `row_sum`, `sum_squares`, `refined_rsqrt`, `CORES`, the UB budget (`lower` checks it).
+- TileLang CUDA: `cuda/_common.py` (`bucket`, `threads`, `rsqrt`), `cuda/rows.py` (a row kernel's walks over a
+  per-element step macro: `row_sum`, `row_max`, `each`, `columns` for a parameter's gradient, `sum_squares`,
+  `rstd`, `masked`); Ascend: `ascend/_common.py` (`bucket`, `rows_per_block`, `refined_rsqrt`, `CORES`, the UB
+  budget: `lower` checks it), `ascend/_walk.py` (`Walk`: `for block in walk.blocks(...)`, `for chunk in
+  walk.chunks(...)` with their GM <-> UB moves, `each`, `row_sum`, `row_max`, `sum_squares`, `add_columns`).
 - The interface: nothing to write; `tileport.ops.interface` derives it from the spec (`docs/interface.md`)."""
 
 

@@ -1,6 +1,5 @@
-"""What the Ascend arch35 row kernels share: the persistent grid, UB budget and tile-width buckets, the
-Newton-Raphson-refined hardware rsqrt, and the pass that sums a per-element term (x^2, ...) over a block of rows
-chunk by chunk."""
+"""What the Ascend arch35 kernels share: the persistent grid, UB budget and tile-width buckets, the
+Newton-Raphson-refined hardware rsqrt and a SIMT fill. The row kernels' walk and reductions are ``_walk.py``'s."""
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
 import tilelang.ascend.language as T
@@ -35,60 +34,6 @@ def refined_rsqrt(s, steps: int):
     return tirx.Let(sv, s, tirx.Let(ys[0], T.rsqrt(sv), body))
 
 
-def row_sum(width: int, block_M: int, term):
-    """A macro: ``ru[i] = sum over j < D of term(X[r0 + i, j], aux, i)`` for the block's rows (``aux``: a
-    per-row UB vector the term may read, such as a mean), the chunks moved GM -> UB (runtime lengths), the
-    terms computed in a SIMT sub-kernel masked past D, reduced per row and accumulated; double-buffered. The
-    last chunk stays in ``xu`` (the whole row when D fits one tile)."""
-
-    @T.macro
-    def body(X, xu, sq, part, ru, aux, r0, rows, D):
-        with T.SimtVF(threads=THREADS):
-            for i in T.Parallel(block_M):
-                ru[i] = 0.0
-        for k in T.Pipelined(T.ceildiv(D, width), num_stages=2):
-            n = T.min(width, D - k * width)
-            T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-            with T.SimtVF(threads=THREADS):
-                for i, j in T.Parallel(block_M, width):
-                    sq[i, j] = T.if_then_else(j < n, term(xu[i, j].astype("float32"), aux, i), 0.0)
-            T.reduce_sum(sq, part, dim=1)
-            with T.SimtVF(threads=THREADS):
-                for i in T.Parallel(block_M):
-                    ru[i] += part[i]
-
-    return body
-
-
-def row_max(width: int, block_M: int):
-    """A macro: ``ru[i] = max(X[r0 + i, :D])`` for the block's rows (fp32), as ``row_sum``'s pass with -inf past D
-    and a max reduction."""
-
-    @T.macro
-    def body(X, xu, sq, part, ru, r0, rows, D):
-        with T.SimtVF(threads=THREADS):
-            for i in T.Parallel(block_M):
-                ru[i] = -T.infinity("float32")
-        for k in T.Pipelined(T.ceildiv(D, width), num_stages=2):
-            n = T.min(width, D - k * width)
-            T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-            with T.SimtVF(threads=THREADS):
-                for i, j in T.Parallel(block_M, width):
-                    sq[i, j] = T.if_then_else(j < n, xu[i, j].astype("float32"), -T.infinity("float32"))
-            T.reduce_max(sq, part, dim=1)
-            with T.SimtVF(threads=THREADS):
-                for i in T.Parallel(block_M):
-                    ru[i] = T.max(ru[i], part[i])
-
-    return body
-
-
-def sum_squares(width: int, block_M: int):
-    """A macro: ``ru[i] = sum(X[r0 + i, :D]^2)`` for the block's rows (``row_sum`` of squares; call it with
-    ``aux`` = ``ru``, unread)."""
-    return row_sum(width, block_M, lambda v, aux, i: v * v)
-
-
 def fill(length: int, value: float = 0.0):
     """A macro: ``v[i] = value`` for i < ``length`` in a SIMT sub-kernel (a UB vector per row or per column)."""
 
@@ -97,36 +42,5 @@ def fill(length: int, value: float = 0.0):
         with T.SimtVF(threads=THREADS):
             for i in T.Parallel(length):
                 v[i] = value
-
-    return body
-
-
-def zero_partials(width: int):
-    """A macro: this core's partial row of a parameter's gradient (``P[core, :D]``, fp32 in GM) set to zero
-    chunk by chunk through the UB vector ``pu``: each core then adds its blocks' column sums into its own row."""
-    clear = fill(width)
-
-    @T.macro
-    def body(P, pu, core, chunks, D):
-        for k in T.serial(chunks):
-            n = T.min(width, D - k * width)
-            clear(pu)
-            T.copy(pu[0:n], P[core, k * width : k * width + n])
-
-    return body
-
-
-def add_columns(width: int, block_M: int):
-    """A macro: ``acc[j] += sum over the block's rows i of terms[i, j]`` (rows past the block hold 0), summed in
-    row order through ``cu``: a parameter's gradient, per column of the chunk."""
-
-    @T.macro
-    def body(terms, cu, acc):
-        with T.SimtVF(threads=THREADS):
-            for j in T.Parallel(width):
-                cu[j] = 0.0
-                for i in T.serial(block_M):
-                    cu[j] += terms[i, j]
-                acc[j] += cu[j]
 
     return body

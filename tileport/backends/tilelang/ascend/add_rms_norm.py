@@ -12,7 +12,8 @@ import torch
 from ... import outputs
 from ..targets import RUNNERS, TL_DTYPE
 from . import rms_norm
-from ._common import CORES, NR_STEPS, THREADS, bucket, rows_per_block
+from ._common import CORES, NR_STEPS, bucket, rows_per_block
+from ._walk import Walk
 
 RUNNER = RUNNERS["ascend"]
 
@@ -21,6 +22,7 @@ def build_add(width: int, x_dtype: torch.dtype, r_dtype: torch.dtype, s_dtype: t
     xt, rt, st = TL_DTYPE[x_dtype], TL_DTYPE[r_dtype], TL_DTYPE[s_dtype]
     block_M = rows_per_block(width, x_dtype.itemsize + r_dtype.itemsize + s_dtype.itemsize)
     M, D = T.dynamic("M"), T.dynamic("D")
+    walk = Walk(width, block_M)
 
     @T.prim_func
     def add_rms_norm_add(X: T.Tensor((M, D), xt), R: T.Tensor((M, D), rt), S: T.Tensor((M, D), st)):
@@ -28,21 +30,10 @@ def build_add(width: int, x_dtype: torch.dtype, r_dtype: torch.dtype, s_dtype: t
             xu = T.alloc_shared((block_M, width), xt)
             ru = T.alloc_shared((block_M, width), rt)
             su = T.alloc_shared((block_M, width), st)
-            blocks = T.ceildiv(M, block_M)
-            chunks = T.ceildiv(D, width)
-            for t in T.serial(T.ceildiv(blocks, CORES)):
-                b = core + t * CORES
-                if b < blocks:
-                    r0 = b * block_M
-                    rows = T.min(block_M, M - r0)
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, D - k * width)
-                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                        T.copy(R[r0 : r0 + rows, k * width : k * width + n], ru[0:rows, 0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                su[i, j] = (xu[i, j].astype("float32") + ru[i, j].astype("float32")).astype(st)
-                        T.copy(su[0:rows, 0:n], S[r0 : r0 + rows, k * width : k * width + n])
+            for _ in walk.blocks(core, M, D):
+                for _ in walk.chunks(((X, xu), (R, ru)), ((su, S),)):
+                    for i, j in walk.each():
+                        su[i, j] = (xu[i, j].astype("float32") + ru[i, j].astype("float32")).astype(st)
 
     return add_rms_norm_add
 

@@ -15,12 +15,14 @@ The loss from (max - z_t) + log(sum). The fused forward's second pass writes the
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
 import tilelang.ascend.language as T
 import torch
+from tilelang import tvm
 
 from .. import cross_entropy_device
 from ..cross_entropy_device import INDEX
 from ..cuda.cross_entropy import finite_or_zero, gradient, let, softcapped, zterm
 from ..targets import RUNNERS, TL_DTYPE
-from ._common import CORES, MAX_WIDTH, THREADS, bucket, rows_per_block
+from ._common import CORES, MAX_WIDTH, bucket, rows_per_block
+from ._walk import Walk
 
 RUNNER = RUNNERS["ascend"]
 
@@ -31,6 +33,50 @@ def _compensation(hi, v):
     return let(hi + v, lambda t: T.if_then_else(T.abs(hi) >= T.abs(v), (hi - t) + v, (v - t) + hi))
 
 
+def _row_at(v, i):
+    """Row i's value of a per-row UB vector, or a scalar as it is."""
+    return v[i] if isinstance(v, tvm.tirx.Buffer) else v
+
+
+def _value(src, i, j):
+    """Column j's fp32 value of a (rows, width) fp32 tile (row i) or of a per-column vector."""
+    return src[i, j] if len(src.shape) == 2 else src[j].astype("float32")
+
+
+def _passes(walk, xt, weighted: bool, smoothing: bool, capped: bool):
+    """The macros both kernels use: ``pick`` adds the target column's value (of a (rows, width) fp32 tile or a
+    per-column vector) into a per-row sum, ``total`` adds the chunk's weights, and ``gradients`` writes the
+    logits' gradient chunk by chunk from the row terms (``shift`` None: 0)."""
+    add = walk.add_row_sums()
+
+    def is_target(tu, k, i, j):
+        return T.cast(k * walk.width + j, "int64") == T.cast(tu[i], "int64")
+
+    @T.macro
+    def pick(eu, src, tu, part, acc, k, n):
+        for i, j in walk.each():
+            hit = is_target(tu, k, i, j)
+            eu[i, j] = T.if_then_else(j < n, T.if_then_else(hit, _value(src, i, j), 0.0), 0.0)
+        add(eu, part, acc)
+
+    @T.macro
+    def total(eu, wu, part, acc, n):
+        for i, j in walk.each():
+            eu[i, j] = T.if_then_else(j < n, wu[j].astype("float32"), 0.0)
+        add(eu, part, acc)
+
+    @T.macro
+    def gradients(loads, stores, gu, xu, wu, tu, a, k_row, base, shift, wt, ok, C, cap, eps):
+        for chunk in walk.chunks(loads, stores):
+            for i, j in walk.each():
+                hit = is_target(tu, chunk.k, i, j)
+                wc = _row_at(a, i) * eps / T.cast(C, "float32") * (wu[j].astype("float32") if weighted else 1.0)
+                terms = (k_row[i], base[i], T.float32(0) if shift is None else shift[i], wc, hit, wt[i], ok[i])
+                gu[i, j] = gradient(T, capped, smoothing, xu[i, j].astype("float32"), cap, *terms).astype(xt)
+
+    return pick, total, gradients
+
+
 def build_forward(
     width: int, x_dtype: torch.dtype, t_dtype: torch.dtype, weighted: bool, smoothing: bool, capped: bool, fused: bool
 ):
@@ -38,6 +84,8 @@ def build_forward(
     block_M = rows_per_block(width, 2 * x_dtype.itemsize + 8)  # x and the gradient, z and exp(z - max) in fp32
     one_chunk = width < MAX_WIDTH
     N, C = T.dynamic("N"), T.dynamic("C")
+    walk = Walk(width, block_M)
+    pick, total, gradients = _passes(walk, xt, weighted, smoothing, capped)
 
     def logit(v, cap):
         return softcapped(T, v, cap, lambda z, _: z) if capped else v
@@ -80,136 +128,68 @@ def build_forward(
             lu = T.alloc_shared((block_M,), "float32")  # loss, z_loss, lse out
             zl = T.alloc_shared((block_M,), "float32")
             lsu = T.alloc_shared((block_M,), "float32")
-            blocks = T.ceildiv(N, block_M)
-            chunks = T.ceildiv(C, width)
-            for t in T.serial(T.ceildiv(blocks, CORES)):
-                bk = core + t * CORES
-                if bk < blocks:
-                    r0 = bk * block_M
-                    rows = T.min(block_M, N - r0)
-                    T.copy(TG[r0 : r0 + rows], tu[0:rows])
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            m[i] = -T.infinity("float32")
-                            s[i] = 0.0
-                            sc[i] = 0.0
-                            swz[i] = 0.0
-                            swc[i] = 0.0
-                            ws[i] = 0.0
-                            zt[i] = 0.0
-                            wt[i] = 0.0
-                            ok[i] = T.if_then_else(T.cast(tu[i], "int64") != ignore_index, 1.0, 0.0)
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, C - k * width)
-                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                        if weighted:
-                            T.copy(W[k * width : k * width + n], wu[0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                zu[i, j] = T.if_then_else(
-                                    j < n, logit(xu[i, j].astype("float32"), cap), -T.infinity("float32")
-                                )
-                        T.reduce_max(zu, part, dim=1)
-                        with T.SimtVF(threads=THREADS):
-                            for i in T.Parallel(block_M):
-                                mn[i] = T.max(m[i], part[i])
-                                bs[i] = finite_or_zero(T, T.max(m[i], part[i]))
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                eu[i, j] = T.if_then_else(j < n, T.exp(zu[i, j] - bs[i]), 0.0)
+            vectors = ((W, wu),) if weighted else ()
+            for _ in walk.blocks(core, N, C, loads=((TG, tu),), index="bk"):
+                for i in walk.each_row():
+                    m[i] = -T.infinity("float32")
+                    s[i] = 0.0
+                    sc[i] = 0.0
+                    swz[i] = 0.0
+                    swc[i] = 0.0
+                    ws[i] = 0.0
+                    zt[i] = 0.0
+                    wt[i] = 0.0
+                    ok[i] = T.if_then_else(T.cast(tu[i], "int64") != ignore_index, 1.0, 0.0)
+                for k, n in walk.chunks(((X, xu),) + vectors):
+                    for i, j in walk.each():
+                        zu[i, j] = T.if_then_else(j < n, logit(xu[i, j].astype("float32"), cap), -T.infinity("float32"))
+                    T.reduce_max(zu, part, dim=1)
+                    for i in walk.each_row():
+                        mn[i] = T.max(m[i], part[i])
+                        bs[i] = finite_or_zero(T, T.max(m[i], part[i]))
+                    for i, j in walk.each():
+                        eu[i, j] = T.if_then_else(j < n, T.exp(zu[i, j] - bs[i]), 0.0)
+                    T.reduce_sum(eu, part, dim=1)
+                    for i in walk.each_row():  # each buffer read before it is written (no RAW)
+                        f = T.exp(m[i] - bs[i])  # 0 from m = -inf
+                        sc[i] = sc[i] * f + _compensation(s[i] * f, part[i])
+                        s[i] = s[i] * f + part[i]
+                        m[i] = mn[i]
+                    pick(eu, zu, tu, part, zt, k, n)  # the target's logit, where this chunk holds it
+                    if weighted:
+                        pick(eu, wu, tu, part, wt, k, n)
+                    if smoothing:
+                        for i, j in walk.each():
+                            wz = wu[j].astype("float32") * zu[i, j] if weighted else zu[i, j]
+                            eu[i, j] = T.if_then_else(j < n, wz, 0.0)
                         T.reduce_sum(eu, part, dim=1)
-                        with T.SimtVF(threads=THREADS):
-                            for i in T.Parallel(block_M):  # each buffer read before it is written (no RAW)
-                                f = T.exp(m[i] - bs[i])  # 0 from m = -inf
-                                sc[i] = sc[i] * f + _compensation(s[i] * f, part[i])
-                                s[i] = s[i] * f + part[i]
-                                m[i] = mn[i]
-                        with T.SimtVF(threads=THREADS):  # the target's logit, where this chunk holds it
-                            for i, j in T.Parallel(block_M, width):
-                                hit = T.cast(k * width + j, "int64") == T.cast(tu[i], "int64")
-                                eu[i, j] = T.if_then_else(j < n, T.if_then_else(hit, zu[i, j], 0.0), 0.0)
-                        T.reduce_sum(eu, part, dim=1)
-                        with T.SimtVF(threads=THREADS):
-                            for i in T.Parallel(block_M):
-                                zt[i] += part[i]
+                        for i in walk.each_row():
+                            swc[i] = swc[i] + _compensation(swz[i], part[i])
+                            swz[i] = swz[i] + part[i]
                         if weighted:
-                            with T.SimtVF(threads=THREADS):
-                                for i, j in T.Parallel(block_M, width):
-                                    hit = T.cast(k * width + j, "int64") == T.cast(tu[i], "int64")
-                                    eu[i, j] = T.if_then_else(
-                                        j < n, T.if_then_else(hit, wu[j].astype("float32"), 0.0), 0.0
-                                    )
-                            T.reduce_sum(eu, part, dim=1)
-                            with T.SimtVF(threads=THREADS):
-                                for i in T.Parallel(block_M):
-                                    wt[i] += part[i]
-                        if smoothing:
-                            with T.SimtVF(threads=THREADS):
-                                for i, j in T.Parallel(block_M, width):
-                                    wz = wu[j].astype("float32") * zu[i, j] if weighted else zu[i, j]
-                                    eu[i, j] = T.if_then_else(j < n, wz, 0.0)
-                            T.reduce_sum(eu, part, dim=1)
-                            with T.SimtVF(threads=THREADS):
-                                for i in T.Parallel(block_M):
-                                    swc[i] = swc[i] + _compensation(swz[i], part[i])
-                                    swz[i] = swz[i] + part[i]
-                            if weighted:
-                                with T.SimtVF(threads=THREADS):
-                                    for i, j in T.Parallel(block_M, width):
-                                        eu[i, j] = T.if_then_else(j < n, wu[j].astype("float32"), 0.0)
-                                T.reduce_sum(eu, part, dim=1)
-                                with T.SimtVF(threads=THREADS):
-                                    for i in T.Parallel(block_M):
-                                        ws[i] += part[i]
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            ls = T.log(s[i] + sc[i])
-                            w_t = wt[i] if weighted else T.float32(1)
-                            loss = w_t * ((m[i] - zt[i]) + ls)
-                            if smoothing:
-                                w_all = ws[i] if weighted else T.cast(C, "float32")
-                                loss = (1.0 - eps) * loss + eps / T.cast(C, "float32") * (
-                                    ((w_all * m[i] - swz[i]) - swc[i]) + w_all * ls
-                                )
-                            lu[i] = loss * ok[i]
-                            zl[i] = T.if_then_else(scale != 0, scale * (m[i] + ls) * (m[i] + ls) * ok[i], 0.0)
-                            lsu[i] = m[i] + ls
-                            # the gradient's row terms (their passes are done): k in mn, a (1 - eps) w_t in wt,
-                            # log s in s
-                            w_mean = ws[i] / T.cast(C, "float32") if weighted else T.float32(1)
-                            k_smooth = a * (1.0 - eps) * w_t + a * eps * w_mean if smoothing else a * w_t
-                            mn[i] = (k_smooth + zterm(T, b * 2.0 * scale, m[i] + ls)) * ok[i]
-                            wt[i] = a * (1.0 - eps) * w_t
-                            s[i] = ls
-                    T.copy(lu[0:rows], LOSS[r0 : r0 + rows])
-                    T.copy(zl[0:rows], ZL[r0 : r0 + rows])
-                    T.copy(lsu[0:rows], LSE[r0 : r0 + rows])
-                    if fused:
-                        for k in T.Pipelined(chunks, num_stages=2):
-                            n = T.min(width, C - k * width)
-                            if not one_chunk:
-                                T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                                if weighted:
-                                    T.copy(W[k * width : k * width + n], wu[0:n])
-                            with T.SimtVF(threads=THREADS):
-                                for i, j in T.Parallel(block_M, width):
-                                    hit = T.cast(k * width + j, "int64") == T.cast(tu[i], "int64")
-                                    wc = a * eps / T.cast(C, "float32") * (wu[j].astype("float32") if weighted else 1.0)
-                                    gu[i, j] = gradient(
-                                        T,
-                                        capped,
-                                        smoothing,
-                                        xu[i, j].astype("float32"),
-                                        cap,
-                                        mn[i],
-                                        m[i],
-                                        s[i],
-                                        wc,
-                                        hit,
-                                        wt[i],
-                                        ok[i],
-                                    ).astype(xt)
-                            T.copy(gu[0:rows, 0:n], G[r0 : r0 + rows, k * width : k * width + n])
+                            total(eu, wu, part, ws, n)
+                for i in walk.each_row():
+                    ls = T.log(s[i] + sc[i])
+                    w_t = wt[i] if weighted else T.float32(1)
+                    loss = w_t * ((m[i] - zt[i]) + ls)
+                    if smoothing:
+                        w_all = ws[i] if weighted else T.cast(C, "float32")
+                        loss = (1.0 - eps) * loss + eps / T.cast(C, "float32") * (
+                            ((w_all * m[i] - swz[i]) - swc[i]) + w_all * ls
+                        )
+                    lu[i] = loss * ok[i]
+                    zl[i] = T.if_then_else(scale != 0, scale * (m[i] + ls) * (m[i] + ls) * ok[i], 0.0)
+                    lsu[i] = m[i] + ls
+                    # the gradient's row terms (their passes are done): k in mn, a (1 - eps) w_t in wt, log s in s
+                    w_mean = ws[i] / T.cast(C, "float32") if weighted else T.float32(1)
+                    k_smooth = a * (1.0 - eps) * w_t + a * eps * w_mean if smoothing else a * w_t
+                    mn[i] = (k_smooth + zterm(T, b * 2.0 * scale, m[i] + ls)) * ok[i]
+                    wt[i] = a * (1.0 - eps) * w_t
+                    s[i] = ls
+                walk.move(((lu, LOSS), (zl, ZL), (lsu, LSE)))
+                if fused:
+                    loads = () if one_chunk else ((X, xu),) + vectors
+                    gradients(loads, ((gu, G),), gu, xu, wu, tu, a, mn, m, s, wt, ok, C, cap, eps)
 
     return cross_entropy_fwd.with_attr("global_symbol", "cross_entropy_fwd_grad" if fused else "cross_entropy_fwd")
 
@@ -220,6 +200,8 @@ def build_backward(
     xt, tt = TL_DTYPE[x_dtype], INDEX[t_dtype]
     block_M = rows_per_block(width, 2 * x_dtype.itemsize + 4)
     N, C = T.dynamic("N"), T.dynamic("C")
+    walk = Walk(width, block_M)
+    pick, total, gradients = _passes(walk, xt, weighted, smoothing, capped)
 
     @T.prim_func
     def cross_entropy_bwd(
@@ -249,78 +231,26 @@ def build_backward(
             ws = T.alloc_shared((block_M,), "float32")  # W
             kp = T.alloc_shared((block_M,), "float32")
             ok = T.alloc_shared((block_M,), "float32")
-            blocks = T.ceildiv(N, block_M)
-            chunks = T.ceildiv(C, width)
-            for t in T.serial(T.ceildiv(blocks, CORES)):
-                bk = core + t * CORES
-                if bk < blocks:
-                    r0 = bk * block_M
-                    rows = T.min(block_M, N - r0)
-                    T.copy(TG[r0 : r0 + rows], tu[0:rows])
-                    T.copy(DL[r0 : r0 + rows], du[0:rows])
-                    T.copy(DZ[r0 : r0 + rows], dz[0:rows])
-                    T.copy(LSE[r0 : r0 + rows], lu[0:rows])
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            ok[i] = T.if_then_else(T.cast(tu[i], "int64") != ignore_index, 1.0, 0.0)
-                            wt[i] = 0.0 if weighted else 1.0  # 1 without weights, else summed below
-                            ws[i] = T.cast(C, "float32")
-                    if weighted:  # w_t picked out of its chunk, and W
-                        with T.SimtVF(threads=THREADS):
-                            for i in T.Parallel(block_M):
-                                ws[i] = 0.0
-                        for k in T.Pipelined(chunks, num_stages=2):
-                            n = T.min(width, C - k * width)
-                            T.copy(W[k * width : k * width + n], wu[0:n])
-                            with T.SimtVF(threads=THREADS):
-                                for i, j in T.Parallel(block_M, width):
-                                    hit = T.cast(k * width + j, "int64") == T.cast(tu[i], "int64")
-                                    eu[i, j] = T.if_then_else(
-                                        j < n, T.if_then_else(hit, wu[j].astype("float32"), 0.0), 0.0
-                                    )
-                            T.reduce_sum(eu, part, dim=1)
-                            with T.SimtVF(threads=THREADS):
-                                for i in T.Parallel(block_M):
-                                    wt[i] += part[i]
-                            if smoothing:
-                                with T.SimtVF(threads=THREADS):
-                                    for i, j in T.Parallel(block_M, width):
-                                        eu[i, j] = T.if_then_else(j < n, wu[j].astype("float32"), 0.0)
-                                T.reduce_sum(eu, part, dim=1)
-                                with T.SimtVF(threads=THREADS):
-                                    for i in T.Parallel(block_M):
-                                        ws[i] += part[i]
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            k_row = du[i] * (1.0 - eps) * wt[i]
-                            if smoothing:
-                                k_row = k_row + du[i] * eps * (ws[i] / T.cast(C, "float32"))
-                            kp[i] = (k_row + zterm(T, dz[i] * 2.0 * scale, lu[i])) * ok[i]
-                            wt[i] = du[i] * (1.0 - eps) * wt[i]
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, C - k * width)
-                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                        if weighted:
-                            T.copy(W[k * width : k * width + n], wu[0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                hit = T.cast(k * width + j, "int64") == T.cast(tu[i], "int64")
-                                wc = du[i] * eps / T.cast(C, "float32") * (wu[j].astype("float32") if weighted else 1.0)
-                                gu[i, j] = gradient(
-                                    T,
-                                    capped,
-                                    smoothing,
-                                    xu[i, j].astype("float32"),
-                                    cap,
-                                    kp[i],
-                                    lu[i],
-                                    T.float32(0),
-                                    wc,
-                                    hit,
-                                    wt[i],
-                                    ok[i],
-                                ).astype(xt)
-                        T.copy(gu[0:rows, 0:n], DX[r0 : r0 + rows, k * width : k * width + n])
+            vectors = ((W, wu),) if weighted else ()
+            for _ in walk.blocks(core, N, C, loads=((TG, tu), (DL, du), (DZ, dz), (LSE, lu)), index="bk"):
+                for i in walk.each_row():
+                    ok[i] = T.if_then_else(T.cast(tu[i], "int64") != ignore_index, 1.0, 0.0)
+                    wt[i] = 0.0 if weighted else 1.0  # 1 without weights, else summed below
+                    ws[i] = T.cast(C, "float32")
+                if weighted:  # w_t picked out of its chunk, and W
+                    for i in walk.each_row():
+                        ws[i] = 0.0
+                    for k, n in walk.chunks(vectors):
+                        pick(eu, wu, tu, part, wt, k, n)
+                        if smoothing:
+                            total(eu, wu, part, ws, n)
+                for i in walk.each_row():
+                    k_row = du[i] * (1.0 - eps) * wt[i]
+                    if smoothing:
+                        k_row = k_row + du[i] * eps * (ws[i] / T.cast(C, "float32"))
+                    kp[i] = (k_row + zterm(T, dz[i] * 2.0 * scale, lu[i])) * ok[i]
+                    wt[i] = du[i] * (1.0 - eps) * wt[i]
+                gradients(((X, xu),) + vectors, ((gu, DX),), gu, xu, wu, tu, du, kp, lu, None, wt, ok, C, cap, eps)
 
     return cross_entropy_bwd
 

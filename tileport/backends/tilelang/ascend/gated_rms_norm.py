@@ -12,24 +12,22 @@ both stages fit the unified buffer. Without a weight the launcher passes ones.
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
+from functools import partial
+
 import tilelang.ascend.language as T
 import torch
 
 from ... import outputs
-from .. import activations
+from .. import activations, launch
 from ..targets import RUNNERS, TL_DTYPE
-from ._common import CORES, NR_STEPS, THREADS, add_columns, bucket, fill, refined_rsqrt, rows_per_block, zero_partials
+from ._common import CORES, NR_STEPS, bucket, refined_rsqrt, rows_per_block
+from ._walk import Walk
 
 RUNNER = RUNNERS["ascend"]
 BWD_WIDTH = 2048  # six row tiles and three column vectors, double-buffered, at 4 bytes: within the UB
 
 
-def act(activation: str, v):
-    return activations.act(T, activation, v)
-
-
-def act_grad(activation: str, v):
-    return activations.act_grad(T, activation, v)
+act, act_grad = partial(activations.act, T), partial(activations.act_grad, T)  # (activation, value) in this dialect
 
 
 def build_forward(
@@ -45,10 +43,17 @@ def build_forward(
     xt, zt, wt, yt = TL_DTYPE[x_dtype], TL_DTYPE[g_dtype], TL_DTYPE[w_dtype], TL_DTYPE[y_dtype]
     block_M = rows_per_block(width, x_dtype.itemsize + g_dtype.itemsize + 4 + y_dtype.itemsize)
     M, D = T.dynamic("M"), T.dynamic("D")
-    clear = fill(block_M)
+    walk = Walk(width, block_M)
 
     def u_of(x, z):
         return x if norm_before_gate else x * act(activation, z)
+
+    @T.macro
+    def square(xu, zu, i, j):
+        u = u_of(xu[i, j].astype("float32"), zu[i, j].astype("float32"))
+        return u * u
+
+    squares = walk.row_sum(square)
 
     @T.prim_func
     def gated_rms_norm_fwd(
@@ -67,41 +72,15 @@ def build_forward(
             wu = T.alloc_shared((width,), wt)
             part = T.alloc_shared((block_M,), "float32")
             ru = T.alloc_shared((block_M,), "float32")
-            blocks = T.ceildiv(M, block_M)
-            chunks = T.ceildiv(D, width)
-            for t in T.serial(T.ceildiv(blocks, CORES)):
-                b = core + t * CORES
-                if b < blocks:
-                    r0 = b * block_M
-                    rows = T.min(block_M, M - r0)
-                    clear(ru)
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, D - k * width)
-                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                        T.copy(Z[r0 : r0 + rows, k * width : k * width + n], zu[0:rows, 0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                u = u_of(xu[i, j].astype("float32"), zu[i, j].astype("float32"))
-                                sq[i, j] = T.if_then_else(j < n, u * u, 0.0)
-                        T.reduce_sum(sq, part, dim=1)
-                        with T.SimtVF(threads=THREADS):
-                            for i in T.Parallel(block_M):
-                                ru[i] += part[i]
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            ru[i] = refined_rsqrt(ru[i] / T.cast(D, "float32") + eps, nr_steps)
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, D - k * width)
-                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                        T.copy(Z[r0 : r0 + rows, k * width : k * width + n], zu[0:rows, 0:n])
-                        T.copy(W[k * width : k * width + n], wu[0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                z = zu[i, j].astype("float32")
-                                y = u_of(xu[i, j].astype("float32"), z) * ru[i] * wu[j].astype("float32")
-                                yu[i, j] = (y * act(activation, z) if norm_before_gate else y).astype(yt)
-                        T.copy(yu[0:rows, 0:n], Y[r0 : r0 + rows, k * width : k * width + n])
-                    T.copy(ru[0:rows], RSTD[r0 : r0 + rows])
+            for _ in walk.blocks(core, M, D, stores=((ru, RSTD),)):
+                squares(ru, ((X, xu), (Z, zu)), (xu, zu), sq, part)
+                for i in walk.each_row():
+                    ru[i] = refined_rsqrt(ru[i] / T.cast(D, "float32") + eps, nr_steps)
+                for _ in walk.chunks(((X, xu), (Z, zu), (W, wu)), ((yu, Y),)):
+                    for i, j in walk.each():
+                        z = zu[i, j].astype("float32")
+                        y = u_of(xu[i, j].astype("float32"), z) * ru[i] * wu[j].astype("float32")
+                        yu[i, j] = (y * act(activation, z) if norm_before_gate else y).astype(yt)
 
     return gated_rms_norm_fwd
 
@@ -116,13 +95,22 @@ def build_backward(
         width, 2 * (x_dtype.itemsize + g_dtype.itemsize + dy_dtype.itemsize) + 4 + x_dtype.itemsize + g_dtype.itemsize
     )
     M, D = T.dynamic("M"), T.dynamic("D")
-    zero, columns, clear = zero_partials(width), add_columns(width, block_M), fill(block_M)
+    walk = Walk(width, block_M)
+    columns = walk.add_columns()
 
     def u_of(x, z):
         return x if norm_before_gate else x * act(activation, z)
 
     def g_of(gy, w, z):
         return gy * w * act(activation, z) if norm_before_gate else gy * w
+
+    @T.macro
+    def dot(xu, zu, gu, wu, ru, i, j):
+        z = zu[i, j].astype("float32")
+        g = g_of(gu[i, j].astype("float32"), wu[j].astype("float32"), z)
+        return g * (u_of(xu[i, j].astype("float32"), z) * ru[i])
+
+    dots = walk.row_sum(dot)
 
     @T.prim_func
     def gated_rms_norm_bwd(
@@ -148,59 +136,26 @@ def build_backward(
             part = T.alloc_shared((block_M,), "float32")
             su = T.alloc_shared((block_M,), "float32")
             ru = T.alloc_shared((block_M,), "float32")
-            blocks = T.ceildiv(M, block_M)
-            chunks = T.ceildiv(D, width)
-            zero(DWP, dwu, core, chunks, D)
-            for t in T.serial(T.ceildiv(blocks, CORES)):
-                b = core + t * CORES
-                if b < blocks:
-                    r0 = b * block_M
-                    rows = T.min(block_M, M - r0)
-                    T.copy(RSTD[r0 : r0 + rows], ru[0:rows])
-                    clear(su)
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, D - k * width)
-                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                        T.copy(Z[r0 : r0 + rows, k * width : k * width + n], zu[0:rows, 0:n])
-                        T.copy(DY[r0 : r0 + rows, k * width : k * width + n], gu[0:rows, 0:n])
-                        T.copy(W[k * width : k * width + n], wu[0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                z = zu[i, j].astype("float32")
-                                g = g_of(gu[i, j].astype("float32"), wu[j].astype("float32"), z)
-                                pu[i, j] = T.if_then_else(j < n, g * (u_of(xu[i, j].astype("float32"), z) * ru[i]), 0.0)
-                        T.reduce_sum(pu, part, dim=1)
-                        with T.SimtVF(threads=THREADS):
-                            for i in T.Parallel(block_M):
-                                su[i] += part[i]
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            su[i] = su[i] / T.cast(D, "float32")  # the mean: a division, as torch's
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, D - k * width)
-                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                        T.copy(Z[r0 : r0 + rows, k * width : k * width + n], zu[0:rows, 0:n])
-                        T.copy(DY[r0 : r0 + rows, k * width : k * width + n], gu[0:rows, 0:n])
-                        T.copy(W[k * width : k * width + n], wu[0:n])
-                        T.copy(DWP[core, k * width : k * width + n], dwu[0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                x, z = xu[i, j].astype("float32"), zu[i, j].astype("float32")
-                                gy, w = gu[i, j].astype("float32"), wu[j].astype("float32")
-                                nv = u_of(x, z) * ru[i]
-                                dn = (g_of(gy, w, z) - nv * su[i]) * ru[i]
-                                if norm_before_gate:
-                                    du[i, j] = dn.astype(xt)
-                                    dzu[i, j] = (gy * w * nv * act_grad(activation, z)).astype(zt)
-                                    pu[i, j] = T.if_then_else(i < rows, gy * nv * act(activation, z), 0.0)
-                                else:
-                                    du[i, j] = (dn * act(activation, z)).astype(xt)
-                                    dzu[i, j] = (dn * x * act_grad(activation, z)).astype(zt)
-                                    pu[i, j] = T.if_then_else(i < rows, gy * nv, 0.0)
-                        columns(pu, cu, dwu)
-                        T.copy(du[0:rows, 0:n], DX[r0 : r0 + rows, k * width : k * width + n])
-                        T.copy(dzu[0:rows, 0:n], DZ[r0 : r0 + rows, k * width : k * width + n])
-                        T.copy(dwu[0:n], DWP[core, k * width : k * width + n])
+            for block in walk.blocks(core, M, D, loads=((RSTD, ru),), partials=(DWP,), pu=dwu):
+                loads = ((X, xu), (Z, zu), (DY, gu), (W, wu))
+                dots(su, loads, (xu, zu, gu, wu, ru), pu, part)
+                for i in walk.each_row():
+                    su[i] = su[i] / T.cast(D, "float32")  # the mean: a division, as torch's
+                for _ in walk.chunks(loads + ((DWP, dwu),), ((du, DX), (dzu, DZ), (dwu, DWP))):
+                    for i, j in walk.each():
+                        x, z = xu[i, j].astype("float32"), zu[i, j].astype("float32")
+                        gy, w = gu[i, j].astype("float32"), wu[j].astype("float32")
+                        nv = u_of(x, z) * ru[i]
+                        dn = (g_of(gy, w, z) - nv * su[i]) * ru[i]
+                        if norm_before_gate:
+                            du[i, j] = dn.astype(xt)
+                            dzu[i, j] = (gy * w * nv * act_grad(activation, z)).astype(zt)
+                            pu[i, j] = T.if_then_else(i < block.rows, gy * nv * act(activation, z), 0.0)
+                        else:
+                            du[i, j] = (dn * act(activation, z)).astype(xt)
+                            dzu[i, j] = (dn * x * act_grad(activation, z)).astype(zt)
+                            pu[i, j] = T.if_then_else(i < block.rows, gy * nv, 0.0)
+                    columns(pu, cu, dwu)
 
     return gated_rms_norm_bwd
 
@@ -222,10 +177,6 @@ def lowered(
     }
 
 
-def _weight(weight, x):
-    return torch.ones(x.shape[1], dtype=x.dtype, device=x.device) if weight is None else weight.contiguous()
-
-
 def forward(
     x,
     gate,
@@ -240,10 +191,8 @@ def forward(
     """(y, rstd) on an Ascend 950 NPU (torch_npu tensors) for non-empty 2-D rows."""
     x, gate = x.contiguous(), gate.contiguous()
     M, D = x.shape
-    y, rstd = (
-        out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
-    )
-    w = _weight(weight, x)
+    y, rstd = launch.row_outputs(x, output_dtype, out)
+    w = launch.weight_or_ones(weight, x)
     key = (widths(D)[0], x.dtype, gate.dtype, w.dtype, output_dtype, activation, norm_before_gate, nr_steps)
     RUNNER.kernel("gated_rms_norm_fwd", build_forward, *key)(x, gate, w, y, rstd, eps)
     return y, rstd
@@ -252,7 +201,7 @@ def forward(
 def backward(x, gate, rstd, dy, weight, eps: float, activation: str, norm_before_gate: bool):
     """(dx, dgate, dweight or None) in the fp32 form; ``eps`` is not used."""
     x, gate, dy, rstd = x.contiguous(), gate.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
-    w = _weight(weight, x)
+    w = launch.weight_or_ones(weight, x)
     dx, dgate = outputs.empty_like(x), outputs.empty_like(gate)
     partials = outputs.empty((CORES, x.shape[1]), torch.float32, x.device)
     key = (widths(x.shape[1])[1], x.dtype, gate.dtype, dy.dtype, w.dtype, activation, norm_before_gate)

@@ -18,8 +18,10 @@ import tilelang.ascend.language as T
 import torch
 
 from ... import outputs
+from .. import launch
 from ..targets import RUNNERS, TL_DTYPE
-from ._common import CORES, MAX_WIDTH, NR_STEPS, THREADS, bucket, fill, refined_rsqrt, rows_per_block, sum_squares
+from ._common import CORES, MAX_WIDTH, NR_STEPS, bucket, refined_rsqrt, rows_per_block
+from ._walk import Walk
 
 
 def build_forward(width: int, x_dtype: torch.dtype, y_dtype: torch.dtype, nr_steps: int = NR_STEPS):
@@ -27,7 +29,8 @@ def build_forward(width: int, x_dtype: torch.dtype, y_dtype: torch.dtype, nr_ste
     block_M = rows_per_block(width, x_dtype.itemsize + 4 + y_dtype.itemsize)
     one_chunk = width < MAX_WIDTH  # D <= width: the row stays in UB between the passes
     M, D = T.dynamic("M"), T.dynamic("D")
-    squares = sum_squares(width, block_M)
+    walk = Walk(width, block_M)
+    squares = walk.sum_squares()
 
     @T.prim_func
     def l2norm_fwd(X: T.Tensor((M, D), xt), Y: T.Tensor((M, D), yt), RSTD: T.Tensor((M,), "float32"), eps: T.float32):
@@ -37,26 +40,13 @@ def build_forward(width: int, x_dtype: torch.dtype, y_dtype: torch.dtype, nr_ste
             yu = T.alloc_shared((block_M, width), yt)
             part = T.alloc_shared((block_M,), "float32")
             ru = T.alloc_shared((block_M,), "float32")
-            blocks = T.ceildiv(M, block_M)
-            chunks = T.ceildiv(D, width)
-            for t in T.serial(T.ceildiv(blocks, CORES)):
-                b = core + t * CORES
-                if b < blocks:
-                    r0 = b * block_M
-                    rows = T.min(block_M, M - r0)
-                    squares(X, xu, sq, part, ru, ru, r0, rows, D)
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            ru[i] = refined_rsqrt(ru[i] + eps, nr_steps)
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, D - k * width)
-                        if not one_chunk:
-                            T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                yu[i, j] = (xu[i, j].astype("float32") * ru[i]).astype(yt)
-                        T.copy(yu[0:rows, 0:n], Y[r0 : r0 + rows, k * width : k * width + n])
-                    T.copy(ru[0:rows], RSTD[r0 : r0 + rows])
+            for _ in walk.blocks(core, M, D, stores=((ru, RSTD),)):
+                squares(ru, X, xu, sq, part)
+                for i in walk.each_row():
+                    ru[i] = refined_rsqrt(ru[i] + eps, nr_steps)
+                for _ in walk.chunks(() if one_chunk else ((X, xu),), ((yu, Y),)):
+                    for i, j in walk.each():
+                        yu[i, j] = (xu[i, j].astype("float32") * ru[i]).astype(yt)
 
     return l2norm_fwd
 
@@ -67,7 +57,14 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
     block_M = rows_per_block(width, 2 * x_dtype.itemsize + dy_dtype.itemsize + 4)
     one_chunk = width < MAX_WIDTH
     M, D = T.dynamic("M"), T.dynamic("D")
-    clear = fill(block_M)
+    walk = Walk(width, block_M)
+
+    @T.macro
+    def dot(xu, gu, ru, i, j):
+        y = xu[i, j].astype("float32") * ru[i]
+        return y * gu[i, j].astype("float32")
+
+    dots = walk.row_sum(dot)
 
     @T.prim_func
     def l2norm_bwd(
@@ -81,37 +78,12 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
             part = T.alloc_shared((block_M,), "float32")
             su = T.alloc_shared((block_M,), "float32")
             ru = T.alloc_shared((block_M,), "float32")
-            blocks = T.ceildiv(M, block_M)
-            chunks = T.ceildiv(D, width)
-            for t in T.serial(T.ceildiv(blocks, CORES)):
-                b = core + t * CORES
-                if b < blocks:
-                    r0 = b * block_M
-                    rows = T.min(block_M, M - r0)
-                    T.copy(RSTD[r0 : r0 + rows], ru[0:rows])
-                    clear(su)
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, D - k * width)
-                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                        T.copy(DY[r0 : r0 + rows, k * width : k * width + n], gu[0:rows, 0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                y = xu[i, j].astype("float32") * ru[i]
-                                pu[i, j] = T.if_then_else(j < n, y * gu[i, j].astype("float32"), 0.0)
-                        T.reduce_sum(pu, part, dim=1)
-                        with T.SimtVF(threads=THREADS):
-                            for i in T.Parallel(block_M):
-                                su[i] += part[i]
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, D - k * width)
-                        if not one_chunk:
-                            T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                            T.copy(DY[r0 : r0 + rows, k * width : k * width + n], gu[0:rows, 0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                y = xu[i, j].astype("float32") * ru[i]
-                                du[i, j] = ((gu[i, j].astype("float32") - su[i] * y) * ru[i]).astype(xt)
-                        T.copy(du[0:rows, 0:n], DX[r0 : r0 + rows, k * width : k * width + n])
+            for _ in walk.blocks(core, M, D, loads=((RSTD, ru),)):
+                dots(su, ((X, xu), (DY, gu)), (xu, gu, ru), pu, part)
+                for _ in walk.chunks(() if one_chunk else ((X, xu), (DY, gu)), ((du, DX),)):
+                    for i, j in walk.each():
+                        y = xu[i, j].astype("float32") * ru[i]
+                        du[i, j] = ((gu[i, j].astype("float32") - su[i] * y) * ru[i]).astype(xt)
 
     return l2norm_bwd
 
@@ -130,9 +102,7 @@ def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, nr
     kernels index them with stride D)."""
     x = x.contiguous()
     M, D = x.shape
-    y, rstd = (
-        out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
-    )
+    y, rstd = launch.row_outputs(x, output_dtype, out)
     RUNNER.kernel("l2norm_fwd", build_forward, bucket(D), x.dtype, output_dtype, nr_steps)(x, y, rstd, eps)
     return y, rstd
 

@@ -17,8 +17,10 @@ import tilelang.ascend.language as T
 import torch
 
 from ... import outputs
+from .. import launch
 from ..targets import RUNNERS, TL_DTYPE, vectors_or_defaults
-from ._common import CORES, MAX_WIDTH, NR_STEPS, THREADS, bucket, refined_rsqrt, row_sum, rows_per_block
+from ._common import CORES, MAX_WIDTH, NR_STEPS, bucket, refined_rsqrt, rows_per_block
+from ._walk import Walk
 
 RUNNER = RUNNERS["ascend"]
 BWD_WIDTH = (
@@ -33,8 +35,11 @@ def build_forward(
     block_M = rows_per_block(width, 2 * x_dtype.itemsize + 4 + y_dtype.itemsize)  # x double-buffered
     one_chunk = width < MAX_WIDTH
     M, D = T.dynamic("M"), T.dynamic("D")
-    total = row_sum(width, block_M, lambda v, aux, i: v)
-    centered = row_sum(width, block_M, lambda v, aux, i: (v - aux[i]) * (v - aux[i]))
+    walk = Walk(width, block_M)
+    total = walk.row_sum(lambda xu, i, j: xu[i, j].astype("float32"), inline_count=True)
+    centered = walk.row_sum(
+        lambda xu, mu, i, j: (xu[i, j].astype("float32") - mu[i]) * (xu[i, j].astype("float32") - mu[i]), True
+    )
 
     @T.prim_func
     def layer_norm_fwd(
@@ -55,34 +60,17 @@ def build_forward(
             part = T.alloc_shared((block_M,), "float32")
             mu = T.alloc_shared((block_M,), "float32")
             ru = T.alloc_shared((block_M,), "float32")
-            blocks = T.ceildiv(M, block_M)
-            chunks = T.ceildiv(D, width)
-            for t in T.serial(T.ceildiv(blocks, CORES)):
-                b = core + t * CORES
-                if b < blocks:
-                    r0 = b * block_M
-                    rows = T.min(block_M, M - r0)
-                    total(X, xu, sq, part, mu, mu, r0, rows, D)
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            mu[i] = mu[i] / T.cast(D, "float32")
-                    centered(X, xu, sq, part, ru, mu, r0, rows, D)
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            ru[i] = refined_rsqrt(ru[i] / T.cast(D, "float32") + eps, nr_steps)
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, D - k * width)
-                        if not one_chunk:
-                            T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                        T.copy(W[k * width : k * width + n], wu[0:n])
-                        T.copy(B[k * width : k * width + n], bu[0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                xhat = (xu[i, j].astype("float32") - mu[i]) * ru[i]
-                                yu[i, j] = (xhat * wu[j].astype("float32") + bu[j].astype("float32")).astype(yt)
-                        T.copy(yu[0:rows, 0:n], Y[r0 : r0 + rows, k * width : k * width + n])
-                    T.copy(mu[0:rows], MEAN[r0 : r0 + rows])
-                    T.copy(ru[0:rows], RSTD[r0 : r0 + rows])
+            for _ in walk.blocks(core, M, D, stores=((mu, MEAN), (ru, RSTD))):
+                total(mu, ((X, xu),), (xu,), sq, part)
+                for i in walk.each_row():
+                    mu[i] = mu[i] / T.cast(D, "float32")
+                centered(ru, ((X, xu),), (xu, mu), sq, part)
+                for i in walk.each_row():
+                    ru[i] = refined_rsqrt(ru[i] / T.cast(D, "float32") + eps, nr_steps)
+                for _ in walk.chunks((() if one_chunk else ((X, xu),)) + ((W, wu), (B, bu)), ((yu, Y),)):
+                    for i, j in walk.each():
+                        xhat = (xu[i, j].astype("float32") - mu[i]) * ru[i]
+                        yu[i, j] = (xhat * wu[j].astype("float32") + bu[j].astype("float32")).astype(yt)
 
     return layer_norm_fwd
 
@@ -92,6 +80,8 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, p_dt
     xt, gt, pt = TL_DTYPE[x_dtype], TL_DTYPE[dy_dtype], TL_DTYPE[p_dtype]
     block_M = rows_per_block(width, 2 * x_dtype.itemsize + dy_dtype.itemsize + 12)
     M, D = T.dynamic("M"), T.dynamic("D")
+    walk = Walk(width, block_M)
+    add = walk.add_row_sums()
 
     @T.prim_func
     def layer_norm_bwd(
@@ -119,77 +109,38 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, p_dt
             s2 = T.alloc_shared((block_M,), "float32")
             mu = T.alloc_shared((block_M,), "float32")
             ru = T.alloc_shared((block_M,), "float32")
-            blocks = T.ceildiv(M, block_M)
-            chunks = T.ceildiv(D, width)
-            for k in T.serial(chunks):  # this core's partial rows start at zero
-                n = T.min(width, D - k * width)
-                with T.SimtVF(threads=THREADS):
-                    for j in T.Parallel(width):
-                        dwu[j] = 0.0
-                T.copy(dwu[0:n], DWP[core, k * width : k * width + n])
-                T.copy(dwu[0:n], DBP[core, k * width : k * width + n])
-            for t in T.serial(T.ceildiv(blocks, CORES)):
-                b = core + t * CORES
-                if b < blocks:
-                    r0 = b * block_M
-                    rows = T.min(block_M, M - r0)
-                    T.copy(MEAN[r0 : r0 + rows], mu[0:rows])
-                    T.copy(RSTD[r0 : r0 + rows], ru[0:rows])
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            s1[i] = 0.0
-                            s2[i] = 0.0
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, D - k * width)
-                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                        T.copy(DY[r0 : r0 + rows, k * width : k * width + n], gu[0:rows, 0:n])
-                        T.copy(W[k * width : k * width + n], wu[0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                g = gu[i, j].astype("float32") * wu[j].astype("float32")
-                                pu[i, j] = T.if_then_else(j < n, g, 0.0)
-                                qu[i, j] = T.if_then_else(
-                                    j < n, g * ((xu[i, j].astype("float32") - mu[i]) * ru[i]), 0.0
-                                )
-                        T.reduce_sum(pu, part, dim=1)
-                        with T.SimtVF(threads=THREADS):
-                            for i in T.Parallel(block_M):
-                                s1[i] += part[i]
-                        T.reduce_sum(qu, part, dim=1)
-                        with T.SimtVF(threads=THREADS):
-                            for i in T.Parallel(block_M):
-                                s2[i] += part[i]
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            s1[i] = s1[i] / T.cast(D, "float32")  # the means: divisions, as torch's
-                            s2[i] = s2[i] / T.cast(D, "float32")
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, D - k * width)
-                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                        T.copy(DY[r0 : r0 + rows, k * width : k * width + n], gu[0:rows, 0:n])
-                        T.copy(W[k * width : k * width + n], wu[0:n])
-                        T.copy(DWP[core, k * width : k * width + n], dwu[0:n])
-                        T.copy(DBP[core, k * width : k * width + n], dbu[0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                xhat = (xu[i, j].astype("float32") - mu[i]) * ru[i]
-                                gy = gu[i, j].astype("float32")
-                                du[i, j] = (((gy * wu[j].astype("float32") - xhat * s2[i]) - s1[i]) * ru[i]).astype(xt)
-                                pu[i, j] = T.if_then_else(i < rows, gy * xhat, 0.0)
-                                qu[i, j] = T.if_then_else(i < rows, gy, 0.0)
-                        with T.SimtVF(threads=THREADS):
-                            for j in T.Parallel(width):
-                                cu[j] = 0.0
-                                for i in T.serial(block_M):
-                                    cu[j] += pu[i, j]
-                                dwu[j] += cu[j]
-                                cu[j] = 0.0
-                                for i in T.serial(block_M):
-                                    cu[j] += qu[i, j]
-                                dbu[j] += cu[j]
-                        T.copy(du[0:rows, 0:n], DX[r0 : r0 + rows, k * width : k * width + n])
-                        T.copy(dwu[0:n], DWP[core, k * width : k * width + n])
-                        T.copy(dbu[0:n], DBP[core, k * width : k * width + n])
+            stats = ((MEAN, mu), (RSTD, ru))
+            for block in walk.blocks(core, M, D, loads=stats, partials=(DWP, DBP), pu=dwu):
+                for i in walk.each_row():
+                    s1[i] = 0.0
+                    s2[i] = 0.0
+                for chunk in walk.chunks(((X, xu), (DY, gu), (W, wu))):
+                    for i, j in walk.each():
+                        g = gu[i, j].astype("float32") * wu[j].astype("float32")
+                        pu[i, j] = T.if_then_else(j < chunk.n, g, 0.0)
+                        qu[i, j] = T.if_then_else(j < chunk.n, g * ((xu[i, j].astype("float32") - mu[i]) * ru[i]), 0.0)
+                    add(pu, part, s1)
+                    add(qu, part, s2)
+                for i in walk.each_row():
+                    s1[i] = s1[i] / T.cast(D, "float32")  # the means: divisions, as torch's
+                    s2[i] = s2[i] / T.cast(D, "float32")
+                loads = ((X, xu), (DY, gu), (W, wu), (DWP, dwu), (DBP, dbu))
+                for _ in walk.chunks(loads, ((du, DX), (dwu, DWP), (dbu, DBP))):
+                    for i, j in walk.each():
+                        xhat = (xu[i, j].astype("float32") - mu[i]) * ru[i]
+                        gy = gu[i, j].astype("float32")
+                        du[i, j] = (((gy * wu[j].astype("float32") - xhat * s2[i]) - s1[i]) * ru[i]).astype(xt)
+                        pu[i, j] = T.if_then_else(i < block.rows, gy * xhat, 0.0)
+                        qu[i, j] = T.if_then_else(i < block.rows, gy, 0.0)
+                    for j in walk.each_column():  # dweight's and dbias's column sums, in row order
+                        cu[j] = 0.0
+                        for i in T.serial(block_M):
+                            cu[j] += pu[i, j]
+                        dwu[j] += cu[j]
+                        cu[j] = 0.0
+                        for i in T.serial(block_M):
+                            cu[j] += qu[i, j]
+                        dbu[j] += cu[j]
 
     return layer_norm_bwd
 
@@ -207,12 +158,7 @@ def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None, nr
     """(y, mean, rstd) on an Ascend 950 NPU (torch_npu tensors) for a non-empty 2-D x."""
     x = x.contiguous()
     M, D = x.shape
-    if out is None:
-        out = (
-            outputs.empty_like(x, output_dtype),
-            outputs.empty((M,), torch.float32, x.device),
-            outputs.empty((M,), torch.float32, x.device),
-        )
+    out = launch.row_outputs(x, output_dtype, out, stats=2)
     w, b = vectors_or_defaults(weight, bias, x)
     RUNNER.kernel("layer_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, nr_steps)(
         x, w, b, *out, eps

@@ -1,19 +1,8 @@
 """log_softmax as TileLang Ascend kernels: softmax's with ``log`` set (``ascend/softmax.py``)."""
 
-import torch
+from .. import softmax_device
+from .softmax import RUNNER, bucket, build_backward, build_forward
 
-from . import softmax as _softmax
-
-
-def lowered(dtype: torch.dtype, dim: int) -> dict:
-    """{kernel name: prim_func} serving rows of ``dim`` columns, for ``tileport lower``."""
-    return _softmax.lowered(dtype, dim, log=True)
-
-
-def forward(x):
-    """y on an Ascend 950 NPU for a non-empty 2-D x."""
-    return _softmax.run_forward(x, log=True)
-
-
-def backward(y, dy):
-    return _softmax.run_backward(y, dy, log=True)
+lowered, forward, backward = softmax_device.entries(
+    build_forward, build_backward, bucket, RUNNER, "an Ascend 950 NPU (torch_npu tensors)", log=True
+)

@@ -16,20 +16,10 @@ import tilelang.ascend.language as T
 import torch
 
 from ... import outputs
+from .. import launch
 from ..targets import RUNNERS, TL_DTYPE
-from ._common import (
-    CORES,
-    MAX_WIDTH,
-    NR_STEPS,
-    THREADS,
-    add_columns,
-    bucket,
-    fill,
-    refined_rsqrt,
-    rows_per_block,
-    sum_squares,
-    zero_partials,
-)
+from ._common import CORES, MAX_WIDTH, NR_STEPS, bucket, refined_rsqrt, rows_per_block
+from ._walk import Walk
 
 RUNNER = RUNNERS["ascend"]
 
@@ -47,7 +37,8 @@ def build_forward(
     block_M = rows_per_block(width, 2 * x_dtype.itemsize + 4 + y_dtype.itemsize)  # x double-buffered
     one_chunk = width < MAX_WIDTH
     M, D = T.dynamic("M"), T.dynamic("D")
-    squares = sum_squares(width, block_M)
+    walk = Walk(width, block_M)
+    squares = walk.sum_squares()
 
     @T.prim_func
     def rms_norm_fwd(
@@ -65,34 +56,18 @@ def build_forward(
             wu = T.alloc_shared((width,), wt)
             part = T.alloc_shared((block_M,), "float32")
             ru = T.alloc_shared((block_M,), "float32")
-            blocks = T.ceildiv(M, block_M)
-            chunks = T.ceildiv(D, width)
-            for t in T.serial(T.ceildiv(blocks, CORES)):
-                b = core + t * CORES
-                if b < blocks:
-                    r0 = b * block_M
-                    rows = T.min(block_M, M - r0)
-                    squares(X, xu, sq, part, ru, ru, r0, rows, D)
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            ru[i] = refined_rsqrt(ru[i] / T.cast(D, "float32") + eps, nr_steps)
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, D - k * width)
-                        if not one_chunk:
-                            T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                        T.copy(W[k * width : k * width + n], wu[0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                nv = xu[i, j].astype("float32") * ru[i]
-                                wv = wu[j].astype("float32") + offset
-                                if llama:
-                                    yu[i, j] = (
-                                        nv.astype(xt).astype("float32") * wv.astype(xt).astype("float32")
-                                    ).astype(yt)
-                                else:
-                                    yu[i, j] = (nv * wv).astype(yt)
-                        T.copy(yu[0:rows, 0:n], Y[r0 : r0 + rows, k * width : k * width + n])
-                    T.copy(ru[0:rows], RSTD[r0 : r0 + rows])
+            for _ in walk.blocks(core, M, D, stores=((ru, RSTD),)):
+                squares(ru, X, xu, sq, part)
+                for i in walk.each_row():
+                    ru[i] = refined_rsqrt(ru[i] / T.cast(D, "float32") + eps, nr_steps)
+                for _ in walk.chunks((() if one_chunk else ((X, xu),)) + ((W, wu),), ((yu, Y),)):
+                    for i, j in walk.each():
+                        nv = xu[i, j].astype("float32") * ru[i]
+                        wv = wu[j].astype("float32") + offset
+                        if llama:
+                            yu[i, j] = (nv.astype(xt).astype("float32") * wv.astype(xt).astype("float32")).astype(yt)
+                        else:
+                            yu[i, j] = (nv * wv).astype(yt)
 
     return rms_norm_fwd
 
@@ -106,7 +81,15 @@ def build_backward(
     block_M = rows_per_block(width, 2 * x_dtype.itemsize + dy_dtype.itemsize + 8)
     one_chunk = width < MAX_WIDTH
     M, D = T.dynamic("M"), T.dynamic("D")
-    zero, columns, clear = zero_partials(width), add_columns(width, block_M), fill(block_M)
+    walk = Walk(width, block_M)
+    columns = walk.add_columns()
+
+    @T.macro
+    def dot(xu, gu, wu, ru, offset, i, j):
+        g = gu[i, j].astype("float32") * (wu[j].astype("float32") + offset)
+        return g * (xu[i, j].astype("float32") * ru[i])
+
+    dots = walk.row_sum(dot)
 
     @T.prim_func
     def rms_norm_bwd(
@@ -129,49 +112,19 @@ def build_backward(
             part = T.alloc_shared((block_M,), "float32")
             su = T.alloc_shared((block_M,), "float32")
             ru = T.alloc_shared((block_M,), "float32")
-            blocks = T.ceildiv(M, block_M)
-            chunks = T.ceildiv(D, width)
-            zero(DWP, dwu, core, chunks, D)
-            for t in T.serial(T.ceildiv(blocks, CORES)):
-                b = core + t * CORES
-                if b < blocks:
-                    r0 = b * block_M
-                    rows = T.min(block_M, M - r0)
-                    T.copy(RSTD[r0 : r0 + rows], ru[0:rows])
-                    clear(su)
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, D - k * width)
-                        T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                        T.copy(DY[r0 : r0 + rows, k * width : k * width + n], gu[0:rows, 0:n])
-                        T.copy(W[k * width : k * width + n], wu[0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                g = gu[i, j].astype("float32") * (wu[j].astype("float32") + offset)
-                                pu[i, j] = T.if_then_else(j < n, g * (xu[i, j].astype("float32") * ru[i]), 0.0)
-                        T.reduce_sum(pu, part, dim=1)
-                        with T.SimtVF(threads=THREADS):
-                            for i in T.Parallel(block_M):
-                                su[i] += part[i]
-                    with T.SimtVF(threads=THREADS):
-                        for i in T.Parallel(block_M):
-                            su[i] = su[i] / T.cast(D, "float32")  # the mean: a division, as torch's
-                    for k in T.Pipelined(chunks, num_stages=2):
-                        n = T.min(width, D - k * width)
-                        if not one_chunk:
-                            T.copy(X[r0 : r0 + rows, k * width : k * width + n], xu[0:rows, 0:n])
-                            T.copy(DY[r0 : r0 + rows, k * width : k * width + n], gu[0:rows, 0:n])
-                            T.copy(W[k * width : k * width + n], wu[0:n])
-                        T.copy(DWP[core, k * width : k * width + n], dwu[0:n])
-                        with T.SimtVF(threads=THREADS):
-                            for i, j in T.Parallel(block_M, width):
-                                nv = xu[i, j].astype("float32") * ru[i]
-                                gy = gu[i, j].astype("float32")
-                                du[i, j] = ((gy * (wu[j].astype("float32") + offset) - nv * su[i]) * ru[i]).astype(xt)
-                                nw = nv.astype(xt).astype("float32") if llama else nv
-                                pu[i, j] = T.if_then_else(i < rows, gy * nw, 0.0)
-                        columns(pu, cu, dwu)
-                        T.copy(du[0:rows, 0:n], DX[r0 : r0 + rows, k * width : k * width + n])
-                        T.copy(dwu[0:n], DWP[core, k * width : k * width + n])
+            for block in walk.blocks(core, M, D, loads=((RSTD, ru),), partials=(DWP,), pu=dwu):
+                dots(su, ((X, xu), (DY, gu), (W, wu)), (xu, gu, wu, ru, offset), pu, part)
+                for i in walk.each_row():
+                    su[i] = su[i] / T.cast(D, "float32")  # the mean: a division, as torch's
+                loads = () if one_chunk else ((X, xu), (DY, gu), (W, wu))
+                for _ in walk.chunks(loads + ((DWP, dwu),), ((du, DX), (dwu, DWP))):
+                    for i, j in walk.each():
+                        nv = xu[i, j].astype("float32") * ru[i]
+                        gy = gu[i, j].astype("float32")
+                        du[i, j] = ((gy * (wu[j].astype("float32") + offset) - nv * su[i]) * ru[i]).astype(xt)
+                        nw = nv.astype(xt).astype("float32") if llama else nv
+                        pu[i, j] = T.if_then_else(i < block.rows, gy * nw, 0.0)
+                    columns(pu, cu, dwu)
 
     return rms_norm_bwd
 
@@ -185,20 +138,14 @@ def lowered(dtype: torch.dtype, dim: int, nr_steps: int = NR_STEPS, casting: str
     }
 
 
-def _weight(weight, x):
-    return torch.ones(x.shape[1], dtype=x.dtype, device=x.device) if weight is None else weight.contiguous()
-
-
 def forward(
     x, weight, eps: float, offset: float, casting: str, output_dtype: torch.dtype, out=None, nr_steps: int = NR_STEPS
 ):
     """(y, rstd) on an Ascend 950 NPU (torch_npu tensors) for a non-empty 2-D x."""
     x = x.contiguous()
     M, D = x.shape
-    y, rstd = (
-        out if out is not None else (outputs.empty_like(x, output_dtype), outputs.empty((M,), torch.float32, x.device))
-    )
-    w, off = _weight(weight, x), (offset if weight is not None else 0.0)
+    y, rstd = launch.row_outputs(x, output_dtype, out)
+    w, off = launch.weight_and_offset(weight, x, offset)
     cast = casting if weight is not None else "fp32"
     RUNNER.kernel("rms_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, cast, nr_steps)(
         x, w, y, rstd, eps, off
@@ -209,7 +156,7 @@ def forward(
 def backward(x, rstd, dy, weight, offset: float, casting: str, eps: float | None = None):
     """(dx, dweight or None); ``eps`` is not used: the fp32 form (``tileport.ops.rms_norm``'s contract)."""
     x, dy, rstd = x.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
-    w, off = _weight(weight, x), (offset if weight is not None else 0.0)
+    w, off = launch.weight_and_offset(weight, x, offset)
     dx = outputs.empty_like(x)
     partials = outputs.empty((CORES, x.shape[1]), torch.float32, x.device)
     b = bucket(x.shape[1])

@@ -3,7 +3,7 @@ ascend dialect, one kernel per (dtype, width bucket, pair chunk, interleaved), l
 k; tokens, heads, D, R and the table's rows are runtime values.
 
 A persistent grid of ``CORES`` vector cores walks the tokens. Per token: its table row (an int32 per token made
-on the host, ``cuda/rope.py``'s ``table_rows``), a chunk of cos and sin moved GM -> UB once, then the heads in
+on the host, ``rope_device.table_rows``), a chunk of cos and sin moved GM -> UB once, then the heads in
 blocks of ``heads``: GM -> UB (the pair's halves as two tiles; GPT-J's pairs as one tile read at even and odd
 columns), rotated in a SIMT sub-kernel in fp32, rounded once, UB -> GM, double-buffered by ``T.Pipelined``.
 Columns past R are moved through UB unchanged. Every copy has runtime lengths, so none leaves the tensor. A
@@ -17,7 +17,7 @@ import tilelang.ascend.language as T
 import torch
 
 from ... import outputs
-from ..cuda.rope import table_rows
+from .. import rope_device
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import CORES, MAX_WIDTH, THREADS, UB_BUDGET, bucket
 
@@ -129,16 +129,7 @@ def build(width: int, pairs: int, dtype: torch.dtype, interleaved: bool, conjuga
     return rope.with_attr("global_symbol", "rope_bwd" if conjugate else "rope_fwd")
 
 
-def lowered(dtype: torch.dtype, dim: int, rotary_dim: int | None = None, interleaved: bool = False) -> dict:
-    """{kernel name: prim_func} for heads of ``dim`` columns, the first ``rotary_dim`` (default: all) rotated
-    (its bucket sets the pair chunk), for ``tileport lower``."""
-    if rotary_dim is not None and not (0 <= rotary_dim <= dim and rotary_dim % 2 == 0):
-        raise ValueError(f"rotary_dim must be even and in [0, {dim}], got {rotary_dim}")
-    w, pairs = bucket(dim), pair_chunk(dim if rotary_dim is None else rotary_dim)
-    return {
-        "rope_fwd": build(w, pairs, dtype, interleaved, False),
-        "rope_bwd": build(w, pairs, dtype, interleaved, True),
-    }
+lowered = rope_device.lowered_for(build, bucket, pair_chunk)
 
 
 def _rotate(conjugate: bool, x, cos, sin, rows, interleaved: bool):
@@ -164,7 +155,7 @@ def _rotate(conjugate: bool, x, cos, sin, rows, interleaved: bool):
 
 def _run(conjugate: bool, q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int):
     B, T_ = q.shape[:2]
-    rows = table_rows(position_ids, offsets, offset, B, T_, cos.shape[0], q.device)
+    rows = rope_device.table_rows(position_ids, offsets, offset, B, T_, cos.shape[0], q.device)
     cos, sin = cos.contiguous(), sin.contiguous()
     q_out = _rotate(conjugate, q, cos, sin, rows, interleaved)
     if k is None or k.numel() == 0:

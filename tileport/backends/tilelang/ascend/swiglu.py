@@ -17,7 +17,8 @@ import torch
 
 from .. import gated
 from ..targets import RUNNERS, TL_DTYPE
-from ._common import CORES, MAX_WIDTH, THREADS, UB_BUDGET
+from ._common import CORES, MAX_WIDTH, UB_BUDGET
+from ._walk import flat, lanes
 
 RUNNER = RUNNERS["ascend"]
 BLOCK = MAX_WIDTH  # elements per tile: the backward's five fp32 tiles (80 KB) fit UB_BUDGET, two stages the UB
@@ -38,19 +39,10 @@ def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: b
             gu = T.alloc_shared((BLOCK,), dt)
             uu = T.alloc_shared((BLOCK,), dt)
             yu = T.alloc_shared((BLOCK,), dt)
-            blocks = T.ceildiv(N, BLOCK)
-            per = T.ceildiv(blocks, CORES)
-            b0 = core * per
-            for t in T.Pipelined(T.max(0, T.min(per, blocks - b0)), num_stages=2):
-                k0 = (b0 + t) * BLOCK
-                n = T.min(BLOCK, N - k0)
-                T.copy(G[k0 : k0 + n], gu[0:n])
-                T.copy(U[k0 : k0 + n], uu[0:n])
-                with T.SimtVF(threads=THREADS):
-                    for j in T.Parallel(BLOCK):
-                        g = gu[j].astype("float32")
-                        yu[j] = (rounded(act(g)) * uu[j].astype("float32")).astype(dt)
-                T.copy(yu[0:n], Y[k0 : k0 + n])
+            for _ in flat(core, N, BLOCK, ((G, gu), (U, uu)), ((yu, Y),)):
+                for j in lanes(BLOCK):
+                    g = gu[j].astype("float32")
+                    yu[j] = (rounded(act(g)) * uu[j].astype("float32")).astype(dt)
 
     @T.prim_func
     def bwd(
@@ -66,23 +58,12 @@ def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: b
             uu = T.alloc_shared((BLOCK,), dt)
             dgu = T.alloc_shared((BLOCK,), dt)
             duu = T.alloc_shared((BLOCK,), dt)
-            blocks = T.ceildiv(N, BLOCK)
-            per = T.ceildiv(blocks, CORES)
-            b0 = core * per
-            for t in T.Pipelined(T.max(0, T.min(per, blocks - b0)), num_stages=2):
-                k0 = (b0 + t) * BLOCK
-                n = T.min(BLOCK, N - k0)
-                T.copy(DY[k0 : k0 + n], dyu[0:n])
-                T.copy(G[k0 : k0 + n], gu[0:n])
-                T.copy(U[k0 : k0 + n], uu[0:n])
-                with T.SimtVF(threads=THREADS):
-                    for j in T.Parallel(BLOCK):
-                        g = gu[j].astype("float32")
-                        dy = dyu[j].astype("float32")
-                        dgu[j] = (dy * uu[j].astype("float32") * act_grad(g)).astype(dt)
-                        duu[j] = (dy * rounded(act(g))).astype(dt)
-                T.copy(dgu[0:n], DG[k0 : k0 + n])
-                T.copy(duu[0:n], DU[k0 : k0 + n])
+            for _ in flat(core, N, BLOCK, ((DY, dyu), (G, gu), (U, uu)), ((dgu, DG), (duu, DU))):
+                for j in lanes(BLOCK):
+                    g = gu[j].astype("float32")
+                    dy = dyu[j].astype("float32")
+                    dgu[j] = (dy * uu[j].astype("float32") * act_grad(g)).astype(dt)
+                    duu[j] = (dy * rounded(act(g))).astype(dt)
 
     return (bwd if backward else fwd).with_attr("global_symbol", name)
 

@@ -9,6 +9,8 @@ order (deterministic). Without a weight the launcher passes ones.
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
+from functools import partial
+
 import tilelang.language as T
 import torch
 
@@ -22,12 +24,7 @@ from ._common import threads as _threads
 RUNNER = RUNNERS["cuda"]
 
 
-def act(activation: str, v):
-    return activations.act(T, activation, v)
-
-
-def act_grad(activation: str, v):
-    return activations.act_grad(T, activation, v)
+act, act_grad = partial(activations.act, T), partial(activations.act_grad, T)  # (activation, value) in this dialect
 
 
 def build_forward(

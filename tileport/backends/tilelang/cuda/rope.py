@@ -14,6 +14,7 @@ import tilelang.language as T
 import torch
 
 from ... import outputs
+from .. import rope_device
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import MAX_THREADS, bucket
 
@@ -93,27 +94,7 @@ def build(width: int, pairs: int, dtype: torch.dtype, interleaved: bool, conjuga
     return rope.with_attr("global_symbol", "rope_bwd" if conjugate else "rope_fwd")
 
 
-def lowered(dtype: torch.dtype, dim: int, rotary_dim: int | None = None, interleaved: bool = False) -> dict:
-    """{kernel name: prim_func} for heads of ``dim`` columns, the first ``rotary_dim`` (default: all) rotated
-    (its bucket sets the pair chunk), for ``tileport lower``."""
-    if rotary_dim is not None and not (0 <= rotary_dim <= dim and rotary_dim % 2 == 0):
-        raise ValueError(f"rotary_dim must be even and in [0, {dim}], got {rotary_dim}")
-    w, pairs = bucket(dim), pair_chunk(dim if rotary_dim is None else rotary_dim)
-    return {
-        "rope_fwd": build(w, pairs, dtype, interleaved, False),
-        "rope_bwd": build(w, pairs, dtype, interleaved, True),
-    }
-
-
-def table_rows(position_ids, offsets, offset: int, B: int, T_: int, rows: int, device) -> torch.Tensor:
-    """Each token's table row as int32 [B * T]: ``position_ids``, else ``t + offset + offsets[b]``, clamped to
-    [-1, rows] (off the table either way, whatever the integer's width)."""
-    if position_ids is not None:
-        p = position_ids.expand(B, T_)
-    else:
-        p = torch.arange(T_, device=device, dtype=torch.int64)[None, :] + offset
-        p = p + offsets.to(torch.int64)[:, None] if offsets is not None else p.expand(B, T_)
-    return p.clamp(-1, rows).to(torch.int32).reshape(B * T_).contiguous()
+lowered = rope_device.lowered_for(build, bucket, pair_chunk)
 
 
 def _run(conjugate: bool, q, k, cos, sin, position_ids, offsets, interleaved: bool, offset: int):
@@ -121,7 +102,7 @@ def _run(conjugate: bool, q, k, cos, sin, position_ids, offsets, interleaved: bo
     on the host, outputs written back in the inputs' layouts."""
     B, T_, HQ, D = q.shape
     with_k = k is not None and k.numel() > 0
-    pos = table_rows(position_ids, offsets, offset, B, T_, cos.shape[0], q.device)
+    pos = rope_device.table_rows(position_ids, offsets, offset, B, T_, cos.shape[0], q.device)
     q3 = q.reshape(B * T_, HQ, D).contiguous()
     k3 = k.reshape(B * T_, k.shape[2], D).contiguous() if with_k else q3
     qo3 = outputs.empty_like(q3)

@@ -10,7 +10,7 @@ Forward: the row's max (``T.reduce_max``), the sum of exp(x - max), then y = exp
 import tilelang.language as T
 import torch
 
-from ... import outputs
+from .. import softmax_device
 from ..targets import RUNNERS, TL_DTYPE
 from . import rows
 from ._common import bucket
@@ -81,33 +81,4 @@ def build_backward(chunk: int, y_dtype: torch.dtype, dy_dtype: torch.dtype, log:
     return softmax_bwd
 
 
-def lowered(dtype: torch.dtype, dim: int, log: bool = False) -> dict:
-    """{kernel name: prim_func} serving rows of ``dim`` columns, for ``tileport lower``."""
-    op = "log_softmax" if log else "softmax"
-    b = bucket(dim)
-    return {f"{op}_fwd": build_forward(b, dtype, log), f"{op}_bwd": build_backward(b, dtype, dtype, log)}
-
-
-def run_forward(x, log: bool = False):
-    x = x.contiguous()
-    y = outputs.empty_like(x)
-    RUNNER.kernel("log_softmax_fwd" if log else "softmax_fwd", build_forward, bucket(x.shape[1]), x.dtype, log)(x, y)
-    return y
-
-
-def run_backward(y, dy, log: bool = False):
-    y, dy = y.contiguous(), dy.contiguous()
-    dx = outputs.empty_like(y)
-    RUNNER.kernel(
-        "log_softmax_bwd" if log else "softmax_bwd", build_backward, bucket(y.shape[1]), y.dtype, dy.dtype, log
-    )(y, dy, dx)
-    return dx
-
-
-def forward(x):
-    """y on the GPU for a non-empty 2-D x (rows made contiguous: the kernels index with stride D)."""
-    return run_forward(x)
-
-
-def backward(y, dy):
-    return run_backward(y, dy)
+lowered, forward, backward = softmax_device.entries(build_forward, build_backward, bucket, RUNNER, "the GPU")
