@@ -247,7 +247,7 @@ def op_page(op: str, level: str, bench_args: str, reuse: bool = False, no_bench:
         *(
             [
                 f"## Performance (`tileport bench {op} {bench_args}`)\n",
-                (bench / f"{op}.md").read_text().split("\n", 2)[2].replace("## ", "### "),
+                performance_page.section(op, "../..").split("\n", 2)[2],  # the speed bar by criterion, key figures
                 *(f"![{name.replace('_', ' ')}]({rel}/{png})\n" for name, png in _bench_figures(bench, op)),
             ]
             if benched

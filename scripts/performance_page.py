@@ -121,7 +121,9 @@ def _key_figures(rows: list[dict]) -> list[str]:
     return out
 
 
-def section(op: str) -> str:
+def section(op: str, root: str = "..") -> str:
+    """The operator's part of docs/performance.md (and of its page): the latest run's speed bar by criterion and
+    key figures, linking its full table; ``root``: the repository's root from the page."""
     rows = latest_run(op)
     if not rows:
         return (
@@ -132,7 +134,7 @@ def section(op: str) -> str:
     threads = ", ".join(str(t) for t in sorted({r["threads"] for r in rows}))
     folder = RESULTS / op
     link = (
-        f"[its table and plots](../benchmarks/results/{op}/{op}.md)"
+        f"[every group and provider, and the plots]({root}/benchmarks/results/{op}/{op}.md)"
         if (folder / f"{op}.md").exists()
         else "its table: the shared CSV"
     )

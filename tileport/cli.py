@@ -595,6 +595,30 @@ def compare(
 
 
 @app.command()
+def report(
+    run: Path = typer.Argument(..., help="a finished verify run's --out folder (its results.json and journal)"),
+    out: Path | None = typer.Option(None, help="folder for the report's files (default: the run's own folder)"),
+) -> None:
+    """A verify run's full report (report.md, report.html, results.json/csv, plots) rendered again from the
+    run's machine-readable results, without running a case: after an upgrade of the report, or into another
+    folder.
+
+    \b
+    Example: tileport report tileport-report --out report-again
+    """
+    from .report import write_report
+    from .verify.rebuild import NotARun
+    from .verify.rebuild import report as rebuilt
+
+    try:
+        rep = rebuilt(run)
+    except NotARun as exc:
+        raise typer.BadParameter(str(exc), param_hint="RUN") from exc
+    paths = write_report(rep, out or run)
+    _print_verdict(rep, rep.level, paths)
+
+
+@app.command()
 def cases(
     op: str | None = typer.Argument(None, help=_ops_help("list the cases of")),
     level: str = typer.Option("L0", help="quick, L0, L1 or L2"),

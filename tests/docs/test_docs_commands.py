@@ -51,6 +51,11 @@ def shortened(args: list[str], tmp: Path) -> list[str]:
             assert CliRunner().invoke(app, ["verify", "--api", "torch.nn.functional.silu", "--level", "quick", "--dtype", "fp32",
                                             "--out", runs[-1]]).exit_code == 0
         return ["compare", *runs, "--out", str(tmp / "c")]
+    if name == "report":  # a finished run to render again: a quick run made here
+        run = str(tmp / args[1])
+        assert CliRunner().invoke(app, ["verify", "--api", "torch.nn.functional.silu", "--level", "quick", "--dtype", "fp32",
+                                        "--out", run]).exit_code == 0
+        return ["report", run, "--out", str(tmp / "r")]
     if "--benchmark-run" in args:  # the benchmark run comes from another machine: tests/verify/test_competitor.py
         i = args.index("--benchmark-run")
         del args[i : i + 2]
