@@ -79,7 +79,7 @@ def shortened(args: list[str], tmp: Path) -> list[str]:
                        "--budget", "0.02", "--csv", str(tmp / "b.csv"), "--out", str(tmp / "b")]
     if name == "cases":
         return args + ["--out", str(tmp / "cases.json")]
-    if name == "scaffold":  # writing into the checkout is tests/test_scaffold.py's job, in a copy
+    if name == "scaffold":  # writing into the checkout is tests/scaffold/test_scaffold.py's job, in a copy
         return args + ["--dry-run"]
     if name == "lower":
         if "--dim" in args:

@@ -109,7 +109,7 @@ def test_bad_problem_files_are_refused_by_name(tmp_path, ref, new, message):
     assert result.exit_code == 2 and message in " ".join(result.output.replace("│", " ").split())
 
 
-KB = Path(__file__).resolve().parents[1] / "examples" / "problems" / "kernelbench"
+KB = Path(__file__).resolve().parents[2] / "examples" / "problems" / "kernelbench"
 
 
 def _shrunk(tmp_path, name: str, **constants) -> str:

@@ -15,7 +15,7 @@ from tileport.cases import CaseFileError, generate, load_suite, make_inputs, pro
 from tileport.cli import app
 
 runner = CliRunner()
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "atk"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "atk"
 PORTS = """
 import torch
 
