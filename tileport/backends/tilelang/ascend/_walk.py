@@ -116,6 +116,18 @@ class Walk:
             yield Chunk(k, n)
             self.move(stores, k, n)
 
+    def tiles(self, *dtypes):
+        """A (block_M, width) UB tile per dtype, allocated in order (``xu, gu = walk.tiles(xt, gt)``)."""
+        return tuple(T.alloc_shared((self.block_M, self.width), dt) for dt in dtypes)
+
+    def vectors(self, *dtypes):
+        """A (width,) UB vector per dtype (a chunk's columns: a weight's, a gradient's partial sums)."""
+        return tuple(T.alloc_shared((self.width,), dt) for dt in dtypes)
+
+    def row_vectors(self, *dtypes):
+        """A (block_M,) UB vector per dtype (one value per row of the block: a sum, a statistic)."""
+        return tuple(T.alloc_shared((self.block_M,), dt) for dt in dtypes)
+
     def move(self, pairs, k=None, n=None):
         """Copy each (source, destination) pair: the block's per-row vectors, or with ``k`` the chunk's columns."""
         tb = Builder.current()

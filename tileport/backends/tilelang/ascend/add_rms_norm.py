@@ -27,9 +27,7 @@ def build_add(width: int, x_dtype: torch.dtype, r_dtype: torch.dtype, s_dtype: t
     @T.prim_func
     def add_rms_norm_add(X: T.Tensor((M, D), xt), R: T.Tensor((M, D), rt), S: T.Tensor((M, D), st)):
         with T.Kernel(CORES) as core:
-            xu = T.alloc_shared((block_M, width), xt)
-            ru = T.alloc_shared((block_M, width), rt)
-            su = T.alloc_shared((block_M, width), st)
+            xu, ru, su = walk.tiles(xt, rt, st)
             for _ in walk.blocks(core, M, D):
                 for _ in walk.chunks(((X, xu), (R, ru)), ((su, S),)):
                     for i, j in walk.each():

@@ -107,27 +107,21 @@ def build_forward(
         b: T.float32,
     ):
         with T.Kernel(CORES) as core:
-            xu = T.alloc_shared((block_M, width), xt)
-            zu = T.alloc_shared((block_M, width), "float32")
-            eu = T.alloc_shared((block_M, width), "float32")
-            gu = T.alloc_shared((block_M, width), xt)
+            xu, zu, eu, gu = walk.tiles(xt, "float32", "float32", xt)
             wu = T.alloc_shared((width,), xt)
-            tu = T.alloc_shared((block_M,), tt)
-            part = T.alloc_shared((block_M,), "float32")
+            tu, part = walk.row_vectors(tt, "float32")
             m = T.alloc_shared((block_M,), "float32")  # running max
             mn = T.alloc_shared((block_M,), "float32")
             bs = T.alloc_shared((block_M,), "float32")  # the exps' base: the max, 0 while it is infinite
             s = T.alloc_shared((block_M,), "float32")  # sum of exp(z - m), and its compensation
             sc = T.alloc_shared((block_M,), "float32")
             swz = T.alloc_shared((block_M,), "float32")  # smoothing: sum of w z (compensated), sum of w
-            swc = T.alloc_shared((block_M,), "float32")
-            ws = T.alloc_shared((block_M,), "float32")
+            swc, ws = walk.row_vectors("float32", "float32")
             zt = T.alloc_shared((block_M,), "float32")  # the target's logit and weight
             wt = T.alloc_shared((block_M,), "float32")
             ok = T.alloc_shared((block_M,), "float32")  # 1 for a counted row, 0 for an ignored one
             lu = T.alloc_shared((block_M,), "float32")  # loss, z_loss, lse out
-            zl = T.alloc_shared((block_M,), "float32")
-            lsu = T.alloc_shared((block_M,), "float32")
+            zl, lsu = walk.row_vectors("float32", "float32")
             vectors = ((W, wu),) if weighted else ()
             for _ in walk.blocks(core, N, C, loads=((TG, tu),), index="bk"):
                 for i in walk.each_row():
@@ -218,19 +212,14 @@ def build_backward(
         cap: T.float32,
     ):
         with T.Kernel(CORES) as core:
-            xu = T.alloc_shared((block_M, width), xt)
-            eu = T.alloc_shared((block_M, width), "float32")
-            gu = T.alloc_shared((block_M, width), xt)
+            xu, eu, gu = walk.tiles(xt, "float32", xt)
             wu = T.alloc_shared((width,), xt)
-            tu = T.alloc_shared((block_M,), tt)
-            part = T.alloc_shared((block_M,), "float32")
+            tu, part = walk.row_vectors(tt, "float32")
             du = T.alloc_shared((block_M,), "float32")  # dloss, dz_loss, lse
-            dz = T.alloc_shared((block_M,), "float32")
-            lu = T.alloc_shared((block_M,), "float32")
+            dz, lu = walk.row_vectors("float32", "float32")
             wt = T.alloc_shared((block_M,), "float32")  # w_t, then a (1 - eps) w_t
             ws = T.alloc_shared((block_M,), "float32")  # W
-            kp = T.alloc_shared((block_M,), "float32")
-            ok = T.alloc_shared((block_M,), "float32")
+            kp, ok = walk.row_vectors("float32", "float32")
             vectors = ((W, wu),) if weighted else ()
             for _ in walk.blocks(core, N, C, loads=((TG, tu), (DL, du), (DZ, dz), (LSE, lu)), index="bk"):
                 for i in walk.each_row():

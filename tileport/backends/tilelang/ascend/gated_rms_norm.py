@@ -65,13 +65,9 @@ def build_forward(
         eps: T.float32,
     ):
         with T.Kernel(CORES) as core:
-            xu = T.alloc_shared((block_M, width), xt)
-            zu = T.alloc_shared((block_M, width), zt)
-            sq = T.alloc_shared((block_M, width), "float32")
-            yu = T.alloc_shared((block_M, width), yt)
+            xu, zu, sq, yu = walk.tiles(xt, zt, "float32", yt)
             wu = T.alloc_shared((width,), wt)
-            part = T.alloc_shared((block_M,), "float32")
-            ru = T.alloc_shared((block_M,), "float32")
+            part, ru = walk.row_vectors("float32", "float32")
             for _ in walk.blocks(core, M, D, stores=((ru, RSTD),)):
                 squares(ru, ((X, xu), (Z, zu)), (xu, zu), sq, part)
                 for i in walk.each_row():
@@ -124,18 +120,9 @@ def build_backward(
         DWP: T.Tensor((CORES, D), "float32"),
     ):
         with T.Kernel(CORES) as core:
-            xu = T.alloc_shared((block_M, width), xt)
-            zu = T.alloc_shared((block_M, width), zt)
-            gu = T.alloc_shared((block_M, width), gt)
-            pu = T.alloc_shared((block_M, width), "float32")
-            du = T.alloc_shared((block_M, width), xt)
-            dzu = T.alloc_shared((block_M, width), zt)
-            wu = T.alloc_shared((width,), wt)
-            cu = T.alloc_shared((width,), "float32")
-            dwu = T.alloc_shared((width,), "float32")
-            part = T.alloc_shared((block_M,), "float32")
-            su = T.alloc_shared((block_M,), "float32")
-            ru = T.alloc_shared((block_M,), "float32")
+            xu, zu, gu, pu, du, dzu = walk.tiles(xt, zt, gt, "float32", xt, zt)
+            wu, cu, dwu = walk.vectors(wt, "float32", "float32")
+            part, su, ru = walk.row_vectors("float32", "float32", "float32")
             for block in walk.blocks(core, M, D, loads=((RSTD, ru),), partials=(DWP,), pu=dwu):
                 loads = ((X, xu), (Z, zu), (DY, gu), (W, wu))
                 dots(su, loads, (xu, zu, gu, wu, ru), pu, part)

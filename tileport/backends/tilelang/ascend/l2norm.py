@@ -35,11 +35,8 @@ def build_forward(width: int, x_dtype: torch.dtype, y_dtype: torch.dtype, nr_ste
     @T.prim_func
     def l2norm_fwd(X: T.Tensor((M, D), xt), Y: T.Tensor((M, D), yt), RSTD: T.Tensor((M,), "float32"), eps: T.float32):
         with T.Kernel(CORES) as core:
-            xu = T.alloc_shared((block_M, width), xt)
-            sq = T.alloc_shared((block_M, width), "float32")
-            yu = T.alloc_shared((block_M, width), yt)
-            part = T.alloc_shared((block_M,), "float32")
-            ru = T.alloc_shared((block_M,), "float32")
+            xu, sq, yu = walk.tiles(xt, "float32", yt)
+            part, ru = walk.row_vectors("float32", "float32")
             for _ in walk.blocks(core, M, D, stores=((ru, RSTD),)):
                 squares(ru, X, xu, sq, part)
                 for i in walk.each_row():
@@ -71,13 +68,8 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype):
         X: T.Tensor((M, D), xt), RSTD: T.Tensor((M,), "float32"), DY: T.Tensor((M, D), gt), DX: T.Tensor((M, D), xt)
     ):
         with T.Kernel(CORES) as core:
-            xu = T.alloc_shared((block_M, width), xt)
-            gu = T.alloc_shared((block_M, width), gt)
-            pu = T.alloc_shared((block_M, width), "float32")
-            du = T.alloc_shared((block_M, width), xt)
-            part = T.alloc_shared((block_M,), "float32")
-            su = T.alloc_shared((block_M,), "float32")
-            ru = T.alloc_shared((block_M,), "float32")
+            xu, gu, pu, du = walk.tiles(xt, gt, "float32", xt)
+            part, su, ru = walk.row_vectors("float32", "float32", "float32")
             for _ in walk.blocks(core, M, D, loads=((RSTD, ru),)):
                 dots(su, ((X, xu), (DY, gu)), (xu, gu, ru), pu, part)
                 for _ in walk.chunks(() if one_chunk else ((X, xu), (DY, gu)), ((du, DX),)):

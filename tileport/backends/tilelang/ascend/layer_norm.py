@@ -52,14 +52,9 @@ def build_forward(
         eps: T.float32,
     ):
         with T.Kernel(CORES) as core:
-            xu = T.alloc_shared((block_M, width), xt)
-            sq = T.alloc_shared((block_M, width), "float32")
-            yu = T.alloc_shared((block_M, width), yt)
-            wu = T.alloc_shared((width,), pt)
-            bu = T.alloc_shared((width,), pt)
-            part = T.alloc_shared((block_M,), "float32")
-            mu = T.alloc_shared((block_M,), "float32")
-            ru = T.alloc_shared((block_M,), "float32")
+            xu, sq, yu = walk.tiles(xt, "float32", yt)
+            wu, bu = walk.vectors(pt, pt)
+            part, mu, ru = walk.row_vectors("float32", "float32", "float32")
             for _ in walk.blocks(core, M, D, stores=((mu, MEAN), (ru, RSTD))):
                 total(mu, ((X, xu),), (xu,), sq, part)
                 for i in walk.each_row():
@@ -95,20 +90,9 @@ def build_backward(width: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, p_dt
         DBP: T.Tensor((CORES, D), "float32"),
     ):
         with T.Kernel(CORES) as core:
-            xu = T.alloc_shared((block_M, width), xt)
-            gu = T.alloc_shared((block_M, width), gt)
-            pu = T.alloc_shared((block_M, width), "float32")
-            qu = T.alloc_shared((block_M, width), "float32")
-            du = T.alloc_shared((block_M, width), xt)
-            wu = T.alloc_shared((width,), pt)
-            cu = T.alloc_shared((width,), "float32")
-            dwu = T.alloc_shared((width,), "float32")
-            dbu = T.alloc_shared((width,), "float32")
-            part = T.alloc_shared((block_M,), "float32")
-            s1 = T.alloc_shared((block_M,), "float32")
-            s2 = T.alloc_shared((block_M,), "float32")
-            mu = T.alloc_shared((block_M,), "float32")
-            ru = T.alloc_shared((block_M,), "float32")
+            xu, gu, pu, qu, du = walk.tiles(xt, gt, "float32", "float32", xt)
+            wu, cu, dwu, dbu = walk.vectors(pt, "float32", "float32", "float32")
+            part, s1, s2, mu, ru = walk.row_vectors("float32", "float32", "float32", "float32", "float32")
             stats = ((MEAN, mu), (RSTD, ru))
             for block in walk.blocks(core, M, D, loads=stats, partials=(DWP, DBP), pu=dwu):
                 for i in walk.each_row():

@@ -50,12 +50,9 @@ def build_forward(
         offset: T.float32,
     ):
         with T.Kernel(CORES) as core:
-            xu = T.alloc_shared((block_M, width), xt)
-            sq = T.alloc_shared((block_M, width), "float32")
-            yu = T.alloc_shared((block_M, width), yt)
+            xu, sq, yu = walk.tiles(xt, "float32", yt)
             wu = T.alloc_shared((width,), wt)
-            part = T.alloc_shared((block_M,), "float32")
-            ru = T.alloc_shared((block_M,), "float32")
+            part, ru = walk.row_vectors("float32", "float32")
             for _ in walk.blocks(core, M, D, stores=((ru, RSTD),)):
                 squares(ru, X, xu, sq, part)
                 for i in walk.each_row():
@@ -102,16 +99,9 @@ def build_backward(
         offset: T.float32,
     ):
         with T.Kernel(CORES) as core:
-            xu = T.alloc_shared((block_M, width), xt)
-            gu = T.alloc_shared((block_M, width), gt)
-            pu = T.alloc_shared((block_M, width), "float32")
-            du = T.alloc_shared((block_M, width), xt)
-            wu = T.alloc_shared((width,), wt)
-            cu = T.alloc_shared((width,), "float32")
-            dwu = T.alloc_shared((width,), "float32")
-            part = T.alloc_shared((block_M,), "float32")
-            su = T.alloc_shared((block_M,), "float32")
-            ru = T.alloc_shared((block_M,), "float32")
+            xu, gu, pu, du = walk.tiles(xt, gt, "float32", xt)
+            wu, cu, dwu = walk.vectors(wt, "float32", "float32")
+            part, su, ru = walk.row_vectors("float32", "float32", "float32")
             for block in walk.blocks(core, M, D, loads=((RSTD, ru),), partials=(DWP,), pu=dwu):
                 dots(su, ((X, xu), (DY, gu), (W, wu)), (xu, gu, wu, ru, offset), pu, part)
                 for i in walk.each_row():

@@ -32,12 +32,8 @@ def build_forward(width: int, x_dtype: torch.dtype, log: bool = False):
     @T.prim_func
     def softmax_fwd(X: T.Tensor((M, D), xt), Y: T.Tensor((M, D), xt)):
         with T.Kernel(CORES) as core:
-            xu = T.alloc_shared((block_M, width), xt)
-            sq = T.alloc_shared((block_M, width), "float32")
-            yu = T.alloc_shared((block_M, width), xt)
-            part = T.alloc_shared((block_M,), "float32")
-            mu = T.alloc_shared((block_M,), "float32")
-            su = T.alloc_shared((block_M,), "float32")
+            xu, sq, yu = walk.tiles(xt, "float32", xt)
+            part, mu, su = walk.row_vectors("float32", "float32", "float32")
             for _ in walk.blocks(core, M, D):
                 maxima(mu, X, xu, sq, part)
                 total(su, ((X, xu),), (xu, mu), sq, part)
@@ -68,12 +64,8 @@ def build_backward(width: int, y_dtype: torch.dtype, dy_dtype: torch.dtype, log:
     @T.prim_func
     def softmax_bwd(Y: T.Tensor((M, D), yt), DY: T.Tensor((M, D), gt), DX: T.Tensor((M, D), yt)):
         with T.Kernel(CORES) as core:
-            yu = T.alloc_shared((block_M, width), yt)
-            gu = T.alloc_shared((block_M, width), gt)
-            pu = T.alloc_shared((block_M, width), "float32")
-            du = T.alloc_shared((block_M, width), yt)
-            part = T.alloc_shared((block_M,), "float32")
-            cu = T.alloc_shared((block_M,), "float32")
+            yu, gu, pu, du = walk.tiles(yt, gt, "float32", yt)
+            part, cu = walk.row_vectors("float32", "float32")
             for _ in walk.blocks(core, M, D):
                 dots(cu, ((Y, yu), (DY, gu)), (yu, gu), pu, part)
                 for _ in walk.chunks(((Y, yu), (DY, gu)), ((du, DX),)):
