@@ -17,8 +17,7 @@ the steps): ThreadSync then has no in-branch conflict to hoist a barrier out of.
 import tilelang.ascend.language as T
 import torch
 
-from ... import outputs
-from .. import launch
+from .. import l2norm_device
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import CORES, MAX_WIDTH, NR_STEPS, bucket, refined_rsqrt, rows_per_block
 from ._walk import Walk
@@ -90,18 +89,10 @@ def lowered(dtype: torch.dtype, dim: int, nr_steps: int = NR_STEPS) -> dict:
 
 
 def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, nr_steps: int = NR_STEPS):
-    """(y, rstd) on an Ascend 950 NPU (torch_npu tensors) for a non-empty 2-D x (rows are made contiguous: the
-    kernels index them with stride D)."""
-    x = x.contiguous()
-    M, D = x.shape
-    y, rstd = launch.row_outputs(x, output_dtype, out)
-    RUNNER.kernel("l2norm_fwd", build_forward, bucket(D), x.dtype, output_dtype, nr_steps)(x, y, rstd, eps)
-    return y, rstd
+    """(y, rstd) on an Ascend 950 NPU (torch_npu tensors) for a non-empty 2-D x."""
+    return l2norm_device.forward(RUNNER, build_forward, bucket, x, eps, output_dtype, out, nr_steps)
 
 
 def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, eps: float | None = None) -> torch.Tensor:
     """dx in x's dtype; ``eps`` is not used: the fp32 form (``tileport.ops.l2norm``'s contract)."""
-    x, dy, rstd = x.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
-    dx = outputs.empty_like(x)
-    RUNNER.kernel("l2norm_bwd", build_backward, bucket(x.shape[1]), x.dtype, dy.dtype)(x, rstd, dy, dx)
-    return dx
+    return l2norm_device.backward(RUNNER, build_backward, bucket, x, rstd, dy)

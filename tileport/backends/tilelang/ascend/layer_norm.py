@@ -17,7 +17,7 @@ import tilelang.ascend.language as T
 import torch
 
 from ... import outputs
-from .. import launch
+from .. import layer_norm_device
 from ..targets import RUNNERS, TL_DTYPE, vectors_or_defaults
 from ._common import CORES, MAX_WIDTH, NR_STEPS, bucket, refined_rsqrt, rows_per_block
 from ._walk import Walk
@@ -140,14 +140,7 @@ def lowered(dtype: torch.dtype, dim: int, nr_steps: int = NR_STEPS) -> dict:
 
 def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None, nr_steps: int = NR_STEPS):
     """(y, mean, rstd) on an Ascend 950 NPU (torch_npu tensors) for a non-empty 2-D x."""
-    x = x.contiguous()
-    M, D = x.shape
-    out = launch.row_outputs(x, output_dtype, out, stats=2)
-    w, b = vectors_or_defaults(weight, bias, x)
-    RUNNER.kernel("layer_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, nr_steps)(
-        x, w, b, *out, eps
-    )
-    return out
+    return layer_norm_device.forward(RUNNER, build_forward, bucket, x, weight, bias, eps, output_dtype, out, nr_steps)
 
 
 def backward(x, mean, rstd, dy, weight, bias, eps: float | None = None):

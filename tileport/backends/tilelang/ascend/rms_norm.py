@@ -16,7 +16,7 @@ import tilelang.ascend.language as T
 import torch
 
 from ... import outputs
-from .. import launch
+from .. import launch, rms_norm_device
 from ..targets import RUNNERS, TL_DTYPE
 from ._common import CORES, MAX_WIDTH, NR_STEPS, bucket, refined_rsqrt, rows_per_block
 from ._walk import Walk
@@ -132,15 +132,8 @@ def forward(
     x, weight, eps: float, offset: float, casting: str, output_dtype: torch.dtype, out=None, nr_steps: int = NR_STEPS
 ):
     """(y, rstd) on an Ascend 950 NPU (torch_npu tensors) for a non-empty 2-D x."""
-    x = x.contiguous()
-    M, D = x.shape
-    y, rstd = launch.row_outputs(x, output_dtype, out)
-    w, off = launch.weight_and_offset(weight, x, offset)
-    cast = casting if weight is not None else "fp32"
-    RUNNER.kernel("rms_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, cast, nr_steps)(
-        x, w, y, rstd, eps, off
-    )
-    return y, rstd
+    args = (x, weight, eps, offset, casting, output_dtype, out, nr_steps)
+    return rms_norm_device.forward(RUNNER, build_forward, bucket, *args)
 
 
 def backward(x, rstd, dy, weight, offset: float, casting: str, eps: float | None = None):

@@ -12,8 +12,7 @@ rsqrt: "exact" is ``T.ieee_frsqrt`` (correctly rounded); "approx" is ``T.rsqrt``
 import tilelang.language as T
 import torch
 
-from ... import outputs
-from .. import launch
+from .. import l2norm_device
 from ..targets import RUNNERS, TL_DTYPE
 from . import rows
 from ._common import bucket
@@ -85,17 +84,10 @@ def lowered(dtype: torch.dtype, dim: int, rsqrt: str = "exact") -> dict:
 
 
 def forward(x: torch.Tensor, eps: float, output_dtype: torch.dtype, out=None, rsqrt: str = "exact"):
-    """(y, rstd) on the GPU for a non-empty 2-D x (rows are made contiguous: the kernels index them with stride D)."""
-    x = x.contiguous()
-    M, D = x.shape
-    y, rstd = launch.row_outputs(x, output_dtype, out)
-    RUNNER.kernel("l2norm_fwd", build_forward, bucket(D), x.dtype, output_dtype, rsqrt)(x, y, rstd, eps)
-    return y, rstd
+    """(y, rstd) on the GPU for a non-empty 2-D x."""
+    return l2norm_device.forward(RUNNER, build_forward, bucket, x, eps, output_dtype, out, rsqrt)
 
 
 def backward(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor, eps: float | None = None) -> torch.Tensor:
     """dx in x's dtype; ``eps`` is not used: the fp32 form (``tileport.ops.l2norm``'s contract)."""
-    x, dy, rstd = x.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
-    dx = outputs.empty_like(x)
-    RUNNER.kernel("l2norm_bwd", build_backward, bucket(x.shape[1]), x.dtype, dy.dtype)(x, rstd, dy, dx)
-    return dx
+    return l2norm_device.backward(RUNNER, build_backward, bucket, x, rstd, dy)

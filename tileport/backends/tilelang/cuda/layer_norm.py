@@ -14,7 +14,7 @@ import tilelang.language as T
 import torch
 
 from ... import outputs
-from .. import launch
+from .. import layer_norm_device
 from ..targets import RUNNERS, TL_DTYPE, vectors_or_defaults
 from . import rows
 from ._common import bucket
@@ -162,13 +162,8 @@ def lowered(dtype: torch.dtype, dim: int, rsqrt: str = "exact") -> dict:
 
 
 def forward(x, weight, bias, eps: float, output_dtype: torch.dtype, out=None):
-    """(y, mean, rstd) on the GPU for a non-empty 2-D x (rows made contiguous: the kernels index with stride D)."""
-    x = x.contiguous()
-    M, D = x.shape
-    out = launch.row_outputs(x, output_dtype, out, stats=2)
-    w, b = vectors_or_defaults(weight, bias, x)
-    RUNNER.kernel("layer_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype)(x, w, b, *out, eps)
-    return out
+    """(y, mean, rstd) on the GPU for a non-empty 2-D x."""
+    return layer_norm_device.forward(RUNNER, build_forward, bucket, x, weight, bias, eps, output_dtype, out)
 
 
 def backward(x, mean, rstd, dy, weight, bias, eps: float | None = None):

@@ -13,7 +13,7 @@ import tilelang.language as T
 import torch
 
 from ... import outputs
-from .. import launch
+from .. import launch, rms_norm_device
 from ..targets import RUNNERS, TL_DTYPE
 from . import rows
 from ._common import bucket
@@ -144,16 +144,9 @@ def lowered(dtype: torch.dtype, dim: int, rsqrt: str = "exact", casting: str = "
 
 
 def forward(x, weight, eps: float, offset: float, casting: str, output_dtype: torch.dtype, out=None):
-    """(y, rstd) on the GPU for a non-empty 2-D x (rows made contiguous: the kernels index with stride D)."""
-    x = x.contiguous()
-    M, D = x.shape
-    y, rstd = launch.row_outputs(x, output_dtype, out)
-    w, off = launch.weight_and_offset(weight, x, offset)
-    cast = casting if weight is not None else "fp32"
-    RUNNER.kernel("rms_norm_fwd", build_forward, bucket(D), x.dtype, w.dtype, output_dtype, cast)(
-        x, w, y, rstd, eps, off
-    )
-    return y, rstd
+    """(y, rstd) on the GPU for a non-empty 2-D x."""
+    args = (x, weight, eps, offset, casting, output_dtype, out)
+    return rms_norm_device.forward(RUNNER, build_forward, bucket, *args)
 
 
 def backward(x, rstd, dy, weight, offset: float, casting: str, eps: float | None = None):
