@@ -601,7 +601,7 @@ def report(
 ) -> None:
     """A verify run's full report (report.md, report.html, results.json/csv, plots) rendered again from the
     run's machine-readable results, without running a case: after an upgrade of the report, or into another
-    folder.
+    folder. Exits 1 for a failed run, as verify did.
 
     \b
     Example: tileport report tileport-report --out report-again
@@ -616,6 +616,8 @@ def report(
         raise typer.BadParameter(str(exc), param_hint="RUN") from exc
     paths = write_report(rep, out or run)
     _print_verdict(rep, rep.level, paths)
+    if not rep.passed:  # the run's verdict, as verify's exit status gave it
+        raise typer.Exit(1)
 
 
 @app.command()

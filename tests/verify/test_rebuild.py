@@ -3,6 +3,7 @@ same report.md, results.csv and results.json (but for the time it took), in anot
 no run is refused, naming what it lacks."""
 
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -38,3 +39,13 @@ def test_a_folder_without_a_run_is_refused(tmp_path):
     (tmp_path / "results.json").write_text("{}")
     done = runner.invoke(app, ["report", str(tmp_path)])
     assert done.exit_code == 2 and "holds no journal" in done.output
+
+
+def test_a_failed_run_renders_as_failed(tmp_path):
+    run, again = tmp_path / "run", tmp_path / "again"
+    impl = str(Path(__file__).parents[2] / "examples" / "impl" / "my_norms.py") + ":rms_norm_autograd"
+    args = ["verify", "rms_norm", "--level", "quick", "--dtype", "fp32", "--impl", impl, "--no-perf", "--out", str(run)]
+    assert runner.invoke(app, args).exit_code == 1  # its dx fails the large value range
+    done = runner.invoke(app, ["report", str(run), "--out", str(again)])
+    assert done.exit_code == 1 and done.output.startswith("FAIL")
+    assert (again / "report.md").read_text() == (run / "report.md").read_text()
