@@ -2,8 +2,8 @@
 itself), an implementation under test (``--impl``), an upstream original, a plain function (the torch composite,
 torch.compile's, a spec's competitor). Each has the name the report shows, runs a case's inputs (the forward, and
 with ``backward`` the inputs' gradients), gives its timed calls for a bench group, says what it does not give and
-why it cannot be timed, whether it is judged (an original or a baseline is a side of the comparison only) and
-whether a failing first call is its own finding (a user's implementation) rather than tileport's error.
+why it cannot be timed, and whether a failing first call is its own finding (a user's implementation) rather
+than tileport's error. Which sides verify judges is the task's (its backends); the originals are compared only.
 
 verify's stages and bench iterate providers and never ask their kind; a request's names become providers once
 per process (``resolve``). Another machine's recorded run is the benchmark side, in ``verify.competitor``."""
@@ -27,7 +27,6 @@ __all__ = ["Backend", "Compiled", "Function", "Implementation", "Original", "Pro
 
 class Provider(Protocol):
     name: str
-    judged: bool  # judged by the standard (else only compared with the others)
     excused: bool  # a first timed call that raises is reported for it and the bench goes on
 
     def run(self, spec: OpSpec, inputs: dict, backward: bool) -> dict[str, torch.Tensor]: ...

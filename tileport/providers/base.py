@@ -1,4 +1,4 @@
-"""What a provider is unless its kind says otherwise: judged, not excused, every output given, timeable."""
+"""What a provider is unless its kind says otherwise: not excused, every output given, timeable."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from ..ops.spec import OpSpec
 
 
 class Defaults:
-    judged = True
     excused = False
 
     def not_judged(self) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """A plain function in the operator's convention as a provider: the torch composite users write, a spec's
 competitor (torch's own fused op), torch.compile's build of the composite, an upstream original (Liger-Kernel's,
-flash-linear-attention's kernel: compared with the others, never judged)."""
+flash-linear-attention's kernel)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from .timed import in_mode
 class Function(Defaults):
     name: str
     fn: Callable
-    judged = False  # a baseline: compared, timed, not judged
 
     def run(self, spec: OpSpec, inputs: dict, backward: bool) -> dict[str, torch.Tensor]:
         return convention.run(spec, self.fn, inputs, backward)
@@ -40,12 +39,8 @@ class Compiled(Function):
 
 @dataclass(frozen=True)
 class Original(Function):
-    """An upstream kernel under its spec key ``key``; the bench names it ``key``, verify's report
+    """An upstream kernel under its spec key (its ``name``, the bench's); verify's report names it
     ``name_of(key)``."""
-
-    @property
-    def key(self) -> str:
-        return self.name
 
     @staticmethod
     def name_of(key: str) -> str:

@@ -46,7 +46,14 @@ def report(folder: Path):
         aggregate(results),
         pairs,
         [
-            StudyResult(**{**st, "headers": tuple(st["headers"]), "rows": tuple(map(tuple, st["rows"]))})
+            StudyResult(
+                **{
+                    **st,
+                    "headers": tuple(st["headers"]),
+                    "rows": tuple(map(tuple, st["rows"])),
+                    "records": tuple(st["records"]),
+                }
+            )
             for st in doc["studies"]
         ],
         doc["performance"],

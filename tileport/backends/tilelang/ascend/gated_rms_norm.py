@@ -19,7 +19,7 @@ import torch
 
 from ... import outputs
 from .. import activations, launch
-from ..targets import RUNNERS, TL_DTYPE
+from ..targets import RUNNERS, TL_DTYPE, vectors_or_defaults
 from ._common import CORES, NR_STEPS, bucket, refined_rsqrt, rows_per_block
 from ._walk import Walk
 
@@ -179,7 +179,7 @@ def forward(
     x, gate = x.contiguous(), gate.contiguous()
     M, D = x.shape
     y, rstd = launch.row_outputs(x, output_dtype, out)
-    w = launch.weight_or_ones(weight, x)
+    w, _ = vectors_or_defaults(weight, None, x)
     key = (widths(D)[0], x.dtype, gate.dtype, w.dtype, output_dtype, activation, norm_before_gate, nr_steps)
     RUNNER.kernel("gated_rms_norm_fwd", build_forward, *key)(x, gate, w, y, rstd, eps)
     return y, rstd
@@ -188,7 +188,7 @@ def forward(
 def backward(x, gate, rstd, dy, weight, eps: float, activation: str, norm_before_gate: bool):
     """(dx, dgate, dweight or None) in the fp32 form; ``eps`` is not used."""
     x, gate, dy, rstd = x.contiguous(), gate.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
-    w = launch.weight_or_ones(weight, x)
+    w, _ = vectors_or_defaults(weight, None, x)
     dx, dgate = outputs.empty_like(x), outputs.empty_like(gate)
     partials = outputs.empty((CORES, x.shape[1]), torch.float32, x.device)
     key = (widths(x.shape[1])[1], x.dtype, gate.dtype, dy.dtype, w.dtype, activation, norm_before_gate)

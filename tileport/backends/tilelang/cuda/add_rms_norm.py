@@ -12,7 +12,8 @@ import tilelang.language as T
 import torch
 
 from ... import outputs
-from ..targets import RUNNERS, TL_DTYPE, vectors_or_defaults
+from .. import launch
+from ..targets import RUNNERS, TL_DTYPE
 from . import rms_norm, rows
 from ._common import bucket
 from ._common import threads as _threads
@@ -82,7 +83,7 @@ def forward(x, residual, weight, eps: float, offset: float, residual_dtype: torc
     M, D = x.shape
     y, s = outputs.empty_like(x, output_dtype), outputs.empty_like(x, residual_dtype)
     rstd = outputs.empty((M,), torch.float32, x.device)
-    (w, _), off = vectors_or_defaults(weight, None, x), (offset if weight is not None else 0.0)
+    w, off = launch.weight_and_offset(weight, x, offset)
     kernel = RUNNER.kernel(
         "add_rms_norm_fwd", build_forward, bucket(D), x.dtype, residual.dtype, residual_dtype, w.dtype, output_dtype
     )

@@ -16,7 +16,7 @@ import torch
 
 from ... import outputs
 from .. import activations, launch
-from ..targets import RUNNERS, TL_DTYPE
+from ..targets import RUNNERS, TL_DTYPE, vectors_or_defaults
 from . import rows
 from ._common import bucket
 from ._common import threads as _threads
@@ -182,7 +182,7 @@ def forward(x, gate, weight, eps: float, activation: str, norm_before_gate: bool
     x, gate = x.contiguous(), gate.contiguous()
     M, D = x.shape
     y, rstd = launch.row_outputs(x, output_dtype, out)
-    w = launch.weight_or_ones(weight, x)
+    w, _ = vectors_or_defaults(weight, None, x)
     key = (bucket(D), x.dtype, gate.dtype, w.dtype, output_dtype, activation, norm_before_gate)
     RUNNER.kernel("gated_rms_norm_fwd", build_forward, *key)(x, gate, w, y, rstd, eps)
     return y, rstd
@@ -191,7 +191,7 @@ def forward(x, gate, weight, eps: float, activation: str, norm_before_gate: bool
 def backward(x, gate, rstd, dy, weight, eps: float, activation: str, norm_before_gate: bool):
     """(dx, dgate, dweight or None) in the fp32 form; ``eps`` is not used."""
     x, gate, dy, rstd = x.contiguous(), gate.contiguous(), dy.contiguous(), rstd.to(torch.float32).contiguous()
-    w = launch.weight_or_ones(weight, x)
+    w, _ = vectors_or_defaults(weight, None, x)
     dx, dgate = outputs.empty_like(x), outputs.empty_like(gate)
     b = bucket(x.shape[1])
     RUNNER.kernel(
