@@ -66,6 +66,10 @@ def test_the_verdict_grid_opens_the_markdown_and_names_each_cell(failing_report)
     assert re.search(r"\| tilelang \| float16 \| FAIL \(\d+ of \d+\) \| pass", grid)  # y failed at fp16, rstd passed
     assert re.search(r"\| tilelang \| float32 \| pass \(\d+ checks\) \| pass", grid)
     assert md.index("## Plots") < md.index("## Every check")  # the long tables last
+    rows = re.search(r"## Every check \(ratios against the benchmark\)\n\n(\d+) rows, in checks.md beside", md)
+    checks = (failing_report / "checks.md").read_text()  # the thousands of rows in a file of their own
+    assert rows and checks.count("\n| tilelang |") == int(rows.group(1))
+    assert "\n| " not in md.split("## Every check")[1].split("\n## ")[0]  # named in the report, not held
 
 
 def test_html_cells_link_to_their_rows_and_long_tables_fold(failing_report):

@@ -37,6 +37,9 @@ def write_report(rep, out: str | Path) -> dict[str, Path]:
         "csv": out / "results.csv",
     }
     paths["md"].write_text(markdown.document(title, tbls, [p.name for p in images]))
+    for name, text in markdown.apart(title, tbls).items():
+        paths[Path(name).stem] = out / name
+        paths[Path(name).stem].write_text(text)
     paths["html"].write_text(html.document(title, tbls, images))
     rows = [r.row() for r in rep.results]
     with paths["csv"].open("w", newline="") as f:

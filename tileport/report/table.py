@@ -17,6 +17,7 @@ class Table:
     row_ids: tuple[str, ...] = ()  # an html id per row (where other tables link to it)
     links: tuple[tuple[str, ...], ...] = ()  # per row and cell: an href, or "" for none
     plain: bool = False  # its pass/fail words are not this run's verdicts: rendered without verdict colours
+    apart: str = ""  # markdown: a file of its own beside the report, named in its place (thousands of rows)
 
 
 def number(v: float) -> str:

@@ -146,6 +146,7 @@ def every_check(rep, limit: int = 3000) -> Table:
         note,
         fold=True,
         row_ids=_first_ids(shown),
+        apart="checks.md",
     )
 
 
