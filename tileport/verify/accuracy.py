@@ -28,10 +28,11 @@ from ..backends import outputs
 from ..backends.registry import BackendUnavailableError
 from ..cases import Case, Suite, golden_inputs, make_inputs, spec_of
 from ..dtypes import name as dtype_name
-from ..precision import CaseResult, Metrics, Verdict, compare, compare_equal, dual_measure_batch, judge
-from ..precision.retest import RetestResult, far_above, retest_stream, retest_verdicts
+from ..precision import CaseResult, Verdict, compare_equal, dual_measure_batch, judge
+from ..precision.retest import far_above
 from ..precision.standard import RETEST_MIN_SEEDS
 from . import competitor
+from .benchmark import Measured, Recorded, unjudged
 from .outcome import CaseOutcome, PairStat  # journals pickled before outcome.py name this module: kept here
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -121,14 +122,16 @@ class Judge:
     device: str = "cpu"
     impls: dict = field(default_factory=dict)  # --impl target -> its --arg overrides
 
-    rival: competitor.BenchmarkRun | None = None  # another machine's run, the benchmark in place of the composite
+    against: Measured | Recorded = field(default_factory=Measured)  # the benchmark side: here, or another run's
 
     @classmethod
     def for_task(cls, task: Task) -> Judge:
-        rival = (
-            competitor.load(list(task.competitor[1:]), task.suite.name, task.competitor[0]) if task.competitor else None
+        against = (
+            Recorded(competitor.load(list(task.competitor[1:]), task.suite.name, task.competitor[0]))
+            if task.competitor
+            else Measured()
         )
-        return cls(task.suite, task.limits, task.device, {t: dict(a) for t, a in task.impls}, rival)
+        return cls(task.suite, task.limits, task.device, {t: dict(a) for t, a in task.impls}, against)
 
     def provider(self, name: str) -> providers.Provider:
         """The provider a backend name of the task stands for (``providers.resolve``), once in this process."""
@@ -180,44 +183,12 @@ class Judge:
         return (self.execute(inputs, backend, backward), *self.references(inputs, backward))
 
     def verdict(self, name: str, case: Case, under, bm, gold, seed: int | None = None) -> Verdict:
-        """The standard's verdict of output ``name``: against the same-dtype benchmark ``bm``, or against the
-        rival run's side of this case (``seed``: a retest seed's)."""
+        """The standard's verdict of output ``name``: equality for an exact output, else the dual benchmark
+        against the benchmark side (``seed``: a retest seed's, where that side was recorded elsewhere)."""
         if self.exact(name, under):  # indices, masks: equal to the golden's, element for element
             return compare_equal(under[name], gold[name], self.limits)
         dtype = self.spec.precision_dtype(name, case.dtype)
-        if self.rival is not None:
-            p = self.rival.provider
-            side = (
-                self.rival.sides.get((case.index, p, name))
-                if seed is None
-                else self.rival.retests.get((case.index, p, name, seed))
-            )
-            if side is None:
-                none = Metrics(0.0, 0.0, 0.0, 0, 0, 0)
-                return Verdict(
-                    self.limits,
-                    none,
-                    none,
-                    {"mare": 0.0, "mere": 0.0, "rmse": 0.0, "small": 0.0},
-                    [f"not in the benchmark run {self.rival.folders[0]} ({p} has no {name} for this case): not judged"],
-                    self.acc,
-                )
-            return competitor.verdict(under[name], gold[name], side, self.limits, self.acc, dtype, self.max_atol)
-        return compare(under[name], gold[name], bm[name], self.limits, dtype, self.acc, self.max_atol)
-
-    def rival_retest(self, case: Case, name: str, backend: str, seeds: int, min_seeds: int) -> RetestResult:
-        """The retest against the rival run: its sides on the new seeds where a --retest-for run brought them,
-        else pending (not passed). Every seed runs: the rival's sides of them all are at hand."""
-        new = list(range(case.seed + 1, case.seed + 1 + seeds))
-        if any((case.index, self.rival.provider, name, s) not in self.rival.retests for s in new):
-            return RetestResult.pending(seeds)
-        backward = name not in {t.name for t in self.spec.outputs}
-        verdicts = []
-        for s in new:
-            seeded = replace(case, seed=s)
-            under, _, gold = self.run_all(make_inputs(self.suite, seeded), backend, backward)
-            verdicts.append(self.verdict(name, case, under, None, gold, seed=s))
-        return retest_verdicts(verdicts, min_seeds=min_seeds)
+        return self.against.verdict(self, name, case, under, bm, gold, dtype, seed)
 
     def new_seed_verdicts(
         self, case: Case, name: str, backend: str, seeds: int, batched: bool | None = None
@@ -267,8 +238,7 @@ def _finding(
     suite: Suite, case: Case, backend: str, output: str, failures: list[str], limits: str, acc: str
 ) -> CaseResult:
     """A result with no metrics: a check that is only its findings (a rejection, a case that did not run)."""
-    none = Metrics(0.0, 0.0, 0.0, 0, 0, 0)
-    verdict = Verdict(limits, none, none, {"mare": 0.0, "mere": 0.0, "rmse": 0.0, "small": 0.0}, failures, acc)
+    verdict = unjudged(limits, acc, failures)
     return CaseResult(
         suite.name,
         backend,
@@ -388,29 +358,21 @@ def _judged(
             out.sides[(backend, name)] = competitor.Side.of(
                 under[name], gold[name], j.spec.precision_dtype(name, case.dtype)
             )
-        if j.rival is not None and not exact and name not in j.rival.outputs:  # the competitor never gives it
-            out.skipped.setdefault(
-                f"{backend} {name}",
-                [0, f"no benchmark: {j.rival.provider} gives no {name} in run {j.rival.folders[0]}"],
-            )[0] += 1
+        lacks = None if exact else j.against.lacks(name)
+        if lacks:  # a benchmark run that never gives this output
+            out.skipped.setdefault(f"{backend} {name}", [0, lacks])[0] += 1
             continue
         v = j.verdict(name, case, under, bm, gold)
-        missing = j.rival is not None and (case.index, j.rival.provider, name) not in j.rival.sides and not exact
         redo = None
         # the dual benchmark's rule; a wrong index is wrong
-        if not v.passed and j.acc == "double_bm" and not exact and not missing:
+        if not v.passed and j.acc == "double_bm" and not exact and j.against.has(case, name):
             if progress:
                 progress(
                     f"{case.describe()}: retest {name} on {backend} over {task.seeds(backend)} new seeds", advance=0
                 )
             seeds = task.seeds(backend)
             far = not task.conforming and bool(far_above(v))  # quick: a miss by orders of magnitude needs few seeds
-            if j.rival is not None:
-                redo = j.rival_retest(case, name, backend, seeds, task.min_seeds)
-            else:
-                redo = retest_stream(
-                    j.seed_verdicts(case, name, backend, seeds), seeds, min_seeds=task.min_seeds, far=far
-                )
+            redo = j.against.retest(j, case, name, backend, seeds, task.min_seeds, far)
         results.append(
             CaseResult(
                 suite.name,
@@ -447,11 +409,7 @@ def run_case(
         return out
     inputs = make_inputs(suite, case)
     out.digest = competitor.digest(inputs)
-    if j.rival is not None and j.rival.digests.get(case.index, out.digest) != out.digest:
-        raise competitor.CompetitorError(
-            f"case {case.describe()}: its inputs here differ from those of benchmark run {j.rival.folders[0]} "
-            "(another digest): the two machines draw different values (torch or numpy versions?)"
-        )
+    j.against.check(case, out.digest)
     if case.expects_rejection:
         out.results = [_rejection(j, suite, case, inputs, b) for b in task.backends]
         return out
