@@ -16,7 +16,6 @@ from .. import launch
 from ..targets import RUNNERS, TL_DTYPE
 from . import rms_norm, rows
 from ._common import bucket
-from ._common import threads as _threads
 
 RUNNER = RUNNERS["cuda"]
 
@@ -44,7 +43,7 @@ def build_forward(
         v = (X[bx, col].astype("float32") + R[bx, col].astype("float32")).astype(st).astype("float32")
         Y[bx, col] = (v * r[i] * (W[col].astype("float32") + offset)).astype(yt)
 
-    squares, stat, write = rows.row_sum(chunk, add, D, inside=True), rows.rstd(rsqrt, D), rows.each(chunk, scale, D)
+    norm = rows.normalize(chunk, M, D, rows.row_sum(chunk, add, D, inside=True), rows.each(chunk, scale, D), rsqrt)
 
     @T.prim_func
     def add_rms_norm_fwd(
@@ -57,12 +56,7 @@ def build_forward(
         eps: T.float32,
         offset: T.float32,
     ):
-        with T.Kernel(M, threads=_threads(chunk)) as bx:
-            acc = T.alloc_fragment((1, chunk), "float32")
-            r = T.alloc_fragment((1,), "float32")
-            squares((X, R, S, acc), bx, acc, r)
-            stat(r, RSTD, bx, eps)
-            write((X, R, W, Y, r, offset), bx)
+        norm((X, R, S), RSTD, eps, (X, R, W, Y), (offset,))
 
     return add_rms_norm_fwd
 

@@ -56,7 +56,7 @@ def build_forward(
         y = u_of(X[bx, col].astype("float32"), z) * r[i] * W[col].astype("float32")
         Y[bx, col] = (y * act(activation, z) if norm_before_gate else y).astype(yt)
 
-    squares, stat, write = rows.row_sum(chunk, square, D), rows.rstd(rsqrt, D), rows.each(chunk, scale, D)
+    norm = rows.normalize(chunk, M, D, rows.row_sum(chunk, square, D), rows.each(chunk, scale, D), rsqrt)
 
     @T.prim_func
     def gated_rms_norm_fwd(
@@ -67,12 +67,7 @@ def build_forward(
         RSTD: T.Tensor((M,), "float32"),
         eps: T.float32,
     ):
-        with T.Kernel(M, threads=_threads(chunk)) as bx:
-            acc = T.alloc_fragment((1, chunk), "float32")
-            r = T.alloc_fragment((1,), "float32")
-            squares((X, Z, acc), bx, acc, r)
-            stat(r, RSTD, bx, eps)
-            write((X, Z, W, Y, r), bx)
+        norm((X, Z), RSTD, eps, (X, Z, W, Y), ())
 
     return gated_rms_norm_fwd
 
@@ -158,9 +153,7 @@ def build_dweight(chunk: int, x_dtype, g_dtype, dy_dtype, activation: str = "sil
         RSTD: T.Tensor((M,), "float32"),
         DW: T.Tensor((D,), "float32"),
     ):
-        with T.Kernel(T.ceildiv(D, chunk), threads=_threads(chunk)) as bx:
-            acc = T.alloc_fragment((chunk,), "float32")
-            walk((X, Z, DY, RSTD), (DW,), (acc,), bx)
+        walk((X, Z, DY, RSTD), (DW,))
 
     return gated_rms_norm_dweight
 

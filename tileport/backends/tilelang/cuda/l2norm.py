@@ -27,16 +27,11 @@ def build_forward(chunk: int, x_dtype: torch.dtype, y_dtype: torch.dtype, rsqrt:
     def scale(X, Y, r, bx, col, i, j):
         Y[bx, col] = (X[bx, col].astype("float32") * r[i]).astype(yt)
 
-    squares, stat, write = rows.sum_squares(chunk, D), rows.rstd(rsqrt, D, mean=False), rows.each(chunk, scale, D)
+    norm = rows.normalize(chunk, M, D, rows.sum_squares(chunk, D), rows.each(chunk, scale, D), rsqrt, mean=False)
 
     @T.prim_func
     def l2norm_fwd(X: T.Tensor((M, D), xt), Y: T.Tensor((M, D), yt), RSTD: T.Tensor((M,), "float32"), eps: T.float32):
-        with T.Kernel(M, threads=_threads(chunk)) as bx:
-            acc = T.alloc_fragment((1, chunk), "float32")
-            r = T.alloc_fragment((1,), "float32")
-            squares(X, bx, acc, r)
-            stat(r, RSTD, bx, eps)
-            write((X, Y, r), bx)
+        norm((X,), RSTD, eps, (X, Y), ())
 
     return l2norm_fwd
 

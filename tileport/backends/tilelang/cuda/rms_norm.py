@@ -43,7 +43,7 @@ def build_forward(
         n = X[bx, col].astype("float32") * r[i]
         Y[bx, col] = _scaled(n, W[col].astype("float32") + offset, xt, llama).astype(yt)
 
-    squares, stat, write = rows.sum_squares(chunk, D), rows.rstd(rsqrt, D), rows.each(chunk, scale, D)
+    norm = rows.normalize(chunk, M, D, rows.sum_squares(chunk, D), rows.each(chunk, scale, D), rsqrt)
 
     @T.prim_func
     def rms_norm_fwd(
@@ -54,12 +54,7 @@ def build_forward(
         eps: T.float32,
         offset: T.float32,
     ):
-        with T.Kernel(M, threads=_threads(chunk)) as bx:
-            acc = T.alloc_fragment((1, chunk), "float32")
-            r = T.alloc_fragment((1,), "float32")
-            squares(X, bx, acc, r)
-            stat(r, RSTD, bx, eps)
-            write((X, W, Y, r, offset), bx)
+        norm((X,), RSTD, eps, (X, W, Y), (offset,))
 
     return rms_norm_fwd
 
@@ -126,9 +121,7 @@ def build_dweight(chunk: int, x_dtype: torch.dtype, dy_dtype: torch.dtype, casti
         RSTD: T.Tensor((M,), "float32"),
         DW: T.Tensor((D,), "float32"),
     ):
-        with T.Kernel(T.ceildiv(D, chunk), threads=_threads(chunk)) as bx:
-            acc = T.alloc_fragment((chunk,), "float32")
-            walk((X, DY, RSTD), (DW,), (acc,), bx)
+        walk((X, DY, RSTD), (DW,))
 
     return rms_norm_dweight
 

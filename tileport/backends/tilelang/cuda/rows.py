@@ -12,6 +12,7 @@ scalars and the row ``bx`` as the kernel does, and a walk takes its extent (D, C
 import tilelang.language as T
 
 from ._common import rsqrt as _rsqrt
+from ._common import threads
 
 
 def masked(buf, row, col, D):
@@ -71,20 +72,14 @@ def row_max(chunk: int, step, D):
 
 
 def sum_squares(chunk: int, D):
-    """A macro ``(X, bx, acc, out)``: ``out[0] = sum(X[bx, :D]^2)`` in fp32 through the fragment ``acc``."""
+    """A ``row_sum`` over ``(X, acc)``: ``out[0] = sum(X[bx, :D]^2)`` in fp32 through the fragment ``acc``."""
 
     @T.macro
     def square(X, acc, bx, col, i, j):
         v = masked(X, bx, col, D)
         acc[i, j] += v * v
 
-    total = row_sum(chunk, square, D)
-
-    @T.macro
-    def body(X, bx, acc, out):
-        total((X, acc), bx, acc, out)
-
-    return body
+    return row_sum(chunk, square, D)
 
 
 def rstd(mode: str, D, mean: bool = True):
@@ -101,9 +96,27 @@ def rstd(mode: str, D, mean: bool = True):
     return body
 
 
+def normalize(chunk: int, M, D, squares, write, mode: str, mean: bool = True):
+    """A macro ``(sums, RSTD, eps, bufs, tail)``: a row norm's forward kernel, a CTA per row ``bx``: ``squares``
+    (a ``row_sum`` over ``(*sums, acc)``) gives the row's sum of squares, ``rstd`` turns it into ``r`` (kept in
+    RSTD), and ``write`` (an ``each``) runs over ``(*bufs, r, *tail)``."""
+    stat = rstd(mode, D, mean)
+
+    @T.macro
+    def kernel(sums, RSTD, eps, bufs, tail):
+        with T.Kernel(M, threads=threads(chunk)) as bx:
+            acc = T.alloc_fragment((1, chunk), "float32")
+            r = T.alloc_fragment((1,), "float32")
+            squares((*sums, acc), bx, acc, r)
+            stat(r, RSTD, bx, eps)
+            write((*bufs, r, *tail), bx)
+
+    return kernel
+
+
 def columns(chunk: int, step, M, D):
-    """A macro ``(bufs, outs, accs, bx)``: one or two parameters' gradients over the column chunk ``bx``: the
-    fragments ``accs`` cleared, ``step(*bufs, *accs, row, col, j)`` for every row in order (deterministic: no
+    """A macro ``(bufs, outs)``: the kernel of one or two parameters' gradients, a CTA per column chunk ``bx``: a
+    fragment per output cleared, ``step(*bufs, *accs, row, col, j)`` for every row in order (deterministic: no
     atomics; the step masks past D), then each of ``outs`` (fp32 per column) takes its fragment for the chunk's
     columns below D."""
 
@@ -122,7 +135,18 @@ def columns(chunk: int, step, M, D):
                 if len(outs) > 1:
                     outs[1][bx * chunk + j] = accs[1][j]
 
-    return body
+    @T.macro
+    def kernel(bufs, outs):
+        with T.Kernel(T.ceildiv(D, chunk), threads=threads(chunk)) as bx:
+            if len(outs) > 1:  # the fragments named as the weight's and bias's gradients, as the source reads
+                acc_w = T.alloc_fragment((chunk,), "float32")
+                acc_b = T.alloc_fragment((chunk,), "float32")
+                body(bufs, outs, (acc_w, acc_b), bx)
+            else:
+                acc = T.alloc_fragment((chunk,), "float32")
+                body(bufs, outs, (acc,), bx)
+
+    return kernel
 
 
 @T.macro
