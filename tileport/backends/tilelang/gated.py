@@ -1,10 +1,11 @@
 """The gated activations' TileLang device kernels (CUDA, Ascend arch35): what every target shares, written once.
 
-The activations over a dialect ``T`` (``tilelang.language`` or ``tilelang.ascend.language``), and each op's entry
-points (``lowered`` for ``tileport lower``, ``forward`` and ``backward`` for the backend) over a target's flat
-builder ``build(name, act, act_grad, dtype, eager, backward)`` and its runner. A target's module keeps only its
-kernel's shape (``cuda/swiglu.py``: a CTA per block; ``ascend/swiglu.py``: a persistent vector-core walk) and, for
-gelu "none", its erfc (``cdf2(x) = erfc(-x / sqrt 2)``: CUDA's erfcf, a fit on Ascend, which has none).
+The activations over a dialect ``T`` (``tilelang.language`` or ``tilelang.ascend.language``), their per-element
+math (``Math``), and each op's entry points (``lowered`` for ``tileport lower``, ``forward`` and ``backward`` for
+the backend) over a target's flat builder ``build(name, math, dtype, backward)`` and its runner. A target's module
+keeps only its kernel's shape (``cuda/swiglu.py``: a CTA per block; ``ascend/swiglu.py``: a persistent vector-core
+walk) and, for gelu "none", its erfc (``cdf2(x) = erfc(-x / sqrt 2)``: CUDA's erfcf, a fit on Ascend, which has
+none).
 
 silu = x / (1 + exp(-x)); silu' takes sigmoid and 1 - sigmoid from exp(-|x|). gelu "tanh" = x / (1 + exp(-2u))
 (1 + tanh(u) = 2 sigmoid(2u)), its derivative s + 2 x s (1 - s) u' with s and 1 - s from exp(-2|u|): no tail
@@ -15,9 +16,13 @@ there inside them, so a gate near 1e19 gives no inf * 0.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import torch
 
 from .. import outputs
+from .targets import TL_DTYPE
 
 SQRT1_2 = 0.7071067811865476
 INV_SQRT_2PI = 0.3989422804014327
@@ -73,6 +78,29 @@ def gelu(T, tanh: bool, cdf2):
     return act, grad
 
 
+class Math(NamedTuple):
+    """A gated activation's per-element math over fp32 values, rounded to the dtype once (eager casting: the
+    activation rounded first, as ``F.silu(gate) * up`` does): y = act(g) * u, dgate = dy * u * act'(g) (rounded
+    once in either casting: the contract), dup = dy * act(g). Every target's kernel applies these per element."""
+
+    y: Callable
+    dgate: Callable
+    dup: Callable
+
+
+def math(act, act_grad, dtype: torch.dtype, eager: bool) -> Math:
+    dt = TL_DTYPE[dtype]
+
+    def rounded(v):
+        return v.astype(dt).astype("float32") if eager else v
+
+    return Math(
+        lambda g, u: (rounded(act(g)) * u).astype(dt),
+        lambda dy, g, u: (dy * u * act_grad(g)).astype(dt),
+        lambda dy, g: (dy * rounded(act(g))).astype(dt),
+    )
+
+
 def is_tanh(approximate: str) -> bool:
     if approximate not in ("none", "tanh"):
         raise ValueError(f"geglu: approximate must be 'none' or 'tanh', got {approximate!r}")
@@ -97,7 +125,7 @@ def swiglu_entries(T, build, runner, device: str):
     """swiglu's (lowered, forward, backward) for a target."""
 
     def _build(dtype: torch.dtype, eager: bool, backward: bool):
-        return build("swiglu_bwd" if backward else "swiglu_fwd", *silu(T), dtype, eager, backward)
+        return build("swiglu_bwd" if backward else "swiglu_fwd", math(*silu(T), dtype, eager), dtype, backward)
 
     def lowered(dtype: torch.dtype, dim: int, casting: str = "fp32") -> dict:
         """{kernel name: prim_func} (``dim`` unused: the element count is a runtime value), for ``tileport lower``."""
@@ -121,7 +149,8 @@ def geglu_entries(T, build, runner, device: str, cdf2):
     """geglu's (lowered, forward, backward) for a target whose erfc form is ``cdf2``."""
 
     def _build(dtype: torch.dtype, tanh: bool, eager: bool, backward: bool):
-        return build("geglu_bwd" if backward else "geglu_fwd", *gelu(T, tanh, cdf2), dtype, eager, backward)
+        name = "geglu_bwd" if backward else "geglu_fwd"
+        return build(name, math(*gelu(T, tanh, cdf2), dtype, eager), dtype, backward)
 
     def lowered(dtype: torch.dtype, dim: int, approximate: str = "tanh", casting: str = "fp32") -> dict:
         """{kernel name: prim_func} (``dim`` unused: the element count is a runtime value), for ``tileport lower``."""

@@ -25,13 +25,10 @@ BLOCK = MAX_WIDTH  # elements per tile: the backward's five fp32 tiles (80 KB) f
 assert 5 * 4 * BLOCK <= UB_BUDGET
 
 
-def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: bool):
-    """The kernel ``name`` over N runtime elements: y = act(g) * u, or (dg, du) with act_grad."""
+def build(name: str, m: gated.Math, dtype: torch.dtype, backward: bool):
+    """The kernel ``name`` over N runtime elements: y, or (dgate, dup), by ``m`` per element."""
     dt = TL_DTYPE[dtype]
     N = T.dynamic("N")
-
-    def rounded(v):
-        return v.astype(dt).astype("float32") if eager else v
 
     @T.prim_func
     def fwd(G: T.Tensor((N,), dt), U: T.Tensor((N,), dt), Y: T.Tensor((N,), dt)):
@@ -42,7 +39,7 @@ def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: b
             for _ in flat(core, N, BLOCK, ((G, gu), (U, uu)), ((yu, Y),)):
                 for j in lanes(BLOCK):
                     g = gu[j].astype("float32")
-                    yu[j] = (rounded(act(g)) * uu[j].astype("float32")).astype(dt)
+                    yu[j] = m.y(g, uu[j].astype("float32"))
 
     @T.prim_func
     def bwd(
@@ -62,8 +59,8 @@ def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: b
                 for j in lanes(BLOCK):
                     g = gu[j].astype("float32")
                     dy = dyu[j].astype("float32")
-                    dgu[j] = (dy * uu[j].astype("float32") * act_grad(g)).astype(dt)
-                    duu[j] = (dy * rounded(act(g))).astype(dt)
+                    dgu[j] = m.dgate(dy, g, uu[j].astype("float32"))
+                    duu[j] = m.dup(dy, g)
 
     return (bwd if backward else fwd).with_attr("global_symbol", name)
 

@@ -19,13 +19,10 @@ THREADS = 128
 BLOCK = 1024  # elements per CTA: 8 per thread
 
 
-def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: bool):
-    """The kernel ``name`` over N runtime elements: y = act(g) * u, or (dg, du) with act_grad."""
+def build(name: str, m: gated.Math, dtype: torch.dtype, backward: bool):
+    """The kernel ``name`` over N runtime elements: y, or (dgate, dup), by ``m`` per element."""
     dt = TL_DTYPE[dtype]
     N = T.dynamic("N")
-
-    def rounded(v):
-        return v.astype(dt).astype("float32") if eager else v
 
     @T.prim_func
     def fwd(G: T.Tensor((N,), dt), U: T.Tensor((N,), dt), Y: T.Tensor((N,), dt)):
@@ -34,7 +31,7 @@ def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: b
                 k = bx * BLOCK + i
                 if k < N:
                     g = G[k].astype("float32")
-                    Y[k] = (rounded(act(g)) * U[k].astype("float32")).astype(dt)
+                    Y[k] = m.y(g, U[k].astype("float32"))
 
     @T.prim_func
     def bwd(
@@ -50,8 +47,8 @@ def build(name: str, act, act_grad, dtype: torch.dtype, eager: bool, backward: b
                 if k < N:
                     g = G[k].astype("float32")
                     dy = DY[k].astype("float32")
-                    DG[k] = (dy * U[k].astype("float32") * act_grad(g)).astype(dt)
-                    DU[k] = (dy * rounded(act(g))).astype(dt)
+                    DG[k] = m.dgate(dy, g, U[k].astype("float32"))
+                    DU[k] = m.dup(dy, g)
 
     return (bwd if backward else fwd).with_attr("global_symbol", name)
 
