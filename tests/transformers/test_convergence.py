@@ -44,6 +44,30 @@ def _train(model, batches):
 
 
 CASES = [(f, "fused_linear") for f in zoo.FAMILIES] + [("llama", "cross_entropy")]
+# bf16: a parameter whose gradient is mostly bf16 rounding takes AdamW steps of either sign, so two bf16 runs part
+# on it by up to lr a step. Qwen2's key bias is one: without RoPE its gradient would be exactly zero (a softmax
+# ignores a shift every key shares), with it a sum that mostly cancels; the original's own bf16 update of it strays
+# 61-81% from the fp32 training's, and on an AMD EPYC Zen 4 the patched and original runs part by 0.016 in one of
+# its 32 elements (less on an Intel Xeon). Where the original's bf16 update moved and strays from the fp32
+# training's by more than NOISE of its size, the patched run's must stray no more than the original's (plus
+# NOISE_SLACK), the fp32 training the golden; every other parameter is compared element by element.
+NOISE, NOISE_SLACK = 0.5, 0.25
+
+
+def _strays(family, batches):
+    """``stray(name, param)``: how far a bf16 run's update of ``name`` is from the fp32 training's update,
+    relative to the latter's size; None where that run left ``name`` where it started (a step under bf16's ulp)."""
+    start = {n: p.detach().float() for n, p in zoo.model(family, seed=3).named_parameters()}
+    _, _, golden = _train(zoo.model(family, seed=3).train(), batches)
+
+    def stray(name, param):
+        first = start[name].bfloat16().float()
+        if torch.equal(param, first):
+            return None
+        step = golden[name] - start[name]
+        return float(((param - first) - step).norm() / step.norm().clamp_min(1e-30))
+
+    return stray
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
@@ -62,7 +86,13 @@ def test_a_patched_model_trains_like_the_original(family, loss_mode, dtype):
     rtol, atol, topk_atol, param_atol = TOL[dtype]
     torch.testing.assert_close(torch.tensor(got_losses), torch.tensor(want_losses), rtol=rtol, atol=atol)
     torch.testing.assert_close(got_logits, want_logits, rtol=1e-5, atol=topk_atol)  # the top-20 log-probabilities
+    stray = _strays(family, batches) if dtype == torch.bfloat16 else None
     for name, p in want_params.items():
+        own = stray(name, p) if stray is not None else None
+        if own is not None and own > NOISE:  # the original's own bf16 steps are mostly rounding
+            mine = stray(name, got_params[name])
+            assert mine is not None and mine <= own + NOISE_SLACK, (name, mine, own)
+            continue
         torch.testing.assert_close(
             got_params[name],
             p,
