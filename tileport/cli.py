@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -11,7 +14,59 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+import tileport  # the package's own API, looked up at call time (available_backends)
+
+from . import devices
+from .backends import ascend_paths
+from .backends.registry import REGISTRY
+from .bench import csvfile, noise
+from .bench.bar import judge_bar
+from .bench.environment import machine
+from .bench.providers import tileport_backends
+from .bench.run import plan as bench_plan
+from .bench.run import run as run_bench
+from .cases import CaseFileError, atk, load_suite, problems, spec_of
+from .cases import generate as generate_cases
+from .cases.describe import coverage, record
+from .cases.generate import make_inputs
+from .doctor import default_backend_runs, run_checks
+from .dtypes import name as dtype_name
+from .dtypes import parse
+from .external import ImplError, import_file, resolve
+from .lower import KernelTodo, OverBudget
+from .lower import lower as run_lower
+from .ops.catalog import broken_plugins, get, origin, specs
+from .ops.interface import files
+from .precision.results import shape_text
+from .progress import progress
+from .providers import Backend, Implementation
+from .readiness import check as readiness_check
+from .readiness import report as readiness_report
+from .readiness import tile_programs
+from .readiness.capture import parse_arg
+from .reference import SELF, ReferenceError
+from .report import compare as rendered
+from .report import tables, write_report
+from .report.benchrows import bar_table, performance_table
+from .report.markdown import table_md
+from .scaffold import EXPORTS, ScaffoldError
+from .scaffold import plan as scaffold_plan
+from .scaffold import scaffold as write
+from .transformers import bench as model_bench
+from .transformers import patch as patch_model
+from .transformers import zoo
+from .transformers.cases import capture
 from .transformers.patch import LOSSES as PATCH_LOSSES
+from .verify import benchmark_retest, check_device, competitor, journal, prepare
+from .verify import compare as matched
+from .verify import run as run_verify
+from .verify.cluster import LOCAL, RayUnavailable
+from .verify.competitor import CompetitorError
+from .verify.estimate import duration, estimate_s
+from .verify.performance import performance_groups
+from .verify.pool import cpus
+from .verify.rebuild import NotARun
+from .verify.rebuild import report as rebuilt
 
 app = typer.Typer(
     add_completion=False,
@@ -35,7 +90,6 @@ BENCH_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 def _spec(op: str):
     """The operator's spec (``tileport.ops.spec``); a bad name lists the operators."""
-    from .ops.catalog import get
 
     try:
         return get(op)
@@ -54,12 +108,11 @@ def backends() -> None:
     \b
     Example: tileport backends
     """
-    from . import available_backends
 
     table = Table(title="tileport backends")
     for col in ("backend", "available", "devices", "ops", "reason"):
         table.add_column(col)
-    for b in available_backends():
+    for b in tileport.available_backends():
         table.add_row(
             escape(b.name),
             "[green]yes[/]" if b.available else "[red]no[/]",
@@ -68,7 +121,6 @@ def backends() -> None:
             escape(b.reason),  # reasons name extras: pip install tileport[triton]
         )
     console.print(table)
-    from .backends import ascend_paths
 
     triton, bishengir, missing, rows = ascend_paths()
     paths = Table(title="Ascend: the backend each operator gets (first available in dispatch order)")
@@ -96,11 +148,9 @@ def ops() -> None:
     \b
     Example: tileport ops
     """
-    from . import available_backends
-    from .ops.catalog import broken_plugins, origin, specs
 
     all_specs = specs()
-    served = {b.name: b for b in available_backends()}
+    served = {b.name: b for b in tileport.available_backends()}
     table = Table(title="tileport operators")
     for col in ("operator", "from", "math", "inputs", "outputs (grads)", "backends"):
         table.add_column(col)
@@ -130,7 +180,6 @@ def ops() -> None:
 
 def _dtypes(names: list[str] | None) -> list[torch.dtype] | None:
     """Parsed --dtype values (fp32/float32, fp16/float16, bf16/bfloat16)."""
-    from .dtypes import parse
 
     if not names:
         return None
@@ -141,7 +190,6 @@ def _dtypes(names: list[str] | None) -> list[torch.dtype] | None:
 
 
 def _progress():
-    from .progress import progress
 
     return progress(console)
 
@@ -258,11 +306,6 @@ def verify(
     \b
     Example: tileport verify OP --level quick   (OP: one of `tileport ops`)
     """
-    from .report import tables, write_report
-    from .verify import competitor, journal, prepare
-    from .verify import run as run_verify
-    from .verify.cluster import RayUnavailable
-    from .verify.pool import cpus
 
     from_run = resume if resume is not None else retest_for
     if from_run is not None:  # the request comes from the run being resumed (or retested for)
@@ -370,10 +413,6 @@ def verify(
 
 def _announce(plan, perf: bool, jobs: int) -> str:
     """The line before a verify run starts: what it runs and a rough estimate of how long it takes."""
-    from .cases import spec_of
-    from .reference import SELF
-    from .verify.estimate import duration, estimate_s
-    from .verify.performance import performance_groups
 
     timed = perf and not spec_of(plan.suite).reference
     groups = len(performance_groups(plan.op, list(dict.fromkeys(c.dtype for c in plan.cases)))) if timed else 0
@@ -412,7 +451,6 @@ def _print_verdict(rep, level: str, paths: dict) -> None:
 def _print_outcome(rep, out: Path, limit: int = 10) -> None:
     """After the verdict: the failures (the first ``limit``), the retests, what did not run, a summary per
     backend and dtype; the full tables are in the report (and ``--verbose``)."""
-    from .precision.results import shape_text
 
     say = lambda text: console.print(text, markup=False, highlight=False)  # noqa: E731
     if rep.failures:
@@ -469,7 +507,6 @@ def _summary_table(rep) -> Table:
 
 def _speed_table(perf: list[dict]) -> Table:
     """The timings in brief: each provider's median speed-up against torch eager per mode, over the groups."""
-    import statistics
 
     speed: dict[str, dict[str, list[float]]] = {}
     for r in perf:
@@ -498,12 +535,10 @@ def _absolute_run(spec: str) -> str:
 
 def _retest_for(run: Path, out: Path, suite, level: str, dtype, seed: int, device: str) -> None:
     """``verify --retest-for RUN``: the benchmark's provider on RUN's retest seeds, kept in --out."""
-    from .cases import generate
-    from .verify import benchmark_retest, check_device, competitor
 
     try:
         device = check_device(device)
-        cases = generate(suite, level, _dtypes(dtype), seed)
+        cases = generate_cases(suite, level, _dtypes(dtype), seed)
         with _progress() as bar:
             task = bar.add_task("retest for", total=None)
             seeds = benchmark_retest.retest_for(
@@ -525,8 +560,6 @@ def _retest_for(run: Path, out: Path, suite, level: str, dtype, seed: int, devic
 def _verify_suite(op: str | None, cases: Path | None, problem: Path | None, api: str | None, impl) -> tuple:
     """(the suite to verify, what the report adds to its environment) of the one source given: OP's suite,
     a case file, a problem file (with its --impl candidate), or a function (--api)."""
-    from .cases import CaseFileError, atk, load_suite, problems
-    from .reference import ReferenceError
 
     given = [
         n for n, v in (("OP", op if cases is None else None), ("--problem", problem), ("--api", api)) if v is not None
@@ -579,9 +612,6 @@ def compare(
     \b
     Example: tileport compare gpu-run npu-run --out compare
     """
-    from .report import compare as rendered
-    from .verify import compare as matched
-    from .verify.competitor import CompetitorError
 
     try:
         tbls, points = matched.compare(run_a, run_b)
@@ -606,9 +636,6 @@ def report(
     \b
     Example: tileport report tileport-report --out report-again
     """
-    from .report import write_report
-    from .verify.rebuild import NotARun
-    from .verify.rebuild import report as rebuilt
 
     try:
         rep = rebuilt(run)
@@ -654,10 +681,6 @@ def cases(
     Example: tileport cases --from-model llama --out model-cases
     Then:    tileport verify OP --cases model-cases/OP.yaml
     """
-    import json
-
-    from .cases import generate, load_suite
-    from .cases.describe import coverage, record
 
     if from_model is not None:
         _cases_from_model(from_model, out or Path("model-cases"), dtype)
@@ -672,7 +695,7 @@ def cases(
             f"unknown level {level!r}; choose from {', '.join(suite.levels)}", param_hint="--level"
         )
     try:
-        records = [record(suite, c) for c in generate(suite, level, _dtypes(dtype), seed)]
+        records = [record(suite, c) for c in generate_cases(suite, level, _dtypes(dtype), seed)]
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     summary = coverage(records)
@@ -691,7 +714,6 @@ def cases(
 
 
 def _cases_from_model(config: str, out: Path, dtype: list[str] | None) -> None:
-    from .transformers.cases import capture
 
     dtypes = _dtypes(dtype) or [torch.bfloat16]
     if len(dtypes) != 1:
@@ -789,12 +811,7 @@ def bench(
         return
     if op is None:
         raise typer.BadParameter("name an operator to benchmark, or a model with --model CONFIG", param_hint="OP")
-    from .bench import csvfile, noise
-    from .bench.bar import judge_bar
-    from .bench.plots import bench_plots, latest
-    from .bench.run import plan, run
-    from .report.benchrows import bar_table, performance_table
-    from .report.markdown import table_md
+    from .bench.plots import bench_plots, latest  # matplotlib: imported where plots are drawn, not at start-up
 
     s = _spec(op)
     csv = csv or out / "bench.csv"  # a run writes only where it is told
@@ -821,14 +838,11 @@ def bench(
                     f"{like}): {type(exc).__name__}: {exc}",
                     param_hint="--shape",
                 ) from None
-        from . import devices
 
         try:
             devices.check(device)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--device") from exc
-        from .external import ImplError, resolve
-        from .providers import Backend, Implementation
 
         try:
             impls = tuple(Implementation(resolve(s, t, arg)) for t in impl or ())
@@ -836,7 +850,7 @@ def bench(
             raise typer.BadParameter(str(exc), param_hint="--impl") from exc
         dtypes = _dtypes(dtype) or list(BENCH_DTYPES)
         takes = _bench_backends(op, dtypes, backend, devices.kind(device), bool(impls))
-        groups = plan(op, modes, dtypes, shapes, threads or [1, 2], names)
+        groups = bench_plan(op, modes, dtypes, shapes, threads or [1, 2], names)
         with _progress() as bar:
             task = bar.add_task("bench", total=len(groups))
 
@@ -846,7 +860,7 @@ def bench(
 
             rows, failed = [], {}
             for names_, part in _by_backends(groups, takes).items():  # one run per set of backends (dtypes differ)
-                rows += run(
+                rows += run_bench(
                     op,
                     part,
                     [*map(Backend, names_), *impls],
@@ -883,7 +897,6 @@ def bench(
 
 def _bench_model(config: str, dtype: list[str] | None, budget: float, out: Path, quick: bool) -> None:
     """``tileport bench --model CONFIG``: the model's steps, unpatched, compiled and patched, in one table."""
-    from .transformers import bench as model_bench
 
     dtypes = _dtypes(dtype) or [torch.bfloat16]
     if len(dtypes) != 1:
@@ -898,7 +911,6 @@ def _bench_model(config: str, dtype: list[str] | None, budget: float, out: Path,
         )
     except (ValueError, ImportError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--model") from None
-    from .bench.environment import machine
 
     text = (
         f"# {config}, {dtypes[0]}, {torch.get_num_threads()} threads, "
@@ -914,9 +926,6 @@ def _bench_backends(op: str, dtypes: list, wanted: list[str] | None, kind: str, 
     """{dtype: the backends to time at it}: the requested ones (default: every fast one available) that take it,
     by the registry; a backend that does not is left out with a note. A backend that cannot run ``op`` here at
     all, or a dtype nothing is left to time at (no backend, no --impl), is a usage error naming who takes it."""
-    from .backends.registry import REGISTRY
-    from .bench.providers import tileport_backends
-    from .dtypes import name
 
     asked = tileport_backends(op, kind) if wanted is None else list(wanted)
     kernels = _spec(op).kernel_op  # the operator whose kernels serve op (op's own, or the one it is composed over)
@@ -940,15 +949,15 @@ def _bench_backends(op: str, dtypes: list, wanted: list[str] | None, kind: str, 
             )
             raise typer.BadParameter(
                 (
-                    f"nothing to time at {name(d)}: {', '.join(asked) or 'no backend'} does not take it for {op} on "
-                    f"{kind}; {hint}"
+                    f"nothing to time at {dtype_name(d)}: {', '.join(asked) or 'no backend'} does not take it for "
+                    f"{op} on {kind}; {hint}"
                 ),
                 param_hint="--dtype",
             )
         if left:
             console.print(
-                f"not timing {', '.join(left)} at {name(d)}: not taken for {op} on {kind} (backends that take it: "
-                f"{takers or 'none'})",
+                f"not timing {', '.join(left)} at {dtype_name(d)}: not taken for {op} on {kind} (backends that take "
+                f"it: {takers or 'none'})",
                 markup=False,
                 highlight=False,
             )
@@ -957,7 +966,6 @@ def _bench_backends(op: str, dtypes: list, wanted: list[str] | None, kind: str, 
 
 def _takers(op: str, kind: str, dtype) -> list[str]:
     """The registered backends that can run ``op`` at ``dtype`` on this device kind here."""
-    from .backends.registry import REGISTRY
 
     kernels = _spec(op).kernel_op
     return [b for b in REGISTRY.names() if REGISTRY.rejection(b, kernels, kind, [dtype]) is None]
@@ -980,10 +988,6 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="print the finding
     \b
     Example: tileport doctor --json
     """
-    import dataclasses
-    import json
-
-    from .doctor import default_backend_runs, run_checks
 
     findings = run_checks()
     if as_json:
@@ -1059,7 +1063,6 @@ def lower(
         raise typer.BadParameter(
             "name an operator (see `tileport ops`), or your own function with --impl", param_hint="OP"
         )
-    from .lower import lower as run_lower
 
     _spec(op)
     if rsqrt not in ("exact", "approx"):
@@ -1069,7 +1072,6 @@ def lower(
     (dt,) = _dtypes([dtype])
     given = {"rsqrt": rsqrt} if target == "cuda" else {"nr_steps": nr_steps}
     options = {k: v for k, v in given.items() if v != {"rsqrt": "exact", "nr_steps": 1}[k]}  # the kernels' defaults
-    from .lower import KernelTodo, OverBudget
 
     if target.startswith("ascend-"):
         options = {}
@@ -1090,8 +1092,6 @@ def lower(
 
 def _lower_tile_program(impl: str, target: str, given: dict, out: Path) -> None:
     """``lower --impl --target ascend|cpu``: a user's TileLang kernel lowered for Ascend 950 or built for the CPU."""
-    from .external import ImplError
-    from .readiness import tile_programs
 
     try:
         verdict = tile_programs.check(impl, target, given)
@@ -1106,13 +1106,11 @@ def _lower_tile_program(impl: str, target: str, given: dict, out: Path) -> None:
 def _readiness_cases(op, cases: Path, limit: int = 4) -> tuple[object, list[dict]]:
     """(spec, inputs) of a case file's first quick cases of distinct shapes (each shape compiles its own
     kernels)."""
-    from .cases import load_suite, spec_of
-    from .cases.generate import generate, make_inputs
 
     suite = load_suite(cases)
     spec = _spec(op) if op is not None else spec_of(suite)
     seen, examples = set(), []
-    for case in generate(suite, "quick"):
+    for case in generate_cases(suite, "quick"):
         if case.shape in seen or len(examples) >= limit:
             continue
         seen.add(case.shape)
@@ -1122,9 +1120,6 @@ def _readiness_cases(op, cases: Path, limit: int = 4) -> tuple[object, list[dict
 
 def _lower_impl(op, impl, arg, target, dtype, dim, rows, out, cases=None, problem=None) -> None:
     """``lower --impl``: the readiness check of a user's Triton launcher for an A2/A3 chip."""
-    from .external import ImplError
-    from .readiness import check, report
-    from .readiness.capture import parse_arg
 
     if target not in ("ascend-a2", "ascend-a3", "ascend", "cpu"):
         raise typer.BadParameter(
@@ -1141,8 +1136,6 @@ def _lower_impl(op, impl, arg, target, dtype, dim, rows, out, cases=None, proble
         return
     spec = examples = loaded = None
     if problem is not None:
-        from .external import import_file
-
         try:
             loaded = import_file(problem.expanduser().resolve())
         except Exception as exc:  # noqa: BLE001 - the problem file's own error, in one line
@@ -1169,12 +1162,12 @@ def _lower_impl(op, impl, arg, target, dtype, dim, rows, out, cases=None, proble
             param_hint="--arg",
         )
     try:
-        result = check(impl, target, given, spec, examples, loaded)
+        result = readiness_check(impl, target, given, spec, examples, loaded)
     except (ImplError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--impl") from None
-    for path in report.write(result, out):
+    for path in readiness_report.write(result, out):
         console.print(f"wrote {path}", markup=False)
-    for line in report.summary(result):
+    for line in readiness_report.summary(result):
         (console if result.ok else err_console).print(line, markup=False, highlight=False)
     raise typer.Exit(0 if result.ok else 1)
 
@@ -1232,12 +1225,10 @@ def scaffold(
     Example: tileport scaffold my_rope --inputs "q:[B,T,H,D],cos:[T,R/2]:nograd,sin:[T,R/2]:nograd"
     --outputs "q_out:[B,T,H,D]" --where "R <= D"
     """
-    from .scaffold import EXPORTS, ScaffoldError, plan
-    from .scaffold import scaffold as write
 
     sig = {"inputs": inputs, "attrs": attrs, "outputs": outputs, "package": package, "where": where}
     try:
-        p = plan(name, like, root, **sig) if dry_run else write(name, like, root, **sig)
+        p = scaffold_plan(name, like, root, **sig) if dry_run else write(name, like, root, **sig)
     except ScaffoldError as exc:
         raise typer.BadParameter(str(exc)) from exc
     for path in [*p.files, *([p.root / EXPORTS] if p.export else [])]:
@@ -1267,8 +1258,6 @@ def patch(
         raise typer.BadParameter(
             "from the command line a patch is only reported: add --dry-run (in Python: tileport.patch(model))"
         )
-    from .transformers import patch as patch_model
-    from .transformers import zoo
 
     try:
         model = zoo.skeleton(zoo.load(config))
@@ -1290,8 +1279,6 @@ def generate(
 ) -> None:
     """Write each operator's interface (``<its package>/_interface.py``: checks, custom ops, autograd, public forms,
     module) from its spec. Run it after changing a spec; ``--check`` is what the test suite runs."""
-    from .ops.catalog import specs
-    from .ops.interface import files
 
     stale = []
     for name in ops or sorted(n for n, sp in specs().items() if not sp.composes):  # a composed operator has none
@@ -1313,7 +1300,6 @@ def _ray_flag(args: list[str]) -> list[str]:
     """``--ray`` takes an optional address (the parser has no optional values): a bare ``--ray`` becomes
     ``--ray local``; the next word is its address only if it looks like one (``auto``, ``local``, or with a
     colon: ``HOST:PORT``, ``ray://HOST:PORT``), so ``--ray OP`` still names the operator."""
-    from .verify.cluster import LOCAL
 
     out = []
     for i, a in enumerate(args):

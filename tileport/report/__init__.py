@@ -9,7 +9,7 @@ import json
 import math
 from pathlib import Path
 
-from . import html, markdown, plots, tables
+from . import html, markdown, tables
 
 
 def _clean(v):
@@ -27,6 +27,8 @@ def write_report(rep, out: str | Path) -> dict[str, Path]:
     """Write every file of the report into ``out``; returns {kind: path}."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    from . import plots  # matplotlib: imported where a report is drawn, kept out of the command line's start-up
+
     images = plots.verify_plots(rep, out)
     tbls = tables.all_tables(rep)
     title = f"tileport verify {rep.op} ({rep.level}): {'PASS' if rep.passed else 'FAIL'}"
