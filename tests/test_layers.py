@@ -137,3 +137,29 @@ def test_the_scan_sees_imports(module):
 def test_a_circle_is_found():
     """The circle search finds one (a search that finds none would pass the tests above)."""
     assert _circles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == ["a -> b -> a", "b -> a -> b"]
+
+
+def _inner_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of each import of the package's own modules inside a function of ``path``."""
+    text = path.read_text()
+    lines = text.split("\n")
+    found = []
+    for fn in ast.walk(ast.parse(text)):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("tileport")):
+                    found.append((node.lineno, lines[node.lineno - 1] + " " + lines[node.lineno - 2]))
+    return found
+
+
+def test_an_import_inside_a_function_says_why():
+    """Modules import the package's own modules at their top; an import inside a function is kept only where it
+    keeps a heavy dependency (tilelang, matplotlib) out of start-up, and says so on its line or the one above."""
+    bare = [
+        f"{MODULES[m].relative_to(ROOT.parent)}:{line}"
+        for m in sorted(MODULES)
+        for line, text in _inner_imports(MODULES[m])
+        if "#" not in text
+    ]
+    assert not bare, "\n".join(bare)
+    assert sum(len(_inner_imports(p)) for p in MODULES.values()) > 0  # the scan sees the commented ones

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import torch
 
+from .backends import platform
+
 DEVICES = ("cpu", "cuda", "npu")
 GOLDEN_ON_CPU = ("npu",)  # no fp64 arithmetic on the device: the float64 golden runs on the CPU
 
@@ -60,7 +62,6 @@ def name(device: str) -> str:
 
 def kind(device: str, npu_name=None) -> str:
     """The dispatch kind of a device string (``npu`` -> npu-arch32 or npu-arch35, from the chip's name)."""
-    from .backends import platform
 
     if device.split(":")[0] == "npu":
 

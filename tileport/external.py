@@ -147,7 +147,7 @@ def _tile_kernel(spec: s.OpSpec, obj, target: str, args: dict[str, str]):
     outputs. None for anything else."""
     if not (type(obj).__module__.startswith(("tilelang", "tvm")) and type(obj).__name__ in {"PrimFunc", "JITImpl"}):
         return None
-    from .backends.tilelang.cpu import foreign
+    from .backends.tilelang.cpu import foreign  # tilelang: kept out of start-up
 
     names = {t.name for t in spec.inputs} | {a.name for a in spec.attrs}
     params = inspect.signature(obj.func).parameters if type(obj).__name__ == "JITImpl" else {}

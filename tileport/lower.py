@@ -15,6 +15,8 @@ from pathlib import Path
 import torch
 
 from .backends.registry import REGISTRY
+from .backends.tilelang.targets import ON_CHIP_BUDGET, ON_CHIP_NAME
+from .backends.triton import ascend, lowering
 from .ops.catalog import get
 
 TARGETS = ("cuda", "ascend", "ascend-a2", "ascend-a3")
@@ -40,7 +42,6 @@ class OverBudget(ValueError):
 
 
 def _check_budget(target: str, name: str, used: int) -> None:
-    from .backends.tilelang.targets import ON_CHIP_BUDGET, ON_CHIP_NAME
 
     budget = ON_CHIP_BUDGET[target]
     if used > budget:
@@ -121,7 +122,6 @@ def lower(op: str, target: str, dtype: torch.dtype, dim: int, out: Path, arch: s
 def _lower_triton(op: str, target: str, dtype: torch.dtype, dim: int, out: Path) -> Lowered:
     """The Triton kernels of op through triton-ascend for an A2/A3 chip: each kernel's TTIR and Linalg IR, and a
     manifest naming the source kernel, the chip, the block sizes, the grid and the triton-ascend version."""
-    from .backends.triton import ascend, lowering
 
     result = Lowered(target)
     tag = str(dtype).removeprefix("torch.")

@@ -20,6 +20,9 @@ import os
 import pytest
 import torch
 
+from tileport.backends.triton.ascend import triton_ascend_version
+from tileport.ops.catalog import get
+
 _INTERPRET = "TRITON_INTERPRET"
 _before: list[str | None] = []
 
@@ -28,7 +31,6 @@ def wants_interpreter() -> bool:
     """Whether Triton's kernels run under its interpreter here (no GPU, upstream Triton)."""
     if torch.cuda.is_available() or importlib.util.find_spec("triton") is None:
         return False
-    from tileport.backends.triton.ascend import triton_ascend_version
 
     return triton_ascend_version() is None
 
@@ -49,7 +51,6 @@ def pytest_unconfigure(config):
 
 @pytest.fixture
 def golden():
-    from tileport.ops.catalog import get
 
     def run(op: str, **inputs):
         up = {k: v.double() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}

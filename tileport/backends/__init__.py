@@ -7,14 +7,13 @@ from .registry import (  # noqa: F401
     available_backends,
     kernel_cache_info,
 )
+from .triton import ascend
 
 
 def ascend_paths() -> tuple[str, str | None, list[str], list[tuple[str, str, str]]]:
     """(which Triton is installed, CANN's bishengir-compile or None, what an A2/A3 device run still needs, and per
     operator the backend an arch35 and an arch32 NPU would get here, decided from device names: no NPU needed)."""
     import torch
-
-    from .triton import ascend
 
     class _Npu:  # a device description: dispatch reads type and index only
         type, index = "npu", 0

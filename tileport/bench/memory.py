@@ -21,6 +21,8 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .. import devices
+
 
 class _Accounting(TorchDispatchMode):
     def __init__(self):
@@ -85,7 +87,6 @@ def resident_peak_bytes(fn: Callable[[], object]) -> int | None:
 def peak_bytes(fn: Callable[[], object], device: str = "cpu") -> int:
     """The largest total of bytes held at once by tensors that ``fn`` allocates (its outputs included).
     On a CUDA or NPU device, the caching allocator's own peak statistic is used instead."""
-    from .. import devices
 
     accelerator = devices.module(device)
     if accelerator is not None:

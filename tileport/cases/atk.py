@@ -35,9 +35,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .. import reference
+from .. import external, reference
+from ..external import DERIVED, canonical
 from ..ops.catalog import specs
 from ..precision.standard import ACC_STANDARDS, COUNTS, MAX_ELEMENTS
+from .generate import spec_of
 from .schema import BOUNDARY_FLAGS, AttrInput, CaseFileError, Level, ShapeRule, Suite, TensorInput, _dtypes, _Reader
 
 TOP = (
@@ -72,7 +74,6 @@ def api_names(api: str, op: str) -> dict[str, str]:
     """{the API's parameter name: the operator's input or attribute (or a derived name such as
     normalized_shape)} for an API that imports (a ``torch.nn.functional`` function), as ``--impl`` maps a
     function's parameters; empty where it does not import (then the file uses the operator's own names)."""
-    from .. import external
 
     try:
         fn = external.load_callable(api.rsplit(".", 1)[0] + ":" + api.rsplit(".", 1)[1])[0] if "." in api else None
@@ -261,7 +262,6 @@ def _levels(per_dtype: int | None, n_dtypes: int) -> dict[str, Level]:
 def _reference_suite(path: Path, top: _Reader, target: str, acc: str, per_dtype: int | None) -> Suite:
     """A suite for a function that is no tileport operator: its inputs by its own parameter names, the first
     tensor's shapes for every tensor, normalized_shape and the like derived; checked by one call of it."""
-    from .generate import spec_of
 
     tensors: list[TensorInput] = []
     attrs: list[AttrInput] = []
@@ -394,8 +394,6 @@ def load_atk(path: Path, data: Any) -> Suite:
     per_dtype = top.get("dtype_numbers", int, "a positive number of cases per dtype", None)
     if per_dtype is not None and per_dtype < 1:
         raise CaseFileError(path, "dtype_numbers", "a positive number of cases per dtype", per_dtype)
-
-    from ..external import DERIVED, canonical
 
     if spec is None:
         return _reference_suite(path, top, api_name, acc, per_dtype)

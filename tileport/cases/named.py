@@ -36,6 +36,7 @@ import torch
 
 from ..dtypes import stat_dtype
 from ..ops import dims as d
+from ..ops.catalog import specs
 from .schema import (
     BOUNDARY_FLAGS,
     TOP_KEYS,
@@ -239,7 +240,6 @@ def _tensor(r: _Reader, t: d.TensorDecl, first: bool, declaration: d.Declaration
 
 def load_named(path: Path, data: dict) -> Suite:
     """A suite by named dimensions (the module docstring), checked against its operator's declaration."""
-    from ..ops.catalog import specs
 
     top = _Reader(path, data).only(*NAMED_KEYS)
     name = top.get("name", str, "the operator's name")

@@ -12,6 +12,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..backends import platform
+from ..backends.registry import kernel_modules
+from ..backends.tilelang import _CPU_SUPPORT, cpu
+from ..backends.tilelang.cpu.settings import COMPILE_FLAGS, cache_dir
+from ..ops.catalog import get
 from .probe import Probe
 
 TILELANG_RANGE = ((0, 1, 15), (0, 2, 0))
@@ -96,7 +101,6 @@ def compiler(p: Probe) -> Finding:
 
 def openmp(p: Probe) -> Finding:
     """Compile and run a tiny OpenMP program with the CPU kernels' flags."""
-    from ..backends.tilelang.cpu.settings import COMPILE_FLAGS
 
     cxx = p.environ.get("CXX", "g++")
     if p.which(cxx) is None:
@@ -146,9 +150,6 @@ def _probe_op() -> str:
     found through the specs and kernel modules (a generic layer names no operator)."""
     import importlib
 
-    from ..backends.registry import kernel_modules
-    from ..backends.tilelang import _CPU_SUPPORT, cpu
-
     for module in sorted(kernel_modules(cpu.__file__, _CPU_SUPPORT)):
         if getattr(importlib.import_module(f"{cpu.__name__}.{module}"), "PACKED_CHECKS", ()):
             return module
@@ -159,8 +160,6 @@ def cpu_kernel(p: Probe) -> Finding:
     """Build (or load from the cache) and run the probe operator's CPU kernels on a tiny input, against torch."""
     try:
         import torch
-
-        from ..ops.catalog import get
 
         op = _probe_op()
         spec = get(op)
@@ -184,8 +183,7 @@ def cpu_simd(p: Probe) -> Finding:
 
         import torch
 
-        from ..backends.tilelang import cpu
-        from ..backends.tilelang.cpu import disasm, runtime, settings
+        from ..backends.tilelang.cpu import disasm, runtime, settings  # tilelang: kept out of start-up
 
         isa = settings.isa(p.environ)
         if p.machine not in ("x86_64", "AMD64"):
@@ -275,7 +273,6 @@ def cuda_devices(p: Probe) -> Finding:
 
 
 def npu(p: Probe) -> Finding:
-    from ..backends import platform
 
     if not p.can_import("torch_npu"):
         return Finding("torch_npu and NPUs", "info", "torch_npu not installed: no Ascend NPU path on this machine")
@@ -381,7 +378,6 @@ def autoload(p: Probe) -> Finding:
 
 
 def kernel_cache(p: Probe) -> Finding:
-    from ..backends.tilelang.cpu.settings import cache_dir
 
     try:
         version = p.import_module("tilelang").__version__

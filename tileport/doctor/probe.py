@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..ops.catalog import broken_plugins, origin, specs
+
 
 def _run(cmd: list[str]) -> str | None:
     """stdout+stderr of a short command, or None when it cannot run."""
@@ -58,7 +60,6 @@ def _glibcxx_versions(path: Path | None) -> set[str]:
 
 
 def _plugins() -> tuple[dict, dict]:
-    from ..ops.catalog import broken_plugins, origin, specs
 
     return {n: origin(n) for n in specs() if origin(n) != "tileport"}, broken_plugins()
 

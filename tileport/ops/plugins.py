@@ -17,6 +17,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..backends.registry import REGISTRY
+from .interface.layout import DeclarationError, layout
+from .spec import OpSpec
+
 GROUP = "tileport.ops"
 
 
@@ -36,8 +40,6 @@ def _package(ep) -> str:
 def discover(taken: set[str]) -> Found:
     """Load every ``tileport.ops`` entry point; ``taken``: tileport's own operator names (a plugin may not reuse
     one)."""
-    from .interface.layout import DeclarationError, layout
-    from .spec import OpSpec
 
     specs, broken = {}, {}
     for ep in importlib.metadata.entry_points(group=GROUP):
@@ -65,7 +67,5 @@ def discover(taken: set[str]) -> Found:
                 spec = dataclasses.replace(spec, suite=str(Path(module.__file__).resolve().parent / spec.suite))
         specs[spec.name] = (spec, _package(ep))
         if spec.kernels:  # dispatch serves it from here on (its interface registers them too, when imported alone)
-            from ..backends.registry import REGISTRY
-
             REGISTRY.register_kernels(spec.name, spec.kernels, spec.dtypes)
     return Found(specs, broken)

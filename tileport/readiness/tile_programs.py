@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..backends.tilelang.targets import ON_CHIP_BUDGET, lower_kernel
 from ..external import ImplError, load_callable
 from . import causes
 from .check import Finding
@@ -52,7 +53,7 @@ def prim_func(impl: str, given: dict, symbolic: bool = False):
     if isinstance(obj, PrimFunc):
         return obj
     if symbolic and hasattr(obj, "get_tir"):  # sizes not given: symbolic, one build for every shape
-        from ..backends.tilelang.cpu import foreign
+        from ..backends.tilelang.cpu import foreign  # tilelang: kept out of start-up
 
         given = foreign.symbolic_sizes(obj, given) | given
     try:
@@ -74,8 +75,6 @@ def check(impl: str, target: str, given: dict) -> TileVerdict:
     v = TileVerdict(impl, target, False)
     try:
         if target == "ascend":
-            from ..backends.tilelang.targets import ON_CHIP_BUDGET, lower_kernel
-
             v.source, v.on_chip = lower_kernel(func, "ascend")
             if v.on_chip > ON_CHIP_BUDGET["ascend"]:
                 v.findings.append(
@@ -85,7 +84,7 @@ def check(impl: str, target: str, given: dict) -> TileVerdict:
                     )
                 )
         else:
-            from ..backends.tilelang.cpu import foreign
+            from ..backends.tilelang.cpu import foreign  # tilelang: kept out of start-up
 
             v.source = foreign.build(func).get_kernel_source()
         v.lowered = True

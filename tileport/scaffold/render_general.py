@@ -15,13 +15,15 @@ from pathlib import Path
 import torch
 import yaml
 
+from ..cases.schema import SUITES
 from ..ops import dims
 from ..ops import spec as s
+from ..ops.catalog import kernel_specs
 from ..ops.dims import TensorDecl
 from ..ops.interface import files as interface_files
 from ..ops.interface.declared import general
 from .declared import IN_CACHE, LARGE, Sizing, as_spec, root_class, units_of
-from .render import _fill, _tuple, attr_src
+from .render import PACKAGE_KERNELS, _fill, _tuple, attr_src
 from .signature import Signature
 
 # The spec fields a new operator keeps from a general one it is made like, where its tensors are that one's.
@@ -69,7 +71,6 @@ HELPERS = """- TileLang CPU: a grid kernel (`tileport/backends/tilelang/cpu/inte
 def example_op(new: str) -> str | None:
     """A general operator already written, whose kernel modules and suite a new one's are modelled on (the first
     with a suite), or None: the generic layers name no operator."""
-    from ..ops.catalog import kernel_specs
 
     return next(
         (n for n, spec in kernel_specs().items() if spec.general and n != new and _suite_path(n) is not None), None
@@ -262,7 +263,6 @@ def _rows_shape(primary: TensorDecl) -> str:
 
 
 def _package_fields(package: str) -> str:
-    from .render import PACKAGE_KERNELS
 
     mods = ", ".join(f"{k!r}: '{package}.kernels.{v}'" for k, v in PACKAGE_KERNELS.items())
     return f'\n    kernels={{{mods}}},\n    suite="suite.yaml",'
@@ -765,7 +765,6 @@ def _value_rule(t: TensorDecl) -> dict | None:
 
 
 def _suite_path(op: str) -> Path | None:
-    from ..cases.schema import SUITES
 
     path = SUITES / f"{op}.yaml"
     return path if path.exists() else None

@@ -24,7 +24,8 @@ from ..ops.catalog import get as spec_of_name
 from ..ops.spec import StudyResult
 from ..precision import COUNTS, MIN_ELEMENTS, STANDARD_VERSION, Aggregate, CaseResult, aggregate
 from ..precision.standard import RETEST_MIN_SEEDS, RETEST_SEEDS
-from . import competitor, journal
+from ..reference import SELF
+from . import cluster, competitor, journal
 from .accuracy import PairStat, Reduced, Task, dtype_name, merge
 from .performance import performance, performance_groups
 from .pool import jobs_for, run_task
@@ -140,7 +141,6 @@ def check_device(device: str) -> str:
 
 def _reference_backends(suite, backends: list[str] | None, impls, device: str) -> tuple[list[str], list[dict]]:
     """A reference operator's sides under test: the --impl given, else the reference itself on the device."""
-    from ..reference import SELF
 
     status = [dict(name=SELF, available=True, reason=f"the reference {suite.reference} on {device}", devices=[device])]
     unknown = [b for b in backends or () if b != SELF]
@@ -308,8 +308,6 @@ def run(
     placement, executor = [], ""
     try:
         if ray_address is not None:
-            from . import cluster
-
             with cluster.session(ray_address) as ray:
                 fresh, placement = cluster.run_task(task, todo, ray_address, step, writer.append if writer else None)
                 jobs, executor = cluster.cluster_cpus(ray), cluster.describe(ray)

@@ -14,7 +14,9 @@ import shutil
 import torch
 
 from .. import platform
-from ..registry import Availability, declared_support, kernel_modules
+from ..registry import REGISTRY, Availability, declared_support, kernel_modules
+from .cpu import settings
+from .targets import RUNNERS, cuda_target, lower_kernel
 
 _CPU_DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16})
 _HERE = os.path.dirname(__file__)
@@ -28,10 +30,9 @@ def _probe() -> Availability:
     try:
         import tilelang
 
-        from .cpu import runtime  # noqa: F401
+        from .cpu import runtime  # noqa: F401 - the probe itself: does the CPU runtime (tilelang) import
     except Exception as exc:
         return Availability(False, f"tilelang does not import: {type(exc).__name__}: {exc}")
-    from .cpu import settings
 
     return Availability(True, f"tilelang {tilelang.__version__}, C target via {cxx} for {settings.isa().summary()}")
 
@@ -86,7 +87,6 @@ class TileLangBackend:
         hardware rsqrt, default 1). ``only``: the kernel names to lower (all by default). A kernel is lowered once
         per process for its op, target, dtype, width bucket and options (an Ascend lowering takes 10-60 s here).
         """
-        from ..registry import REGISTRY
 
         kind = {"cuda": platform.CUDA, "ascend": platform.NPU_ARCH35}[target]
         if op in REGISTRY.plugin:  # an operator outside tileport: the module its package names
@@ -119,8 +119,7 @@ class TileLangBackend:
     def cache_info(self):
         if not _probe().ok:
             return []
-        from .cpu.runtime import CACHE
-        from .targets import RUNNERS
+        from .cpu.runtime import CACHE  # tilelang: kept out of start-up
 
         return CACHE.info() + [row for runner in RUNNERS.values() for row in runner.cache.info()]
 
@@ -130,7 +129,6 @@ _LOWERED: dict[tuple, tuple[str, int]] = {}  # (op, target, dtype, width bucket,
 
 def _lowered_kernel(key: tuple, name: str, func) -> tuple[str, int]:
     """The device source of ``func`` and its on-chip bytes, lowered once per process for its key."""
-    from .targets import cuda_target, lower_kernel
 
     found = _LOWERED.get(key + (name,))
     if found is None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from .cache import KernelCache
+
 TL_DTYPE = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 
@@ -59,7 +61,6 @@ class DeviceKernelCache:
     """Compiles prim_funcs for one device target through TileLang's JIT (run where the device is)."""
 
     def __init__(self, target: str, execution_backend: str):
-        from .cache import KernelCache
 
         target_name, backend = target, execution_backend
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import torch
 
-from . import ascend
+from ..registry import REGISTRY
+from . import BACKEND, ascend
 
 _TYPES = {
     torch.float32: "fp32",
@@ -150,8 +151,6 @@ def recording():
 def capturing(chip: ascend.Chip):
     """Inside the block, Triton launches are recorded (as ``Launch``), not run, and tiled for ``chip``; the
     registry hands out the Triton kernels whatever the tensors' device (they are CPU tensors here)."""
-    from ..registry import REGISTRY
-    from . import BACKEND
 
     kernels = REGISTRY.kernels
     REGISTRY.kernels = lambda op, device, dtypes, backend=None: BACKEND.kernels(op)  # type: ignore[method-assign]
