@@ -5,7 +5,7 @@ A backend declares the ops, dtypes and device kinds it serves and says whether i
 that is available and supports the op and dtype; ``backend=`` or ``$TILEPORT_BACKEND`` forces one, and a
 forced backend that cannot serve the call raises :class:`BackendUnavailableError` saying why.
 
-Backends are registered by name with a loader, so importing tileport does not import TileLang (about 3 s);
+Backends are registered by name with a loader, so importing tileport does not import TileLang (seconds of start-up);
 a backend module is imported the first time dispatch asks for it.
 """
 

@@ -85,7 +85,7 @@ class TileLangBackend:
         Each target's kernel module gives ``lowered(dtype, dim, **options)``: its prim_funcs for rows of ``dim``
         columns. Options: CUDA ``rsqrt="exact"|"approx"``; Ascend ``nr_steps`` (Newton-Raphson steps after the
         hardware rsqrt, default 1). ``only``: the kernel names to lower (all by default). A kernel is lowered once
-        per process for its op, target, dtype, width bucket and options (an Ascend lowering takes 10-60 s here).
+        per process for its op, target, dtype, width bucket and options (an Ascend lowering is slow).
         """
 
         kind = {"cuda": platform.CUDA, "ascend": platform.NPU_ARCH35}[target]
