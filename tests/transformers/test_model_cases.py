@@ -62,7 +62,7 @@ def test_a_written_file_verifies(written, tmp_path):
         ],
     )
     assert result.exit_code == 0 and "PASS" in result.output, result.output
-    assert "gate 2x64x" in (tmp_path / "v" / "report.md").read_text()
+    assert "gate 2x64x" in (tmp_path / "v" / "checks.md").read_text()  # every check's row names its shapes
 
 
 def test_recording_leaves_the_registry_and_the_ops_as_they_were():

@@ -39,8 +39,8 @@ def test_quick_on_the_torch_backend_passes_both_layouts(torch_run, tmp_path):
     assert no_k and not any(r.output in ("k_out", "dk") for r in judged if r.case in no_k)  # absent: not judged
     assert any(r.verdict.actual.elements > 0 for r in judged if r.output == "dq")  # the backward was judged
     paths = write_report(rep, tmp_path)
-    md = paths["md"].read_text()
-    assert "PASS" in md and "q 1x128x8x128, k 1x128x2x128, cos 128x64" in md  # each tensor's shape, not one (M, D)
+    md, checks = paths["md"].read_text(), paths["checks"].read_text()
+    assert "PASS" in md and "q 1x128x8x128, k 1x128x2x128, cos 128x64" in checks  # each tensor's shape, not one (M, D)
     rows = json.loads(paths["json"].read_text())["results"]
     assert any(r["shape"].startswith("q 4x1x8x64") for r in rows)
 
@@ -83,7 +83,7 @@ def test_the_commands_take_an_operator_by_named_dimensions(tmp_path):
         ["verify", "rope", "--level", "quick", "--backend", "torch", "--dtype", "bf16", "--no-perf", "--out", str(out)],
     )
     assert result.exit_code == 0, result.output
-    assert "checks passed at quick" in result.output and "q 1x128x8x128" in (out / "report.md").read_text()
+    assert "checks passed at quick" in result.output and "q 1x128x8x128" in (out / "checks.md").read_text()
     result = runner.invoke(
         app, ["cases", "rope", "--level", "quick", "--dtype", "fp16", "--out", str(tmp_path / "c.json")]
     )
