@@ -231,6 +231,78 @@ def verify(
     return run(plan, retest_seeds, with_perf, progress, jobs, ray_address=ray_address)
 
 
+def _task(plan: Plan, lv, retest_seeds: int, benchmark_run: list[str] | None) -> Task:
+    """The accuracy task of ``plan``: its backends under test at the level, an interpreted backend (Triton on the
+    CPU) and the originals under the interpreter cut to the quick level's workload (a conforming level keeps the
+    small-sample fuse for them: they retest over its minimum)."""
+    suite, quick = plan.suite, plan.suite.levels.get("quick")
+    reduced, cut = {}, None
+    if quick is not None:
+        per_dtype = -(-quick.cases // len(suite.primary.dtypes))
+        cut = Reduced(
+            per_dtype,
+            min(lv.runs, quick.runs),
+            min(retest_seeds, RETEST_MIN_SEEDS if lv.conforming else QUICK_RETEST_SEEDS),
+        )
+        reduced = {n: cut for n in plan.interpreted if n in plan.names}
+    return Task(
+        suite,
+        tuple(plan.names),
+        lv.limits,
+        lv.runs,
+        retest_seeds,
+        reduced,
+        plan.device,
+        RETEST_MIN_SEEDS if lv.conforming else 0,
+        tuple(o.name for o in plan.originals if o.runs),
+        cut if quick is not None and plan.device == "cpu" else None,
+        tuple((t, tuple(sorted(a.items()))) for t, a in plan.impls.items()),
+        (plan.level, *benchmark_run) if benchmark_run else (),
+    )
+
+
+def _accuracy(task: Task, todo: list, jobs: int, step, writer, ray_address: str | None) -> tuple:
+    """The cases ``todo`` run (here, in worker processes, or as Ray tasks), each journaled as it finishes:
+    (outcomes, placement, the workers counted, the executor's description)."""
+    placement, executor = [], ""
+    try:
+        if ray_address is not None:
+            with cluster.session(ray_address) as ray:
+                fresh, placement = cluster.run_task(task, todo, ray_address, step, writer.append if writer else None)
+                jobs, executor = cluster.cluster_cpus(ray), cluster.describe(ray)
+        else:
+            fresh = run_task(task, todo, jobs, step, writer.append if writer else None)
+    finally:
+        if writer:
+            writer.close()
+    return fresh, placement, jobs, executor
+
+
+def _counts(cases: list, lv, dtypes: list) -> tuple[int, dict]:
+    """The elements of the cases within the standard's scale, and the level's counts against its minimums."""
+    scale = [c for c in cases if c.counted]  # special scenarios and extras are beyond the standard's case scale
+    elements = sum(c.elements for c in scale)
+    need = COUNTS[lv.limits]
+    per_dtype = {dtype_name(d): sum(c.dtype == d for c in scale) for d in dtypes}
+    return elements, {
+        "conforming": lv.conforming,
+        "beyond_scale": len(cases) - len(scale),
+        "required": {
+            "cases": need.cases,
+            "cases_per_dtype": need.cases_per_dtype,
+            "runs_per_case": need.runs_per_case,
+            "elements": MIN_ELEMENTS,
+        },
+        "actual": {"cases": len(scale), "cases_per_dtype": per_dtype, "runs_per_case": lv.runs, "elements": elements},
+        "met": {
+            "cases": len(scale) >= need.cases,
+            "cases_per_dtype": min(per_dtype.values()) >= need.cases_per_dtype,
+            "runs_per_case": lv.runs >= need.runs_per_case,
+            "elements": elements >= MIN_ELEMENTS,
+        },
+    }
+
+
 def run(
     plan: Plan,
     retest_seeds: int | None = None,
@@ -249,19 +321,8 @@ def run(
     as Ray tasks instead (``cluster.run_task``; ``"local"`` for an instance on this machine). ``benchmark_run``:
     ``RUN[:PROVIDER]`` and its ``--retest-for`` runs, another machine's run as the benchmark (``competitor``)."""
     t0 = time.perf_counter()
-    op, level, seed, suite, cases, names, interpreted = (
-        plan.op,
-        plan.level,
-        plan.seed,
-        plan.suite,
-        plan.cases,
-        plan.names,
-        plan.interpreted,
-    )
+    op, level, seed, suite, cases = plan.op, plan.level, plan.seed, plan.suite, plan.cases
     lv = suite.level(level)
-    # an interpreted backend (Triton on the CPU) runs the quick level's workload: its cases open every level's list
-    quick = suite.levels.get("quick")
-    reduced = {}
     dtypes = list(dict.fromkeys(c.dtype for c in cases))
     if retest_seeds is None:
         retest_seeds = RETEST_SEEDS if lv.conforming else QUICK_RETEST_SEEDS
@@ -271,51 +332,16 @@ def run(
     perf_groups = performance_groups(op, dtypes) if with_perf else []
     total = len(cases) + len(perf_groups)
     step = (lambda what, advance=1: progress(what, total, advance)) if progress else None
-    if quick is not None:
-        per_dtype = -(-quick.cases // len(suite.primary.dtypes))
-        # a conforming level keeps the small-sample fuse for the reduced backends too: they retest over its minimum
-        cut = Reduced(
-            per_dtype,
-            min(lv.runs, quick.runs),
-            min(retest_seeds, RETEST_MIN_SEEDS if lv.conforming else QUICK_RETEST_SEEDS),
-        )
-        reduced = {n: cut for n in interpreted if n in names}
-    running = tuple(o.name for o in plan.originals if o.runs)
-    originals_cut = (
-        cut if quick is not None and plan.device == "cpu" else None
-    )  # under the interpreter: the quick workload
-    task = Task(
-        suite,
-        tuple(names),
-        lv.limits,
-        lv.runs,
-        retest_seeds,
-        reduced,
-        plan.device,
-        RETEST_MIN_SEEDS if lv.conforming else 0,
-        running,
-        originals_cut,
-        tuple((t, tuple(sorted(a.items()))) for t, a in plan.impls.items()),
-        (level, *benchmark_run) if benchmark_run else (),
-    )
+    task = _task(plan, lv, retest_seeds, benchmark_run)
     rival = competitor.load(list(benchmark_run), op, level) if benchmark_run else None  # checked here, before any case
     done = journal.read(Path(journal_dir)) if journal_dir is not None else {}
     todo = [c for c in cases if c.index not in done]
     if step and done:
         step(f"{len(done)} cases from the journal", advance=len(cases) - len(todo))
-    jobs = jobs_for(len(todo), jobs, plan.device)
     writer = journal.Writer(Path(journal_dir)) if journal_dir is not None else None
-    placement, executor = [], ""
-    try:
-        if ray_address is not None:
-            with cluster.session(ray_address) as ray:
-                fresh, placement = cluster.run_task(task, todo, ray_address, step, writer.append if writer else None)
-                jobs, executor = cluster.cluster_cpus(ray), cluster.describe(ray)
-        else:
-            fresh = run_task(task, todo, jobs, step, writer.append if writer else None)
-    finally:
-        if writer:
-            writer.close()
+    fresh, placement, jobs, executor = _accuracy(
+        task, todo, jobs_for(len(todo), jobs, plan.device), step, writer, ray_address
+    )
     results, pairs, skipped = merge([*done.values(), *fresh])
     if untimed:
         skipped["performance and memory"] = (
@@ -323,7 +349,7 @@ def run(
             "not measured for a reference function yet (verify times tileport's operators)",
         )
     studies = [study(dtypes, seed) for study in spec.studies] if plan.device == "cpu" else []
-    tested = [plan.provider(n) for n in names if n not in interpreted]  # an interpreter: no contender
+    tested = [plan.provider(n) for n in plan.names if n not in plan.interpreted]  # an interpreter: no contender
     unmeasured: dict[str, str] = {}
     perf = (
         performance(op, perf_groups, tested, progress=step, device=plan.device, failed=unmeasured) if with_perf else []
@@ -331,27 +357,7 @@ def run(
     for provider, why in unmeasured.items():
         skipped[f"performance of {provider}"] = (0, f"its call raised, so it was not timed: {why}")
     aggs = aggregate(results)
-    scale = [c for c in cases if c.counted]  # special scenarios and extras are beyond the standard's case scale
-    elements = sum(c.elements for c in scale)
-    need = COUNTS[lv.limits]
-    per_dtype = {dtype_name(d): sum(c.dtype == d for c in scale) for d in dtypes}
-    counts = {
-        "conforming": lv.conforming,
-        "beyond_scale": len(cases) - len(scale),
-        "required": {
-            "cases": need.cases,
-            "cases_per_dtype": need.cases_per_dtype,
-            "runs_per_case": need.runs_per_case,
-            "elements": MIN_ELEMENTS,
-        },
-        "actual": {"cases": len(scale), "cases_per_dtype": per_dtype, "runs_per_case": lv.runs, "elements": elements},
-        "met": {
-            "cases": len(scale) >= need.cases,
-            "cases_per_dtype": min(per_dtype.values()) >= need.cases_per_dtype,
-            "runs_per_case": lv.runs >= need.runs_per_case,
-            "elements": elements >= MIN_ELEMENTS,
-        },
-    }
+    elements, counts = _counts(cases, lv, dtypes)
     if rival is not None:
         bench_label = rival.label
     elif spec.reference:
