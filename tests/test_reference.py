@@ -54,6 +54,13 @@ def _cli(*args):
     return result, " ".join(result.output.replace("│", " ").split())
 
 
+def _port(example: str, dtype: str, impl: str, out):
+    """verify of an example case file at the quick level with a port as --impl."""
+    return _cli(
+        "--cases", EXAMPLES / f"{example}.yaml", "--level", "quick", "--dtype", dtype, "--impl", impl, "--out", str(out)
+    )
+
+
 @pytest.fixture
 def ports(tmp_path):
     (tmp_path / "ports.py").write_text(textwrap.dedent(PORTS))
@@ -95,31 +102,9 @@ def test_the_golden_is_the_function_in_float64_and_the_gradient_is_drawn_in_the_
 
 
 def test_a_port_passes_and_wrong_indices_fail_by_exact_equality(ports, tmp_path):
-    ok, text = _cli(
-        "--cases",
-        EXAMPLES / "torch_max_dim.yaml",
-        "--level",
-        "quick",
-        "--dtype",
-        "fp16",
-        "--impl",
-        f"{ports}:my_max",
-        "--out",
-        tmp_path / "ok",
-    )
+    ok, text = _port("torch_max_dim", "fp16", f"{ports}:my_max", tmp_path / "ok")
     assert ok.exit_code == 0, text[-2000:]
-    bad, text = _cli(
-        "--cases",
-        EXAMPLES / "torch_max_dim.yaml",
-        "--level",
-        "quick",
-        "--dtype",
-        "fp16",
-        "--impl",
-        f"{ports}:first_index_max",
-        "--out",
-        tmp_path / "bad",
-    )
+    bad, text = _port("torch_max_dim", "fp16", f"{ports}:first_index_max", tmp_path / "bad")
     assert bad.exit_code == 1
     md = (tmp_path / "bad" / "report.md").read_text()
     assert "elements differ from the golden (exact equality" in md
@@ -127,49 +112,16 @@ def test_a_port_passes_and_wrong_indices_fail_by_exact_equality(ports, tmp_path)
 
 
 def test_an_input_the_reference_refuses_must_be_refused_by_the_port(ports, tmp_path):
-    bad, _ = _cli(
-        "--cases",
-        EXAMPLES / "torch_max_dim.yaml",
-        "--level",
-        "quick",
-        "--dtype",
-        "fp32",
-        "--impl",
-        f"{ports}:lenient_max",
-        "--out",
-        tmp_path / "r",
-    )
+    bad, _ = _port("torch_max_dim", "fp32", f"{ports}:lenient_max", tmp_path / "r")
     assert bad.exit_code == 1
     assert "returned a result where the reference raised" in (tmp_path / "r" / "report.md").read_text()
 
 
 def test_gelu_port_is_judged_per_approximate_class(ports, tmp_path):
-    ok, text = _cli(
-        "--cases",
-        EXAMPLES / "gelu_approximate.yaml",
-        "--level",
-        "quick",
-        "--dtype",
-        "bf16",
-        "--impl",
-        f"{ports}:my_gelu",
-        "--out",
-        tmp_path / "ok",
-    )
+    ok, text = _port("gelu_approximate", "bf16", f"{ports}:my_gelu", tmp_path / "ok")
     assert ok.exit_code == 0, text[-2000:]
     assert "dinput" in (tmp_path / "ok" / "results.csv").read_text()  # the gradient judged through the port's autograd
-    bad, _ = _cli(
-        "--cases",
-        EXAMPLES / "gelu_approximate.yaml",
-        "--level",
-        "quick",
-        "--dtype",
-        "fp32",
-        "--impl",
-        f"{ports}:gelu_in_dtype_tanh_always",
-        "--out",
-        tmp_path / "bad",
-    )
+    bad, _ = _port("gelu_approximate", "fp32", f"{ports}:gelu_in_dtype_tanh_always", tmp_path / "bad")
     assert bad.exit_code == 1
     failed = _failed(tmp_path / "bad")
     assert failed and {r["attrs"] for r in failed} == {"approximate=none"}

@@ -144,22 +144,15 @@ def test_scaling_the_module_constants_scales_the_init_arguments_too(tmp_path, mo
     assert problems.read(ref)[1].shapes == [(1, 4, 16, 16)]  # read again in the same process: the same scaling
 
 
+def _problem_args(ref: str, impl: str) -> list[str]:
+    """verify's arguments for the KernelBench pair ``ref`` and ``KB / impl``: quick, fp32, in this process."""
+    return ["verify", "--problem", ref, "--impl", str(KB / impl), "--level", "quick", "--dtype", "fp32", "--jobs", "1"]
+
+
 def test_kernelbench_layer_norm_passes_with_scaled_init_arguments(tmp_path, monkeypatch):
     monkeypatch.setattr(problems, "MEMORY_BUDGET", 2048 * problems.BYTES_PER_ELEMENT)  # in this process: --jobs 1
     ref = _shrunk(tmp_path, "40_LayerNorm.py", batch_size=4, features=4, dim1=8, dim2=32)
-    args = [
-        "verify",
-        "--problem",
-        ref,
-        "--impl",
-        str(KB / "40_LayerNorm_new.py"),
-        "--level",
-        "quick",
-        "--dtype",
-        "fp32",
-        "--jobs",
-        "1",
-    ]
+    args = _problem_args(ref, "40_LayerNorm_new.py")
     ok = runner.invoke(app, args + ["--out", str(tmp_path / "out")])
     assert ok.exit_code == 0, ok.output[-3000:]
     md = (tmp_path / "out" / "report.md").read_text()
@@ -168,19 +161,7 @@ def test_kernelbench_layer_norm_passes_with_scaled_init_arguments(tmp_path, monk
 
 def test_kernelbench_l2norm_by_the_l1_norm_fails_fast(tmp_path):
     ref = _shrunk(tmp_path, "39_L2Norm_.py", batch_size=8, dim=1000)
-    args = [
-        "verify",
-        "--problem",
-        ref,
-        "--impl",
-        str(KB / "39_L2Norm_l1.py"),
-        "--level",
-        "quick",
-        "--dtype",
-        "fp32",
-        "--jobs",
-        "1",
-    ]
+    args = _problem_args(ref, "39_L2Norm_l1.py")
     bad = runner.invoke(app, args + ["--out", str(tmp_path / "out")])
     assert bad.exit_code == 1, bad.output[-3000:]
     rows = json.loads((tmp_path / "out" / "results.json").read_text())["results"]

@@ -18,6 +18,10 @@ from tileport.ops.catalog import get as op_spec
 
 runner = CliRunner()
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+# the failing runs' options: both dtypes on the TileLang backend, a short retest, in this process
+QUICK_TILELANG = (
+    "--level quick --dtype fp16 --dtype fp32 --backend tilelang --retest-seeds 3 --jobs 1 --no-perf".split()
+)
 
 
 @pytest.fixture(scope="module")
@@ -34,26 +38,7 @@ def failing_report(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(accuracy, "spec_of", lambda suite: dataclasses.replace(real, run=wrong_run))
-        args = [
-            "verify",
-            "l2norm",
-            "--level",
-            "quick",
-            "--dtype",
-            "fp16",
-            "--dtype",
-            "fp32",
-            "--backend",
-            "tilelang",
-            "--retest-seeds",
-            "3",
-            "--jobs",
-            "1",
-            "--no-perf",
-            "--out",
-            str(out),
-        ]
-        result = runner.invoke(app, args)
+        result = runner.invoke(app, ["verify", "l2norm", *QUICK_TILELANG, "--out", str(out)])
     assert result.exit_code == 1, result.output[-2000:]
     return out
 
@@ -102,19 +87,7 @@ def impl_failing_report(tmp_path_factory):
     args = [
         "verify",
         "rms_norm",
-        "--level",
-        "quick",
-        "--dtype",
-        "fp16",
-        "--dtype",
-        "fp32",
-        "--backend",
-        "tilelang",
-        "--retest-seeds",
-        "3",
-        "--jobs",
-        "1",
-        "--no-perf",
+        *QUICK_TILELANG,
         "--impl",
         f"{where / 'wrong_shape_rms_norm.py'}:rms_norm",
         "--out",
