@@ -443,9 +443,8 @@ def _print_verdict(rep, level: str, paths: dict) -> None:
             f": {len(rep.failures)} of {n} checks failed at {level} ({rep.limits} ratio limits)",
         )
     console.print(head + escape(text), highlight=False)
-    console.print(
-        f"report: {paths['html']} (report.md, results.json, results.csv beside it)", markup=False, highlight=False
-    )
+    beside = ", ".join(paths[k].name for k in ("md", "checks", "json", "csv") if k in paths)
+    console.print(f"report: {paths['html']} ({beside} beside it)", markup=False, highlight=False)
 
 
 def _print_outcome(rep, out: Path, limit: int = 10) -> None:
