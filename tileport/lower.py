@@ -55,6 +55,7 @@ def _nvcc(src: Path, arch: str) -> tuple[Path | None, str]:
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         return None, "nvcc not found: stopped at CUDA source"
+    # tilelang: seconds to import, kept out of start-up
     import tilelang
 
     root = Path(tilelang.__file__).parent

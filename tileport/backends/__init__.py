@@ -1,5 +1,7 @@
 """Backends: a registry (dispatch by device and architecture) over one package per backend."""
 
+import torch
+
 from .registry import (  # noqa: F401
     REGISTRY,
     BackendInfo,
@@ -13,7 +15,6 @@ from .triton import ascend
 def ascend_paths() -> tuple[str, str | None, list[str], list[tuple[str, str, str]]]:
     """(which Triton is installed, CANN's bishengir-compile or None, what an A2/A3 device run still needs, and per
     operator the backend an arch35 and an arch32 NPU would get here, decided from device names: no NPU needed)."""
-    import torch
 
     class _Npu:  # a device description: dispatch reads type and index only
         type, index = "npu", 0

@@ -7,6 +7,7 @@ import platform as _py_platform
 
 import torch
 
+from .. import __version__
 from ..backends import platform
 
 
@@ -15,14 +16,13 @@ def machine() -> str:
 
 
 def versions() -> str:
-    import tileport
-
     parts = [
-        f"tileport {tileport.__version__}",
+        f"tileport {__version__}",
         f"torch {torch.__version__}",
         f"python {_py_platform.python_version()}",
     ]
     try:
+        # tilelang: seconds to import, kept out of start-up
         import tilelang
 
         parts.append(f"tilelang {tilelang.__version__}")

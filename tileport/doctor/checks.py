@@ -7,10 +7,13 @@ on this machine, e.g. no NPU).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+import torch
 
 from ..backends import platform
 from ..backends.registry import kernel_modules
@@ -148,8 +151,6 @@ def shared_cores(p: Probe) -> Finding:
 def _probe_op() -> str:
     """The first operator (by name) whose TileLang CPU kernels state packed loops to check: the doctor's probe,
     found through the specs and kernel modules (a generic layer names no operator)."""
-    import importlib
-
     for module in sorted(kernel_modules(cpu.__file__, _CPU_SUPPORT)):
         if getattr(importlib.import_module(f"{cpu.__name__}.{module}"), "PACKED_CHECKS", ()):
             return module
@@ -159,8 +160,6 @@ def _probe_op() -> str:
 def cpu_kernel(p: Probe) -> Finding:
     """Build (or load from the cache) and run the probe operator's CPU kernels on a tiny input, against torch."""
     try:
-        import torch
-
         op = _probe_op()
         spec = get(op)
         inputs = spec.example((4, 8), torch.float32, "cpu", torch.Generator().manual_seed(0))
@@ -179,10 +178,6 @@ def cpu_simd(p: Probe) -> Finding:
     """The ISA the CPU kernels are built for, and whether the probe operator's first built kernel's loops are
     packed SIMD."""
     try:
-        import importlib
-
-        import torch
-
         from ..backends.tilelang.cpu import disasm, runtime, settings  # tilelang: kept out of start-up
 
         isa = settings.isa(p.environ)

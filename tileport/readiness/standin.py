@@ -104,6 +104,7 @@ def _npu_module(chip: Chip, path: Path) -> types.ModuleType:
 def _driver(chip: Chip, path: Path, npu: types.ModuleType):
     """A Triton driver for ``chip``: its target, properties and a benchmarker that launches once (so an
     autotuner launches, and so records, every configuration)."""
+    # triton: optional (tileport[triton]), kept out of start-up
     from triton.backends.compiler import GPUTarget
     from triton.backends.driver import DriverBase
 
@@ -182,6 +183,7 @@ def _clear_npu_caches() -> None:
 def standing_in(chip: Chip):
     """Inside the block the chip is stood in for (module docstring); yields the ``Path`` the package took.
     Everything replaced is restored on the way out."""
+    # triton: optional (tileport[triton]), kept out of start-up
     import triton
 
     path = Path()

@@ -46,7 +46,8 @@ class TileVerdict:
 def prim_func(impl: str, given: dict, symbolic: bool = False):
     """The PrimFunc ``impl`` names (module docstring); ImplError where it is none of those. ``symbolic``: a
     ``@tilelang.jit`` size not given is a symbolic one (as ``tileport verify --impl`` builds it for the CPU)."""
-    import tilelang  # noqa: F401 - its own tvm build first
+    # tilelang and its tvm: seconds to import, kept out of start-up (tilelang first: its own tvm build)
+    import tilelang  # noqa: F401
     from tvm.tirx import PrimFunc
 
     obj, _, _ = load_callable(impl)

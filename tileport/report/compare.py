@@ -12,10 +12,11 @@ from .table import Table
 
 def plot(points: list[dict], path: Path) -> Path | None:
     """Per-case MERE of A against B, one panel per output, log-log, with the diagonal (equal errors)."""
+    # matplotlib: imported where a plot is drawn, kept out of start-up
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after the backend is chosen
 
     outputs = sorted({p["output"] for p in points})
     pts = [

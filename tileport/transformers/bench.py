@@ -28,6 +28,7 @@ class ModelRow:
 
 
 def _build(cfg, provider: str, dtype: torch.dtype, seed: int, backend: str | None):
+    # transformers: optional (tileport[models]), kept out of start-up
     import transformers
 
     torch.manual_seed(seed)

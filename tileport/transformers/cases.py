@@ -26,6 +26,7 @@ def capture(
     """One training step (forward with labels, backward) of CONFIG's causal LM, patched, on ``batch x seq``
     random tokens in ``dtype``; each operator's calls written to ``out/<op>.yaml``. ``bench``: a zoo family at
     ``tileport bench --model``'s size. Returns the files written."""
+    # transformers: optional (tileport[models]), kept out of start-up
     import transformers
 
     cfg = zoo.load(config, bench=bench)

@@ -91,6 +91,7 @@ def forward_for(module: torch.nn.Module, mode: str, backend: str | None) -> Call
             )
         if items is not None:
             loss = loss / (items.to(loss.device) if isinstance(items, torch.Tensor) else items)
+        # transformers: optional (tileport[models]), kept out of start-up
         from transformers.modeling_outputs import CausalLMOutputWithPast
 
         fields = CausalLMOutputWithPast.__dataclass_fields__

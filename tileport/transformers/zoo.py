@@ -4,6 +4,10 @@ softcapped logits, Phi-3's fused gate_up_proj and partial rotary, Qwen3-Next's g
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import torch
+
 FAMILIES = (
     "llama",
     "mistral",
@@ -25,6 +29,7 @@ def config(
     intermediate: int | None = None,
 ):
     """A transformers config of ``family`` at the given sizes (heads of 16 columns, two key/value heads)."""
+    # transformers: optional (tileport[models]), kept out of start-up
     import transformers
 
     if family not in FAMILIES:
@@ -62,7 +67,7 @@ def config(
 
 def model(family: str, *, seed: int = 0, **sizes):
     """A ``*ForCausalLM`` of ``family`` from ``config``, its weights from ``seed``."""
-    import torch
+    # transformers: optional (tileport[models]), kept out of start-up
     import transformers
 
     cfg = config(family, **sizes)
@@ -79,14 +84,13 @@ BENCH_VOCAB = {"qwen2": 151936, "qwen3": 151936, "qwen3_next": 151936}
 def load(name: str, *, bench: bool = False):
     """A config from ``name``: a family of this zoo (``llama``; at the bench's size with ``bench``), a
     ``config.json`` file or a directory holding one (no download). ValueError naming what was looked for."""
-    from pathlib import Path
-
     path = Path(name)
     if name in FAMILIES:
         return config(name, vocab=BENCH_VOCAB.get(name, 32000), **BENCH) if bench else config(name)
     if path.is_dir():
         path = path / "config.json"
     if path.is_file():
+        # transformers: optional (tileport[models]), kept out of start-up
         import transformers
 
         return transformers.AutoConfig.from_pretrained(str(path))
@@ -97,7 +101,7 @@ def load(name: str, *, bench: bool = False):
 
 def skeleton(cfg):
     """The causal LM of ``cfg`` on the meta device (no memory for its weights: patching's probes do not read them)."""
-    import torch
+    # transformers: optional (tileport[models]), kept out of start-up
     import transformers
 
     with torch.device("meta"):

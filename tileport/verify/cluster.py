@@ -54,6 +54,7 @@ class Placement:
 
 def _ray():
     try:
+        # ray: optional (tileport[ray]), kept out of start-up
         import ray
     except ImportError as exc:
         raise RayUnavailable(MISSING) from exc

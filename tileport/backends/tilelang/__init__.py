@@ -28,6 +28,7 @@ def _probe() -> Availability:
     if shutil.which(cxx) is None:
         return Availability(False, f"no C++ compiler: {cxx!r} not on PATH (TileLang's C target builds with it)")
     try:
+        # tilelang: seconds to import, kept out of start-up
         import tilelang
 
         from .cpu import runtime  # noqa: F401 - the probe itself: does the CPU runtime (tilelang) import

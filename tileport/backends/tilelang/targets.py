@@ -24,6 +24,7 @@ ON_CHIP_NAME = {"ascend": "unified buffer (UB)", "cuda": "shared memory"}
 def lower_kernel(func, target) -> tuple[str, int]:
     """The generated device source of ``func`` for ``target`` ("ascend" or a CUDA target dict), and the bytes of
     on-chip memory it addresses (its planned dynamic shared memory: the UB on Ascend)."""
+    # tilelang: seconds to import, kept out of start-up
     import tilelang
     from tilelang import tvm
 
@@ -66,6 +67,7 @@ class DeviceKernelCache:
 
         class _Cache(KernelCache):
             def compile(self, op, key, build):
+                # tilelang: seconds to import, kept out of start-up
                 import tilelang
 
                 return tilelang.compile(build(), target=target_name, execution_backend=backend)

@@ -57,6 +57,7 @@ def _probe() -> Availability:
     if not gpu and "triton" not in sys.modules:
         os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede the import: tl.sum is built at import
     try:
+        # triton: optional (tileport[triton]), kept out of start-up
         import triton
     except Exception as exc:
         return Availability(False, f"triton does not import: {type(exc).__name__}: {exc}")

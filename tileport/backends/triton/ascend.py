@@ -105,6 +105,7 @@ def chip_of(device: torch.device | None) -> Chip | None:
     name = torch.npu.get_device_name(device.index or 0)  # type: ignore[attr-defined]
     chip = CHIPS["ascend-a3" if "910_93" in name else "ascend-a2"]
     try:
+        # triton: optional (tileport[triton]), kept out of start-up
         import triton
 
         props = triton.runtime.driver.active.utils.get_device_properties(device.index or 0)

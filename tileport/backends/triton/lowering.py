@@ -7,6 +7,7 @@ where CANN's bishengir-compile is present.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import os
 import tempfile
@@ -111,8 +112,6 @@ def _type(v) -> str:
 def _launch(kernel, args: tuple, kwargs: dict, grid) -> Launch:
     """A launch as Triton would compile it: non-constexpr parameters typed (None is a constexpr, as Triton
     specializes it), constexprs by value (their defaults where not given), other keywords as options."""
-    import inspect
-
     values = dict(zip(kernel.arg_names, args)) | kwargs
     defaults = {n: p.default for n, p in inspect.signature(kernel.fn).parameters.items() if p.default is not p.empty}
     sig, consts, shapes = {}, {}, {}
@@ -132,6 +131,7 @@ def _launch(kernel, args: tuple, kwargs: dict, grid) -> Launch:
 @contextlib.contextmanager
 def recording():
     """Inside the block, Triton launches are recorded (as ``Launch``), not run."""
+    # triton: optional (tileport[triton]), kept out of start-up
     from triton.runtime import jit
 
     launches: list[Launch] = []
@@ -198,6 +198,7 @@ def distinct(found: list[Launch]) -> list[Launch]:
 def compile_launch(launch: Launch, chip: ascend.Chip, strict: bool = True) -> Lowered:
     """TTIR and Linalg IR of one captured launch for ``chip`` (and the NPU binary with CANN); where triton-ascend
     stops before the Linalg IR, LoweringError (``strict``) or the result with its ``stage`` and ``error``."""
+    # triton: optional (tileport[triton]), kept out of start-up
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource

@@ -40,6 +40,7 @@ def _wrapper_passes_symbolic_strides() -> None:
     the buffers but not their symbolic strides, so a kernel declaring ``T.StridedTensor``s (a grid kernel,
     ``interface.py``) failed to build: too few arguments to ``<name>_kernel``. The strides are added after the
     sizes; a kernel without symbolic strides gets the same wrapper as before."""
+    # tilelang: seconds to import, kept out of start-up
     from tilelang.jit.adapter.wrapper import TLCPUSourceWrapper
 
     sizes = TLCPUSourceWrapper.get_dynamic_symbolic_set
