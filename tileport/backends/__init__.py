@@ -1,7 +1,5 @@
 """Backends: a registry (dispatch by device and architecture) over one package per backend."""
 
-import torch
-
 from .registry import (  # noqa: F401
     REGISTRY,
     BackendInfo,
@@ -15,6 +13,8 @@ from .triton import ascend
 def ascend_paths() -> tuple[str, str | None, list[str], list[tuple[str, str, str]]]:
     """(which Triton is installed, CANN's bishengir-compile or None, what an A2/A3 device run still needs, and per
     operator the backend an arch35 and an arch32 NPU would get here, decided from device names: no NPU needed)."""
+    # here, not at the top: this package's name ``torch`` is its torch backend once that is imported
+    import torch
 
     class _Npu:  # a device description: dispatch reads type and index only
         type, index = "npu", 0
