@@ -171,13 +171,21 @@ class Judge:
         """Whether output ``name`` is judged by equality: the spec says so, or it is not floating (indices, masks)."""
         return name in self.spec.exact or (name in out and not out[name].is_floating_point())
 
-    def references(self, inputs: dict, backward: bool):
-        """The benchmark's and the golden's outputs for these inputs. The golden is the benchmark backend in
-        float64, or the spec's own golden where it states one (and the benchmark is the torch reference)."""
+    def golden(self, inputs: dict, backward: bool) -> dict:
+        """The golden's outputs for these inputs: the benchmark backend in float64, or the spec's own golden where
+        it states one (and the benchmark is the torch reference)."""
         own = self.spec.run_golden if self.benchmark == "torch" else None
         where = "cpu" if self.device in devices.GOLDEN_ON_CPU else None  # an NPU has no fp64: the golden on the CPU
-        golden = self.execute(golden_inputs(self.suite, inputs), self.benchmark, backward, run=own, device=where)
+        return self.execute(golden_inputs(self.suite, inputs), self.benchmark, backward, run=own, device=where)
+
+    def references(self, inputs: dict, backward: bool):
+        """The benchmark's and the golden's outputs for these inputs."""
+        golden = self.golden(inputs, backward)
         return self.execute(inputs, self.benchmark, backward), golden
+
+    def backward_of(self, name: str) -> bool:
+        """Whether output ``name`` needs the backward run (a forward output is retested without it)."""
+        return name not in {t.name for t in self.spec.outputs}
 
     def run_all(self, inputs: dict, backend: str, backward: bool):
         return (self.execute(inputs, backend, backward), *self.references(inputs, backward))
@@ -203,7 +211,7 @@ class Judge:
         asked for (a retest that stops early runs no more). ``batched`` (default: when the spec's cases
         stack) runs chunks of seeds as one call each, every seed judged over its own slice."""
         new = list(range(case.seed + 1, case.seed + 1 + seeds))
-        backward = name not in {t.name for t in self.spec.outputs}  # a forward output is retested without the backward
+        backward = self.backward_of(name)
         if not (self.spec.stackable if batched is None else batched):
             for s in new:
                 yield self.verdict(

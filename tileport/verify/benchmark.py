@@ -85,9 +85,10 @@ class Recorded:
         new = list(range(case.seed + 1, case.seed + 1 + seeds))
         if any((case.index, self.run.provider, name, s) not in self.run.retests for s in new):
             return RetestResult.pending(seeds)
-        backward = name not in {t.name for t in j.spec.outputs}
+        backward = j.backward_of(name)
         verdicts = []
-        for s in new:
-            under, _, gold = j.run_all(make_inputs(j.suite, replace(case, seed=s)), backend, backward)
+        for s in new:  # the recorded side stands for the benchmark: only the golden and the backend run here
+            inputs = make_inputs(j.suite, replace(case, seed=s))
+            under, gold = j.execute(inputs, backend, backward), j.golden(inputs, backward)
             verdicts.append(j.verdict(name, case, under, None, gold, seed=s))
         return retest_verdicts(verdicts, min_seeds=min_seeds)

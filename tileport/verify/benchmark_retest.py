@@ -42,10 +42,10 @@ def retest_for(run: Path, out: Path, suite, cases: list, device: str = "cpu", pr
         for index in sorted({i for i, _ in todo}):  # one record per case (the journal keeps one per index)
             case, record = by_index[index], CaseOutcome(index)
             for (_, name), seeds in sorted((k, v) for k, v in todo.items() if k[0] == index):
-                backward = name not in {t.name for t in j.spec.outputs}
+                backward = j.backward_of(name)
                 for s in range(case.seed + 1, case.seed + 1 + seeds):
                     inputs = make_inputs(suite, replace(case, seed=s))
-                    under, _, gold = j.run_all(inputs, provider, backward)
+                    under, gold = j.execute(inputs, provider, backward), j.golden(inputs, backward)  # no benchmark
                     record.retests[(provider, name, s)] = Side.of(
                         under[name], gold[name], j.spec.precision_dtype(name, case.dtype)
                     )
