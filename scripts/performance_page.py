@@ -95,18 +95,24 @@ def _bar_summary(rows: list[dict], spec) -> list[str]:
     return out
 
 
-def _key_figures(rows: list[dict]) -> list[str]:
-    """fwd (public and kernel-only) and fwdbwd at one thread on the key shapes: min us per provider."""
+def _key_figures(rows: list[dict], spec) -> list[str]:
+    """fwd (public and kernel-only) and fwdbwd at the run's fewest threads on the key shapes (the row-wise sets and
+    the shapes the operator's bar names): min us per provider, under its heading; nothing where no group is one."""
+    shapes = KEY_SHAPES + tuple(s for c in spec.bar for s in c.shapes if s not in KEY_SHAPES)
+    fewest = min(r["threads"] for r in rows)
     mins = pivot(rows, "min_us")
     cols = ("tilelang", "tilelang:kernel", "torch-eager", "torch-compile", "copy")
     out = [
+        f"Key figures, {fewest} thread{'s' * (fewest > 1)} (min us; kernel-only of copy = copy time / kernel-only "
+        "time):",
+        "",
         "| mode | dtype | shape | " + " | ".join(f"{c} us" for c in cols) + " | kernel-only of copy | x compile |",
         "|---|---|---|" + "---|" * (len(cols) + 2),
     ]
     for (mode, dtype, shape, threads), provs in sorted(
-        mins.items(), key=lambda kv: (kv[0][0], kv[0][1], KEY_SHAPES.index(kv[0][2]) if kv[0][2] in KEY_SHAPES else 99)
+        mins.items(), key=lambda kv: (kv[0][0], kv[0][1], shapes.index(kv[0][2]) if kv[0][2] in shapes else 99)
     ):
-        if threads != 1 or shape not in KEY_SHAPES or mode == "bwd":
+        if threads != fewest or shape not in shapes or mode == "bwd":
             continue
         cells = [f"{provs[c]:.1f}" if c in provs else "" for c in cols]
         share = (
@@ -118,7 +124,7 @@ def _key_figures(rows: list[dict]) -> list[str]:
             else ""
         )
         out.append(f"| {mode} | {dtype} | {shape} | " + " | ".join(cells) + f" | {share} | {speed} |")
-    return out
+    return [*out, ""] if len(out) > 4 else []
 
 
 def section(op: str, root: str = "..") -> str:
@@ -148,10 +154,7 @@ def section(op: str, root: str = "..") -> str:
             "",
             *_bar_summary(rows, specs()[op]),
             "",
-            "Key figures, 1 thread (min us; kernel-only of copy = copy time / kernel-only time):",
-            "",
-            *_key_figures(rows),
-            "",
+            *_key_figures(rows, specs()[op]),
         ]
     )
 

@@ -48,13 +48,37 @@ def shortened(args: list[str], tmp: Path) -> list[str]:
         runs = []
         for run in args[1:3]:
             runs.append(str(tmp / run))
-            assert CliRunner().invoke(app, ["verify", "--api", "torch.nn.functional.silu", "--level", "quick", "--dtype", "fp32",
-                                            "--out", runs[-1]]).exit_code == 0
+            assert (
+                CliRunner()
+                .invoke(
+                    app,
+                    [
+                        "verify",
+                        "--api",
+                        "torch.nn.functional.silu",
+                        "--level",
+                        "quick",
+                        "--dtype",
+                        "fp32",
+                        "--out",
+                        runs[-1],
+                    ],
+                )
+                .exit_code
+                == 0
+            )
         return ["compare", *runs, "--out", str(tmp / "c")]
     if name == "report":  # a finished run to render again: a quick run made here
         run = str(tmp / args[1])
-        assert CliRunner().invoke(app, ["verify", "--api", "torch.nn.functional.silu", "--level", "quick", "--dtype", "fp32",
-                                        "--out", run]).exit_code == 0
+        assert (
+            CliRunner()
+            .invoke(
+                app,
+                ["verify", "--api", "torch.nn.functional.silu", "--level", "quick", "--dtype", "fp32", "--out", run],
+            )
+            .exit_code
+            == 0
+        )
         return ["report", run, "--out", str(tmp / "r")]
     if "--benchmark-run" in args:  # the benchmark run comes from another machine: tests/verify/test_competitor.py
         i = args.index("--benchmark-run")
@@ -64,19 +88,62 @@ def shortened(args: list[str], tmp: Path) -> list[str]:
         if "--level" in args:
             i = args.index("--level")
             del args[i : i + 2]
-        own = "--problem" in args or "--api" in args or ("--cases" in args and load_suite(ROOT / args[args.index("--cases") + 1]).reference)
+        own = (
+            "--problem" in args
+            or "--api" in args
+            or ("--cases" in args and load_suite(ROOT / args[args.index("--cases") + 1]).reference)
+        )
         backend = [] if own else ["--backend", "tilelang"]  # a reference function is run by itself or by --impl
         return args + ["--level", "quick", "--dtype", "fp32", *backend, "--no-perf", "--out", str(tmp / "v")]
     if name == "bench":
         op = args[1]
         keep = [a for a in args if a in ("bench", op, "--plot")]
         if "--plot" in keep:  # needs rows first
-            assert CliRunner().invoke(app, ["bench", op, "--shape", "33x100", "--dtype", "fp32", "--threads", "1",
-                                            "--mode", "fwd", "--no-compile", "--budget", "0.02", "--csv", str(tmp / "b.csv"),
-                                            "--out", str(tmp / "b")]).exit_code == 0
+            assert (
+                CliRunner()
+                .invoke(
+                    app,
+                    [
+                        "bench",
+                        op,
+                        "--shape",
+                        "33x100",
+                        "--dtype",
+                        "fp32",
+                        "--threads",
+                        "1",
+                        "--mode",
+                        "fwd",
+                        "--no-compile",
+                        "--budget",
+                        "0.02",
+                        "--csv",
+                        str(tmp / "b.csv"),
+                        "--out",
+                        str(tmp / "b"),
+                    ],
+                )
+                .exit_code
+                == 0
+            )
             return keep + ["--csv", str(tmp / "b.csv"), "--out", str(tmp / "b")]
-        return keep + ["--shape", "33x100", "--dtype", "fp32", "--threads", "1", "--mode", "fwd", "--no-compile",
-                       "--budget", "0.02", "--csv", str(tmp / "b.csv"), "--out", str(tmp / "b")]
+        return keep + [
+            "--shape",
+            "33x100",
+            "--dtype",
+            "fp32",
+            "--threads",
+            "1",
+            "--mode",
+            "fwd",
+            "--no-compile",
+            "--budget",
+            "0.02",
+            "--csv",
+            str(tmp / "b.csv"),
+            "--out",
+            str(tmp / "b"),
+        ]
     if name == "cases":
         return args + ["--out", str(tmp / "cases.json")]
     if name == "scaffold":  # writing into the checkout is tests/scaffold/test_scaffold.py's job, in a copy
@@ -106,14 +173,20 @@ def test_tileport_command_runs(doc, command, tmp_path):
         pytest.importorskip("ray", reason="--ray needs the tileport[ray] extra")
     args = _ray_flag(shortened(shlex.split(command)[1:], tmp_path))  # as the `tileport` command reads its words
     result = CliRunner().invoke(app, args)
-    if "--target" in args and args[args.index("--target") + 1].startswith("ascend-") and triton_ascend_version() is None:
+    if (
+        "--target" in args
+        and args[args.index("--target") + 1].startswith("ascend-")
+        and triton_ascend_version() is None
+    ):
         # A2/A3 lowering needs triton-ascend (.ci/run's second environment runs it): here, the one clear error
         assert result.exit_code == 2 and "tileport[ascend]" in result.output, f"{doc}: `{command}`:\n{result.output}"
         return
     assert result.exit_code == 0, f"{doc}: `{command}` (run as {args}) failed:\n{result.output}"
 
 
-@pytest.mark.parametrize("doc,command", commands("bash ") + commands("python scripts/") + commands("python benchmarks/"))
+@pytest.mark.parametrize(
+    "doc,command", commands("bash ") + commands("python scripts/") + commands("python benchmarks/")
+)
 def test_scripts_named_in_the_docs_exist(doc, command):
     path = ROOT / shlex.split(command)[1]
     assert path.is_file(), f"{doc}: `{command}` names a missing file"

@@ -28,10 +28,25 @@ def test_the_skill_ships_its_quickstart_and_readme():
     "must",
     [
         *(f"## Phase {n}" for n in range(9)),  # the phase 0-8 workflow
-        "tileport doctor", "tileport scaffold", "tileport verify", "tileport bench", "tileport lower", "scripts/make_docs.py",
+        "tileport doctor",
+        "tileport scaffold",
+        "tileport verify",
+        "tileport bench",
+        "tileport lower",
+        "scripts/make_docs.py",
         "--inputs x:rows,gate:rows,weight:vector?",
-        "is_npu=True", "1-D grid", "threads 1 or 2", "T.alloc_ub", "T.tile.", "warp", "mask",  # the API map
-        "Newton-Raphson", "glibc >= 2.38", "Python.h", "bisheng", "CANN",  # the pitfalls
+        "is_npu=True",
+        "1-D grid",
+        "threads 1 or 2",
+        "T.alloc_ub",
+        "T.tile.",
+        "warp",
+        "mask",  # the API map
+        "Newton-Raphson",
+        "glibc >= 2.38",
+        "Python.h",
+        "bisheng",
+        "CANN",  # the pitfalls
     ],
 )
 def test_skill_covers(must):
@@ -39,7 +54,17 @@ def test_skill_covers(must):
 
 
 # What each phase is about, one word both texts use in its heading.
-PHASES = ["environment", "semantics", "scaffold", "torch reference", "per target", "approximate", "precision", "against eager", "evidence"]
+PHASES = [
+    "environment",
+    "semantics",
+    "scaffold",
+    "torch reference",
+    "per target",
+    "approximate",
+    "precision",
+    "against eager",
+    "evidence",
+]
 
 
 def test_the_skill_and_the_migration_guide_number_the_same_phases():
