@@ -3,9 +3,9 @@ approximate, casting), serving every shape; the rows, the walk and the eager rou
 (``swiglu.py``).
 
 "tanh": gelu(v) = v * s with s = sigmoid(2u), u = sqrt(2/pi) * (v + 0.044715 v^3) (the same as v / 2 * (1 +
-tanh u), without its cancellation for negative v; for v >= 0 as v - v * (1 - s), ``tp_gelu_tanh``), gelu'(v) = s + 2 v s
-(1 - s) u', 1 - s = sigmoid(-2u) from
-its own packed exp. "none": Phi(v) = erfc(-v / sqrt 2) / 2 and gelu'(v) = Phi(v) + v phi(v) per lane in fp64
+tanh u), without its cancellation for negative v; for v >= 0 as v - v * (1 - s), ``tp_gelu_tanh``), gelu'(v) = s +
+v s (1 - s) (2u)' with s and 1 - s quotients of the gelu's own exp(-|2u|) (``tp_gelu_tanh_grad``: one exp per
+element in the backward). "none": Phi(v) = erfc(-v / sqrt 2) / 2 and gelu'(v) = Phi(v) + v phi(v) per lane in fp64
 (libm's erfc and exp, ``PRELUDE``: the erfc form does not cancel, and fp64 keeps the exp's argument -v^2 / 2
 exact enough), rounded to fp32; gelu = v * Phi(v) in fp32.
 """
@@ -15,8 +15,8 @@ exact enough), rounded to fp32; gelu = v * Phi(v) in fp32.
 import tilelang.cpu.language as T
 import torch
 
-from .rowwise import VEC, Io, M, rounded, row_map, splat
-from .swiglu import run_backward, run_forward, sigmoid
+from .rowwise import VEC, Io, M, rounded, row_map
+from .swiglu import run_backward, run_forward
 
 PRELUDE = r"""
 #include <math.h>
@@ -40,14 +40,9 @@ extern "C" inline tp_v16 tp_gelu_grad(tp_v16 x) {
   __builtin_memcpy(&r, out, sizeof out);
   return r;
 }
-// "tanh": 2u = 2 sqrt(2/pi) (v + 0.044715 v^3) and (2u)' = 2 sqrt(2/pi) (1 + 3 * 0.044715 v^2) of each lane in fp32,
-// the constants to every bit here: TVM's C codegen prints a float literal to 7 digits (2 sqrt(2/pi) as
+// "tanh": 2u = 2 sqrt(2/pi) (v + 0.044715 v^3) and (2u)' = 2 sqrt(2/pi) (1 + 3 * 0.044715 v^2) in fp32 are written
+// here, the constants to every bit: TVM's C codegen prints a float literal to 7 digits (2 sqrt(2/pi) as
 // 1.595769e+00f, 7.6e-8 off), an error exp(-2u) amplifies by |2u| (L0 found gelu tanh 1.5x torch's fp32 error).
-extern "C" inline tp_v16 tp_gelu_twice_u(tp_v16 v) {
-  tp_v16 r;
-  for (int i = 0; i < TP_PARTS; ++i) r.v[i] = 1.5957691216057307117f * (v.v[i] + 0.044715f * v.v[i] * v.v[i] * v.v[i]);
-  return r;
-}
 // "tanh": gelu = v sigmoid(2u) as t = v e / (1 + e), e = exp(-|2u|), for v <= 0 and v - t for v > 0: the small
 // term carries exp's error, so a positive gate's gelu is within about half an ulp (v * sigmoid(2u), rounded twice,
 // had 1.2x the error of torch's 0.5 v (1 + tanh u) there). v = +inf gives inf and -inf nan, as v sigmoid(2u).
@@ -62,17 +57,25 @@ extern "C" inline tp_v16 tp_gelu_tanh(tp_v16 v) {
   }
   return r;
 }
-extern "C" inline tp_v16 tp_gelu_twice_du(tp_v16 v) {
+// "tanh": gelu'(v) = s + v s (1 - s) (2u)' with e = exp(-|2u|) the gelu's own (one expression: the compiler takes
+// it once per element for both), r = 1 / (1 + e), q = e / (1 + e): s = r or q by 2u's sign and s (1 - s) = r q,
+// neither cancelling (sigmoid(2u) for s and sigmoid(+-2u) for s (1 - s), each from its own exp, took four exps).
+// The second term is exactly 0 in fp32 for |v| >= 20 (r q < e^-600): v clamped there in it, or at |v| ~ 1e19 a
+// q = 0 times (2u)' = inf gives nan; a nan v stays nan (the comparisons fail).
+extern "C" inline tp_v16 tp_gelu_tanh_grad(tp_v16 v) {
   tp_v16 r;
-  for (int i = 0; i < TP_PARTS; ++i) r.v[i] = 1.5957691216057307117f * (1.0f + 0.134145f * v.v[i] * v.v[i]);
+  for (int i = 0; i < TP_PARTS; ++i) {
+    tp_nf x = v.v[i];
+    tp_nf w = 1.5957691216057307117f * (x + 0.044715f * x * x * x);
+    tp_nf e = tp_exp_n(w < 0 ? w : -w);
+    tp_nf p = 1.0f / (1.0f + e), q = e / (1.0f + e);
+    tp_nf s = w < 0 ? q : p;
+    tp_nf c = x < -20.0f ? -20.0f : (x > 20.0f ? 20.0f : x);
+    r.v[i] = s + c * (p * q) * (1.5957691216057307117f * (1.0f + 0.134145f * c * c));
+  }
   return r;
 }
 """
-
-
-def _twice_u(v):
-    """2u = 2 sqrt(2/pi) (v + 0.044715 v^3) of 16 lanes (in C: its constant to every bit, ``PRELUDE``)."""
-    return T.call_extern(VEC, "tp_gelu_twice_u", v)
 
 
 def gelu(approximate: str):
@@ -87,17 +90,7 @@ def gelu_grad(approximate: str):
     if approximate == "none":
         return lambda v: T.call_extern(VEC, "tp_gelu_grad", v)
 
-    def grad(v):
-        # the second term v s (1 - s) (2u)' is exactly 0 in fp32 for |v| >= 20 (s (1 - s) < e^-600): v clamped
-        # there, or at |v| ~ 1e19 (1 - s) = 0 times (2u)' = inf gives nan
-        zero, lim = splat(T.float32(0.0)), splat(T.float32(-20.0))
-        w = T.call_extern(VEC, "tp_max", zero - T.call_extern(VEC, "tp_max", zero - v, lim), lim)  # v in [-20, 20]
-        w2 = _twice_u(w)
-        s, t = sigmoid(_twice_u(v)), sigmoid(w2) * sigmoid(splat(T.float32(0.0)) - w2)
-        du2 = T.call_extern(VEC, "tp_gelu_twice_du", w)
-        return s + w * t * du2
-
-    return grad
+    return lambda v: T.call_extern(VEC, "tp_gelu_tanh_grad", v)
 
 
 def build_forward(dtype: torch.dtype, approximate: str, casting: str):

@@ -15,7 +15,7 @@ import tilelang.cpu.language as T
 import torch
 
 from ... import outputs
-from .rowwise import VEC, Io, M, rounded, row_map, splat
+from .rowwise import VEC, Io, M, rounded, row_map
 from .runtime import CACHE, check_shape, threads_for
 
 PRELUDE = r"""
@@ -39,15 +39,6 @@ extern "C" inline tp_v16 tp_silu_grad(tp_v16 v) {
   return r;
 }
 """
-
-
-def one():
-    return splat(T.float32(1.0))
-
-
-def sigmoid(v):
-    """1 / (1 + exp(-v)) of 16 lanes (0 at v = -inf, 1 at +inf: no nan)."""
-    return one() / (one() + T.call_extern(VEC, "tp_exp", splat(T.float32(0.0)) - v))
 
 
 def silu(v):
