@@ -3,9 +3,9 @@ casting), serving every shape.
 
 The gated activations are elementwise: gate and up (stride 1 in their last dimension) are viewed as (M, F) rows
 (``rows_of``: a copy only where no such view exists; 0-d as (1, 1)) and walked 16 lanes at a time by ``row_map``,
-math in fp32. The forward's silu(v) = v / (1 + exp(-v)) (torch's vectorized form); the backward takes silu and
-silu'(v) = s * (1 + v * (1 - s)) from one packed exp(-|v|) per element, in forms with no cancellation but the one
-at silu''s zero, kept to the exp's error there (``PRELUDE``). ``casting="eager"`` rounds the activation to the
+math in fp32. silu(v) = v / (1 + exp(-v)) (torch's vectorized form); the backward takes silu and silu'(v) =
+s * (1 + v * (1 - s)) from one packed exp per element, in forms whose only cancellation, at silu''s zero, is kept to
+the exp's error (``PRELUDE``). ``casting="eager"`` rounds the activation to the
 storage dtype before the product (and dup's factor), as transformers' eager ``act_fn(gate) * up`` does.
 """
 
@@ -25,25 +25,21 @@ extern "C" inline tp_v16 tp_silu(tp_v16 v) {
   for (int i = 0; i < TP_PARTS; ++i) r.v[i] = v.v[i] / (1.0f + tp_exp_n(0.0f - v.v[i]));
   return r;
 }
-// The backward's silu and silu' from one e = exp(-|v|) <= 1 (the compiler takes it once per element for both),
-// d = 1 + e: silu = v / d for v >= 0 and v e / d below (exact to the last bf16 subnormal, where the forward's
-// exp(-v) overflows below v = -88.7 and gives -0, as torch's). silu'(v) = s (1 + v (1 - s)) over d^2 with
-// t = e / d: (1 + v t) / d for v >= 0 and t (1 + v + e) / d below. At silu''s zero (v = -1.28) 1 + v is exact and
-// only e's error is left in the cancelling sum: half torch's mean relative error there, where 1 - s as a quotient
-// of its own had 1.5-1.9x torch's (at L0, 9 fp32 dgate checks failed, MERE up to 3.7x the benchmark's).
-extern "C" inline tp_v16 tp_silu_b(tp_v16 v) {
-  tp_v16 r;
-  for (int i = 0; i < TP_PARTS; ++i) {
-    tp_nf x = v.v[i], e = tp_exp_n(x < 0 ? x : 0.0f - x);
-    r.v[i] = (x < 0 ? x * e : x) / (1.0f + e);
-  }
-  return r;
-}
+// silu'(v) = s (1 + v (1 - s)), s = 1 / d, d = 1 + E, E = exp(-v): the forward's E and d (the compiler takes the
+// exp once per element for both, dup's silu being the forward's). 1 - s is t = E / d (no cancellation for large v)
+// from v = -1 up; below v = -2 it is 1 - s, or 1 where s < 2^-24 (as 1 / (1 + exp(v)) rounds: the correctly
+// rounded 1 - s left a larger error there, where s carries 1 + E's rounding, 1.02x torch's at v = -17). Between,
+// at silu''s zero (v = -1.28), 1 + v (1 - s) cancels: written s + t (1 + v), with 1 + v exact and the fma's
+// product too, only E's error is left in the sum (half torch's mean relative error there; 1 - s as a quotient
+// of its own exp had 1.5x torch's). Where E overflows (v < -88.7) s is 0 and so is silu' (nan at v = -inf, as
+// torch's).
 extern "C" inline tp_v16 tp_silu_grad(tp_v16 v) {
   tp_v16 r;
   for (int i = 0; i < TP_PARTS; ++i) {
-    tp_nf x = v.v[i], e = tp_exp_n(x < 0 ? x : 0.0f - x), d = 1.0f + e, t = e / d;
-    r.v[i] = (x < 0 ? t * ((1.0f + x) + e) : 1.0f + x * t) / d;
+    tp_nf x = v.v[i], e = tp_exp_n(0.0f - x), d = 1.0f + e, s = 1.0f / d, t = e / d;
+    tp_nf q = x < -2.0f ? (s < 0x1p-24f ? 1.0f : 1.0f - s) : t;
+    tp_nf near = (x < -1.0f) & (x >= -2.0f) ? s + t * (1.0f + x) : 1.0f + x * q;
+    r.v[i] = e == __builtin_inff() ? 0.0f * (1.0f + x) : s * near;
   }
   return r;
 }
@@ -52,11 +48,6 @@ extern "C" inline tp_v16 tp_silu_grad(tp_v16 v) {
 
 def silu(v):
     return T.call_extern(VEC, "tp_silu", v)
-
-
-def silu_b(v):
-    """The backward's silu: silu_grad's exp, shared."""
-    return T.call_extern(VEC, "tp_silu_b", v)
 
 
 def silu_grad(v):
@@ -76,7 +67,7 @@ def build_forward(dtype: torch.dtype, casting: str, act=silu):
     return gated_fwd
 
 
-def build_backward(dtype: torch.dtype, casting: str, act=silu_b, act_grad=silu_grad):
+def build_backward(dtype: torch.dtype, casting: str, act=silu, act_grad=silu_grad):
     """dgate = dy * up * act'(gate), dup = dy * act(gate) (eager: act rounded) for (M, F) rows of ``dtype``."""
     X = Io(dtype, subnormals=True)  # bf16 subnormals kept: eager 16-bit bit for bit with torch
     a = (lambda g: rounded(X, act(g))) if casting == "eager" else act
