@@ -14,6 +14,19 @@ CASTING = s.Attr(
 )
 
 
+# Measured causes of swiglu's own misses (docs/ops/swiglu.md): its backward's per-element work.
+_BACKWARD_CAUSE = (
+    "the backward divides three times per element (silu, s, and 1 - s as E / (1 + E), which does not cancel at "
+    "large gates as torch.compile's 1 - s does) and selects per lane the form that keeps silu' accurate at its "
+    "zero: 71 instructions per 16 bf16 lanes in its loop (50 fp32), where torch.compile's generated loop divides twice"
+)
+_CAUSES = {
+    "fwdbwd vs torch.compile": _BACKWARD_CAUSE,
+    "fwdbwd vs eager autograd": f"{_BACKWARD_CAUSE}; in cache at 2 threads the split of a call this small costs "
+    "about as much as its work",
+}
+
+
 def composite(gate, up, casting="fp32"):
     """What users write today: transformers' eager ``act_fn(gate_proj(x)) * up_proj(x)`` (eager), or the same
     math in fp32 rounded once."""
@@ -53,7 +66,7 @@ SPEC = s.OpSpec(
     dtypes=s.FLOATS,
     workloads=_shared.WORKLOADS,
     sweep=_shared.SWEEP,
-    bar=_shared.BAR,
+    bar=s.with_causes(_shared.BAR, _CAUSES),
     kernel_out=True,  # swiglu_fwd(out=...): bench's kernel-only provider
     originals=(  # Liger rounds silu(a) to b's dtype before the product; fla's math is fp32, rounded once
         s.Original("liger", "liger_kernel.ops.swiglu", "LigerSiLUMulFunction.apply", _rounding("Liger", "eager")),
