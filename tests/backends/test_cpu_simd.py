@@ -232,3 +232,83 @@ def test_gated_backward_takes_one_exp_per_element(name, build, dtype, casting):
     launcher = runtime.compile_kernel(build(dtype, casting))
     (loop,) = [lp for lp in disasm.kernel_loops(launcher.lib._name, name) if lp.fp_arith()][:1]
     assert [m for m, _ in loop.instructions].count("vscalefps") == 1, loop.instructions
+
+
+_BF16_HARNESS = r"""
+#include <cstdio>
+#include <vector>
+template <typename T, int N> struct vec_type;
+#include "threads.h"
+#include "simd.h"
+int main(int argc, char** argv) {  // fp32 bit patterns in, tp_store_bf16s's bf16 bits out, 16 at a time
+  FILE* in = fopen(argv[1], "rb");
+  std::vector<uint32_t> x(16);
+  std::vector<uint16_t> y(16);
+  FILE* out = fopen(argv[2], "wb");
+  while (fread(x.data(), 4, 16, in) == 16) {
+    tp_store_bf16s((tp_v16*)x.data(), y.data());
+    fwrite(y.data(), 2, 16, out);
+  }
+  fclose(out);
+}
+"""
+
+
+def test_bf16_store_with_subnormals_is_torchs_rounding_for_every_class_of_value(tmp_path):
+    """tp_store_bf16s (the gated kernels' bf16 store) against torch's fp32 -> bf16 rounding, bit for bit: normal
+    values (vectors that take vcvtneps2bf16 where AVX512-BF16 is built), and vectors holding subnormals, nans of
+    any payload, infinities, ties and values that round to inf (the integer rounding)."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    normal = np.asarray(rng.standard_normal(1 << 16) * 10.0 ** rng.uniform(-30, 30, 1 << 16), np.float32).view(
+        np.uint32
+    )
+    bits = rng.integers(0, 1 << 32, 1 << 16, dtype=np.uint64).astype(np.uint32)  # every class, in mixed vectors
+    special = np.array(
+        [
+            0,
+            0x80000000,
+            0x7F800000,
+            0xFF800000,
+            0x7FC00000,
+            0xFFC00001,
+            0x7F800001,
+            0x7FBFFFFF,
+            1,
+            0x807FFFFF,
+            0x007F8000,
+            0x00008000,
+            0x3F808000,
+            0x3F818000,
+            0x7F7FFFFF,
+            0xFF7F8000,
+            0x3F800000,
+            0x00800000,
+        ],
+        np.uint32,
+    )
+    special = np.resize(special, 32)  # two vectors of them
+    x = np.concatenate([normal, bits, special])
+    (tmp_path / "x.bin").write_bytes(x.tobytes())
+    src = tmp_path / "bf16.cpp"
+    src.write_text(_BF16_HARNESS)
+    header = Path(runtime.__file__).with_name("simd.h")
+    exe = tmp_path / "bf16"
+    cxx = os.environ.get("CXX", "g++")
+    subprocess.run(
+        [cxx, *settings.COMPILE_FLAGS, "-std=c++17", f"-I{header.parent}", str(src), "-o", str(exe)],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run([str(exe), str(tmp_path / "x.bin"), str(tmp_path / "y.bin")], check=True)
+    got = np.frombuffer((tmp_path / "y.bin").read_bytes(), np.uint16)
+    f = torch.from_numpy(x.view(np.float32).copy())
+    want = f.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16).copy()
+    want[f.isnan().numpy()] = 0x7FC0  # torch's scalar rounding's nan (its vectorized one writes 0xFFFF): simd.h's
+    differ = np.flatnonzero(got != want)
+    assert differ.size == 0, [(hex(x[i]), hex(got[i]), hex(want[i])) for i in differ[:8]]

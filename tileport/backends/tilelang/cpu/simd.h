@@ -193,6 +193,16 @@ extern "C" inline void* tp_store_bf16(tp_v16* src, uint16_t* dst) {
 // ops; loads are bf16's. For kernels whose 16-bit results are claimed bit for bit with torch's.
 extern "C" inline void* tp_load_bf16s(uint16_t* src, tp_v16* dst) { return tp_load_bf16(src, dst); }
 extern "C" inline void* tp_store_bf16s(tp_v16* src, uint16_t* dst) {
+#if defined(__AVX512BF16__) && defined(TP_AVX512BW) && defined(__AVX512DQ__)
+  // vcvtneps2bf16 rounds to nearest even as the integer ops below do, but flushes subnormal inputs to zero and
+  // keeps a nan's payload: 16 lanes with neither (fpclass: quiet nan 0x01, subnormal 0x20, signalling nan 0x80)
+  // take that one instruction, the rare others the integer rounding (gated bf16 kernels: 9 instructions fewer).
+  __m512 f = _mm512_loadu_ps((const float*)src);
+  if (__builtin_expect(_mm512_fpclass_ps_mask(f, 0xA1) == 0, 1)) {
+    _mm256_storeu_si256((__m256i*)dst, (__m256i)_mm512_cvtneps_pbh(f));
+    return 0;
+  }
+#endif
   uint32_t out[16];
 #pragma GCC unroll 4
   for (int k = 0; k < TP_PARTS; ++k) {
