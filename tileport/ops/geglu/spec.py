@@ -82,8 +82,8 @@ BAR = (
 # geglu's own: the tanh gelu's work per element, which keeps fp32 below the copy on some CPUs too
 _TANH_CAUSE = (
     "fp32 too on some CPUs: the tanh gelu takes 41 instructions per 16 fp32 lanes (its cubic, the exp, a division, "
-    "the sign's select; swiglu's silu 29), 0.70-0.74 of the copy at 1 thread on an AMD EPYC (Zen 4), 0.90-1.05 on "
-    "an Intel Xeon"
+    "the sign's select; swiglu's silu 29), 0.46-0.78 of the copy at 1 thread on an AMD EPYC (Zen 4) across three "
+    "runs, 0.90-1.05 on an Intel Xeon"
 )
 _CAUSES = {"fwd in cache: kernel-only share of copy": _TANH_CAUSE, "fwd large: kernel-only share of copy": _TANH_CAUSE}
 
