@@ -37,6 +37,13 @@ def commands(prefix: str) -> list[tuple[str, str]]:
 
 
 # Shortened workloads: the same command and options, on a small slice so the suite stays fast.
+def _quick_run(folder: Path) -> str:
+    """A finished quick verify run (of torch's silu) in ``folder``, for the commands that read one."""
+    args = ["verify", "--api", "torch.nn.functional.silu", "--level", "quick", "--dtype", "fp32", "--out", str(folder)]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    return str(folder)
+
+
 def shortened(args: list[str], tmp: Path) -> list[str]:
     args = [a for a in args]
     for opt in ("--out", "--csv"):
@@ -45,41 +52,10 @@ def shortened(args: list[str], tmp: Path) -> list[str]:
             del args[i : i + 2]
     name = args[0]
     if name == "compare":  # two runs to compare: quick runs of the same cases, made here
-        runs = []
-        for run in args[1:3]:
-            runs.append(str(tmp / run))
-            assert (
-                CliRunner()
-                .invoke(
-                    app,
-                    [
-                        "verify",
-                        "--api",
-                        "torch.nn.functional.silu",
-                        "--level",
-                        "quick",
-                        "--dtype",
-                        "fp32",
-                        "--out",
-                        runs[-1],
-                    ],
-                )
-                .exit_code
-                == 0
-            )
+        runs = [_quick_run(tmp / run) for run in args[1:3]]
         return ["compare", *runs, "--out", str(tmp / "c")]
     if name == "report":  # a finished run to render again: a quick run made here
-        run = str(tmp / args[1])
-        assert (
-            CliRunner()
-            .invoke(
-                app,
-                ["verify", "--api", "torch.nn.functional.silu", "--level", "quick", "--dtype", "fp32", "--out", run],
-            )
-            .exit_code
-            == 0
-        )
-        return ["report", run, "--out", str(tmp / "r")]
+        return ["report", _quick_run(tmp / args[1]), "--out", str(tmp / "r")]
     if "--benchmark-run" in args:  # the benchmark run comes from another machine: tests/verify/test_competitor.py
         i = args.index("--benchmark-run")
         del args[i : i + 2]
@@ -98,52 +74,12 @@ def shortened(args: list[str], tmp: Path) -> list[str]:
     if name == "bench":
         op = args[1]
         keep = [a for a in args if a in ("bench", op, "--plot")]
+        quick = "--shape 33x100 --dtype fp32 --threads 1 --mode fwd --no-compile --budget 0.02".split()
+        into = ["--csv", str(tmp / "b.csv"), "--out", str(tmp / "b")]
         if "--plot" in keep:  # needs rows first
-            assert (
-                CliRunner()
-                .invoke(
-                    app,
-                    [
-                        "bench",
-                        op,
-                        "--shape",
-                        "33x100",
-                        "--dtype",
-                        "fp32",
-                        "--threads",
-                        "1",
-                        "--mode",
-                        "fwd",
-                        "--no-compile",
-                        "--budget",
-                        "0.02",
-                        "--csv",
-                        str(tmp / "b.csv"),
-                        "--out",
-                        str(tmp / "b"),
-                    ],
-                )
-                .exit_code
-                == 0
-            )
-            return keep + ["--csv", str(tmp / "b.csv"), "--out", str(tmp / "b")]
-        return keep + [
-            "--shape",
-            "33x100",
-            "--dtype",
-            "fp32",
-            "--threads",
-            "1",
-            "--mode",
-            "fwd",
-            "--no-compile",
-            "--budget",
-            "0.02",
-            "--csv",
-            str(tmp / "b.csv"),
-            "--out",
-            str(tmp / "b"),
-        ]
+            assert CliRunner().invoke(app, ["bench", op, *quick, *into]).exit_code == 0
+            return keep + into
+        return keep + quick + into
     if name == "cases":
         return args + ["--out", str(tmp / "cases.json")]
     if name == "scaffold":  # writing into the checkout is tests/scaffold/test_scaffold.py's job, in a copy
