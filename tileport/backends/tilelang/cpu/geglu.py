@@ -43,23 +43,27 @@ extern "C" inline tp_v16 tp_gelu_grad(tp_v16 x) {
 // "tanh": 2u = 2 sqrt(2/pi) (v + 0.044715 v^3) and (2u)' = 2 sqrt(2/pi) (1 + 3 * 0.044715 v^2) in fp32 are written
 // here, the constants to every bit: TVM's C codegen prints a float literal to 7 digits (2 sqrt(2/pi) as
 // 1.595769e+00f, 7.6e-8 off), an error exp(-2u) amplifies by |2u| (L0 found gelu tanh 1.5x torch's fp32 error).
+// "tanh": e = exp(-|2u|) of a lane and 2u in w: the gelu's and its derivative's, one expression (the compiler takes
+// the exp once per element for both in the backward).
+static inline tp_nf tp_gelu_e(tp_nf x, tp_nf* w) {
+  *w = 1.5957691216057307117f * (x + 0.044715f * x * x * x);
+  return tp_exp_n(*w < 0 ? *w : -*w);
+}
 // "tanh": gelu = v sigmoid(2u) as t = v e / (1 + e), e = exp(-|2u|), for v <= 0 and v - t for v > 0: the small
 // term carries exp's error, so a positive gate's gelu is within about half an ulp (v * sigmoid(2u), rounded twice,
 // had 1.2x the error of torch's 0.5 v (1 + tanh u) there). v = +inf gives inf and -inf nan, as v sigmoid(2u).
 extern "C" inline tp_v16 tp_gelu_tanh(tp_v16 v) {
   tp_v16 r;
   for (int i = 0; i < TP_PARTS; ++i) {
-    tp_nf x = v.v[i];
-    tp_nf w = 1.5957691216057307117f * (x + 0.044715f * x * x * x);
-    tp_nf e = tp_exp_n(w < 0 ? w : -w);
+    tp_nf x = v.v[i], w, e = tp_gelu_e(x, &w);
     tp_nf t = x * (e / (1.0f + e));
     r.v[i] = x <= 0 ? t : (e > 0 ? x - t : x);  // <=: -0 keeps its sign
   }
   return r;
 }
-// "tanh": gelu'(v) = s + v s (1 - s) (2u)' with e = exp(-|2u|) the gelu's own (one expression: the compiler takes
-// it once per element for both), p = 1 / (1 + e), q = e / (1 + e): s = p or q by 2u's sign and s (1 - s) = p q,
-// neither cancelling (sigmoid(2u) for s and sigmoid(+-2u) for s (1 - s), each from its own exp, took four exps).
+// "tanh": gelu'(v) = s + v s (1 - s) (2u)' with e = exp(-|2u|) the gelu's own (tp_gelu_e), p = 1 / (1 + e) and
+// q = e / (1 + e): s = p or q by 2u's sign and s (1 - s) = p q, neither cancelling (sigmoid(2u) for s and
+// sigmoid(+-2u) for s (1 - s), each from its own exp, took four exps).
 // p and q share 1 + e's rounding, which p q doubles: it is taken out (k, the exact remainder 1 + e - d, over d),
 // or dgate's RMSE was 1.01-1.02x the benchmark's (L0 retests of U[-5, 5] cases; now 0.90x).
 // The second term is exactly 0 in fp32 for |v| >= 20 (p q < e^-600): v clamped there in it, or at |v| ~ 1e19 a
@@ -67,9 +71,7 @@ extern "C" inline tp_v16 tp_gelu_tanh(tp_v16 v) {
 extern "C" inline tp_v16 tp_gelu_tanh_grad(tp_v16 v) {
   tp_v16 r;
   for (int i = 0; i < TP_PARTS; ++i) {
-    tp_nf x = v.v[i];
-    tp_nf w = 1.5957691216057307117f * (x + 0.044715f * x * x * x);
-    tp_nf e = tp_exp_n(w < 0 ? w : -w);
+    tp_nf x = v.v[i], w, e = tp_gelu_e(x, &w);
     tp_nf d = 1.0f + e, k = (e - (d - 1.0f)) / d;  // k: 1 + e - d (exact, e <= 1) over d
     tp_nf p = 1.0f / d, q = e / d;
     p = p - p * k, q = q - q * k;

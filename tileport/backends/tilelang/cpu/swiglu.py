@@ -4,9 +4,9 @@ casting), serving every shape.
 The gated activations are elementwise: gate and up (stride 1 in their last dimension) are viewed as (M, F) rows
 (``rows_of``: a copy only where no such view exists; 0-d as (1, 1)) and walked 16 lanes at a time by ``row_map``,
 math in fp32. silu(v) = v / (1 + exp(-v)) (torch's vectorized form); the backward takes silu and silu'(v) =
-s * (1 + v * (1 - s)) from one packed exp per element, in forms whose only cancellation, at silu''s zero, is kept to
-the exp's error (``PRELUDE``). ``casting="eager"`` rounds the activation to the
-storage dtype before the product (and dup's factor), as transformers' eager ``act_fn(gate) * up`` does.
+s * (1 + v * (1 - s)) from one packed exp per element, in forms whose only cancellation, at the zero of silu', is
+kept to the exp's error (``PRELUDE``). ``casting="eager"`` rounds the activation to the storage dtype before the
+product (and dup's factor), as transformers' eager ``act_fn(gate) * up`` does.
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
@@ -29,7 +29,7 @@ extern "C" inline tp_v16 tp_silu(tp_v16 v) {
 // exp once per element for both, dup's silu being the forward's). 1 - s is t = E / d (no cancellation for large v)
 // from v = -1 up; below v = -2 it is 1 - s, or 1 where s < 2^-24 (as 1 / (1 + exp(v)) rounds: the correctly
 // rounded 1 - s left a larger error there, where s carries 1 + E's rounding, 1.02x torch's at v = -17). Between,
-// at silu''s zero (v = -1.28), 1 + v (1 - s) cancels: written s + t (1 + v), with 1 + v exact and the fma's
+// at the zero of silu' (v = -1.28), 1 + v (1 - s) cancels: written s + t (1 + v), with 1 + v exact and the fma's
 // product too, only E's error is left in the sum (half torch's mean relative error there; 1 - s as a quotient
 // of its own exp had 1.5x torch's). Where E overflows (v < -88.7) s is 0 and so is silu' (nan at v = -inf, as
 // torch's).
