@@ -645,7 +645,7 @@ def test_{t}_outside_its_range():
 
 
 def test_bad_{a.name}():
-    with pytest.raises({exc}, match="{match}"):
+    with pytest.raises({exc}, match=r"{match}"):
         OPS.{name}(**_inputs(), {a.name}={bad})''')
     empty = _empty(sig, sizing)
     if empty is not None:
