@@ -98,7 +98,7 @@ def _bar_summary(rows: list[dict], spec) -> list[str]:
 def _key_figures(rows: list[dict], spec) -> list[str]:
     """fwd (public and kernel-only) and fwdbwd at the run's fewest threads on the key shapes (the row-wise sets and
     the shapes the operator's bar names): min us per provider, under its heading; nothing where no group is one."""
-    shapes = KEY_SHAPES + tuple(s for c in spec.bar for s in c.shapes if s not in KEY_SHAPES)
+    shapes = tuple(dict.fromkeys(KEY_SHAPES + tuple(s for c in spec.bar for s in c.shapes)))  # in order, once
     fewest = min(r["threads"] for r in rows)
     mins = pivot(rows, "min_us")
     cols = ("tilelang", "tilelang:kernel", "torch-eager", "torch-compile", "copy")
