@@ -14,12 +14,15 @@ from tileport.verify.accuracy import merge
 from tileport.verify.pool import run_task
 
 
-def test_outputs_are_nan_only_inside_poisoned():
-    assert not torch.isnan(outputs.empty((64,), torch.float32)).all()  # torch.empty may hold anything, rarely all nan
+def test_outputs_are_nan_only_inside_poisoned(monkeypatch):
+    # memory known to be 0, so what is nan was written: freed memory may hold a poisoned block's nans (a .ci/run
+    # once got the context's fp16 block back, all nan, for the last allocation)
+    monkeypatch.setattr(outputs.torch, "empty", torch.zeros)
+    assert not torch.isnan(outputs.empty((64,), torch.float32)).any()
     with outputs.poisoned():
         assert torch.isnan(outputs.empty((64,), torch.float16)).all()
         assert outputs.empty((3,), torch.int32).dtype == torch.int32  # integers are left alone
-    assert not torch.isnan(outputs.empty((64,), torch.float32)).all()
+    assert not torch.isnan(outputs.empty((64,), torch.float32)).any()
 
 
 def test_kernels_write_every_element_of_their_outputs():
