@@ -364,9 +364,11 @@ class OpSpec:
     unit_stride: bool = False
     # An operator composed over another operator's kernels (``composes``: that operator's name), such as a loss
     # made of torch's matmul and a row kernel: no kernel module and no derived interface of its own. The backends
-    # serving ``composes`` serve it (``kernel_op``); ``public`` is its differentiable function (``function``:
-    # ``public(**inputs, backend=)``), and ``run`` must be given.
+    # serving ``composes`` serve it (``kernel_op``), and ``run`` must be given.
     composes: str = ""
+    # The differentiable function the generic layers call (``function``: ``public(**inputs, backend=)``, and
+    # ``forward`` without autograd) where it is not the derived one: a composed operator's, or a derived one's with
+    # what its case attributes ask done around it (q and k normalized before gated DeltaNet's chunks).
     public: Callable | None = None
 
     def __post_init__(self) -> None:
@@ -407,15 +409,13 @@ class OpSpec:
 
     @property
     def function(self) -> Callable:
-        return self._cached("_function", lambda: self.public if self.composes else self.api.function)
+        return self._cached("_function", lambda: self.public or self.api.function)
 
     @property
     def forward(self) -> Callable:
         """The forward outputs as a tuple, whatever their number (a composed operator's: its public function's,
         without autograd)."""
-        return self._cached(
-            "_forward", lambda: _no_grad_tuple(self.public) if self.composes else self.api.forward_tuple
-        )
+        return self._cached("_forward", lambda: _no_grad_tuple(self.public) if self.public else self.api.forward_tuple)
 
     @property
     def kernel_op(self) -> str:

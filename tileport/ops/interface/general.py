@@ -156,8 +156,12 @@ class Writer:
     ) -> str:
         """``fn``: dispatch, the empty-input rule, the kernel call."""
         p = form.tensors[0].name if form is self.g.forward else self.g.bwd_primary
-        dispatch = [t.name for t in form.tensors if t.dtype == "float" and t.like is None]
-        dtypes = "(" + _join(f"{n}.dtype" for n in dispatch) + ("," if len(dispatch) == 1 else "") + ")"
+        dispatch = [t for t in form.tensors if t.dtype == "float" and t.like is None]
+        required = [t.name for t in dispatch if not t.optional]
+        dtypes = "(" + _join(f"{n}.dtype" for n in required) + ("," if len(required) == 1 else "") + ")"
+        for t in dispatch:  # an optional tensor of a dtype of its own: served too, where it is given
+            if t.optional:
+                dtypes += f" + (() if {t.name} is None else ({t.name}.dtype,))"
         call = [*form.names, *attrs]
         out = form is self.g.forward and self.spec.kernel_out  # ``out=``: written into (eager, checked by the caller)
         src = f"def {fn}({_join([*call, 'backend', *(['out=None'] if out else [])])}):\n"

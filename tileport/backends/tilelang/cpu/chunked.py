@@ -1,0 +1,322 @@
+"""Gated delta rule's chunk algorithm on the CPU: chunks of 64 tokens, their matrix products in torch's matmul
+(oneDNN / MKL GEMMs, fp32), the chunk-to-chunk state recurrence one batched product pair per step.
+
+Per value head and chunk (positions r, s; gc the chunk's cumulative sum of g, gam its last):
+    A  = strictly-lower(beta_r k_r.k_s exp(gc_r - gc_s)),   Tinv = (I + A)^-1   (the WY representation)
+    W  = Tinv (beta exp(gc) k),   U = Tinv (beta v)
+    V' = U - W S,   O = scale (exp(gc) q S + lower(q k^T exp(gc_r - gc_s)) V')
+    S <- exp(gam) S + (exp(gam - gc) k)^T V'
+Every exponent is of a difference gc_r - gc_s <= 0 (r >= s) or of gc itself, so no decay overflows however negative g
+is. The backward differentiates these steps by hand (the reverse state recurrence dS, then every product batched),
+recomputing the forward's intermediates from the inputs rather than saving them.
+
+Chunks are laid out step-major: the sequences sorted by their chunk count (longest first), then for step j the j-th
+chunk of every sequence that has one, so that each step of the recurrence reads contiguous slices and the states of
+the sequences still running are the first rows of the state tensor. A sequence's tail chunk is padded with tokens of
+k = v = q = 0, beta = 0 and g = 0, which leave the state unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ... import sequences
+
+C = 64  # tokens per chunk (fla's chunk_size)
+F32 = torch.float32
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each token of a [B, T] batch (or of B = 1 packed sequences) sits among the chunks.
+
+    ``order``: the sequences, longest first; ``counts[j]``: how many sequences have a j-th chunk (they are the
+    first ``counts[j]`` of ``order``); ``starts[j]``: the first chunk of step j. ``slots``: the token index of each
+    of the NCH * C chunk positions (None: the batch is B sequences of T tokens, T a multiple of C, taken by a
+    permuting view), ``valid`` which of them hold a token."""
+
+    B: int
+    T: int
+    N: int
+    NCH: int
+    order: torch.Tensor | None
+    counts: tuple[int, ...]
+    starts: tuple[int, ...]
+    slots: torch.Tensor | None
+    valid: torch.Tensor | None
+
+    @property
+    def steps(self) -> int:
+        return len(self.counts)
+
+
+def layout(B: int, T: int, cu_seqlens: torch.Tensor | None, device, states=None) -> Layout:
+    """The chunk layout of B sequences of T tokens, or of the packed sequences ``cu_seqlens`` cuts (B = 1);
+    ``states`` ([N, ...]) checked against the sequences."""
+    lengths = sequences.lengths(B, T, cu_seqlens, states)
+    if cu_seqlens is None:
+        nc = -(-T // C)
+        counts, starts = (B,) * nc, tuple(j * B for j in range(nc))
+        if T % C == 0:
+            return Layout(B, T, B, B * nc, None, counts, starts, None, None)
+        firsts, order = [b * T for b in range(B)], None
+    else:
+        firsts = cu_seqlens[:-1].tolist()
+        order = sorted(range(len(lengths)), key=lambda n: -lengths[n])
+    N = len(lengths)
+    ranked = list(range(N)) if order is None else order
+    nchunks = [-(-lengths[n] // C) for n in ranked]
+    steps = max(nchunks, default=0)
+    counts = tuple(sum(c > j for c in nchunks) for j in range(steps))
+    starts = tuple(sum(counts[:j]) for j in range(steps))
+    seq, step = [], []
+    for j in range(steps):
+        seq += ranked[: counts[j]]
+        step += [j] * counts[j]
+    seq_t = torch.tensor(seq, dtype=torch.long, device=device)
+    first = torch.tensor(firsts, dtype=torch.long, device=device)[seq_t]
+    length = torch.tensor(lengths, dtype=torch.long, device=device)[seq_t]
+    within = torch.tensor(step, dtype=torch.long, device=device)[:, None] * C + torch.arange(C, device=device)
+    valid = within < length[:, None]
+    slots = torch.where(valid, first[:, None] + within, 0).reshape(-1)
+    order_t = None if order is None else torch.tensor(order, dtype=torch.long, device=device)
+    return Layout(B, T, N, len(seq), order_t, counts, starts, slots, valid.reshape(-1))
+
+
+def to_chunks(lay: Layout, x: torch.Tensor) -> torch.Tensor:
+    """x [B, T, H, D] (any strides, any float dtype) as fp32 chunks [NCH, H, C, D], padding zeroed."""
+    H, D = x.shape[2], x.shape[3]
+    if lay.slots is None:  # [B, nc * C, H, D] -> [nc, B, H, C, D]: one permuting copy
+        nc = lay.T // C
+        y = x.reshape(lay.B, nc, C, H, D).permute(1, 0, 3, 2, 4)
+        return x.new_empty((lay.NCH, H, C, D), dtype=F32).copy_(y.reshape(lay.NCH, H, C, D))
+    flat = x.reshape(lay.B * lay.T, H, D)
+    y = flat.index_select(0, lay.slots).to(F32)
+    y.masked_fill_(~lay.valid[:, None, None], 0.0)
+    return y.view(lay.NCH, C, H, D).transpose(1, 2).contiguous()
+
+
+def from_chunks(lay: Layout, y: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Chunks [NCH, H, C, D] back to tokens [B, T, H, D] in ``dtype`` (padding dropped)."""
+    H, D = y.shape[1], y.shape[3]
+    if lay.slots is None:
+        nc = lay.T // C
+        out = y.new_empty((lay.B, nc, C, H, D), dtype=dtype)
+        out.copy_(y.view(nc, lay.B, H, C, D).permute(1, 0, 3, 2, 4))
+        return out.view(lay.B, lay.T, H, D)
+    rows = y.transpose(1, 2).reshape(lay.NCH * C, H, D)
+    out = y.new_empty(lay.B * lay.T, H, D, dtype=dtype)
+    out.index_copy_(0, lay.slots[lay.valid], rows[lay.valid].to(dtype))
+    return out.view(lay.B, lay.T, H, D)
+
+
+def _masks(device):
+    lower = torch.ones(C, C, dtype=torch.bool, device=device).tril()
+    return lower, lower.tril(-1)
+
+
+@dataclass
+class Chunks:
+    """The forward's per-chunk quantities (fp32, [NCH, HV, ...]; q and k at their own H heads)."""
+
+    q: torch.Tensor  # [NCH, H, C, K]
+    k: torch.Tensor  # [NCH, H, C, K]
+    v: torch.Tensor  # [NCH, HV, C, V]
+    beta: torch.Tensor  # [NCH, HV, C]
+    gc: torch.Tensor  # [NCH, HV, C]: cumulative g within the chunk
+    decay: torch.Tensor  # [NCH, HV, C, C]: exp(gc_r - gc_s), r >= s; 0 above the diagonal
+    kk: torch.Tensor  # [NCH, H, C, C]
+    qk: torch.Tensor  # [NCH, H, C, C]
+    tinv: torch.Tensor  # [NCH, HV, C, C]: (I + A)^-1
+    w: torch.Tensor  # [NCH, HV, C, K]
+    u: torch.Tensor  # [NCH, HV, C, V]
+    kd: torch.Tensor  # [NCH, HV, C, K]: exp(gam - gc) k, what the chunk writes into the state
+
+    @property
+    def groups(self) -> int:
+        return self.v.shape[1] // self.k.shape[1]
+
+    def per_value_head(self, x: torch.Tensor) -> torch.Tensor:
+        """x [NCH, H, ...] seen per value head [NCH, H, R, ...] (a broadcasting view)."""
+        return x.unsqueeze(2)
+
+    def by_group(self, x: torch.Tensor) -> torch.Tensor:
+        """x [NCH, HV, ...] as [NCH, H, R, ...]."""
+        return x.view(x.shape[0], self.k.shape[1], self.groups, *x.shape[2:])
+
+
+def prepare(lay: Layout, q, k, v, g, beta) -> Chunks:
+    """The chunks of the inputs and the intra-chunk quantities: decays, kk^T, qk^T, the WY factors W and U."""
+    qc, kc, vc = to_chunks(lay, q), to_chunks(lay, k), to_chunks(lay, v)
+    gc = to_chunks(lay, g.unsqueeze(-1)).squeeze(-1).cumsum_(-1)
+    bc = to_chunks(lay, beta.unsqueeze(-1)).squeeze(-1)
+    NCH, H, HV = kc.shape[0], kc.shape[1], vc.shape[1]
+    R = HV // H
+    lower, strict = _masks(q.device)
+    decay = (gc[..., :, None] - gc[..., None, :]).masked_fill_(~lower, -torch.inf).exp_()
+    kk = kc @ kc.transpose(-1, -2)
+    qk = qc @ kc.transpose(-1, -2)
+    a = (kk.unsqueeze(2) * decay.view(NCH, H, R, C, C)).view(NCH, HV, C, C)
+    a.mul_(bc[..., :, None]).masked_fill_(~strict, 0.0)
+    a.diagonal(dim1=-2, dim2=-1).fill_(1.0)
+    eye = torch.eye(C, dtype=F32, device=q.device).expand_as(a)
+    tinv = torch.linalg.solve_triangular(a, eye, upper=False, unitriangular=True)
+    eg = gc.exp()
+    x = (bc * eg).view(NCH, H, R, C, 1) * kc.unsqueeze(2)
+    w = tinv @ x.view(NCH, HV, C, -1)
+    u = tinv @ (bc[..., None] * vc)
+    kd = (gc[..., -1:] - gc).exp_().view(NCH, H, R, C, 1) * kc.unsqueeze(2)
+    return Chunks(qc, kc, vc, bc, gc, decay, kk, qk, tinv, w, u, kd.view(NCH, HV, C, -1))
+
+
+def states(lay: Layout, ch: Chunks, h0: torch.Tensor | None, keep: bool):
+    """The chunk-to-chunk recurrence: (the state entering each chunk [NCH, HV, K, V] (``keep``), V' [NCH, HV, C,
+    V], the final states [N, HV, K, V] in sequence order), all fp32."""
+    HV, K, V = ch.v.shape[1], ch.k.shape[-1], ch.v.shape[-1]
+    if h0 is None:
+        S = ch.u.new_zeros(lay.N, HV, K, V)
+    else:
+        S = h0.to(F32, copy=True) if lay.order is None else h0.index_select(0, lay.order).to(F32)
+    hs = ch.u.new_empty(lay.NCH, HV, K, V) if keep else None
+    vn = torch.empty_like(ch.u)
+    gam = ch.gc[..., -1].exp()
+    for n, s0 in zip(lay.counts, lay.starts):
+        cut = slice(s0, s0 + n)
+        Sa = S[:n]
+        if keep:
+            hs[cut] = Sa
+        torch.baddbmm(
+            ch.u[cut].view(n * HV, C, V),
+            ch.w[cut].view(n * HV, C, K),
+            Sa.view(n * HV, K, V),
+            beta=1,
+            alpha=-1,
+            out=vn[cut].view(n * HV, C, V),
+        )
+        nxt = torch.baddbmm(
+            (Sa * gam[cut][..., None, None]).view(n * HV, K, V),
+            ch.kd[cut].view(n * HV, C, K).transpose(1, 2),
+            vn[cut].view(n * HV, C, V),
+        )
+        S[:n] = nxt.view(n, HV, K, V)
+    final = S if lay.order is None else torch.empty_like(S).index_copy_(0, lay.order, S)
+    return hs, vn, final
+
+
+def forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float):
+    """(o [B, T, HV, V] in q's dtype, the final states [N, HV, K, V] fp32, or None without initial_state)."""
+    B, T = q.shape[:2]
+    lay = layout(B, T, cu_seqlens, q.device, initial_state)
+    ch = prepare(lay, q, k, v, g, beta)
+    hs, vn, final = states(lay, ch, initial_state, keep=True)
+    NCH, H, HV = ch.k.shape[0], ch.k.shape[1], ch.v.shape[1]
+    R = HV // H
+    qe = (ch.gc.exp() * scale).view(NCH, H, R, C, 1) * ch.q.unsqueeze(2)
+    o = qe.view(NCH, HV, C, -1) @ hs
+    p = (ch.qk.unsqueeze(2) * ch.decay.view(NCH, H, R, C, C)).view(NCH, HV, C, C).mul_(scale)
+    o.view(-1, C, o.shape[-1]).baddbmm_(p.view(-1, C, C), vn.view(-1, C, vn.shape[-1]))
+    return from_chunks(lay, o, q.dtype), (final if initial_state is not None else None)
+
+
+def _by_group(x: torch.Tensor, H: int) -> torch.Tensor:
+    """x [NCH, HV, ...] summed over each key head's group of value heads: [NCH, H, ...]."""
+    NCH, HV = x.shape[:2]
+    return x if HV == H else x.view(NCH, H, HV // H, *x.shape[2:]).sum(2)
+
+
+def _per_value_head(x: torch.Tensor, HV: int) -> torch.Tensor:
+    """x [NCH, H, ...] repeated for each value head of its group: [NCH, HV, ...] (a copy only where HV > H)."""
+    NCH, H = x.shape[:2]
+    return x if HV == H else x.unsqueeze(2).expand(NCH, H, HV // H, *x.shape[2:]).reshape(NCH, HV, *x.shape[2:])
+
+
+def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal, scale: float):
+    """(dq, dk, dv, dg, dbeta, dinitial_state or None), each in its input's dtype: the forward's steps differentiated
+    in reverse, its intermediates recomputed."""
+    B, T = q.shape[:2]
+    lay = layout(B, T, cu_seqlens, q.device, initial_state)
+    ch = prepare(lay, q, k, v, g, beta)
+    hs, vn, _ = states(lay, ch, initial_state, keep=True)
+    H, HV = ch.k.shape[1], ch.v.shape[1]
+    K, V = ch.k.shape[-1], ch.v.shape[-1]
+    doc = to_chunks(lay, do)
+    eg, gam = ch.gc.exp(), ch.gc[..., -1]
+    egam = gam.exp()
+    qv, kv, kkv, qkv = (_per_value_head(x, HV) for x in (ch.q, ch.k, ch.kk, ch.qk))
+    p = qkv * ch.decay * scale
+    dvl = p.transpose(-1, -2) @ doc
+    qe = qv * (eg * scale)[..., None]
+    z = qe.transpose(-1, -2) @ doc
+    # the reverse state recurrence: dS, the gradient of the state leaving each chunk
+    if dfinal is None:
+        dS = doc.new_zeros(lay.N, HV, K, V)
+    else:
+        dS = dfinal.to(F32, copy=True) if lay.order is None else dfinal.index_select(0, lay.order).to(F32)
+    dsn, dvn = torch.empty_like(hs), torch.empty_like(vn)
+    for n, s0 in reversed(list(zip(lay.counts, lay.starts))):
+        cut = slice(s0, s0 + n)
+        d = dS[:n]
+        dsn[cut] = d
+        torch.baddbmm(
+            dvl[cut].view(n * HV, C, V),
+            ch.kd[cut].view(n * HV, C, K),
+            d.reshape(n * HV, K, V),
+            out=dvn[cut].view(n * HV, C, V),
+        )
+        nxt = torch.baddbmm(
+            (d * egam[cut][..., None, None] + z[cut]).view(n * HV, K, V),
+            ch.w[cut].view(n * HV, C, K).transpose(1, 2),
+            dvn[cut].view(n * HV, C, V),
+            alpha=-1,
+        )
+        dS[:n] = nxt.view(n, HV, K, V)
+    dh0 = None
+    if initial_state is not None:
+        dh0 = dS if lay.order is None else torch.empty_like(dS).index_copy_(0, lay.order, dS)
+    # the output: its read of the state (q S) and its intra-chunk part (P V')
+    dqi = (doc @ hs.transpose(-1, -2)).mul_((eg * scale)[..., None])
+    dgc = (dqi * qv).sum(-1)
+    dp = (doc @ vn.transpose(-1, -2)).mul_(ch.decay).mul_(scale)
+    gqk = dp * qkv
+    dgc += gqk.sum(-1) - gqk.sum(-2)
+    dps = _by_group(dp, H)
+    dq = _by_group(dqi, H) + dps @ ch.k
+    dk = dps.transpose(-1, -2) @ ch.q
+    # what each chunk wrote into the state: exp(gam - gc) k and V'
+    dkd = vn @ dsn.transpose(-1, -2)
+    gk = (dkd * ch.kd).sum(-1)
+    dkv = dkd.mul_((gam[..., None] - ch.gc).exp()[..., None])
+    dgc -= gk
+    dgam = gk.sum(-1) + egam * (hs * dsn).sum((-1, -2))
+    # the WY factors: W = Tinv (beta exp(gc) k), U = Tinv (beta v), Tinv = (I + A)^-1
+    dw = dvn @ hs.transpose(-1, -2)  # minus dW
+    tt = ch.tinv.transpose(-1, -2)
+    dx = tt @ dw  # minus d(beta exp(gc) k)
+    dy = tt @ dvn
+    _, strict = _masks(q.device)
+    da = (dx @ ch.w.transpose(-1, -2) - dy @ ch.u.transpose(-1, -2)).masked_fill_(~strict, 0.0)
+    be = ch.beta * eg
+    kdx = (dx * kv).sum(-1)
+    dkv -= dx * be[..., None]
+    dgc -= be * kdx
+    dbeta = (dy * ch.v).sum(-1) - eg * kdx
+    dv = dy * ch.beta[..., None]
+    e = da * ch.decay
+    dbeta += (e * kkv).sum(-1)
+    be_ = e * ch.beta[..., None]
+    ga = be_ * kkv
+    dgc += ga.sum(-1) - ga.sum(-2)
+    bes = _by_group(be_, H)
+    dk += bes @ ch.k + bes.transpose(-1, -2) @ ch.k + _by_group(dkv, H)
+    dgc[..., -1] += dgam
+    dg = dgc.flip(-1).cumsum(-1).flip(-1)
+    return (
+        from_chunks(lay, dq, q.dtype),
+        from_chunks(lay, dk, k.dtype),
+        from_chunks(lay, dv, v.dtype),
+        from_chunks(lay, dg.unsqueeze(-1), g.dtype).squeeze(-1),
+        from_chunks(lay, dbeta.unsqueeze(-1), beta.dtype).squeeze(-1),
+        None if dh0 is None else dh0.to(initial_state.dtype),
+    )
