@@ -7,6 +7,7 @@ from .causal_conv1d import causal_conv1d, causal_conv1d_bwd, causal_conv1d_fwd  
 from .chunk_gated_delta_rule import chunk_gated_delta_rule, chunk_gated_delta_rule_bwd, chunk_gated_delta_rule_fwd  # noqa: F401
 from .cross_entropy import CrossEntropyLoss, cross_entropy, cross_entropy_bwd, cross_entropy_fwd  # noqa: F401
 from .fused_linear_cross_entropy import FusedLinearCrossEntropyLoss, fused_linear_cross_entropy  # noqa: F401
+from .fused_recurrent_gated_delta_rule import fused_recurrent_gated_delta_rule, fused_recurrent_gated_delta_rule_fwd  # noqa: F401
 from .gated_rms_norm import GatedRMSNorm, gated_rms_norm, gated_rms_norm_bwd, gated_rms_norm_fwd  # noqa: F401
 from .geglu import GEGLU, GEGLUMLP, geglu, geglu_bwd, geglu_fwd, gelu_and_mul  # noqa: F401
 from .l2norm import L2Norm, l2norm, l2norm_bwd, l2norm_fwd  # noqa: F401

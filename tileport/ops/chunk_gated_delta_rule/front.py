@@ -19,6 +19,8 @@ UNSUPPORTED = {
     "state_v_first": False,
     "chunk_indices": None,
     "cp_context": None,
+    "gk": None,  # fused_recurrent_gated_delta_rule's per-key and per-value decays
+    "gv": None,
 }
 
 
@@ -27,9 +29,10 @@ def refuse_unsupported(op: str, given: dict) -> None:
     for name, value in given.items():
         idle = UNSUPPORTED[name]
         if (value is not None) if idle is None else (value != idle):
+            shown = "a tensor" if isinstance(value, torch.Tensor) else repr(value)
             raise NotImplementedError(
-                f"{op}: {name}={value!r} is not implemented by tileport (flash-linear-attention's argument; compute it "
-                f"before the call: {name} must be {idle!r})"
+                f"{op}: {name} = {shown} is not implemented by tileport (flash-linear-attention's argument; "
+                f"compute it before the call: {name} must be {idle!r})"
             )
 
 

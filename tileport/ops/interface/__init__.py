@@ -43,7 +43,8 @@ class Api:
     op: str
     function: Callable  # differentiable; returns the rows outputs (one tensor, or a tuple)
     forward: Callable  # every output, without autograd; ``out=`` where the spec has ``kernel_out``
-    backward: Callable  # the backward's results from what the forward saved and the output gradients
+    backward: Callable | None  # the backward's results from what the forward saved and the output gradients
+    # (None: a forward-only operator)
     source: str  # the generated module's text (``<package>/_interface.py``)
     namespace: dict
 
@@ -134,7 +135,9 @@ def _build(spec: s.OpSpec, module: str) -> Api:
         "backward": f"The gradients of {spec.name} ({', '.join(returns)}) from what the forward saved.",
     }
     for form, name in names.items():
-        fn = ns[name]
+        fn = ns.get(name)
+        if fn is None:  # a forward-only operator's backward
+            continue
         fn.__module__, fn.__qualname__ = module, name
         fn.__doc__ = spec.docs.get(form, defaults[form])
-    return Api(spec.name, ns[names["function"]], ns[names["forward"]], ns[names["backward"]], source, ns)
+    return Api(spec.name, ns[names["function"]], ns[names["forward"]], ns.get(names["backward"]), source, ns)

@@ -36,7 +36,7 @@ class General:
     attrs: tuple[str, ...]
     outputs: tuple[str, ...]
     forward: Form
-    backward: Form
+    backward: Form | None  # None: a forward-only operator (a decode step), whose backward raises
     bwd_primary: str
     bwd_attrs: tuple[str, ...]
     returns: tuple[str, ...]
@@ -107,9 +107,11 @@ def general(spec: s.OpSpec) -> General:
     """The declaration checked and read; DeclarationError naming what is wrong."""
     if not spec.inputs or spec.inputs[0].optional or spec.inputs[0].dtype != "float":
         raise DeclarationError(f"{spec.name}: the first input must be a required floating tensor (the primary)")
-    if spec.backward is None:
-        raise DeclarationError(f"{spec.name}: no backward declared (OpSpec.backward)")
     every = _every(spec)
+    if spec.backward is None:
+        if spec.grads or spec.options:
+            raise DeclarationError(f"{spec.name}: gradients declared without a backward (OpSpec.backward)")
+        return _forward_only(spec, every)
     bwd = spec.backward
     unknown = [n for n in bwd.tensors if n not in every] + [
         n for n in bwd.attrs + bwd.given if n not in {a.name for a in spec.attrs}
@@ -145,6 +147,32 @@ def general(spec: s.OpSpec) -> General:
         returns=returns,
         saved=tuple(n for n in bwd.tensors if n in inputs or n in outputs),
         differentiable=differentiable,
+        present=present,
+    )
+
+
+def _forward_only(spec: s.OpSpec, every: dict[str, TensorDecl]) -> General:
+    """A forward-only operator's names: no backward form, no gradients (its ``grad`` inputs are those whose
+    backward raises, as flash-linear-attention's decode steps do)."""
+    fwd = form(spec, tuple(t.name for t in spec.inputs))
+    present = {t.name: presence(fwd, t) for t in spec.outputs if t.optional}
+    for n, follows in present.items():
+        if not follows:
+            raise DeclarationError(f"{spec.name}: {n} is optional, but no optional tensor alone binds its dimensions")
+    inputs = tuple(t.name for t in spec.inputs)
+    return General(
+        op=spec.name,
+        primary=inputs[0],
+        inputs=inputs,
+        attrs=tuple(a.name for a in spec.attrs),
+        outputs=tuple(t.name for t in spec.outputs),
+        forward=fwd,
+        backward=None,
+        bwd_primary="",
+        bwd_attrs=(),
+        returns=(),
+        saved=(),
+        differentiable=tuple(t.name for t in spec.inputs if t.grad),
         present=present,
     )
 

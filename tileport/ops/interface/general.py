@@ -234,6 +234,8 @@ class Writer:
 
     def autograd(self) -> str:
         g = self.g
+        if g.backward is None:
+            return self.no_backward()
         fwd = [*g.inputs, *g.attrs, "backend"]
         outs = list(g.outputs)
         grads_in = {t.name: f"d{t.name}" for t in self.spec.outputs}
@@ -259,6 +261,19 @@ class Writer:
             values.append(f"(d{n} if need[{i}] else None)" if n in g.differentiable else "None")
         values += ["None"] * (len(fwd) - len(g.inputs))
         src += f"        return {_join(values)}\n"
+        return src
+
+    def no_backward(self) -> str:
+        """A forward-only operator's Function: the forward, and a backward that says there is none."""
+        g = self.g
+        fwd = [*g.inputs, *g.attrs, "backend"]
+        outs = list(g.outputs)
+        src = "class _Function(torch.autograd.Function):\n    @staticmethod\n"
+        src += f"    def forward(ctx, {_join(fwd)}):\n"
+        src += f"        return _fwd({_join(fwd)})\n\n    @staticmethod\n"
+        src += f"    def backward(ctx, {_join(f'd{o}' for o in outs)}):\n"
+        message = f"{self.spec.name} has no backward: it is a forward-only operator"
+        src += f"        raise NotImplementedError({message!r})\n"
         return src
 
     def public(self, names: dict[str, str]) -> str:
@@ -309,6 +324,8 @@ class Writer:
             src += f"    return ({names['forward']}({_join(f'{n}={n}' for n in passed)}),)\n\n\n"
         else:
             src += f"_forward_tuple = {names['forward']}\n\n\n"
+        if g.backward is None:
+            return src
         boptional = {t.name for t in g.backward.tensors if t.optional}
         bwd = [*g.backward.names, *g.bwd_attrs, "backend"]
         src += f"def {names['backward']}({params(spec, signature(spec, 'backward'), boptional)}):\n"
@@ -361,6 +378,17 @@ def source_parts(spec: s.OpSpec, names: dict[str, str]) -> list[str]:
     g = general(spec)
     w = Writer(spec, g)
     fa, ba = g.attrs, g.bwd_attrs
+    if g.backward is None:  # a forward-only operator
+        return [
+            "_FORWARD = _rt.form_declaration(SPEC, 'forward')\n_WHERE = SPEC.declaration.where\n",
+            w.check("_check_forward", g.forward, "_FORWARD", fa),
+            w.shapes("_forward_shapes", g.forward, g.outputs),
+            w.impl("_forward_impl", g.forward, fa, "forward", g.outputs, "_forward_shapes"),
+            w.custom("fwd", "_forward_impl", g.forward, fa, g.outputs, "_forward_shapes"),
+            w.autograd(),
+            w.public(names),
+            w.module(names["function"]),
+        ]
     return [
         "_FORWARD = _rt.form_declaration(SPEC, 'forward')\n_BACKWARD = _rt.form_declaration(SPEC, 'backward')\n"
         "_WHERE = SPEC.declaration.where\n",
