@@ -35,7 +35,8 @@ def masks(seq_idx, width: int, t: int):
 
 
 def preactivation(xe, weight, bias, taps, live, t: int):
-    """z [B, D, T] = bias + sum_w weight[:, w] * xe[..., w : w + T], masked terms left out; padding tokens 0."""
+    """z [B, D, T] = bias + sum_w weight[:, w] * xe[..., w : w + T], the terms seq_idx keeps out left out (not
+    multiplied by 0); padding tokens 0."""
     width = weight.shape[1]
     w = weight.to(xe.dtype)
     z = torch.zeros(xe.shape[0], xe.shape[1], t, dtype=xe.dtype, device=xe.device)
@@ -79,10 +80,10 @@ def backward(x, weight, bias, initial_states, seq_idx, dout, dfinal_states, acti
     w = weight.to(cdt)
     dxe = torch.zeros_like(xe)
     dweight = torch.empty(weight.shape, dtype=cdt, device=x.device)
-    for k in range(width):
-        gk = g if taps is None else torch.where(taps[k], g, 0)
-        dxe[..., k : k + t] += w[:, k, None] * gk
-        dweight[:, k] = (gk * xe[..., k : k + t]).sum((0, 2))
+    for k in range(width):  # a term that did not enter has no gradient (not a product with 0: inf * 0 is nan)
+        dx_k, dw_k = w[:, k, None] * g, g * xe[..., k : k + t]
+        dxe[..., k : k + t] += dx_k if taps is None else torch.where(taps[k], dx_k, 0)
+        dweight[:, k] = (dw_k if taps is None else torch.where(taps[k], dw_k, 0)).sum((0, 2))
     if dfinal_states is not None and width > 1:
         dxe[..., dxe.shape[2] - (width - 1) :] += dfinal_states.to(cdt)
     dx = dxe[..., width - 1 :].to(x.dtype)

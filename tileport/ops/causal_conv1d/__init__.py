@@ -9,11 +9,13 @@ and flash-linear-attention's ``ShortConvolution``):
   ``initial_states [B, D, W - 1]`` (the ``W - 1`` inputs before the start, oldest first) where given:
   ``z[b, d, t] = bias[d] + sum_{w < W} weight[d, w] * xe[b, d, t - (W - 1) + w]`` and
   ``out = z`` (``activation`` None or ``"none"``) or ``silu(z) = z * sigmoid(z)`` (``"silu"``, alias ``"swish"``).
+- Without ``seq_idx`` every term enters, a position before the start holding its zero (a zero that multiplies, as
+  ``F.conv1d``'s padding does: an inf weight gives nan there) or its initial state.
 - ``seq_idx [B, T]`` (int32 or int64; optional) packs several sequences into a row: the term at position ``s``
   enters ``z[b, d, t]`` only where ``seq_idx[b, s] == seq_idx[b, t]`` (the convolution restarts where the id
-  changes; ids need not be sorted); a position before the start belongs to no sequence (so with ``seq_idx`` the
-  initial states are never read); a token whose id is negative is padding: its output is 0 (no bias, no
-  activation) and no gradient flows from it.
+  changes; ids need not be sorted); a term that does not enter is left out, not multiplied by 0; a position before
+  the start belongs to no sequence (so with ``seq_idx`` the initial states are never read); a token whose id is
+  negative is padding: its output is 0 (no bias, no activation) and no gradient flows from it.
 - ``final_states [B, D, W - 1]``: the last ``W - 1`` positions of ``xe`` (x's last inputs, preceded by the
   initial states' where ``T < W - 1``), returned with ``return_final_states=True`` (Dao's layout: channel-last).
 - Math in fp32 (fp64 for fp64 inputs), ``out`` rounded once to x's dtype; final states are copies (exact).
@@ -33,9 +35,10 @@ declaration's tensors: the final states are an output exactly when ``initial_sta
     backward(x, weight, bias, initial_states, seq_idx, dout, dfinal_states, activation: str)
         -> (dx, dweight, dbias, dinitial_states or None)
 
-``activation`` is ``"none"`` or ``"silu"``; ``dinitial_states`` is None where ``initial_states`` is;
-``dfinal_states`` may be None (no gradient reaches the final states). ``out`` and ``dx`` keep x's layout where x
-is channel-last or contiguous.
+``activation`` is ``"none"`` or ``"silu"``; ``dinitial_states`` is None where ``initial_states`` is (and, from the
+derived ``causal_conv1d_bwd`` under torch.compile, where ``dfinal_states`` is: the declaration's optional results
+follow every optional tensor that binds their width); ``dfinal_states`` may be None (no gradient reaches the final
+states). ``out`` and ``dx`` keep x's layout where x is channel-last or contiguous.
 """
 
 from __future__ import annotations
