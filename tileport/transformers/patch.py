@@ -1,5 +1,6 @@
 """``patch(model)``: tileport's operators put into an instantiated transformers model, found by structure and
-confirmed by probes (``norms``, ``rotary``, ``mlp``, ``loss``); ``unpatch(model)`` puts back what was there.
+confirmed by probes (``norms``, ``rotary``, ``mlp``, ``linear_attention``, ``loss``); ``unpatch(model)`` puts back
+what was there.
 
 A site is replaced on the module instance (its ``forward`` bound on the instance), never on its class: other
 models in the process, and other instances of the same class, compute as they did (the rotary global is a
@@ -15,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from . import functions, loss, mlp, norms, rotary
+from . import functions, linear_attention, loss, mlp, norms, rotary
 from .report import PatchReport, Site
 
 LOSSES = ("fused_linear", "cross_entropy", None)
@@ -47,13 +48,16 @@ def patch(
     rms_norm: bool = True,
     rope: bool = True,
     mlp: bool = True,
+    linear_attention: bool = True,
     loss: str | None = "fused_linear",
     backend: str | None = None,
     dry_run: bool = False,
 ) -> PatchReport:
-    """Replace the RMSNorms, the rotary function, the gated MLPs and the causal-LM loss of ``model`` by tileport's
-    operators (each switch turns one kind off; ``loss`` "fused_linear", "cross_entropy" or None). Returns what was
-    replaced and what was left and why; ``dry_run`` only reports. A model already patched is unpatched first."""
+    """Replace the RMSNorms, the rotary function, the gated MLPs, the gated DeltaNet layers' kernel functions (the
+    chunked and recurrent gated delta rule, the causal convolution and its decode step) and the causal-LM loss of
+    ``model`` by tileport's operators (each switch turns one kind off; ``loss`` "fused_linear", "cross_entropy" or
+    None). Returns what was replaced and what was left and why; ``dry_run`` only reports. A model already patched is
+    unpatched first."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"patch takes a torch.nn.Module (a transformers model), got {type(model).__name__}")
     if loss not in LOSSES:
@@ -61,7 +65,13 @@ def patch(
     if model in _UNDO and not dry_run:
         unpatch(model)
     report, undo = PatchReport(), []
-    want = {"rms_norm": rms_norm, "rope": rope, "mlp": mlp, "loss": loss is not None}
+    want = {
+        "rms_norm": rms_norm,
+        "rope": rope,
+        "mlp": mlp,
+        "linear_attention": linear_attention,
+        "loss": loss is not None,
+    }
     for path, module in model.named_modules():
         for _kind, site in _sites(module, path, want, loss, backend):
             if isinstance(site, Site):
@@ -104,6 +114,8 @@ def _sites(module, path, want, loss_mode, backend):
             form,
             lambda: _bind(module, mlp.forward_for(form, backend)),
         )
+    if want["linear_attention"]:
+        yield from _linear_attention(module, path, cls, backend)
     if want["rope"] and functions.calls(type(module).forward, rotary.NAME):
         fn = functions.global_of(type(module).forward, rotary.NAME)
         why = rotary.identify(fn)
@@ -134,6 +146,26 @@ def _sites(module, path, want, loss_mode, backend):
             )
         elif why != "not a causal LM":
             yield "loss", Site(path, cls, "loss", why)
+
+
+def _linear_attention(module, path, cls, backend):
+    """A gated DeltaNet layer's kernel functions, each replaced on this layer (``linear_attention.install``) or
+    left with why."""
+    for kernel, why in linear_attention.identify(module):
+        if kernel is None:
+            yield "linear_attention", Site(path, cls, "gated DeltaNet", why)
+        elif why is not None:
+            yield "linear_attention", Site(path, f"{cls}.{kernel.name}", kernel.operator, why)
+        else:
+            yield (
+                "linear_attention",
+                (
+                    f"{cls} -> {kernel.name}",
+                    kernel.operator,
+                    kernel.detail,
+                    lambda kernel=kernel: linear_attention.install(module, kernel, backend),
+                ),
+            )
 
 
 def _home(forward) -> str:

@@ -1,6 +1,7 @@
 """Small configurations of the model families patching is tested on (built from a config, no weights
 downloaded): a few layers, small widths, the family's own features kept (Gemma's offset norm, Gemma 2's
-softcapped logits, Phi-3's fused gate_up_proj and partial rotary, Qwen3-Next's gated DeltaNet layers)."""
+softcapped logits, Phi-3's fused gate_up_proj and partial rotary, the gated DeltaNet layers of Qwen3-Next, Qwen3.5
+and OLMo-hybrid beside their full-attention layers)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,22 @@ FAMILIES = (
     "gemma2",
     "phi3",
     "qwen3_next",
+    "qwen3_5",
+    "olmo_hybrid",
 )
+MODEL_TYPES = {"qwen3_5": "qwen3_5_text"}  # a family's config model_type, where the two differ (Qwen3.5's text model)
+# A hybrid family's linear-attention layers: one of each two layers, gated DeltaNet heads of 16 columns; grouped
+# value heads (two values per key head) so the grouping is exercised.
+_LINEAR = {
+    "linear_num_value_heads": 4,
+    "linear_num_key_heads": 2,
+    "linear_key_head_dim": 16,
+    "linear_value_head_dim": 16,
+}
+
+
+def _layer_types(layers: int) -> list[str]:
+    return ["linear_attention", "full_attention"] * (layers // 2) + ["linear_attention"] * (layers % 2)
 
 
 def config(
@@ -28,7 +44,8 @@ def config(
     layers: int = 2,
     intermediate: int | None = None,
 ):
-    """A transformers config of ``family`` at the given sizes (heads of 16 columns, two key/value heads)."""
+    """A transformers config of ``family`` at the given sizes (heads of 16 columns, two key/value heads), built by
+    ``AutoConfig.for_model`` from the family's model type."""
     # transformers: optional (tileport[models]), kept out of start-up
     import transformers
 
@@ -50,19 +67,17 @@ def config(
         "gemma2": {"final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0, "attn_implementation": "eager"},
         "phi3": {"partial_rotary_factor": 0.5, "pad_token_id": 0},
         "qwen3_next": {
-            "layer_types": ["linear_attention", "full_attention"] * (layers // 2) + ["linear_attention"] * (layers % 2),
-            "linear_num_value_heads": 2,
-            "linear_num_key_heads": 2,
-            "linear_key_head_dim": 16,
-            "linear_value_head_dim": 16,
+            "layer_types": _layer_types(layers),
+            **_LINEAR,
             "num_experts": 0,
             "decoder_sparse_step": 1,
             "partial_rotary_factor": 0.5,
         },
+        "qwen3_5": {"layer_types": _layer_types(layers), **_LINEAR},
+        # OLMo-hybrid's defaults name token ids of its 100k vocabulary; beta scaled by 2 (allow_neg_eigval) kept
+        "olmo_hybrid": {"layer_types": _layer_types(layers), **_LINEAR, "pad_token_id": 0, "eos_token_id": None},
     }.get(family, {})
-    name = {"qwen3_next": "Qwen3Next", "phi3": "Phi3", "gemma2": "Gemma2"}.get(family, family.capitalize())
-    cls = getattr(transformers, f"{name}Config")
-    return cls(**common, **extra)
+    return transformers.AutoConfig.for_model(MODEL_TYPES.get(family, family), **common, **extra)
 
 
 def model(family: str, *, seed: int = 0, **sizes):
