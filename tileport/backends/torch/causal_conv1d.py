@@ -22,16 +22,17 @@ def extended(x, initial_states, width: int, cdt):
 
 
 def masks(seq_idx, width: int, t: int):
-    """Per tap w, where position t - (W - 1) + w may enter token t ([B, 1, T] bools; None without seq_idx): the
-    same sequence id, inside the row; and where a token is not padding (its id >= 0)."""
+    """Per tap w, where position t - (W - 1) + w enters token t ([B, 1, T] bools; None without seq_idx): the same
+    sequence id, inside the row, the token not padding; and where a token is not padding (its id >= 0)."""
     if seq_idx is None:
         return None, None
     ids = seq_idx.long()
     before = torch.full((ids.shape[0], width - 1), -1, dtype=torch.long, device=ids.device)
     inside = torch.cat((torch.zeros_like(before, dtype=torch.bool), torch.ones_like(ids, dtype=torch.bool)), -1)
     ext = torch.cat((before, ids), -1)
-    taps = [((ext[:, w : w + t] == ids) & inside[:, w : w + t]).unsqueeze(1) for w in range(width)]
-    return taps, (ids >= 0).unsqueeze(1)
+    live = ids >= 0  # a padding token has no terms at all
+    taps = [((ext[:, w : w + t] == ids) & inside[:, w : w + t] & live).unsqueeze(1) for w in range(width)]
+    return taps, live.unsqueeze(1)
 
 
 def preactivation(xe, weight, bias, taps, live, t: int):
