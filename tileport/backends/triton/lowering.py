@@ -175,15 +175,30 @@ def _output_grads(spec, inputs: dict, gen: torch.Generator) -> dict:
     }
 
 
+def _own_examples(op: str, dtype: torch.dtype, dim: int, gen: torch.Generator) -> list[dict] | None:
+    """The inputs an operator's kernel module gives for its lowering (``lowering_examples(dtype, dim, generator)``,
+    in the spec's names: an operator whose inputs are no rows of ``dim`` columns), or None."""
+    try:
+        module = BACKEND.kernels(op)
+    except ImportError:
+        return None
+    own = getattr(module, "lowering_examples", None)
+    return None if own is None else own(dtype, dim, gen)
+
+
 def launches(spec, chip: ascend.Chip, dtype: torch.dtype, dim: int, rows: int = 256) -> list[Launch]:
     """The kernels an operator's forward and backward launch (``spec``: its ``ops`` spec, given by the caller
-    above the backends) for rows of ``dim`` columns (one per kernel and constants)."""
+    above the backends) for rows of ``dim`` columns, or on the kernel module's own examples at ``dim`` (one per
+    kernel and constants)."""
     gen = torch.Generator().manual_seed(0)
-    inputs = spec.example((rows, dim), dtype, "cpu", gen)
-    inputs["dy"] = torch.randn((rows, dim), generator=gen).to(dtype)
+    examples = _own_examples(spec.name, dtype, dim, gen)
+    if examples is None:
+        examples = [spec.example((rows, dim), dtype, "cpu", gen)]
+        examples[0]["dy"] = torch.randn((rows, dim), generator=gen).to(dtype)
     with capturing(chip) as found:
-        inputs |= _output_grads(spec, inputs, gen)
-        spec.run(inputs, "triton", True)
+        for inputs in examples:
+            inputs |= _output_grads(spec, inputs, gen)
+            spec.run(inputs, "triton", True)
     return distinct(found)
 
 
