@@ -61,7 +61,7 @@ def forward(x, weight, bias, initial_states, seq_idx, activation: str):
     taps, live = masks(seq_idx, width, t)
     z = preactivation(xe, weight, bias, taps, live, t)
     out = (torch.nn.functional.silu(z) if activation == "silu" else z).to(x.dtype)
-    return out, (None if initial_states is None else final(xe, width).to(x.dtype))
+    return out, (None if initial_states is None else final(xe, width).to(x.dtype).contiguous())
 
 
 def backward(x, weight, bias, initial_states, seq_idx, dout, dfinal_states, activation: str):
@@ -87,6 +87,6 @@ def backward(x, weight, bias, initial_states, seq_idx, dout, dfinal_states, acti
         dweight[:, k] = (dw_k if taps is None else torch.where(taps[k], dw_k, 0)).sum((0, 2))
     if dfinal_states is not None and width > 1:
         dxe[..., dxe.shape[2] - (width - 1) :] += dfinal_states.to(cdt)
-    dx = dxe[..., width - 1 :].to(x.dtype)
-    dinit = None if initial_states is None else dxe[..., : width - 1].to(x.dtype)
+    dx = dxe[..., width - 1 :].to(x.dtype).contiguous()  # results of their own, as the custom ops' fakes are
+    dinit = None if initial_states is None else dxe[..., : width - 1].to(x.dtype).contiguous()
     return dx, dweight.to(x.dtype), g.sum((0, 2)).to(x.dtype), dinit

@@ -17,7 +17,7 @@ and flash-linear-attention's ``ShortConvolution``):
   the start belongs to no sequence (so with ``seq_idx`` the initial states are never read); a token whose id is
   negative is padding: its output is 0 (no bias, no activation) and no gradient flows from it.
 - ``final_states [B, D, W - 1]``: the last ``W - 1`` positions of ``xe`` (x's last inputs, preceded by the
-  initial states' where ``T < W - 1``), returned with ``return_final_states=True`` (Dao's layout: channel-last).
+  initial states' where ``T < W - 1``), returned with ``return_final_states=True``.
 - Math in fp32 (fp64 for fp64 inputs), ``out`` rounded once to x's dtype; final states are copies (exact).
 - Backward: with ``g = dout * act'(z)`` (0 at padding tokens), ``dxe[s] = sum_w weight[d, w] * g[s + (W - 1) - w]``
   (the terms that entered, a correlation) plus ``dfinal_states`` at the last ``W - 1`` positions; ``dx`` and
@@ -38,7 +38,9 @@ declaration's tensors: the final states are an output exactly when ``initial_sta
 ``activation`` is ``"none"`` or ``"silu"``; ``dinitial_states`` is None where ``initial_states`` is (and, from the
 derived ``causal_conv1d_bwd`` under torch.compile, where ``dfinal_states`` is: the declaration's optional results
 follow every optional tensor that binds their width); ``dfinal_states`` may be None (no gradient reaches the final
-states). ``out`` and ``dx`` keep x's layout where x is channel-last or contiguous.
+states). ``out`` and ``dx`` may keep x's layout (the CPU kernels do, where x is channel-last or contiguous: the
+models' next transpose is then free); every other result is contiguous. Under torch.compile the custom ops' fake
+results are contiguous, so the front hands x over contiguous there.
 """
 
 from __future__ import annotations
@@ -83,6 +85,10 @@ def causal_conv1d(
     if return_final_states and initial_states is None and _conv_shaped(x, weight):
         b, d, _ = x.shape
         initial_states = x.new_zeros(b, d, weight.shape[1] - 1)  # zeros before the start: the final states follow
+    if torch.compiler.is_compiling() and isinstance(x, torch.Tensor):
+        # The custom op's fake results are contiguous; the kernels give x's layout, so under torch.compile x is
+        # handed over contiguous (the graph's producer can write it so) and every result matches its fake.
+        x = x.contiguous()
     out, final = _API.function(x, weight, bias, initial_states, seq_idx, activation=activation, backend=backend)
     if not return_final_states:
         return out

@@ -27,6 +27,7 @@ from types import SimpleNamespace
 import tilelang.cpu.language as T
 import torch
 
+from ... import outputs
 from ...torch import causal_conv1d as reference
 from .interface import GRID
 from .rowwise import F32, VEC, VL, Io, get, put, splat, vectors
@@ -400,7 +401,7 @@ def forward(x, weight, bias, initial_states, seq_idx, activation: str):
     xt = _channel_last(x)
     B_, T_, D_ = xt.shape
     width = weight.shape[1]
-    out_t = torch.empty((B_, T_, D_), dtype=x.dtype, device=x.device)
+    out_t = outputs.empty((B_, T_, D_), x.dtype, x.device)
     init_t = None if initial_states is None else _channel_last(initial_states)
     if xt.numel():
         kernel = CACHE.kernel(
@@ -416,7 +417,7 @@ def forward(x, weight, bias, initial_states, seq_idx, activation: str):
             seq_idx=seq_idx,
             silu=int(activation == "silu"),
         )
-    final = None if init_t is None else _final_states(xt, init_t, width).transpose(1, 2)
+    final = None if init_t is None else _final_states(xt, init_t, width).transpose(1, 2).contiguous()
     return _in_layout_of(x, out_t), final
 
 
@@ -429,9 +430,9 @@ def backward(x, weight, bias, initial_states, seq_idx, dout, dfinal_states, acti
     xt, dt = _channel_last(x), _channel_last(dout)
     B_, T_, D_ = xt.shape
     groups = -(-D_ // VL)
-    dx_t = torch.empty((B_, T_, D_), dtype=x.dtype, device=x.device)
+    dx_t = outputs.empty((B_, T_, D_), x.dtype, x.device)
     init_t = None if initial_states is None else _channel_last(initial_states)
-    dinit_t = None if init_t is None else torch.empty(init_t.shape, dtype=x.dtype, device=x.device)
+    dinit_t = None if init_t is None else outputs.empty(init_t.shape, x.dtype, x.device)
     partials = torch.empty((B_, groups, width + 1, VL), dtype=torch.float64, device=x.device)
     kernel = CACHE.kernel(
         "causal_conv1d_bwd", build_backward, x.dtype, _INDEX.get(getattr(seq_idx, "dtype", None), "int64")
@@ -451,5 +452,6 @@ def backward(x, weight, bias, initial_states, seq_idx, dout, dfinal_states, acti
         silu=int(activation == "silu"),
     )
     sums = partials.sum(0).permute(1, 0, 2).reshape(width + 1, groups * VL)[:, :D_]  # fp64, in batch order
-    dinit = None if dinit_t is None else _in_layout_of(initial_states, dinit_t)
-    return _in_layout_of(x, dx_t), sums[:width].t().to(x.dtype), sums[width].to(x.dtype), dinit
+    dinit = None if dinit_t is None else dinit_t.transpose(1, 2).contiguous()
+    dweight = sums[:width].t().to(x.dtype).contiguous()
+    return _in_layout_of(x, dx_t), dweight, sums[width].to(x.dtype), dinit
