@@ -45,6 +45,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .. import outputs
 from . import interpreting
 from ._delta import (
     SUB,
@@ -363,6 +364,7 @@ def _dqkwg_kernel(
         row, t0, count = chunk_at(CHUNKS, c)
         qt = load_tokens(Qp + tl.cast(h, tl.int64) * sqh, row, t0, count, sqb, sqt, kr, KD, BT)
         kt = load_tokens(Kp + tl.cast(h, tl.int64) * skh, row, t0, count, skb, skt, kr, KD, BT)
+        qk = mm(qt, tl.trans(kt))
         dq = tl.zeros([BT, BK], dtype=tl.float32)
         dk = tl.zeros([BT, BK], dtype=tl.float32)
         for i in range(R):
@@ -396,7 +398,8 @@ def _dqkwg_kernel(
             dkd = dkd * tl.exp(gam - gc)[:, None]
             gk = tl.sum(kt * dkd, 1)
             dgam = tl.sum(gk, 0) + tl.exp(gam) * tl.sum(tl.sum(hsd, 1), 0)
-            dgc = tl.sum(qt * (dqi + dpk), 1) - tl.sum(kt * dpq, 1) - gk + tl.where(r == BT - 1, dgam, 0.0)
+            gqk = dp * qk  # d(gc) of the output's decays: its rows' sums less its columns' (the diagonal cancels)
+            dgc = tl.sum(qt * dqi, 1) + tl.sum(gqk, 1) - tl.sum(gqk, 0) - gk + tl.where(r == BT - 1, dgam, 0.0)
             tl.store(DGC + cb * BT + r, dgc)
             dq += dqi + dpk
             dk += dpq + dkd
@@ -495,18 +498,10 @@ def _wy_bwd_kernel(
             dbk = mm(be, kt)
             dbtk = mm(tl.trans(be), kt)
             dk += dbk + dbtk
-            dgc = tl.load(DGC + cb * BT + r) - beta * eg * kdx + tl.sum(kt * dbk, 1) - tl.sum(kt * dbtk, 1)
-            store_gate(
-                DG + tl.cast(hv, tl.int64) * sgh,
-                row,
-                t0,
-                count,
-                sgb,
-                sgt,
-                tl.cumsum(dgc, axis=0, reverse=True),
-                BT,
-                G_BF16,
-            )
+            ga = be * kk
+            dgc = tl.load(DGC + cb * BT + r) - beta * eg * kdx + tl.sum(ga, 1) - tl.sum(ga, 0)
+            dg = tl.cumsum(dgc, axis=0, reverse=True)
+            store_gate(DG + tl.cast(hv, tl.int64) * sgh, row, t0, count, sgb, sgt, dg, BT, G_BF16)
             store_gate(DB + tl.cast(hv, tl.int64) * sbh, row, t0, count, sbb, sbt, db, BT, B_BF16)
         dq = load_chunk(DQK, qkb, kr, KD, BT)
         store_tokens(DQ + tl.cast(h, tl.int64) * sqh, row, t0, count, sqb, sqt, kr, KD, dq, BT, Q_BF16)
@@ -671,9 +666,9 @@ def forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float):
     gc, _, _, w, u = run.intra(store_tinv=False)
     final = None
     if initial_state is not None:
-        final = torch.empty((run.plan.N, run.HV, run.KD, run.VD), dtype=F32, device=q.device)
+        final = outputs.empty((run.plan.N, run.HV, run.KD, run.VD), F32, q.device)
     states, vn = run.recurrence(gc, w, u, run.h0, final)
-    o = torch.empty(v.shape, dtype=q.dtype, device=q.device)
+    o = outputs.empty(v.shape, q.dtype, q.device)
     run.local(gc, vn, states, o, backward=False)
     return o, final
 
@@ -689,7 +684,7 @@ def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal_state, scal
     states, vn = run.recurrence(gc, w, u, run.h0, None)
     dvl = run.chunks(C, run.VD)
     run.local(gc, do, None, dvl, backward=True)
-    dh0 = None if initial_state is None else torch.empty_like(initial_state, memory_format=torch.contiguous_format)
+    dh0 = None if initial_state is None else outputs.empty(initial_state.shape, initial_state.dtype, q.device)
     dstates, dvn = run.recurrence(gc, w, dvl, dfinal, dh0, do=do)
     dqk = torch.empty((p.NCH, H, 2, C, KD), dtype=F32, device=q.device)
     dw, dgc = run.chunks(C, KD), run.chunks(C)
@@ -720,10 +715,7 @@ def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal_state, scal
         BK=run.BK,
         BV=run.BV,
     )
-    dq, dk = torch.empty(q.shape, dtype=q.dtype, device=q.device), torch.empty(k.shape, dtype=k.dtype, device=q.device)
-    dv = torch.empty(v.shape, dtype=v.dtype, device=q.device)
-    dg = torch.empty(g.shape, dtype=g.dtype, device=q.device)
-    db = torch.empty(beta.shape, dtype=beta.dtype, device=q.device)
+    dq, dk, dv, dg, db = (outputs.empty(x.shape, x.dtype, q.device) for x in (q, k, v, g, beta))
     run.launch(
         _wy_bwd_kernel,
         p.NCH * H,

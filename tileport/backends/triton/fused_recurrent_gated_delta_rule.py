@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import sequences
+from .. import outputs, sequences
 from . import interpreting
 from ._delta import inner_contiguous, programs, width
 from .ascend import chip_of
@@ -134,8 +134,8 @@ def forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float):
     HV, VD = v.shape[2], v.shape[3]
     N = len(sequences.lengths(B, T, cu_seqlens, initial_state))
     h0 = None if initial_state is None else initial_state.contiguous()
-    o = torch.empty(v.shape, dtype=q.dtype, device=q.device)
-    final = None if h0 is None else torch.empty((N, HV, KD, VD), dtype=torch.float32, device=q.device)
+    o = outputs.empty(v.shape, q.dtype, q.device)
+    final = None if h0 is None else outputs.empty((N, HV, KD, VD), torch.float32, q.device)
     BK, BV = width(KD), _value_block(VD, q.device)
     tasks = N * HV * triton.cdiv(VD, BV)
     if tasks == 0:
