@@ -5,8 +5,11 @@ its forward looks up and confirmed by what it computes (GPT-NeoX halves over q, 
 The forward reads the function as its file's global (transformers' kernel hub, where installed, makes that global
 a router of its own). While any model of that file is patched, the global is a dispatcher: tileport's rope inside
 a patched attention module's call (its instance forward sets a context variable, as the kernel hub's routing
-does), the function that was there everywhere else; the last ``unpatch`` puts the global back. torch.compile
-traces the context variable and guards the global as it is, so the patched model compiles without a break.
+does), the function that was there everywhere else; the last ``unpatch`` puts the global back. While torch.compile
+traces, the route is a plain attribute (dynamo traces no ``ContextVar``, as the ``kernels`` package's routing
+knows), so the patched model compiles without a break. Where q, k, cos and sin are not of one dtype (OLMo-hybrid's
+fp32 cos and sin beside 16-bit q and k: the product in fp32, rounded once), the original computes it: tileport's
+rope takes one dtype.
 """
 
 from __future__ import annotations
@@ -24,7 +27,34 @@ from . import probe
 
 NAME = "apply_rotary_pos_emb"
 _OFF = object()
-_ACTIVE: contextvars.ContextVar = contextvars.ContextVar("tileport_rotary", default=_OFF)
+
+
+class _Route:
+    """The backend a patched attention module routes the global to, or ``_OFF``: a context variable in eager code
+    (threads and tasks apart); an attribute while torch.compile traces (each ``ContextVar.get``/``set`` was a graph
+    break around every patched attention), whose changes the compiled code replays."""
+
+    def __init__(self) -> None:
+        self._var: contextvars.ContextVar = contextvars.ContextVar("tileport_rotary", default=_OFF)
+        self.traced = _OFF
+
+    def get(self):
+        return self.traced if torch.compiler.is_compiling() else self._var.get()
+
+    def set(self, value):
+        if torch.compiler.is_compiling():
+            before, self.traced = self.traced, value
+            return before
+        return self._var.set(value)
+
+    def reset(self, token) -> None:
+        if torch.compiler.is_compiling():
+            self.traced = token
+        else:
+            self._var.reset(token)
+
+
+_ACTIVE = _Route()
 _INSTALLED: dict[str, list] = {}  # module name -> [the original global, patched modules counted]
 
 
@@ -38,7 +68,7 @@ def _dispatcher(original: Callable) -> Callable:
 
     def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
         backend = _ACTIVE.get()
-        if backend is _OFF:
+        if backend is _OFF or not q.dtype == k.dtype == cos.dtype == sin.dtype:
             return original(q, k, cos, sin, *args, **kwargs)
         unsqueeze_dim = kwargs.get("unsqueeze_dim", args[at] if at is not None and len(args) > at else 1)
         return ops.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim, backend=backend)
