@@ -23,6 +23,7 @@ if not REGISTRY.availability("triton").ok:
 import tileport
 from tileport.backends import outputs
 from tileport.backends.tilelang.cpu import chunked
+from tileport.backends.triton import _delta
 from tileport.backends.triton import chunk_gated_delta_rule as chunk
 from tileport.backends.triton import fused_recurrent_gated_delta_rule as step
 from tileport.ops.chunk_gated_delta_rule.spec import recurrence
@@ -257,3 +258,19 @@ def test_chunk_and_step_agree_on_a_split_sequence():
     o, final = step.forward(*tail, None, 0.25)
     torch.testing.assert_close(o, whole_o[:, 66:], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(final, whole_final, rtol=1e-5, atol=1e-5)
+
+
+def test_ascend_forms_under_the_interpreter(monkeypatch):
+    """$TILEPORT_TRITON_ASCEND runs the A2 forms under the interpreter, against the same golden: K walked in blocks
+    of 64 and V in blocks of 16 (K = 96 and V = 40: two K blocks, three V blocks), and the grid at the chip's
+    vector cores (3 here, so that each program walks several tasks)."""
+    import dataclasses
+
+    from tileport.backends.triton import ascend
+
+    monkeypatch.setenv(ascend.EMULATE, "ascend-a2")
+    monkeypatch.setitem(ascend.CHIPS, "ascend-a2", dataclasses.replace(ascend.CHIPS["ascend-a2"], vector_cores=3))
+    cpu = torch.device("cpu")
+    assert chunk._blocks(96, 40, cpu) == (128, 64, 16) and _delta.programs(50, cpu) == (3,)
+    check_chunk(make(1, 70, 1, 2, 96, 40, cu=[0, 3, 70]))
+    check_step(make(2, 3, 1, 2, 96, 40))

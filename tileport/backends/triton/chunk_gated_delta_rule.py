@@ -74,6 +74,7 @@ KERNELS = (
     "_dqkwg_kernel",
     "_wy_bwd_kernel",
 )
+BV_ASCEND = 16  # V block on Ascend: the state kernels' tiles near half the unified buffer at K = 128
 LOWERING_DIMS = (16, 64, 128)  # head dims (K = V) the Ascend lowering takes: the tile widths 16, 64 and 128
 
 
@@ -516,12 +517,16 @@ def _is_bf16(t: torch.Tensor | None) -> bool:
     return t is not None and t.dtype == torch.bfloat16
 
 
-def _value_block(VD: int, device) -> int:
-    """BV: a V block of the state and the products; on Ascend narrow enough that a program's tiles ([64, BK] and
-    [BK, BV] fp32 with K up to 256) fit the unified buffer; the interpreter takes V whole (fewer programs)."""
+def _blocks(KD: int, VD: int, device) -> tuple[int, int, int]:
+    """(BK, KB, BV): all of K (the state's rows), the K block of the kernels that walk K (``_intra_kernel``,
+    ``_local_kernel``) and the V block. On Ascend the blocks are narrow so that a program's tiles stay within the
+    unified buffer (KB 64, BV BV_ASCEND); the interpreter takes K and V whole (fewer programs and operations)."""
+    bk = width(KD)
     if chip_of(device) is not None:
-        return min(width(VD), 32)
-    return width(VD) if interpreting() else min(width(VD), 64)
+        return bk, min(bk, 64), min(width(VD), BV_ASCEND)
+    if interpreting():
+        return bk, bk, width(VD)
+    return bk, bk, min(width(VD), 64)
 
 
 class _Run:
@@ -537,7 +542,7 @@ class _Run:
         self.scale = float(scale)
         self.device = q.device
         self.plan = plan(B, T, cu_seqlens, q.device, initial_state)
-        self.BK, self.BV = width(self.KD), _value_block(self.VD, q.device)
+        self.BK, self.KB, self.BV = _blocks(self.KD, self.VD, q.device)
         self.NV = triton.cdiv(self.VD, self.BV)
 
     def chunks(self, *tail: int) -> torch.Tensor:
@@ -586,7 +591,7 @@ class _Run:
             self.VD,
             *_bth(self.k),
             *_bth(self.v),
-            BK=self.BK,
+            BK=self.KB,
             BV=self.BV,
             SB=SUB,
             STORE_TINV=store_tinv,
@@ -653,7 +658,7 @@ class _Run:
             *_bth(self.q),
             *_bth(self.k),
             *_bth(tok),
-            BK=self.BK,
+            BK=self.KB,
             BV=self.BV,
             BACKWARD=backward,
             OUT_BF16=_is_bf16(out) and not backward,
