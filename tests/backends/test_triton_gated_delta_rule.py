@@ -274,3 +274,16 @@ def test_ascend_forms_under_the_interpreter(monkeypatch):
     assert chunk._blocks(96, 40, cpu) == (128, 64, 16) and _delta.programs(50, cpu) == (3,)
     check_chunk(make(1, 70, 1, 2, 96, 40, cu=[0, 3, 70]))
     check_step(make(2, 3, 1, 2, 96, 40))
+
+
+def test_no_token_passes_the_states_through():
+    """T = 0 (and packed sequences of no token): o is empty, the final state is the initial one, and
+    dinitial_state the final state's gradient, through both operators."""
+    q, v, g = torch.randn(2, 0, 1, 8), torch.randn(2, 0, 2, 8), torch.zeros(2, 0, 2)
+    h0 = torch.randn(2, 2, 8, 8)
+    for args in ((q, q, v, g, g, h0, None), (q[:1], q[:1], v[:1], g[:1], g[:1], h0, torch.tensor([0, 0, 0]))):
+        for module in (chunk, step):
+            o, final = module.forward(*args, 0.5)
+            assert o.shape == args[2].shape and torch.equal(final, h0)
+        grads = chunk.backward(*args, o, 2 * h0, 0.5)
+        assert all(d.shape == x.shape for d, x in zip(grads, args)) and torch.equal(grads[5], 2 * h0)

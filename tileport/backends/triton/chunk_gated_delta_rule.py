@@ -7,36 +7,46 @@ chunk's cumulative g, gam = gc at its last row):
     V' = U - W S,   O = scale (e^gc q S + lower(q k^T exp(gc_r - gc_s)) V'),   S <- e^gam S + (e^(gam - gc) k)^T V'
 
 The kernels (each program walks its tasks, ``for task in range(pid, tasks, programs)``: one program a task on a
-GPU and the interpreter, the vector-core count on Ascend; every product in fp32, ``_delta.mm``):
+GPU and the interpreter, the vector-core count on Ascend; every product an fp32 ``tl.dot`` with IEEE products,
+``_delta.mm``). BK is all of K (a power of 2, at least 16), KB the K block of the kernels that walk K, BV the V block
+(``_blocks``: GPU KB = BK, BV = 64; interpreter KB = BK, BV = all of V; Ascend KB = 64, BV = 16):
 
-- ``_gates_kernel`` (fla's chunk_local_cumsum): per chunk, all value heads at once ([64, HV] tile), gc = the
-  in-chunk cumulative sum of g and beta, both stored chunk-major [NCH, HV, 64] fp32 so later loads are contiguous.
-- ``_intra_kernel`` (chunk_scaled_dot_kkt, solve_tril and recompute_w_u): per (chunk, value head), k k^T over
-  K blocks, A, Tinv (``_delta.solve_unit_lower``: 16 x 16 diagonal blocks by substitution, merged by products),
-  then W per K block and U per V block ([64, BK] and [64, BV] tiles); Tinv stored for the backward.
+- ``_gates_kernel`` (fla's chunk_local_cumsum): per chunk, every value head at once ([64, HV] tile), gc = the
+  in-chunk cumulative sum of g (``tl.cumsum``), and beta, both stored chunk-major [NCH, HV, 64] fp32 so that every
+  later load of them is contiguous.
+- ``_intra_kernel`` (chunk_scaled_dot_kkt, solve_tril and recompute_w_u): per (chunk, value head), k k^T over K
+  blocks of KB, A, Tinv (``_delta.solve_unit_lower``: the four 16 x 16 diagonal blocks by substitution at once,
+  merged by four products), then W per K block and U per V block ([64, KB] and [64, BV] tiles, [64, 64] for A and
+  Tinv); Tinv stored for the backward.
 - ``_recurrence_kernel`` (chunk_fwd_h, and chunk_bwd_dhu with BACKWARD): per (sequence, value head, V block) the
-  state [BK, BV] stays in registers across the sequence's chunks; it stores the state entering each chunk and V'
-  (forward), or the gradient leaving each chunk and dV' = dV_local + kd dS, with dS <- e^gam dS + (q e^gc
-  scale)^T dO - W^T dV' (backward, chunks in reverse); the final state / dinitial_state at the end.
+  state [BK, BV] stays in registers across the sequence's chunks ([64, BK] tiles of W, k, q); it stores the state
+  entering each chunk and V' = U - W S (forward), or the gradient leaving each chunk and dV' = dV_local + kd dS,
+  with dS <- e^gam dS + (q e^gc scale)^T dO - W^T dV' (backward, chunks in reverse); the final state, or
+  dinitial_state, at the end.
 - ``_local_kernel`` (chunk_fwd_o, and chunk_bwd_dv_local with BACKWARD): per (chunk, value head, V block), P =
-  scale lower(q k^T exp(gc_r - gc_s)) over K blocks; O = e^gc scale q S + P V' or dV_local = P^T dO.
-- ``_dqkwg_kernel`` (chunk_bwd_dqkwg): per (chunk, key head), its value heads in turn, V blocks accumulated: dq
-  and dk of the output and of the state write (summed over the group), dW = dV' S^T and d(gc) as sums of
-  q.(..) and k.(..) rows (no [64, 64] product of gates needed).
-- ``_wy_bwd_kernel`` (prepare_wy_repr_bwd): per (chunk, key head), its value heads in turn: Tinv^T dW and
-  Tinv^T dV', dA, and from them dk (the group's total, stored with dq), dv, dbeta, and dg as the reverse
-  in-chunk cumulative sum of d(gc).
+  scale lower(q k^T exp(gc_r - gc_s)) over K blocks of KB; O = e^gc scale q S + P V', or dV_local = P^T dO.
+- ``_dqkwg_kernel`` (chunk_bwd_dqkwg): per (chunk, key head), its value heads in turn, V blocks of BV accumulated
+  into [64, BK] tiles: dq and dk of the output and of the state write (summed over the group into a chunk
+  buffer), dW = dV' S^T, and d(gc): of the decays as the rows' sums less the columns' sums of dP * q k^T (the
+  diagonal cancels exactly), of the state write, and gam's gradient on the last row.
+- ``_wy_bwd_kernel`` (prepare_wy_repr_bwd): per (chunk, key head), its value heads in turn: dX = Tinv^T dW and dY =
+  Tinv^T dV' (V blocks), dA = strictly-lower(dX W^T - dY U^T); from them dv = beta dY, dbeta, dk (added to the
+  group's, then dq and dk stored) and d(gc), stored as dg = its reverse in-chunk cumulative sum.
 
 Every exponent is a difference gc_r - gc_s (r >= s, masked before the exponential), gam - gc, or gc itself: none
 is positive for g <= 0 (g reaches -20 a token in models, so gc reaches -1280 in a chunk). q, k and v are read in
-their dtype and widened to fp32 at once (the interpreter computes bf16 wrongly); intermediates are fp32 buffers;
-outputs are rounded once (bf16 by hand, ``common.store``).
+their dtype and widened to fp32 at once (the interpreter computes bf16 wrongly); intermediates are fp32 buffers
+(the backward recomputes the forward's from the inputs); outputs are rounded once (bf16 by hand,
+``common.store``).
 
-Ascend A2/A3 (triton-ascend): the same kernels, as fla's Triton-Ascend backend shapes its own: a grid of the
-vector cores with a loop over tasks, kk^T and the solve unfused from the state recurrence (the unified buffer
-holds one [64, 64] system and a [64, BK] tile at a time), g and beta re-laid chunk-major for contiguous loads, and
-every dot's left operand a copy (``_delta.mm``: triton-ascend's dot may overwrite it, which fla works around by
-reloading). ``lowering_examples`` gives the inputs ``tileport lower`` captures them on.
+Ascend A2/A3 (triton-ascend 3.2): every kernel lowers to Linalg IR. They are shaped as fla's Triton-Ascend backend
+shapes its own: a grid of the vector cores with a loop over tasks; k k^T, the solve and the WY factors unfused from
+the state recurrence; g and beta re-laid chunk-major for contiguous loads; narrow blocks (KB 64, BV 16: the tiles
+the readiness check counts at K = V = 128 are 46-57 KB for the K-walking kernels, 92-102 KB for the recurrence,
+139 and 159 KB for dqkwg and the WY backward, of 192 KB); and every dot's left operand a copy (``_delta.mm``:
+triton-ascend's dot may overwrite its left operand, which fla's kernels work around by reloading or copying it).
+The state kernels hold [64, K] tiles whole: at K = 256 their tiles pass the unified buffer (K blocks of the state,
+fla's b_h1..b_h4, would be the change). ``lowering_examples`` gives the inputs ``tileport lower`` captures them on.
 """
 
 from __future__ import annotations

@@ -6,9 +6,11 @@ for tileport.
 once from the initial state (zeros without), kept in registers over the sequence's tokens, and written once to the
 final state. Per token: S <- e^g S (no decay without g), v' = beta (v - S^T k) (beta 1 without it), S <- S + k v'^T,
 o = scale S^T q, stored in q's dtype (bf16 rounded by hand, ``common.store``). q and k belong to value head j's key
-head j // (HV / H). Sequences are the batch's rows or the packed ones of ``cu_seqlens`` (B = 1). The grid walks the
-tasks as the chunk kernels do (one program a task on a GPU, the vector cores on Ascend, each looping); on Ascend V
-blocks are narrower so that the state and its products stay small in the unified buffer.
+head j // (HV / H). Sequences are the batch's rows or the packed ones of ``cu_seqlens`` (B = 1). BK is all of K (a
+power of 2, at least 16); BV all of V under the interpreter (fewer programs), 32 on a GPU and on Ascend. The grid
+walks the tasks as the chunk kernels do: one program a task on a GPU and the interpreter, the vector cores on Ascend,
+each looping. Ascend A2/A3 (triton-ascend 3.2): it lowers to Linalg IR, its tiles 17 KB at K = V = 128 (the
+readiness check's count: the [128, 32] state and its products).
 """
 
 from __future__ import annotations
