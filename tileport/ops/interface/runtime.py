@@ -110,7 +110,7 @@ def derived_run(spec: s.OpSpec, api, inputs: dict, backend: str | None, backward
     names = {t.name for t in spec.inputs} | {a.name for a in spec.attrs}
     results = api.forward_tuple(**{k: v for k, v in inputs.items() if k in names}, backend=backend)
     out = dict(zip((t.name for t in spec.outputs), results))
-    if backward:
+    if backward and spec.backward is not None:  # a forward-only operator has no backward to cascade into
         bwd = spec.backward
         kw = {n: out[n] if n in out else inputs.get(n) for n in bwd.tensors}
         defaults = {a.name: a.default for a in spec.attrs}
