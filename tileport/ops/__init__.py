@@ -4,6 +4,7 @@ One import line per operator; ``tileport`` re-exports what they import."""
 from . import interface  # noqa: F401 - first: it sets how each operator's spec derives its interface
 from .add_rms_norm import AddRMSNorm, add_rms_norm, add_rms_norm_bwd, add_rms_norm_fwd  # noqa: F401
 from .causal_conv1d import causal_conv1d, causal_conv1d_bwd, causal_conv1d_fwd  # noqa: F401
+from .causal_conv1d_update import causal_conv1d_update, causal_conv1d_update_fwd  # noqa: F401
 from .chunk_gated_delta_rule import chunk_gated_delta_rule, chunk_gated_delta_rule_bwd, chunk_gated_delta_rule_fwd  # noqa: F401
 from .cross_entropy import CrossEntropyLoss, cross_entropy, cross_entropy_bwd, cross_entropy_fwd  # noqa: F401
 from .fused_linear_cross_entropy import FusedLinearCrossEntropyLoss, fused_linear_cross_entropy  # noqa: F401
