@@ -11,6 +11,8 @@ token, and for the chunk operator also the chunk algorithm in torch's fp32 opera
 backend's), whose sums cancel as the kernels' do (d(gc) of a lone token is q.(dP k) - k.(dP^T q), 0 only up to
 rounding). Small shapes: the interpreter costs milliseconds per program and per operation."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -23,7 +25,7 @@ if not REGISTRY.availability("triton").ok:
 import tileport
 from tileport.backends import outputs
 from tileport.backends.tilelang.cpu import chunked
-from tileport.backends.triton import _delta
+from tileport.backends.triton import _delta, ascend
 from tileport.backends.triton import chunk_gated_delta_rule as chunk
 from tileport.backends.triton import fused_recurrent_gated_delta_rule as step
 from tileport.ops.chunk_gated_delta_rule.spec import recurrence
@@ -246,28 +248,23 @@ def test_step_public_api():
     check_step(make(2, 3, 2, 2, 16, 16, dtype=torch.bfloat16), public=True)
 
 
-def test_chunk_and_step_agree_on_a_split_sequence():
-    """A prefill by the chunk kernels then a decode step from its final state gives the chunk kernels' result over
-    the whole sequence (the state carried between the two operators)."""
+def test_prefill_then_decode_from_its_state():
+    """The chunk kernels over 66 tokens, then the recurrent kernel for the 67th from their final state: the 67th
+    token's output and the final state are those of the whole sequence's golden."""
     inp = make(1, 67, 1, 2, 16, 16)
-    args = [inp[n] for n in NAMES]
-    whole_o, whole_final = chunk.forward(*args, None, 0.25)
-    head = [x[:, :66] if x.dim() < 4 or x is not inp["initial_state"] else x for x in args]
-    _, state = chunk.forward(*head, None, 0.25)
-    tail = [x[:, 66:] for x in args[:5]] + [state]
-    o, final = step.forward(*tail, None, 0.25)
-    torch.testing.assert_close(o, whole_o[:, 66:], rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(final, whole_final, rtol=1e-5, atol=1e-5)
+    tokens = [inp[n] for n in NAMES[:5]]
+    _, state = chunk.forward(*(x[:, :66] for x in tokens), inp["initial_state"], None, 0.25)
+    o, final = step.forward(*(x[:, 66:] for x in tokens), state, None, 0.25)
+    gold_o, gold_final, _ = reference(inp, torch.float64, 0.25)
+    bench_o, bench_final, _ = reference(inp, torch.float32, 0.25)
+    assert_golden(o, gold_o[:, 66:], "o", bench_o[:, 66:])
+    assert_golden(final, gold_final, "final_state", bench_final)
 
 
 def test_ascend_forms_under_the_interpreter(monkeypatch):
     """$TILEPORT_TRITON_ASCEND runs the A2 forms under the interpreter, against the same golden: K walked in blocks
     of 64 and V in blocks of 16 (K = 96 and V = 40: two K blocks, three V blocks), and the grid at the chip's
     vector cores (3 here, so that each program walks several tasks)."""
-    import dataclasses
-
-    from tileport.backends.triton import ascend
-
     monkeypatch.setenv(ascend.EMULATE, "ascend-a2")
     monkeypatch.setitem(ascend.CHIPS, "ascend-a2", dataclasses.replace(ascend.CHIPS["ascend-a2"], vector_cores=3))
     cpu = torch.device("cpu")
