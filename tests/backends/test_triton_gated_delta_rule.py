@@ -8,8 +8,9 @@ The bound of an element (``assert_golden``): its own rounding to the output's dt
 compute in fp32 and round once), plus 10 times the largest error of the same result computed in fp32 by the
 same-precision benchmarks (10: the precision standard's L0 ratio on the largest error): the recurrence token by
 token, and for the chunk operator also the chunk algorithm in torch's fp32 operations (``chunked.py``, the CPU
-backend's), whose sums cancel as the kernels' do (d(gc) of a lone token is q.(dP k) - k.(dP^T q), 0 only up to
-rounding). Small shapes: the interpreter costs milliseconds per program and per operation."""
+backend's), whose rounding is the chunk form's (decays exp(gc_r - gc_s) of in-chunk cumulative sums, the WY
+solve) where the token recurrence's is not. Small shapes: the interpreter costs milliseconds per program and per
+operation."""
 
 import dataclasses
 
