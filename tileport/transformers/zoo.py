@@ -21,6 +21,7 @@ FAMILIES = (
     "qwen3_5",
     "olmo_hybrid",
 )
+HYBRID = ("qwen3_next", "qwen3_5", "olmo_hybrid")  # the families with gated DeltaNet (linear attention) layers
 MODEL_TYPES = {"qwen3_5": "qwen3_5_text"}  # a family's config model_type, where the two differ (Qwen3.5's text model)
 # A hybrid family's linear-attention layers: one of each two layers, gated DeltaNet heads of 16 columns; grouped
 # value heads (two values per key head) so the grouping is exercised.
@@ -93,7 +94,7 @@ def model(family: str, *, seed: int = 0, **sizes):
 # A family's size in ``tileport bench --model``: where the vocabulary's loss matters (the real vocabularies: Llama
 # 2's 32000, Qwen's 151936), two layers of width 512 so a training step takes well under a second on 2 cores.
 BENCH = {"hidden": 512, "layers": 2, "intermediate": 1536}
-BENCH_VOCAB = {"qwen2": 151936, "qwen3": 151936, "qwen3_next": 151936}
+BENCH_VOCAB = {"qwen2": 151936, "qwen3": 151936, "qwen3_next": 151936, "qwen3_5": 248320, "olmo_hybrid": 100352}
 
 
 def load(name: str, *, bench: bool = False):
