@@ -1084,7 +1084,8 @@ def lower(
     for path in result.sources + result.binaries:
         console.print(f"wrote {path}", markup=False)
     for name, used in result.on_chip.items():
-        console.print(f"{name}: {used / 1024:.1f} KB of on-chip memory", markup=False)
+        cube = "".join(f", {memory} {size / 1024:.1f} KB" for memory, size in result.cube.get(name, {}).items())
+        console.print(f"{name}: {used / 1024:.1f} KB of on-chip memory{cube}", markup=False)
     for note in result.notes:
         console.print(note, markup=False)
 

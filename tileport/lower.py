@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from .backends.registry import REGISTRY
-from .backends.tilelang.targets import ON_CHIP_BUDGET, ON_CHIP_NAME
+from .backends.tilelang.targets import CUBE_BUDGET, ON_CHIP_BUDGET, ON_CHIP_NAME
 from .backends.triton import ascend, lowering
 from .ops.catalog import get
 
@@ -31,6 +31,7 @@ class Lowered:
     binaries: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     on_chip: dict[str, int] = field(default_factory=dict)  # kernel -> bytes of UB / shared memory it addresses
+    cube: dict[str, dict[str, int]] = field(default_factory=dict)  # kernel -> {L1, L0C: bytes} (Ascend products)
 
 
 class KernelTodo(ValueError):
@@ -49,6 +50,12 @@ def _check_budget(target: str, name: str, used: int) -> None:
             f"{name} addresses {used / 1024:.1f} KB of {target}'s {budget // 1024} KB {ON_CHIP_NAME[target]}: "
             "narrow its tiles or its rows per block"
         )
+    for memory, size in getattr(used, "cube", {}).items():  # an Ascend kernel's cube side: L1, L0C
+        cap = CUBE_BUDGET[target][memory]
+        if size > cap:
+            raise OverBudget(
+                f"{name} addresses {size / 1024:.1f} KB of {target}'s {cap // 1024} KB {memory}: narrow its tiles"
+            )
 
 
 def _nvcc(src: Path, arch: str) -> tuple[Path | None, str]:
@@ -100,7 +107,9 @@ def lower(op: str, target: str, dtype: torch.dtype, dim: int, out: Path, arch: s
         raise KernelTodo(str(exc)) from None
     for name, (source, used) in kernels.items():
         _check_budget(target, name, used)
-        result.on_chip[name] = used
+        result.on_chip[name] = int(used)
+        if getattr(used, "cube", None):
+            result.cube[name] = dict(used.cube)
         path = out / f"{name}_{tag}_D{dim}{EXT[target]}"
         path.write_text(source)
         result.sources.append(str(path))

@@ -113,7 +113,8 @@ class TileLangBackend:
                 raise ValueError(
                     f"no {target} kernel named {', '.join(sorted(unknown))} for {op!r}; it has {', '.join(funcs)}"
                 )
-        width = importlib.import_module(f"{__name__}.{target}._common").bucket(dim)  # one kernel per width bucket
+        # one kernel per width bucket; a module whose tiles are the dim itself (a head dimension) gives its own bucket
+        width = getattr(module, "bucket", importlib.import_module(f"{__name__}.{target}._common").bucket)(dim)
         key = (op, target, dtype, width, arch if target == "cuda" else None, tuple(sorted(options.items())))
         return {name: _lowered_kernel(key, name, f) for name, f in funcs.items() if only is None or name in only}
 
