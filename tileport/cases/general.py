@@ -23,7 +23,7 @@ from . import sizes as sz
 from .case import OMIT_SHARE, UPPER, Case, draw_attrs, mix, spec_of
 from .named import case_dtype, floating
 from .schema import Suite
-from .values import FILLS, draw_mu_sigma, fill, integer_values, standard_values
+from .values import FILLS, admits, draw_mu_sigma, fill, in_domain, integer_values, offsets, standard_values
 
 FILL_DRAWS = 2  # sizes drawn for the inf/nan fills besides the lower border and the base
 
@@ -100,7 +100,7 @@ def scale(suite: Suite, limits: str, n: int, rng: np.random.Generator, attrs_def
         omitted = tuple(t.name for t in lay.optional if rng.random() < (OMIT_SHARE if t.omit is None else t.omit))
         turn = i - len(suite.fixed)
         sizes = sz.scale_sizes(
-            suite, lay.declaration, rng, limits == "L0", turn, attrs, lambda s, o=omitted: lay.present(o)
+            suite, lay.declaration, rng, limits == "L0", turn, attrs, lambda s, o=omitted: lay.present(o), omitted
         )
         out.append(lay.case(sizes, dist, attrs, omitted, rng, mu=mu, sigma=sigma))
     return out
@@ -136,8 +136,9 @@ def specials(suite: Suite, attrs: dict) -> list[Case]:
         rng = np.random.default_rng(0x1F)  # the fills' drawn sizes: the same for every dtype and seed
         drawn = [sz.scale_sizes(suite, decl, rng, False, i, attrs, lambda s: lay.present()) for i in range(FILL_DRAWS)]
         sets = [sz.least(suite), dict(suite.base), *drawn]
+        domains = {t.name: t.domain for t in suite.tensors}
         for what in FILLS:
-            for name in [n for n in lay.drawn() if n in lay.floating]:
+            for name in [n for n in lay.drawn() if n in lay.floating and admits(domains.get(n), what)]:
                 made += [(s, f"all_{what}", name) for s in sets]
     out = [lay.case(s, "uniform", dict(attrs), scenario=scenario, filled=name) for s, scenario, name in made]
     return [c for c in out if c is not None]
@@ -162,6 +163,9 @@ def _integers(
     if dtype == torch.bool:
         return torch.rand(shape, generator=gen) < 0.5
     rule = next(x for x in suite.tensors if x.name == t.name).values
+    if rule.kind == "offsets":
+        count = shape[0] if len(shape) == 1 else 0
+        return offsets(count, sz.evaluate(rule.high, values), sz.evaluate(rule.low, values), gen).to(dtype)
     if rule.kind == "index":
         low, high = _bound(t.low, values), _bound(t.high, values)
         allowed = tuple(a for a in (_bound(x, values) for x in t.allow) if a is not None)
@@ -178,6 +182,7 @@ def make_inputs(suite: Suite, case: Case) -> dict[str, Any]:
     shapes, ints = dict(case.shapes), dict(case.int_dtypes)
     values = dict(case.attrs) | {k: v for k, v in case.sizes if not isinstance(v, tuple)}
     out: dict[str, Any] = dict(case.attrs)
+    domains = {t.name: t.domain for t in suite.tensors}
     names = [t.name for t in lay.declaration.inputs] + [f"d{o.name}" for o in lay.spec.outputs]
     for name in names:
         shape = shapes.get(name)
@@ -190,5 +195,7 @@ def make_inputs(suite: Suite, case: Case) -> dict[str, Any]:
             out[name] = fill(shape, dtype, case.scenario.removeprefix("all_"), gen).to(dtype)
         else:
             v = standard_values(case.value_range, shape, case.dtype, case.mu or 0.0, case.sigma or 1.0, gen)
+            if domains.get(name) is not None:
+                v = in_domain(v, domains[name], case.attrs, gen)
             out[name] = v.to(case_dtype(lay.declaration, name, case.dtype))
     return out

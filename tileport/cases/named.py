@@ -29,6 +29,7 @@ gradients are not listed: each is drawn in its output's shape where the output i
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +40,13 @@ from ..ops import dims as d
 from ..ops.catalog import specs
 from .schema import (
     BOUNDARY_FLAGS,
+    DOMAIN_KINDS,
     TOP_KEYS,
     AttrInput,
     CaseFileError,
     DimOption,
     DimRule,
+    Domain,
     IntRule,
     Suite,
     TensorInput,
@@ -56,7 +59,7 @@ from .schema import (
 from .sizes import expression
 
 NAMED_KEYS = (*TOP_KEYS, "dims", "where", "max_length", "base", "fixed")
-INT_KINDS = ("index", "positions", "lengths")
+INT_KINDS = ("index", "positions", "lengths", "offsets")
 INT_DTYPES = {"int64": torch.int64, "int32": torch.int32, "bool": torch.bool}
 
 
@@ -98,19 +101,37 @@ def _option(r: _Reader, data: Any, known: list[str], variadic: bool) -> DimOptio
     """One option of a dimension: ``[low, high]``, ``{range: [low, high], step, weight}`` or ``{choices, weight}``."""
     if isinstance(data, list):
         data = {"range": data}
-    o = _Reader(r.file, data, r.prefix).only("range", "choices", "step", "weight", *(("ranks",) if variadic else ()))
+    o = _Reader(r.file, data, r.prefix).only(
+        "range", "choices", "step", "weight", "when", *(("ranks",) if variadic else ())
+    )
     weight = _number(o, "weight", 1.0)
     if weight <= 0:
         raise CaseFileError(r.file, o.key("weight"), "a positive number", weight)
+    when = _when(o)
     if "choices" in o.data:
-        return DimOption(choices=o.int_list("choices", 0), weight=weight)
+        return DimOption(choices=o.int_list("choices", 0), weight=weight, when=when)
     pair = o.get("range", list, "a range [low, high] or choices")
     if len(pair) != 2:
         raise CaseFileError(r.file, o.key("range"), "a range [low, high]", pair)
     step = o.get("step", int, "a positive integer", 1)
     if step < 1:
         raise CaseFileError(r.file, o.key("step"), "a positive integer", step)
-    return DimOption(_bound(o, "range", pair[0], known), _bound(o, "range", pair[1], known), step, weight=weight)
+    return DimOption(
+        _bound(o, "range", pair[0], known), _bound(o, "range", pair[1], known), step, weight=weight, when=when
+    )
+
+
+def _when(o: _Reader) -> tuple[str, bool] | None:
+    """An option's condition: ``when: NAME`` (the optional input NAME present) or ``when: no NAME`` (left out)."""
+    if "when" not in o.data:
+        return None
+    text = o.get("when", str, "an optional input's name, or 'no NAME'")
+    words = text.split()
+    if len(words) == 2 and words[0] == "no":
+        return words[1], False
+    if len(words) == 1:
+        return words[0], True
+    raise CaseFileError(o.file, o.key("when"), "an optional input's name, or 'no NAME'", text)
 
 
 def _dims(top: _Reader, declaration: d.Declaration, attrs: list[str]) -> tuple[DimRule, ...]:
@@ -190,6 +211,23 @@ def _int_rule(r: _Reader, t: d.TensorDecl, known: list[str]) -> IntRule:
     return IntRule(kind, low, high, shares["outside"], shares["ignore"])
 
 
+def _domain(r: _Reader) -> Domain | None:
+    """A floating tensor's ``domain``: {kind: nonpositive, low, zeros} | {kind: unit_interval} | {kind: unit_rows,
+    unless: ATTR}."""
+    if "domain" not in r.data:
+        return None
+    v = r.child("domain").only("kind", "low", "zeros", "unless")
+    kind = v.get("kind", str, f"one of {', '.join(DOMAIN_KINDS)}")
+    if kind not in DOMAIN_KINDS:
+        raise CaseFileError(r.file, v.key("kind"), f"one of {', '.join(DOMAIN_KINDS)}", kind)
+    zeros = _number(v, "zeros", 0.0)
+    if not 0.0 <= zeros <= 1.0:
+        raise CaseFileError(r.file, v.key("zeros"), "a share from 0 to 1", zeros)
+    low = _number(v, "low", -math.inf)
+    unless = v.get("unless", str, "a boolean attribute's name", None)
+    return Domain(kind, low, zeros, unless)
+
+
 def _tensor(r: _Reader, t: d.TensorDecl, first: bool, declaration: d.Declaration, known: list[str]) -> TensorInput:
     """One tensor input checked against its declaration."""
     required = r.get("required", bool, "true or false", True)
@@ -202,21 +240,22 @@ def _tensor(r: _Reader, t: d.TensorDecl, first: bool, declaration: d.Declaration
         raise CaseFileError(r.file, r.key("omit"), "a share from 0 to 1, on an input that is not required", omit)
     if floating(declaration, t.name):
         for key, why in (
-            ("values", "a floating tensor takes the standard's value mix"),
+            ("values", "a floating tensor takes the standard's value mix (its valid values: domain)"),
             ("boundary", "only the first floating input holds them"),
             ("dtypes", "the floating tensors take the case's dtype, which the first one's dtypes give"),
         ):
             if key in r.data and not (first and key != "values"):
                 raise CaseFileError(r.file, r.key(key), f"no {key} ({why})", r.data[key])
+        domain = _domain(r)
         if not first:
-            return TensorInput(t.name, required, (), omit=omit)
+            return TensorInput(t.name, required, (), omit=omit, domain=domain)
         b = r.child("boundary", {})
         flags = {}
         for flag, value in b.data.items():
             if flag not in BOUNDARY_FLAGS or not isinstance(value, bool):
                 raise CaseFileError(r.file, b.key(flag), f"one of {', '.join(BOUNDARY_FLAGS)}: true/false", value)
             flags[flag] = value
-        return TensorInput(t.name, required, (), _dtypes(r), boundary=flags, omit=omit)
+        return TensorInput(t.name, required, (), _dtypes(r), boundary=flags, omit=omit, domain=domain)
     cls = root_class(declaration, t.name)
     names = [n for n, dt in INT_DTYPES.items() if dt in d.CLASSES[cls][0]]
     given = r.child("dtypes", {"values": names[:1]}).only("values").get("values", list, f"a list of {', '.join(names)}")
@@ -269,7 +308,7 @@ def load_named(path: Path, data: dict) -> Suite:
     inputs = {t.name: t for t in spec.declaration.inputs}
     for i, item in enumerate(items):
         r = _Reader(path, item, f"inputs[{i}]").only(
-            "name", "type", "required", "values", "weights", "dtypes", "boundary", "omit"
+            "name", "type", "required", "values", "weights", "dtypes", "boundary", "omit", "domain"
         )
         n, kind = r.get("name", str, "the input's name"), r.get("type", str, "tensor or attrs")
         if kind == "attrs":

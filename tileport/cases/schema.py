@@ -8,6 +8,7 @@ flags, and attributes such as eps. ``load_suite`` checks every key it reads; a m
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,11 @@ class DimOption:
     step: int = 1
     choices: tuple[int, ...] = ()
     weight: float = 1.0
+    when: tuple[str, bool] | None = None  # (an optional input, present or not): the option applies only then
+
+    def applies(self, omitted) -> bool:
+        """Whether the option may be drawn for a case leaving out the inputs ``omitted``."""
+        return self.when is None or (self.when[0] not in omitted) == self.when[1]
 
 
 @dataclass(frozen=True)
@@ -77,14 +83,33 @@ class DimRule:
 @dataclass(frozen=True)
 class IntRule:
     """The values of an integer tensor: ``index`` (the declaration's range, ``ignore`` of them its allowed values
-    such as ignore_index), ``positions`` (in [low, high), ``outside`` of them out of it: negative or past high) or
-    ``lengths`` (in [low, high], high included). Bounds are ints or expressions over the dimensions."""
+    such as ignore_index), ``positions`` (in [low, high), ``outside`` of them out of it: negative or past high),
+    ``lengths`` (in [low, high], high included) or ``offsets`` (packed sequences' cumulative lengths: rising from 0
+    to ``high``, each step at least ``low``, 0 allowing empty sequences). Bounds are ints or expressions over the
+    dimensions."""
 
     kind: str
     low: int | str | None = None
     high: int | str | None = None
     outside: float = 0.0
     ignore: float = 0.0
+
+
+DOMAIN_KINDS = ("nonpositive", "unit_interval", "unit_rows")
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Where a floating input's values must lie for the operator, the standard's draws mapped into it (its section
+    2: a value outside the valid range is regenerated or brought in): ``nonpositive`` -|x| floored at ``low`` (a
+    log-space decay), with a share ``zeros`` set to exactly 0; ``unit_interval`` sigmoid(x), in [0, 1] (a gate);
+    ``unit_rows`` x / |x| over the last dimension (a normalized key), left as drawn where the case's attribute
+    ``unless`` is true (the operator normalizes it itself)."""
+
+    kind: str
+    low: float = -math.inf
+    zeros: float = 0.0
+    unless: str | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +126,7 @@ class TensorInput:
     shape: tuple[int, ...] | None = None  # a shape of its own (a problem's second input), not the first's
     values: IntRule | None = None  # an integer tensor's value rule (a suite by named dimensions)
     omit: float | None = None  # an optional input: the share of the scale's cases that leave it out (None: default)
+    domain: Domain | None = None  # a floating input's valid values (a suite by named dimensions)
 
 
 @dataclass(frozen=True)

@@ -89,35 +89,47 @@ def _in_range(rng: np.random.Generator, low: int, high: int, step: int, generali
     return step * _loguniform(rng, lo, hi)
 
 
-def _option(rng: np.random.Generator, rule: DimRule) -> DimOption:
-    if len(rule.options) == 1:
-        return rule.options[0]
-    w = np.array([o.weight for o in rule.options])
-    return rule.options[int(rng.choice(len(rule.options), p=w / w.sum()))]
+def options(rule: DimRule, omitted=()) -> tuple[DimOption, ...]:
+    """The rule's options for a case leaving out the inputs ``omitted`` (an option may hold only when an optional
+    input is present, or absent: ``when``)."""
+    return tuple(o for o in rule.options if o.applies(omitted))
 
 
-def draw_one(rng: np.random.Generator, rule: DimRule, values: dict, generalized: bool) -> int | None:
-    """One size by one of the rule's options (None where its range is empty for the sizes drawn before)."""
-    o = _option(rng, rule)
+def _option(rng: np.random.Generator, rule: DimRule, omitted=()) -> DimOption | None:
+    found = options(rule, omitted)
+    if len(found) <= 1:
+        return found[0] if found else None
+    w = np.array([o.weight for o in found])
+    return found[int(rng.choice(len(found), p=w / w.sum()))]
+
+
+def draw_one(rng: np.random.Generator, rule: DimRule, values: dict, generalized: bool, omitted=()) -> int | None:
+    """One size by one of the rule's options (None where its range is empty for the sizes drawn before, or no
+    option holds for the inputs left out)."""
+    o = _option(rng, rule, omitted)
+    if o is None:
+        return None
     if o.choices:
         return int(o.choices[int(rng.integers(len(o.choices)))])
     return _in_range(rng, evaluate(o.low, values), evaluate(o.high, values), o.step, generalized)
 
 
-def draw(suite: Suite, rng: np.random.Generator, generalized: bool, turn: int, attrs: dict) -> dict[str, Any] | None:
+def draw(
+    suite: Suite, rng: np.random.Generator, generalized: bool, turn: int, attrs: dict, omitted=()
+) -> dict[str, Any] | None:
     """One draw of every dimension in the suite's order (a variadic run of the rank ``turn`` picks in turn: every
-    rank covered); None where a range came out empty."""
+    rank covered) for a case leaving out the inputs ``omitted``; None where a range came out empty."""
     sizes: dict[str, Any] = {}
     for rule in suite.dims:
         values = attrs | sizes
         if rule.ranks:
             rank = rule.ranks[turn % len(rule.ranks)]
-            items = [draw_one(rng, rule, values, generalized) for _ in range(rank)]
+            items = [draw_one(rng, rule, values, generalized, omitted) for _ in range(rank)]
             if any(v is None for v in items):
                 return None
             sizes[rule.name] = tuple(items)
         else:
-            v = draw_one(rng, rule, values, generalized)
+            v = draw_one(rng, rule, values, generalized, omitted)
             if v is None:
                 return None
             sizes[rule.name] = v
@@ -149,12 +161,13 @@ def scale_sizes(
     turn: int,
     attrs: dict,
     present: Callable[[dict], list[str]],
+    omitted=(),
 ) -> dict[str, Any]:
     """A scale case's sizes: drawn until the constraints hold and the largest present tensor (``present(sizes)``
     names them) is within the suite's max_length; ValueError naming the suite when no draw of TRIES fits."""
     budget = min(suite.max_length or MAX_ELEMENTS, MAX_ELEMENTS)
     for _ in range(TRIES):
-        sizes = draw(suite, rng, generalized, turn, attrs)
+        sizes = draw(suite, rng, generalized, turn, attrs, omitted)
         b = None if sizes is None else binding(declaration, sizes, attrs, suite.where)
         if b is not None and largest(b, present(sizes)) <= budget:
             return sizes
@@ -169,7 +182,7 @@ def _least(rule: DimRule, values: dict, at_least: int) -> int:
     """The least size >= ``at_least`` one of the rule's options allows; else the least size it allows; else 0."""
     for floor in (at_least, None):
         fits = []
-        for o in rule.options:
+        for o in options(rule):  # the special scenarios give every optional input
             if o.choices:
                 fits += [c for c in o.choices if floor is None or c >= floor]
                 continue

@@ -11,7 +11,7 @@ import math
 import torch
 
 from ..precision.standard import NORMAL_MU, NORMAL_SIGMA, OUTLIER_FACTOR, OUTLIER_PER, TINY_BOUND, UNIFORM_BOUND
-from .schema import ValueRange
+from .schema import Domain, ValueRange
 
 STANDARD = ("uniform", "normal", "tiny", "outliers")  # the standard's distributions
 FILLS = {"nan": (math.nan,), "inf": (math.inf,), "-inf": (-math.inf,), "mixed_inf": (math.inf, -math.inf)}
@@ -127,3 +127,41 @@ def integer_values(
         pick = torch.tensor(allowed, dtype=torch.int64)[torch.randint(0, len(allowed), shape, generator=gen)]
         v = torch.where(torch.rand(shape, generator=gen) < ignore, pick, v)
     return v
+
+
+def admits(domain: Domain | None, fill_name: str) -> bool:
+    """Whether a special scenario's fill (``FILLS``) lies in an input's domain: any without one; -inf in a
+    nonpositive one unbounded below; nan and the infinities in no other (the standard: the special values stay
+    within the operator's valid input range, like every generated value)."""
+    if domain is None:
+        return True
+    return domain.kind == "nonpositive" and domain.low == -math.inf and fill_name == "-inf"
+
+
+def in_domain(v: torch.Tensor, domain: Domain, attrs: dict, gen: torch.Generator) -> torch.Tensor:
+    """A floating input's drawn values brought into its valid domain (``schema.Domain``)."""
+    if domain.kind == "nonpositive":
+        v = (-v.abs()).clamp_min(domain.low)
+        if domain.zeros:
+            v = torch.where(torch.rand(v.shape, generator=gen, dtype=v.dtype) < domain.zeros, 0.0, v)
+        return v
+    if domain.kind == "unit_interval":
+        return torch.sigmoid(v)
+    if domain.unless and attrs.get(domain.unless):  # unit_rows: the operator normalizes the rows itself
+        return v
+    norm = v.square().sum(-1, keepdim=True).sqrt()
+    return torch.where(norm > 0, v / norm, v)
+
+
+def offsets(count: int, total: int, least: int, gen: torch.Generator) -> torch.Tensor:
+    """``count`` cumulative offsets (int64) rising from 0 to ``total``: count - 1 sequences of at least ``least``
+    tokens each, the rest spread by cuts drawn uniformly (many short sequences where the rest is small)."""
+    n = max(count - 1, 0)
+    if n == 0:
+        return torch.zeros(count, dtype=torch.int64)
+    least = min(least, total // n)  # too few tokens for the least length (an empty scenario): shorter sequences
+    rest = total - n * least
+    cuts = torch.randint(0, rest + 1, (n - 1,), generator=gen).sort().values
+    edges = torch.cat([torch.zeros(1, dtype=torch.int64), cuts, torch.tensor([rest])])
+    lengths = edges.diff() + least
+    return torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])

@@ -21,8 +21,8 @@ def _sequence(q, k, v, g, beta, h0, scale: float):
     dt, st = q.dtype, compute_dtype(q.dtype)
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
-    if T == 0:
-        return v.new_zeros(B, 0, HV, V), h0.to(st)
+    if 0 in (T, HV, K, V):  # no token, or states of no element: nothing flows
+        return v.new_zeros(B, T, HV, V), h0.to(st)
     q, k = (x.repeat_interleave(HV // H, dim=2) for x in (q, k))
     pad = -T % C
 

@@ -8,6 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ...backends import sequences
 from .. import spec as s
 from ..l2norm import l2norm
 
@@ -24,6 +25,11 @@ L2NORM = s.Attr("use_qk_l2norm_in_kernel", False, "a bool: q and k L2-normalized
 L2NORM_EPS = 1e-6  # fla's and transformers' l2norm inside the kernel
 
 
+def default_scale(K: int) -> float:
+    """fla's default scale, K ** -0.5 (1 for K = 0, where o is 0 whatever the scale)."""
+    return K**-0.5 if K else 1.0
+
+
 def _l2norm(x: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + L2NORM_EPS)
 
@@ -35,41 +41,45 @@ def function(
     differentiable) where asked, and ``scale=None`` as K ** -0.5; final_state is None without an initial state."""
     if use_qk_l2norm_in_kernel:
         q, k = l2norm(q, L2NORM_EPS, backend=backend), l2norm(k, L2NORM_EPS, backend=backend)
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scale = default_scale(q.shape[-1]) if scale is None else scale
     return SPEC.api.function(q, k, v, g, beta, initial_state, cu_seqlens, scale=scale, backend=backend)
 
 
 def recurrence(q, k, v, g, beta, initial_state, cu_seqlens, scale: float, l2norm: bool = False):
     """The operator token by token, in the inputs' dtype (the golden runs it in float64, differentiated by
     autograd): S <- exp(g_t) S; v'_t = beta_t (v_t - S^T k_t); S <- S + k_t v'_t^T; o_t = scale S^T q_t, per value
-    head, q and k shared by their group of HV / H value heads. Returns (o, the final states [N, HV, K, V])."""
+    head, q and k shared by their group of HV / H value heads. Every sequence advances together, a token a step (the
+    longest first). Returns (o, the final states [N, HV, K, V])."""
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     if l2norm:
         q, k = _l2norm(q), _l2norm(k)
-    q, k = (x.repeat_interleave(HV // H, dim=2) for x in (q, k))
-    cuts = (
-        [(b, 0, T) for b in range(B)]
-        if cu_seqlens is None
-        else [(0, int(a), int(e)) for a, e in zip(cu_seqlens[:-1], cu_seqlens[1:])]
-    )
-    rows, finals = [[] for _ in range(B)], []
-    for n, (b, start, end) in enumerate(cuts):
-        S = q.new_zeros(HV, K, V) if initial_state is None else initial_state[n].to(q.dtype)
-        for t in range(start, end):
-            S = S * g[b, t].exp()[:, None, None]
-            d = (v[b, t] - (S * k[b, t][:, :, None]).sum(-2)) * beta[b, t][:, None]
-            S = S + k[b, t][:, :, None] * d[:, None, :]
-            rows[b].append((S * q[b, t][:, :, None]).sum(-2) * scale)
-        finals.append(S)
-    o = torch.stack([torch.stack(r) if r else v.new_zeros(0, HV, V) for r in rows])
-    return o, torch.stack(finals) if finals else q.new_zeros(0, HV, K, V)
+    q, k = (x.repeat_interleave(HV // H, dim=2).reshape(B * T, HV, K) for x in (q, k))
+    v, g, beta = v.reshape(B * T, HV, V), g.reshape(B * T, HV), beta.reshape(B * T, HV)
+    lengths = sequences.lengths(B, T, cu_seqlens, initial_state)
+    firsts = [b * T for b in range(B)] if cu_seqlens is None else cu_seqlens[:-1].tolist()
+    order = sorted(range(len(lengths)), key=lambda n: -lengths[n])
+    S = q.new_zeros(len(lengths), HV, K, V) if initial_state is None else initial_state.to(q.dtype)
+    S = S[order] if order else S
+    rows = [None] * (B * T)
+    for j in range(max(lengths, default=0)):
+        n = sum(lengths[m] > j for m in order)
+        idx = torch.tensor([firsts[m] + j for m in order[:n]])
+        s = S[:n] * g[idx].exp()[..., None, None]
+        d = (v[idx] - (s * k[idx][..., None]).sum(-2)) * beta[idx][..., None]
+        s = s + k[idx][..., None] * d[..., None, :]
+        for t, row in zip(idx.tolist(), ((s * q[idx][..., None]).sum(-2) * scale).unbind(0)):
+            rows[t] = row
+        S = torch.cat([s, S[n:]]) if n < len(order) else s
+    o = torch.stack(rows).view(B, T, HV, V) if rows else v.new_zeros(B, T, HV, V)
+    final = S.new_empty(S.shape).index_copy(0, torch.tensor(order, dtype=torch.long), S) if order else S
+    return o, final
 
 
 def _scale(inputs: dict) -> float:
     """The case's scale; None (the public default) is K ** -0.5."""
     scale = inputs.get("scale")
-    return inputs["q"].shape[-1] ** -0.5 if scale is None else scale
+    return default_scale(inputs["q"].shape[-1]) if scale is None else scale
 
 
 def _results(fn, inputs: dict, backward: bool) -> dict:
@@ -84,10 +94,18 @@ def _results(fn, inputs: dict, backward: bool) -> dict:
     out = {"o": o.detach()} | ({} if final is None else {"final_state": final.detach()})
     if backward:
         outs = [(o, inputs["do"])] + ([] if final is None else [(final, inputs.get("dfinal_state"))])
-        outs = [(t, torch.zeros_like(t) if d is None else d.to(t.dtype)) for t, d in outs]
+        outs = [(t, torch.zeros_like(t) if d is None else d.to(t.dtype)) for t, d in outs if t.requires_grad]
         wrt = {n: t for n, t in leaves.items() if t is not None}
-        grads = torch.autograd.grad(
-            [t for t, _ in outs], list(wrt.values()), [d for _, d in outs], allow_unused=True, materialize_grads=True
+        grads = (
+            torch.autograd.grad(
+                [t for t, _ in outs],
+                list(wrt.values()),
+                [d for _, d in outs],
+                allow_unused=True,
+                materialize_grads=True,
+            )
+            if outs  # no token (T = 0): no output depends on the inputs
+            else [torch.zeros_like(t) for t in wrt.values()]
         )
         out |= {f"d{n}": gr for n, gr in zip(wrt, grads)}
     return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from .. import spec as s
-from ..chunk_gated_delta_rule.spec import L2NORM, L2NORM_EPS, recurrence
+from ..chunk_gated_delta_rule.spec import L2NORM, L2NORM_EPS, default_scale, recurrence
 from ..l2norm import l2norm
 
 INPUTS = (
@@ -36,13 +36,13 @@ def function(
     where asked, ``scale=None`` as K ** -0.5; final_state is None without an initial state."""
     if use_qk_l2norm_in_kernel:
         q, k = l2norm(q, L2NORM_EPS, backend=backend), l2norm(k, L2NORM_EPS, backend=backend)
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scale = default_scale(q.shape[-1]) if scale is None else scale
     return SPEC.api.function(q, k, v, g, beta, initial_state, cu_seqlens, scale=scale, backend=backend)
 
 
 def _scale(inputs: dict) -> float:
     scale = inputs.get("scale")
-    return inputs["q"].shape[-1] ** -0.5 if scale is None else scale
+    return default_scale(inputs["q"].shape[-1]) if scale is None else scale
 
 
 def _outputs(o, final) -> dict:

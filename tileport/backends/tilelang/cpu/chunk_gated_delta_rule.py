@@ -6,20 +6,28 @@ from __future__ import annotations
 
 import torch
 
+from ... import sequences
 from . import chunked
 
 PACKED_CHECKS = ()  # no TileLang loop of its own to read: its products are torch's GEMMs
 
 
+def _nothing_flows(q, v) -> bool:
+    """No token, or states of no element (HV, K or V = 0): o is 0 and the states pass through unchanged."""
+    return 0 in (q.shape[1], v.shape[2], q.shape[3], v.shape[3])
+
+
 def forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float):
-    if q.shape[1] == 0:  # no token: the states pass through
-        o = v.new_empty(v.shape)
-        return o, None if initial_state is None else initial_state.to(torch.float32, copy=True)
+    sequences.lengths(q.shape[0], q.shape[1], cu_seqlens, initial_state)
+    if _nothing_flows(q, v):
+        final = None if initial_state is None else initial_state.to(torch.float32, copy=True)
+        return torch.zeros_like(v), final
     return chunked.forward(q, k, v, g, beta, initial_state, cu_seqlens, scale)
 
 
 def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal_state, scale: float):
-    if q.shape[1] == 0:
+    sequences.lengths(q.shape[0], q.shape[1], cu_seqlens, initial_state)
+    if _nothing_flows(q, v):
         dh0 = None
         if initial_state is not None:
             dh0 = torch.zeros_like(initial_state) if dfinal_state is None else dfinal_state.to(initial_state.dtype)

@@ -184,23 +184,19 @@ def states(lay: Layout, ch: Chunks, h0: torch.Tensor | None, keep: bool):
     gam = ch.gc[..., -1].exp()
     for n, s0 in zip(lay.counts, lay.starts):
         cut = slice(s0, s0 + n)
-        Sa = S[:n]
+        Sa = S[:n]  # the sequences still running: the first n rows, updated in place
         if keep:
             hs[cut] = Sa
         torch.baddbmm(
             ch.u[cut].view(n * HV, C, V),
             ch.w[cut].view(n * HV, C, K),
             Sa.view(n * HV, K, V),
-            beta=1,
             alpha=-1,
             out=vn[cut].view(n * HV, C, V),
         )
-        nxt = torch.baddbmm(
-            (Sa * gam[cut][..., None, None]).view(n * HV, K, V),
-            ch.kd[cut].view(n * HV, C, K).transpose(1, 2),
-            vn[cut].view(n * HV, C, V),
+        Sa.mul_(gam[cut][..., None, None]).view(n * HV, K, V).baddbmm_(
+            ch.kd[cut].view(n * HV, C, K).transpose(1, 2), vn[cut].view(n * HV, C, V)
         )
-        S[:n] = nxt.view(n, HV, K, V)
     final = S if lay.order is None else torch.empty_like(S).index_copy_(0, lay.order, S)
     return hs, vn, final
 
@@ -232,6 +228,19 @@ def _per_value_head(x: torch.Tensor, HV: int) -> torch.Tensor:
     return x if HV == H else x.unsqueeze(2).expand(NCH, H, HV // H, *x.shape[2:]).reshape(NCH, HV, *x.shape[2:])
 
 
+def _straddling(pairs: torch.Tensor) -> torch.Tensor:
+    """dg_t = sum over r >= t > s of pairs[r, s]: the gradient of g_t through the decays exp(gc_r - gc_s) whose span
+    holds t. Summed only over the pairs that straddle t, it has no cancellation: the form that adds +pairs[r, s] at
+    r and -pairs[r, s] at s, then a reverse cumulative sum, leaves fp32 residues of the large terms where the true
+    gradient is tiny (a token of g = -20 cuts every span it lies in to exp(-20))."""
+    return _before(pairs).tril_().sum(-2)  # [r, t]: the pairs (r, s < t), summed over r >= t
+
+
+def _before(x: torch.Tensor) -> torch.Tensor:
+    """The exclusive cumulative sum over the last dimension (shifted, not the inclusive one minus x: no residue)."""
+    return torch.nn.functional.pad(x[..., :-1].cumsum(-1), (1, 0))
+
+
 def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal, scale: float):
     """(dq, dk, dv, dg, dbeta, dinitial_state or None), each in its input's dtype: the forward's steps differentiated
     in reverse, its intermediates recomputed."""
@@ -257,21 +266,17 @@ def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal, scale: flo
     dsn, dvn = torch.empty_like(hs), torch.empty_like(vn)
     for n, s0 in reversed(list(zip(lay.counts, lay.starts))):
         cut = slice(s0, s0 + n)
-        d = dS[:n]
+        d = dS[:n]  # updated in place
         dsn[cut] = d
         torch.baddbmm(
             dvl[cut].view(n * HV, C, V),
             ch.kd[cut].view(n * HV, C, K),
-            d.reshape(n * HV, K, V),
+            d.view(n * HV, K, V),
             out=dvn[cut].view(n * HV, C, V),
         )
-        nxt = torch.baddbmm(
-            (d * egam[cut][..., None, None] + z[cut]).view(n * HV, K, V),
-            ch.w[cut].view(n * HV, C, K).transpose(1, 2),
-            dvn[cut].view(n * HV, C, V),
-            alpha=-1,
+        d.mul_(egam[cut][..., None, None]).add_(z[cut]).view(n * HV, K, V).baddbmm_(
+            ch.w[cut].view(n * HV, C, K).transpose(1, 2), dvn[cut].view(n * HV, C, V), alpha=-1
         )
-        dS[:n] = nxt.view(n, HV, K, V)
     dh0 = None
     if initial_state is not None:
         dh0 = dS if lay.order is None else torch.empty_like(dS).index_copy_(0, lay.order, dS)
@@ -279,17 +284,15 @@ def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal, scale: flo
     dqi = (doc @ hs.transpose(-1, -2)).mul_((eg * scale)[..., None])
     dgc = (dqi * qv).sum(-1)
     dp = (doc @ vn.transpose(-1, -2)).mul_(ch.decay).mul_(scale)
-    gqk = dp * qkv
-    dgc += gqk.sum(-1) - gqk.sum(-2)
+    pairs = (dp * qkv).tril_(-1)  # exp(gc_r - gc_s) of r > s: the diagonal's exp(0) depends on no g
     dps = _by_group(dp, H)
     dq = _by_group(dqi, H) + dps @ ch.k
     dk = dps.transpose(-1, -2) @ ch.q
     # what each chunk wrote into the state: exp(gam - gc) k and V'
     dkd = vn @ dsn.transpose(-1, -2)
-    gk = (dkd * ch.kd).sum(-1)
+    gk = (dkd * ch.kd).sum(-1)  # exp(gam - gc_r): g of the tokens after r
     dkv = dkd.mul_((gam[..., None] - ch.gc).exp()[..., None])
-    dgc -= gk
-    dgam = gk.sum(-1) + egam * (hs * dsn).sum((-1, -2))
+    dgc[..., -1] += egam * (hs * dsn).sum((-1, -2))  # exp(gam) S: every g of the chunk
     # the WY factors: W = Tinv (beta exp(gc) k), U = Tinv (beta v), Tinv = (I + A)^-1
     dw = dvn @ hs.transpose(-1, -2)  # minus dW
     tt = ch.tinv.transpose(-1, -2)
@@ -306,12 +309,10 @@ def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal, scale: flo
     e = da * ch.decay
     dbeta += (e * kkv).sum(-1)
     be_ = e * ch.beta[..., None]
-    ga = be_ * kkv
-    dgc += ga.sum(-1) - ga.sum(-2)
+    pairs += be_ * kkv  # strictly lower already
     bes = _by_group(be_, H)
     dk += bes @ ch.k + bes.transpose(-1, -2) @ ch.k + _by_group(dkv, H)
-    dgc[..., -1] += dgam
-    dg = dgc.flip(-1).cumsum(-1).flip(-1)
+    dg = dgc.flip(-1).cumsum(-1).flip(-1) + _straddling(pairs) + _before(gk)
     return (
         from_chunks(lay, dq, q.dtype),
         from_chunks(lay, dk, k.dtype),
