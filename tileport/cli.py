@@ -47,7 +47,7 @@ from .readiness.capture import parse_arg
 from .reference import SELF, ReferenceError
 from .report import compare as rendered
 from .report import tables, write_report
-from .report.benchrows import bar_table, performance_table
+from .report.benchrows import bar_table, matmul_table, performance_table
 from .report.markdown import table_md
 from .scaffold import EXPORTS, ScaffoldError
 from .scaffold import plan as scaffold_plan
@@ -879,6 +879,9 @@ def bench(
         raise typer.BadParameter(f"{csv} holds no {op} rows; run `tileport bench {op}` first", param_hint="--csv")
     out.mkdir(parents=True, exist_ok=True)
     tables = [performance_table(rows, f"tileport bench {op}")]
+    rates = matmul_table(rows)
+    if rates is not None:
+        tables.append(rates)
     judged = judge_bar(rows, s.bar, (backend or ["tilelang"])[0]) if s.bar else []
     if judged:
         tables.insert(0, bar_table(judged))

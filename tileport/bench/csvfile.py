@@ -28,6 +28,8 @@ STATISTICS = (
     "p80_us",
     "gbps",
     "bandwidth_share",
+    "gflops",
+    "matmul_share",
     "speedup_vs_eager",
     "speedup_vs_compile",
     "peak_bytes",

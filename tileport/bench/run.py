@@ -1,9 +1,10 @@
 """``tileport bench OP``: providers side by side, interleaved, per (mode, dtype, shape, threads).
 
-Each group times every provider and a copy of the same traffic in the same rounds (the roofline), then
-derives GB/s from the minimum traffic, the share of the copy's bandwidth, the speed-ups against eager and
-torch.compile, and measures each provider's peak allocated bytes once outside the timing (on the CPU also by the
-process's resident memory, the one measure that sees torch.compile's allocations).
+Each group times every provider and a copy of the same traffic in the same rounds (the roofline; for a
+matmul-bound operator also torch.matmul of its own product sizes), then derives GB/s from the minimum traffic, the
+share of the copy's bandwidth (and of the matmul's flop rate), the speed-ups against eager and torch.compile, and
+measures each provider's peak allocated bytes once outside the timing (on the CPU also by the process's resident
+memory, the one measure that sees torch.compile's allocations).
 """
 
 from __future__ import annotations
@@ -99,6 +100,9 @@ def run(
                 provs, excused = providers(s, g.shape, g.dtype, g.mode, tested, compile_baseline, device)
                 nbytes = s.bytes_moved(g.shape, g.dtype, g.mode)
                 provs["copy"] = copy_provider(nbytes // 2, device)
+                gemm_flops = 0.0
+                if s.gemm is not None:  # a matmul-bound operator: its products' rate against torch.matmul's
+                    provs["matmul"], gemm_flops = s.gemm(g.shape, g.dtype, device)
                 if sync is not None:
                     provs = {name: (lambda f=f: (f(), sync())) for name, f in provs.items()}
                 provs = _working(provs, excused, {} if failed is None else failed)
@@ -115,6 +119,7 @@ def run(
                     workload=g.workload,
                 )
                 copy_gbps = gbps(nbytes, times["copy"])
+                gemm_rate = gemm_flops / (times["matmul"].min_us * 1e3) if "matmul" in times else 0.0
                 for name, t in times.items():
                     stats = {
                         "min_us": t.min_us,
@@ -124,12 +129,17 @@ def run(
                         "gbps": gbps(nbytes, t),
                         "bandwidth_share": gbps(nbytes, t) / copy_gbps,
                     }
+                    if gemm_rate and name not in ("copy", "matmul"):
+                        stats["gflops"] = s.flops(g.shape, g.mode) / (t.min_us * 1e3)
+                        stats["matmul_share"] = stats["gflops"] / gemm_rate
+                    elif name == "matmul":
+                        stats["gflops"] = gemm_rate
                     for ref, key in (("torch-eager", "speedup_vs_eager"), ("torch-compile", "speedup_vs_compile")):
-                        if ref in times and name != "copy":
+                        if ref in times and name not in ("copy", "matmul"):
                             stats[key] = times[ref].min_us / t.min_us
-                    if name != "copy" and (accelerator is not None or name != "torch-compile"):
+                    if name not in ("copy", "matmul") and (accelerator is not None or name != "torch-compile"):
                         stats["peak_bytes"] = peak_bytes(provs[name], device)  # on the CPU compiled code runs unseen
-                    if name != "copy" and accelerator is None:
+                    if name not in ("copy", "matmul") and accelerator is None:
                         resident = resident_peak_bytes(provs[name])
                         if resident is not None:
                             stats["peak_resident_bytes"] = resident

@@ -340,6 +340,12 @@ class OpSpec:
     precision_dtypes: dict[str, torch.dtype] = field(default_factory=dict)  # output -> small-value rule dtype
     near_eps: Callable[[dict, int], float] | None = None  # per-element magnitude where eps decides the row
     kernel_out: bool = False  # forward(out=...) writes into preallocated outputs (bench's `:kernel` provider)
+    # A matmul-bound operator's roofline (bench's ``matmul`` provider beside the copy): ``flops(shape, mode)``, the
+    # useful matrix-product flops of a call, and ``gemm(shape, dtype, device)``, (a zero-argument torch.matmul
+    # call of the operator's own product sizes in that dtype, its flops): ``matmul_share`` is the first's rate
+    # over the second's, measured in the same rounds.
+    flops: Callable[[tuple, str], float] | None = None
+    gemm: Callable[[tuple, torch.dtype, str], tuple[Callable, float]] | None = None
     usage: str = ""  # the docs page's usage block
     aliases: tuple[str, ...] = ()  # names a test kit case file may call the operator by
     model_sites: dict[str, str] = field(default_factory=dict)  # input -> captured model site (L2's model cases)

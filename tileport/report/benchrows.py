@@ -69,6 +69,27 @@ def performance_table(rows: list[dict], title: str = "Performance and memory") -
     )
 
 
+def matmul_table(rows: list[dict]) -> Table | None:
+    """A matmul-bound operator's useful matrix-product rate per group and provider, and its share of what
+    torch.matmul of the operator's own product sizes reaches in the same rounds (None: no such rows)."""
+    rate, share = pivot(rows, "gflops"), pivot(rows, "matmul_share")
+    out = []
+    for key, provs in rate.items():
+        mode, dtype, shape, threads = key
+        for p, v in provs.items():
+            s = share.get(key, {}).get(p)
+            out.append((mode, dtype, shape, str(threads), p, f"{v:.1f}", "" if s is None else f"{100 * s:.0f}%"))
+    if not out:
+        return None
+    return Table(
+        "Matrix-product rate (useful flops of the operator's algorithm; matmul: torch.matmul of its product sizes)",
+        ("mode", "dtype", "shape", "threads", "provider", "GFLOP/s", "of matmul"),
+        tuple(out),
+        "The roofline of a matmul-bound operator: its products' flops over its time, against torch.matmul of the same "
+        "sizes in the input dtype, timed in the same interleaved rounds.",
+    )
+
+
 def bar_table(judged: list[dict]) -> Table:
     """The speed bar's criteria as judged (``bench.bar.judge_bar``): measured against target, met or not, and
     beside each miss the number of its stated cause, the causes listed once in the note (a miss whose criterion
