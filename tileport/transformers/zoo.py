@@ -23,14 +23,19 @@ FAMILIES = (
 )
 HYBRID = ("qwen3_next", "qwen3_5", "olmo_hybrid")  # the families with gated DeltaNet (linear attention) layers
 MODEL_TYPES = {"qwen3_5": "qwen3_5_text"}  # a family's config model_type, where the two differ (Qwen3.5's text model)
-# A hybrid family's linear-attention layers: one of each two layers, gated DeltaNet heads of 16 columns; grouped
-# value heads (two values per key head) so the grouping is exercised.
-_LINEAR = {
-    "linear_num_value_heads": 4,
-    "linear_num_key_heads": 2,
-    "linear_key_head_dim": 16,
-    "linear_value_head_dim": 16,
-}
+
+
+def _linear(hidden: int) -> dict:
+    """A hybrid family's linear-attention layers: two key heads, four value heads (two values per key head, so the
+    grouping is exercised), heads of hidden / 4 columns within 16 and 128 (16 at the tests' width 64, 128 as the
+    released models' at the bench's 512)."""
+    dim = min(128, max(16, hidden // 4))
+    return {
+        "linear_num_value_heads": 4,
+        "linear_num_key_heads": 2,
+        "linear_key_head_dim": dim,
+        "linear_value_head_dim": dim,
+    }
 
 
 def _layer_types(layers: int) -> list[str]:
@@ -69,14 +74,19 @@ def config(
         "phi3": {"partial_rotary_factor": 0.5, "pad_token_id": 0},
         "qwen3_next": {
             "layer_types": _layer_types(layers),
-            **_LINEAR,
+            **_linear(hidden),
             "num_experts": 0,
             "decoder_sparse_step": 1,
             "partial_rotary_factor": 0.5,
         },
-        "qwen3_5": {"layer_types": _layer_types(layers), **_LINEAR},
+        "qwen3_5": {"layer_types": _layer_types(layers), **_linear(hidden)},
         # OLMo-hybrid's defaults name token ids of its 100k vocabulary; beta scaled by 2 (allow_neg_eigval) kept
-        "olmo_hybrid": {"layer_types": _layer_types(layers), **_LINEAR, "pad_token_id": 0, "eos_token_id": None},
+        "olmo_hybrid": {
+            "layer_types": _layer_types(layers),
+            **_linear(hidden),
+            "pad_token_id": 0,
+            "eos_token_id": None,
+        },
     }.get(family, {})
     return transformers.AutoConfig.for_model(MODEL_TYPES.get(family, family), **common, **extra)
 
