@@ -65,6 +65,38 @@ def test_the_patched_layer_computes_and_differentiates_as_the_original(family, d
         assert got[name].dtype == w.dtype and err <= TOL[dtype], (name, float(err))
 
 
+def test_the_decode_step_under_autograd_takes_the_chunked_operator():
+    """tileport's decode step is forward only (as fla's): asked for a gradient (a cache in training), the patched
+    recurrent function computes the same recurrence through the chunked operator, differentiable."""
+    gen = torch.Generator().manual_seed(1)
+    inputs = {
+        "query": torch.randn(2, 3, 2, 16, generator=gen),
+        "key": torch.randn(2, 3, 2, 16, generator=gen),
+        "value": torch.randn(2, 3, 4, 16, generator=gen),
+        "g": -torch.rand(2, 3, 4, generator=gen),
+        "beta": torch.rand(2, 3, 4, generator=gen),
+        "initial_state": torch.randn(2, 4, 16, 16, generator=gen),
+    }
+    base, mine = (zoo.model("qwen3_next", seed=7) for _ in range(2))
+    tileport.patch(mine)
+    results = []
+    try:
+        for model in (base, mine):
+            leaves = {n: t.clone().requires_grad_() for n, t in inputs.items()}
+            step = _layer(model)._kernel_funcs["fused_recurrent_gated_delta_rule"]
+            with capture.record() as seen:
+                o, final = step(**leaves, output_final_state=True, use_qk_l2norm_in_kernel=True)
+            (o.sum() + final.square().sum()).backward()
+            results.append(({"o": o.detach(), "final": final.detach()} | {n: t.grad for n, t in leaves.items()}, seen))
+    finally:
+        tileport.unpatch(mine)
+    (want, _), (got, seen) = results
+    assert "chunk_gated_delta_rule" in _ops(seen) and "fused_recurrent_gated_delta_rule" not in _ops(seen)
+    for name, w in want.items():
+        err = (got[name] - w).abs().max() / w.abs().max()
+        assert err <= TOL[torch.float32], (name, float(err))
+
+
 @pytest.mark.parametrize("family", zoo.HYBRID)
 def test_packed_sequences_are_kept_apart(family):
     """One row holding a 70-token and a 9-token sequence (transformers' ``cu_seq_lens_q``, positions restarting)
