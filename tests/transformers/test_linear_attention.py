@@ -8,7 +8,7 @@ import types
 import pytest
 import torch
 
-pytest.importorskip("transformers")
+transformers = pytest.importorskip("transformers")
 kernels = pytest.importorskip("kernels")  # transformers attaches the functions through it (a dependency of 5.x)
 
 import tileport
@@ -224,3 +224,14 @@ def test_a_layer_without_kernel_wrappers_is_left_with_why():
     report = tileport.patch(torch.nn.Sequential(_Bare()), loss=None)
     assert not report.replaced
     assert [s.operator for s in report.left] == ["gated DeltaNet"] and "no kernel functions" in report.left[0].detail
+
+
+def test_a_convolution_activation_tileport_lacks_is_left_with_why():
+    cfg = zoo.config("qwen3_5")
+    cfg.hidden_act = "gelu"  # the layer's convolution activation (and the MLP's)
+    report = tileport.patch(transformers.AutoModelForCausalLM.from_config(cfg), loss=None, dry_run=True)
+    assert {"chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule"} <= set(report.counts())
+    assert sorted((s.operator, s.detail) for s in report.left) == [
+        ("causal_conv1d", "activation 'gelu': tileport's causal_conv1d has none, silu"),
+        ("causal_conv1d_update", "activation 'gelu': tileport's causal_conv1d_update has none, silu"),
+    ]

@@ -289,7 +289,8 @@ def _reference(wrapper) -> Callable | None:
         return None
 
 
-_VERDICTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # reference function -> {kernel name: why}
+# reference function -> {(kernel name, the layer's activation): why}: each function probed once, not once a layer
+_VERDICTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def identify(module: torch.nn.Module) -> list[tuple[Kernel, str | None]]:
@@ -314,10 +315,10 @@ def identify(module: torch.nn.Module) -> list[tuple[Kernel, str | None]]:
             out.append((kernel, "its kernel wrapper is not the kernels package's (no function to probe)"))
             continue
         reference = inspect.unwrap(func)  # the torch function behind transformers' fallback: the semantics
-        verdicts = _VERDICTS.setdefault(reference, {})
-        if kernel.name not in verdicts:
-            verdicts[kernel.name] = kernel.check(reference, module)
-        out.append((kernel, verdicts[kernel.name]))
+        verdicts, key = _VERDICTS.setdefault(reference, {}), (kernel.name, _activation(module))
+        if key not in verdicts:
+            verdicts[key] = kernel.check(reference, module)
+        out.append((kernel, verdicts[key]))
     return out
 
 
