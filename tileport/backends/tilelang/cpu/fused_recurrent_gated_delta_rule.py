@@ -14,9 +14,10 @@ once. o is read from the new state, never as e S_old^T q + (k.q) v' (the same va
 nans). The first token reads the initial state (any float dtype; none: zeros), every later one the item's own
 rows of ``final_state`` in fp32 (in L1): the state is read from memory once and written once per call.
 
-Per token and 16 columns each row costs, on AVX2 (two ymm per 16 lanes): walk 1 two loads, two multiplies, two
-extracts and four widenings to fp64, four fp64 FMAs; walk 2 the same plus two fp32 FMAs and two stores: about 32
-instructions per row and strip (K = V = 128: 8 strips x 128 rows, about 33k per token and value head).
+Per token, strip and row of K (16 columns), from the disassembly (g++ 12, fp32): on AVX2 (two ymm per 16 lanes) walk
+1 is 18 instructions (two multiplies, four widenings, four fp64 FMAs, the k broadcast) and walk 2 is 24 (two fp32
+FMAs and two stores more); on AVX-512 12 and 15. K = V = 128: 8 strips x 128 rows x 42, about 43k instructions per
+token and value head on AVX2.
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
@@ -27,14 +28,17 @@ import torch
 
 from ... import outputs, sequences
 from .interface import GRID
-from .rowwise import STORAGE, VEC, VL, Io, get, put, splat, vectors
+from .rowwise import STORAGE, VEC, VL, Io, get, put, vectors
 from .runtime import CACHE, threads_for
 
 B, SEQ, H, K = T.dynamic("B"), T.dynamic("T"), T.dynamic("H"), T.dynamic("K")
 HV, V, N, NS = T.dynamic("HV"), T.dynamic("V"), T.dynamic("N"), T.dynamic("NS")
 F32 = torch.float32
 
-# fp64 lanes of a K-reduction: 16 of them held in two tp_v16 slots (as simd.h's tp_dot64_*).
+# The state rows' arithmetic on 16 lanes, the K-reductions' fp64 sums in native registers. Each row helper loads its
+# row itself (a row copied into a kernel local first was written as 16-byte pieces and read back as whole registers:
+# a store-forwarding stall per row), and fp64 is moved with the ISA's own conversions and broadcasts (g++ 12 split
+# the generic float -> double conversion into 128-bit pieces and built a broadcast from scalar stores).
 PRELUDE = r"""
 #if defined(__x86_64__) || defined(__i386__)
 #define TP_GD_OPAQUE(r) __asm__("" : "+v"(r))
@@ -43,57 +47,236 @@ PRELUDE = r"""
 #else
 #define TP_GD_OPAQUE(r) __asm__("" : "+m"(r))
 #endif
+typedef double tp_gd_d __attribute__((vector_size(TP_NATIVE * 4)));  // half a native register's lanes, widened
+typedef float tp_gd_h __attribute__((vector_size(TP_NATIVE * 2)));   // half a native register
+struct tp_gd_acc {
+  tp_gd_d v[2 * TP_PARTS];  // 16 fp64 lanes (two tp_v16 slots): native register i's halves in v[2i], v[2i + 1]
+};
+
+static inline tp_nf tp_gd_splat(float x) {
+#if defined(__AVX512F__)
+  return (tp_nf)_mm512_set1_ps(x);
+#elif defined(__AVX__)
+  return (tp_nf)_mm256_set1_ps(x);
+#elif defined(__SSE2__)
+  return (tp_nf)_mm_set1_ps(x);
+#else
+  tp_nf r;
+  for (int i = 0; i < TP_NATIVE; ++i) r[i] = x;
+  return r;
+#endif
+}
+static inline tp_gd_d tp_gd_splat64(double x) {
+#if defined(__AVX512F__)
+  return (tp_gd_d)_mm512_set1_pd(x);
+#elif defined(__AVX__)
+  return (tp_gd_d)_mm256_set1_pd(x);
+#elif defined(__SSE2__)
+  return (tp_gd_d)_mm_set1_pd(x);
+#else
+  tp_gd_d r;
+  for (int i = 0; i < TP_NATIVE / 2; ++i) r[i] = x;
+  return r;
+#endif
+}
+// A native register's lanes as two fp64 registers (its low and high halves), and back.
+static inline void tp_gd_widen(tp_nf x, tp_gd_d* lo, tp_gd_d* hi) {
+#if defined(__AVX512F__)
+  *lo = (tp_gd_d)_mm512_cvtps_pd(_mm512_castps512_ps256((__m512)x));
+  *hi = (tp_gd_d)_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd((__m512)x), 1)));
+#elif defined(__AVX__)
+  *lo = (tp_gd_d)_mm256_cvtps_pd(_mm256_castps256_ps128((__m256)x));
+  *hi = (tp_gd_d)_mm256_cvtps_pd(_mm256_extractf128_ps((__m256)x, 1));
+#elif defined(__SSE2__)
+  *lo = (tp_gd_d)_mm_cvtps_pd((__m128)x);
+  *hi = (tp_gd_d)_mm_cvtps_pd(_mm_movehl_ps((__m128)x, (__m128)x));
+#else
+  tp_gd_h h[2];
+  memcpy(h, &x, sizeof x);
+  *lo = __builtin_convertvector(h[0], tp_gd_d);
+  *hi = __builtin_convertvector(h[1], tp_gd_d);
+#endif
+}
+static inline tp_nf tp_gd_narrow(tp_gd_d lo, tp_gd_d hi) {
+#if defined(__AVX512F__)
+  const __m512d l = _mm512_castpd256_pd512(_mm256_castps_pd(_mm512_cvtpd_ps((__m512d)lo)));
+  return (tp_nf)_mm512_castpd_ps(_mm512_insertf64x4(l, _mm256_castps_pd(_mm512_cvtpd_ps((__m512d)hi)), 1));
+#elif defined(__AVX__)
+  const __m256 l = _mm256_castps128_ps256(_mm256_cvtpd_ps((__m256d)lo));
+  return (tp_nf)_mm256_insertf128_ps(l, _mm256_cvtpd_ps((__m256d)hi), 1);
+#elif defined(__SSE2__)
+  return (tp_nf)_mm_movelh_ps(_mm_cvtpd_ps((__m128d)lo), _mm_cvtpd_ps((__m128d)hi));
+#else
+  tp_gd_h h[2] = {__builtin_convertvector(lo, tp_gd_h), __builtin_convertvector(hi, tp_gd_h)};
+  tp_nf r;
+  memcpy(&r, h, sizeof r);
+  return r;
+#endif
+}
+
+// 16 fp32 lanes moved register by register (simd.h's tp_load_f32 is one 64-byte memcpy, which g++ 12 expanded
+// for Zen 3 as 16-byte moves into a stack copy read back as whole registers: a failed store forward per row).
+static inline void tp_gd_load_f32(float* src, tp_v16* dst) {
+#pragma GCC unroll 4
+  for (int i = 0; i < TP_PARTS; ++i) memcpy(&dst->v[i], src + i * TP_NATIVE, sizeof(tp_nf));
+}
+static inline void tp_gd_store_f32(tp_v16* src, float* dst) {
+#pragma GCC unroll 4
+  for (int i = 0; i < TP_PARTS; ++i) memcpy(dst + i * TP_NATIVE, &src->v[i], sizeof(tp_nf));
+}
+static inline void tp_gd_load_f16(uint16_t* src, tp_v16* dst) { tp_load_f16(src, dst); }
+static inline void tp_gd_load_bf16(uint16_t* src, tp_v16* dst) { tp_load_bf16(src, dst); }
+// The state rows' tails (V % 16 columns) in fp32: masked moves with AVX (simd.h's portable ones copy through a
+// buffer with a libc memcpy per row).
+extern "C" inline void* tp_gd_loadn_f32(float* src, tp_v16* dst, int32_t n) {
+#if defined(__AVX__) && !defined(__AVX512F__)
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256 lo = _mm256_maskload_ps(src, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane));
+  __m256 hi = _mm256_maskload_ps(src + 8, _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8), lane));
+  memcpy(dst, &lo, 32);
+  memcpy((float*)dst + 8, &hi, 32);
+  return 0;
+#else
+  return tp_loadn_f32(src, dst, n);
+#endif
+}
+extern "C" inline void* tp_gd_storen_f32(tp_v16* src, float* dst, int32_t n) {
+#if defined(__AVX__) && !defined(__AVX512F__)
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256 lo, hi;
+  memcpy(&lo, src, 32);
+  memcpy(&hi, (float*)src + 8, 32);
+  _mm256_maskstore_ps(dst, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane), lo);
+  _mm256_maskstore_ps(dst + 8, _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8), lane), hi);
+  return 0;
+#else
+  return tp_storen_f32(src, dst, n);
+#endif
+}
+extern "C" inline void* tp_gd_loadn_f16(uint16_t* src, tp_v16* dst, int32_t n) { return tp_loadn_f16(src, dst, n); }
+extern "C" inline void* tp_gd_loadn_bf16(uint16_t* src, tp_v16* dst, int32_t n) { return tp_loadn_bf16(src, dst, n); }
+
+// e * s, rounded to fp32 on its own (never fused into the FMA that adds k v' to it): the decayed state.
+static inline tp_nf tp_gd_decay(tp_nf s, tp_nf e) {
+  tp_nf p = s * e;
+  TP_GD_OPAQUE(p);
+  return p;
+}
+// acc += x * s on native register i's lanes, in fp64 (the products exact: 24-bit factors).
+static inline void tp_gd_axpy(tp_gd_acc* a, int i, tp_gd_d x, tp_nf s) {
+  tp_gd_d lo, hi;
+  tp_gd_widen(s, &lo, &hi);
+  a->v[2 * i] += x * lo;
+  a->v[2 * i + 1] += x * hi;
+}
+// The first walk down a strip's rows, one row s: kv += k * (e * s).
+static inline void tp_gd_walk1(tp_v16* kv, const tp_v16& s, float e, float k) {
+  tp_gd_acc a;
+  memcpy(&a, kv, 128);
+  const tp_nf ee = tp_gd_splat(e);
+  const tp_gd_d kk = tp_gd_splat64(k);
+#pragma GCC unroll 4
+  for (int i = 0; i < TP_PARTS; ++i) tp_gd_axpy(&a, i, kk, tp_gd_decay(s.v[i], ee));
+  memcpy(kv, &a, 128);
+}
+// The second walk, one row s: s <- e * s + k * d (one FMA after the decay's rounding; d: the strip's v'), and
+// acc += q * s; the new row is returned.
+static inline tp_v16 tp_gd_walk2(tp_v16* acc, const tp_v16& s, float e, float k, const tp_v16* d, float q) {
+  tp_gd_acc a;
+  memcpy(&a, acc, 128);
+  const tp_nf ee = tp_gd_splat(e), kk = tp_gd_splat(k);
+  const tp_gd_d qq = tp_gd_splat64(q);
+  tp_v16 r;
+#pragma GCC unroll 4
+  for (int i = 0; i < TP_PARTS; ++i) {
+    r.v[i] = tp_fma_nf(kk, d->v[i], tp_gd_decay(s.v[i], ee));
+    tp_gd_axpy(&a, i, qq, r.v[i]);
+  }
+  memcpy(acc, &a, 128);
+  return r;
+}
+
 extern "C" inline void* tp_gd_zero64(tp_v16* acc) {
   memset(acc, 0, 128);
   return 0;
 }
-// e * s per lane, rounded to fp32 on its own (never fused into the FMA that adds k v' to it): the decayed state.
-extern "C" inline tp_v16 tp_gd_decay(tp_v16 s, float e) {
+
+// A row of the state at src (any storage dtype; 16 lanes, or the first n) through walk 1, or through walk 2 with
+// the new row written to dst (fp32).
+#define TP_GD_ROWS(tag, T)                                                                                     \
+  extern "C" inline void* tp_gd_kv_##tag(tp_v16* kv, T* src, float e, float k) {                               \
+    tp_v16 s;                                                                                                  \
+    tp_gd_load_##tag(src, &s);                                                                                    \
+    tp_gd_walk1(kv, s, e, k);                                                                                  \
+    return 0;                                                                                                  \
+  }                                                                                                            \
+  extern "C" inline void* tp_gd_kvn_##tag(tp_v16* kv, T* src, float e, float k, int32_t n) {                   \
+    tp_v16 s;                                                                                                  \
+    tp_gd_loadn_##tag(src, &s, n);                                                                             \
+    tp_gd_walk1(kv, s, e, k);                                                                                  \
+    return 0;                                                                                                  \
+  }                                                                                                            \
+  extern "C" inline void* tp_gd_row_##tag(tp_v16* acc, T* src, float* dst, float e, float k, tp_v16* d,        \
+                                          float q) {                                                           \
+    tp_v16 s;                                                                                                  \
+    tp_gd_load_##tag(src, &s);                                                                                    \
+    s = tp_gd_walk2(acc, s, e, k, d, q);                                                                       \
+    tp_gd_store_f32(&s, dst);                                                                                     \
+    return 0;                                                                                                  \
+  }                                                                                                            \
+  extern "C" inline void* tp_gd_rown_##tag(tp_v16* acc, T* src, float* dst, float e, float k, tp_v16* d,       \
+                                           float q, int32_t n) {                                               \
+    tp_v16 s;                                                                                                  \
+    tp_gd_loadn_##tag(src, &s, n);                                                                             \
+    s = tp_gd_walk2(acc, s, e, k, d, q);                                                                       \
+    tp_gd_storen_f32(&s, dst, n);                                                                              \
+    return 0;                                                                                                  \
+  }                                                                                                            \
+  extern "C" inline void* tp_gd_copy_##tag(T* src, float* dst) {                                               \
+    tp_v16 s;                                                                                                  \
+    tp_gd_load_##tag(src, &s);                                                                                    \
+    tp_gd_store_f32(&s, dst);                                                                                     \
+    return 0;                                                                                                  \
+  }                                                                                                            \
+  extern "C" inline void* tp_gd_copyn_##tag(T* src, float* dst, int32_t n) {                                   \
+    tp_v16 s;                                                                                                  \
+    tp_gd_loadn_##tag(src, &s, n);                                                                             \
+    tp_gd_storen_f32(&s, dst, n);                                                                              \
+    return 0;                                                                                                  \
+  }
+TP_GD_ROWS(f32, float)
+TP_GD_ROWS(f16, uint16_t)
+TP_GD_ROWS(bf16, uint16_t)
+#undef TP_GD_ROWS
+
+// v' = beta * (v - kv) in fp64, rounded once to fp32.
+extern "C" inline tp_v16 tp_gd_delta(tp_v16* kv, tp_v16 v, float beta) {
+  tp_gd_acc a;
+  memcpy(&a, kv, 128);
+  const tp_gd_d b = tp_gd_splat64(beta);
   tp_v16 r;
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) {
-    tp_nf p = s.v[i] * e;
-    TP_GD_OPAQUE(p);
-    r.v[i] = p;
+    tp_gd_d lo, hi;
+    tp_gd_widen(v.v[i], &lo, &hi);
+    r.v[i] = tp_gd_narrow(b * (lo - a.v[2 * i]), b * (hi - a.v[2 * i + 1]));
   }
   return r;
 }
-// e * s + k * d per lane: the decayed state (rounded as tp_gd_decay's) plus the update, one FMA.
-extern "C" inline tp_v16 tp_gd_update(tp_v16 s, float e, float k, tp_v16 d) {
-  tp_v16 es = tp_gd_decay(s, e), r;
-  const tp_nf kk = (tp_nf){} + k;
-#pragma GCC unroll 4
-  for (int i = 0; i < TP_PARTS; ++i) r.v[i] = tp_fma_nf(kk, d.v[i], es.v[i]);
-  return r;
-}
-// acc (16 fp64 lanes) += x * s, the products exact (24-bit factors).
-extern "C" inline void* tp_gd_axpy64(tp_v16* acc, float x, tp_v16 s) {
-  tp_nd a[2], lo, hi;
-  memcpy(a, acc, 128);
-  tp_widen16(&s, &lo, &hi);
-  const tp_nd xx = (tp_nd){} + (double)x;
-  a[0] = tp_fma_nd(xx, lo, a[0]);
-  a[1] = tp_fma_nd(xx, hi, a[1]);
-  memcpy(acc, a, 128);
-  return 0;
-}
-// beta * (v - kv) per lane in fp64, rounded once to fp32: the update v'.
-extern "C" inline tp_v16 tp_gd_delta(tp_v16* kv, tp_v16 v, float beta) {
-  tp_nd a[2], lo, hi;
-  memcpy(a, kv, 128);
-  tp_widen16(&v, &lo, &hi);
-  const tp_nd b = (tp_nd){} + (double)beta;
-  return tp_narrow16(b * (lo - a[0]), b * (hi - a[1]));
-}
-// scale * acc per lane, rounded once to fp32: the output.
+// scale * acc in fp64, rounded once to fp32: the output.
 extern "C" inline tp_v16 tp_gd_scaled(tp_v16* acc, double scale) {
-  tp_nd a[2];
-  memcpy(a, acc, 128);
-  return tp_narrow16(scale * a[0], scale * a[1]);
+  tp_gd_acc a;
+  memcpy(&a, acc, 128);
+  const tp_gd_d s = tp_gd_splat64(scale);
+  tp_v16 r;
+#pragma GCC unroll 4
+  for (int i = 0; i < TP_PARTS; ++i) r.v[i] = tp_gd_narrow(s * a.v[2 * i], s * a.v[2 * i + 1]);
+  return r;
 }
 """
 
-SR, VP, VV, OUT, KV, ACC_O = 0, 1, 2, 3, 4, 6  # vector slots: a state row, v', v, o; fp64 sums (two slots each)
+VP, VV, OUT = range(3)  # vector slots: v', v, o
+KV, ACC_O = 0, 2  # fp64 sums (two slots each): kv = S^T k, o = S^T q
 
 
 def _strides(name: str, rank: int) -> tuple:
@@ -127,6 +310,41 @@ def _scalar(io: Io, value):
     return value if io.tl == "float32" else T.call_extern("float32", f"tp_load1_{io.tag}", value)
 
 
+def _source(it, src: str, r, col):
+    """(address, storage tag) of row r of the state's strip at ``col``: the initial state, zeros, or the item's
+    own fp32 rows of the final state."""
+    if src == "zero":
+        return _ref(it.zeros, 0), "f32"
+    if src == "initial":
+        return _ref(it.initial_state, it.n, it.j, r, col), it.S0.tag
+    return _ref(it.final_state, it.n, it.j, r, col), "f32"
+
+
+def _token(it, t, src: str, col, n) -> None:
+    """Token t's step on the strip at ``col`` (n lanes, None: 16), the state's rows read from ``src``."""
+    v, acc, sc, X = it.v, it.acc, it.sc, it.X
+    more = () if n is None else (n,)
+    tail = "" if n is None else "n"
+    T.buffer_store(sc, T.float32(1), [0])  # e = exp(g)
+    T.buffer_store(sc, T.float32(1), [1])  # beta
+    _if(it.has_g != 0, lambda: T.buffer_store(sc, it.exp(_scalar(it.G, it.g[it.b, t, it.j])), [0]))
+    _if(it.has_beta != 0, lambda: T.buffer_store(sc, _scalar(it.BT, it.beta[it.b, t, it.j]), [1]))
+    _call("tp_gd_zero64", _ref(acc, KV))
+    with T.serial(K) as r:  # kv = (e S)^T k
+        row, tag = _source(it, src, r, col)
+        _call(f"tp_gd_kv{tail}_{tag}", _ref(acc, KV), row, sc[0], _scalar(X, it.k[it.b, t, it.h, r]), *more)
+    _load(X, _ref(it.vv, it.b, t, it.j, col), v, VV, n)
+    put(v, VP, T.call_extern(VEC, "tp_gd_delta", _ref(acc, KV), get(v, VV), sc[1]))
+    _call("tp_gd_zero64", _ref(acc, ACC_O))
+    with T.serial(K) as r:  # S <- e S + k v'^T; o = S^T q
+        row, tag = _source(it, src, r, col)
+        kr, qr = _scalar(X, it.k[it.b, t, it.h, r]), _scalar(X, it.q[it.b, t, it.h, r])
+        dst = _ref(it.final_state, it.n, it.j, r, col)
+        _call(f"tp_gd_row{tail}_{tag}", _ref(acc, ACC_O), row, dst, sc[0], kr, _ref(v, VP), qr, *more)
+    put(v, OUT, T.call_extern(VEC, "tp_gd_scaled", _ref(acc, ACC_O), it.scale))
+    _store(X, v, OUT, _ref(it.o, it.b, t, it.j, col), n)
+
+
 def _load(io: Io, src, v, slot, n) -> None:
     """v[slot] = 16 lanes at ``src`` (an address) as fp32; with ``n``, the first n, the rest 0."""
     if n is None:
@@ -142,47 +360,11 @@ def _store(io: Io, v, slot, dst, n) -> None:
         _call(f"tp_storen_{io.tag}", _ref(v, slot), dst, n)
 
 
-FP32 = Io(F32)
-
-
-def _state_row(it, src: str, r, col, n) -> None:
-    """v[SR] = row r of the state's strip at ``col``: from the initial state, zeros, or the item's fp32 rows."""
-    if src == "zero":
-        put(it.v, SR, splat(T.float32(0)))
-    elif src == "initial":
-        _load(it.S0, _ref(it.initial_state, it.n, it.j, r, col), it.v, SR, n)
-    else:
-        _load(FP32, _ref(it.final_state, it.n, it.j, r, col), it.v, SR, n)
-
-
-def _token(it, t, src: str, col, n) -> None:
-    """Token t's step on the strip at ``col`` (n lanes, None: 16), the state read from ``src``."""
-    v, sc, X = it.v, it.sc, it.X
-    T.buffer_store(sc, T.float32(1), [0])  # e = exp(g)
-    T.buffer_store(sc, T.float32(1), [1])  # beta
-    _if(it.has_g != 0, lambda: T.buffer_store(sc, it.exp(_scalar(it.G, it.g[it.b, t, it.j])), [0]))
-    _if(it.has_beta != 0, lambda: T.buffer_store(sc, _scalar(it.BT, it.beta[it.b, t, it.j]), [1]))
-    _call("tp_gd_zero64", _ref(v, KV))
-    with T.serial(K) as r:  # kv = (e S)^T k
-        _state_row(it, src, r, col, n)
-        kr = _scalar(X, it.k[it.b, t, it.h, r])
-        _call("tp_gd_axpy64", _ref(v, KV), kr, T.call_extern(VEC, "tp_gd_decay", get(v, SR), sc[0]))
-    _load(X, _ref(it.vv, it.b, t, it.j, col), v, VV, n)
-    put(v, VP, T.call_extern(VEC, "tp_gd_delta", _ref(v, KV), get(v, VV), sc[1]))
-    _call("tp_gd_zero64", _ref(v, ACC_O))
-    with T.serial(K) as r:  # S <- e S + k v'^T; o = S^T q
-        _state_row(it, src, r, col, n)
-        kr = _scalar(X, it.k[it.b, t, it.h, r])
-        put(v, SR, T.call_extern(VEC, "tp_gd_update", get(v, SR), sc[0], kr, get(v, VP)))
-        _store(FP32, v, SR, _ref(it.final_state, it.n, it.j, r, col), n)
-        _call("tp_gd_axpy64", _ref(v, ACC_O), _scalar(X, it.q[it.b, t, it.h, r]), get(v, SR))
-    put(v, OUT, T.call_extern(VEC, "tp_gd_scaled", _ref(v, ACC_O), it.scale))
-    _store(X, v, OUT, _ref(it.o, it.b, t, it.j, col), n)
-
-
 def _strip(it, col, n) -> None:
     """The strip of columns [col, col + 16) (n of them where given) through the item's tokens in order."""
     t0, t1 = it.span[0], it.span[1]
+    more = () if n is None else (n,)
+    tail = "" if n is None else "n"
 
     def tokens():
         _if(
@@ -195,8 +377,8 @@ def _strip(it, col, n) -> None:
 
     def copy(src):  # no token: the final state is the initial one
         with T.serial(K) as r:
-            _state_row(it, src, r, col, n)
-            _store(FP32, it.v, SR, _ref(it.final_state, it.n, it.j, r, col), n)
+            row, tag = _source(it, src, r, col)
+            _call(f"tp_gd_copy{tail}_{tag}", row, _ref(it.final_state, it.n, it.j, r, col), *more)
 
     _if(
         t1 > t0,
@@ -262,10 +444,14 @@ def build(x_dtype: torch.dtype, g_dtype: torch.dtype, beta_dtype: torch.dtype, s
                 has_g=has_g,
                 has_beta=has_beta,
                 has_initial_state=has_initial_state,
-                v=vectors(8),
+                v=vectors(3),
+                acc=vectors(4),
+                zeros=T.alloc_local((VL,), "float32"),  # the state's rows before a first token without one
                 sc=T.alloc_local((2,), "float32"),
                 exp=lambda x: T.cast(T.exp(T.cast(x, "float64")), "float32"),
             )
+            with T.serial(VL) as z:
+                T.buffer_store(it.zeros, T.float32(0), [z])
             with T.serial(V // VL) as c:
                 _strip(it, c * VL, None)
             if V % VL > 0:
