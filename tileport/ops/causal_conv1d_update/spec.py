@@ -26,7 +26,9 @@ def composite(x, conv_state, weight, bias=None, activation="none"):
     over them with ``groups=D``, the last T outputs, silu), returning the state's update as a new tensor."""
     t, width = x.shape[2], weight.shape[1]
     xs = torch.cat((conv_state, x), -1)
-    out = torch.nn.functional.conv1d(xs[..., xs.shape[2] - (t + width - 1) :], weight.unsqueeze(1), bias, groups=x.shape[1])
+    out = torch.nn.functional.conv1d(
+        xs[..., xs.shape[2] - (t + width - 1) :], weight.unsqueeze(1), bias, groups=x.shape[1]
+    )
     out = torch.nn.functional.silu(out) if activation in ("silu", "swish") else out
     return out, xs[..., t:].contiguous()
 
