@@ -4,20 +4,20 @@ hand over: x ``[B, D, T]`` read as its ``[B, T, D]`` view with unit-stride chann
 - Forward: a grid kernel over the B * T tokens (``interface.py``). A token walks its channels 16 at a time: the
   bias, then the W taps ``weight[:, w] * x[b, t - (W-1) + w]`` (an FMA each, the weight pre-transposed to
   ``[W, D]`` fp32 so a tap is one unit-stride load; the rows it reads are the W most recent ones, in L1), then
-  silu (``z / (1 + exp(-z))``, simd.h's packed exp), rounded once to x's dtype. Whether a tap enters is one scalar
-  test per token and tap (``seq_idx`` compares ids; before the start the initial states, or nothing), never a
-  lane mask: every channel of a token shares it.
+  silu (``z / (1 + exp(-z))``, simd.h's packed exp), rounded once to x's dtype. Whether a tap's term enters is one
+  scalar test per token and tap (with ``seq_idx`` the ids compared; without it always, a position before the start
+  holding the initial state or a zero that multiplies), never a lane mask: every channel of a token shares it.
 - Backward: a grid kernel over (batch, 16-channel group) (``NC`` groups: the parameter-gradient partials'
-  dimension). A work item walks its row of T tokens once, keeping ``g = dout * silu'(z)`` of the last W tokens in
-  a ring (z recomputed from x): ``dx[s]`` is the correlation of the ring with the weight, and ``dweight`` and
-  ``dbias`` are accumulated over the row in fp64 from fp32 products (each exact in fp64 up to its one fp32
-  rounding), written as the item's partial ``[W + 1, 16]``; the host sums the B partials in fp64, in batch
-  order: the same bits for any thread count. The initial states' gradient is the ring's last W - 1 taps before
-  the start (and dfinal_states added by the host, a copy's gradient).
+  dimension). A work item walks its row once, keeping ``g = dout * silu'(z)`` of the last W tokens in a ring (z
+  recomputed from x; 0 at padding tokens): a position's input gradient is the ring's correlation with the weight
+  over the terms that entered, plus dfinal_states at the last W - 1 positions (added in fp32 before the one
+  rounding), written to dx or, before the start, dinitial_states; ``dweight`` and ``dbias`` are accumulated over
+  the row in fp64 from fp32 products, written as the item's partial ``[W + 1, 16]``; the host sums the B partials
+  in fp64, in batch order: the same bits for any thread count. Widths past ``RING`` (16) run on the reference.
 
-Other layouts (a contiguous ``[B, D, T]`` x) are copied to channel-last first: correct, one pass more. Final states
-are copies of the last W - 1 positions, taken by the host. fp16 / bf16 / fp32 here; fp64 runs on the torch
-backend.
+Other layouts (a contiguous ``[B, D, T]`` x) are copied to channel-last first and out and dx copied back to x's
+layout: correct, two passes more. Final states are copies of the last W - 1 positions, taken by the host. fp16,
+bf16 and fp32 here; fp64 runs on the torch backend.
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
