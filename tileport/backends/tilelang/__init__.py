@@ -39,7 +39,18 @@ def _probe() -> Availability:
 
 
 # cpu/ modules that are not ops
-_CPU_SUPPORT = ("chunked", "disasm", "foreign", "interface", "norm_stats", "pairs", "rowwise", "runtime", "settings")
+_CPU_SUPPORT = (
+    "chunked",
+    "disasm",
+    "foreign",
+    "interface",
+    "norm_stats",
+    "pairs",
+    "rowwise",
+    "runtime",
+    "settings",
+    "wy",
+)
 _TARGET_PACKAGE = {platform.CUDA: "cuda", platform.NPU_ARCH35: "ascend", platform.CPU: "cpu"}
 
 

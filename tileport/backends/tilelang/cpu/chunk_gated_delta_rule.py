@@ -7,9 +7,10 @@ from __future__ import annotations
 import torch
 
 from ... import sequences
-from . import chunked
+from . import chunked, wy
 
-PACKED_CHECKS = ()  # no TileLang loop of its own to read: its products are torch's GEMMs
+# its GEMMs are torch's; the kernel of the intra-chunk preparation (decays, the WY inverse) is its own
+PACKED_CHECKS = (("wy_prepare", lambda dtype: wy.build(chunked.C)),)
 
 
 def _nothing_flows(q, v) -> bool:

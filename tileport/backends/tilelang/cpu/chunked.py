@@ -154,15 +154,21 @@ def prepare(lay: Layout, q, k, v, g, beta) -> Chunks:
     bc = to_chunks(lay, beta.unsqueeze(-1)).squeeze(-1)
     NCH, H, HV = kc.shape[0], kc.shape[1], vc.shape[1]
     R = HV // H
-    lower, strict = _masks(q.device)
-    decay = (gc[..., :, None] - gc[..., None, :]).masked_fill_(~lower, -torch.inf).exp_()
     kk = kc @ kc.transpose(-1, -2)
     qk = qc @ kc.transpose(-1, -2)
-    a = (kk.unsqueeze(2) * decay.view(NCH, H, R, C, C)).view(NCH, HV, C, C)
-    a.mul_(bc[..., :, None]).masked_fill_(~strict, 0.0)
-    a.diagonal(dim1=-2, dim2=-1).fill_(1.0)
-    eye = torch.eye(C, dtype=F32, device=q.device).expand_as(a)
-    tinv = torch.linalg.solve_triangular(a, eye, upper=False, unitriangular=True)
+    if q.device.type == "cpu":  # decay and Tinv = (I + A)^-1 per chunk and value head in one kernel, no LAPACK
+        # tilelang: seconds to import, kept out of the start-up of chunked's importers (reference uses of its torch ops)
+        from . import wy
+
+        decay, tinv = wy.decay_and_inverse(kk, gc, bc)
+    else:
+        lower, strict = _masks(q.device)
+        decay = (gc[..., :, None] - gc[..., None, :]).masked_fill_(~lower, -torch.inf).exp_()
+        a = (kk.unsqueeze(2) * decay.view(NCH, H, R, C, C)).view(NCH, HV, C, C)
+        a.mul_(bc[..., :, None]).masked_fill_(~strict, 0.0)
+        a.diagonal(dim1=-2, dim2=-1).fill_(1.0)
+        eye = torch.eye(C, dtype=F32, device=q.device).expand_as(a)
+        tinv = torch.linalg.solve_triangular(a, eye, upper=False, unitriangular=True)
     eg = gc.exp()
     x = (bc * eg).view(NCH, H, R, C, 1) * kc.unsqueeze(2)
     w = tinv @ x.view(NCH, HV, C, -1)
