@@ -1,30 +1,41 @@
 """chunk_gated_delta_rule (``tileport.ops.chunk_gated_delta_rule``'s contract) for Ascend arch35 (Ascend 950) in
-TileLang's ascend dialect, one kernel per (dtype, K, V), the eight kernels and GM interface of the CUDA module
-(``../gated_delta_device.py``: the launchers, the host side and the in-chunk math both dialects share).
+TileLang's ascend dialect (the tilelang wheel's ``ascend`` target), one kernel per (dtype, K, V), the eight kernels
+and GM interface of the CUDA module (``../gated_delta_device.py``: the launchers, the host side and the in-chunk
+vector math both dialects share).
 
-Each kernel states its cube/vector split itself (a GPU-style kernel does not lower for this target: "T.copy() from
-dtype 'float32' to dtype 'float16' outside a VF block is not allowed"; fla's TileLang backward stops at "a
-T.Parallel loop outside a vector-function block"):
-- every matrix product runs on the cube: operands staged GM -> L1 (or UB -> L1 where the vector unit made them),
-  ``T.gemm`` from L1 into an L0C accumulator (the wheel's ``ascend_gemm_l1``, which stages L0A/L0B itself), the
-  result L0C -> UB (the fixpipe rounds it to the dtype where a kernel stores it as is);
-- every cumulative sum, exp, mask, scaling and row/column sum runs on the vector unit in ``T.SimtVF`` blocks on UB.
-Every product is written A B^T (both operands with the reduced dimension contiguous): the wheel's L1 GEMM takes
-only that form ("Ascend L1 GEMM currently only supports trans_A=False, trans_B=True (NT)"), and its L1 -> L0B
-transposed load "only works for b16 types; fp32 NN matmul MUST use the NT path (transpose during GM->L1)". So a
-transposed operand is either loaded transposed from GM (``T.copy(..., transpose=True)``, dn2nz) or written
-transposed by the vector unit into UB before its UB -> L1 copy (the ND -> NZ scatter).
+Each kernel states its cube/vector split itself: a GPU-style kernel does not lower for this target ("T.copy() from
+dtype 'float32' to dtype 'float16' outside a VF block is not allowed. DMA copies cannot perform type casting"; fla's
+TileLang backward stops at "a T.Parallel loop outside a vector-function block"). Here:
+- every matrix product runs on the cube: operands GM -> L1 (or UB -> L1 where the vector unit made them),
+  ``T.gemm`` from L1 into an L0C accumulator (the wheel's ``ascend_gemm_l1``, which stages L0A/L0B and issues the
+  mmads), the result L0C -> UB (the fixpipe rounding it to the dtype where a kernel stores it as it is);
+- every cumulative sum, exp, mask, scaling and row/column sum, and the triangular inverse, runs on the vector unit
+  in ``T.SimtVF`` blocks on UB tiles, a block per vector phase (fewer blocks: a faster auto-scheduler search).
+What the wheel refused, and what the kernels do instead:
+- "Ascend L1 GEMM currently only supports trans_A=False, trans_B=True (NT)", and its template's L1 -> L0B transposed
+  load "only works for b16 types; fp32 NN matmul MUST use the NT path (transpose during GM->L1)": every product is
+  written A B^T with the reduced dimension contiguous in both operands; a transposed operand is loaded transposed
+  from GM (``T.copy(..., transpose=True)``: dn2nz) or written transposed by the vector unit into UB before its
+  UB -> L1 copy (the ND -> NZ scatter); a row decay that would need a scaled copy of a GM operand scales the
+  product's result or its other operand instead.
+- "Unsupported ND->NZ scatter dtype conversion: float -> half" (a casting UB -> L1 copy): the vector unit rounds a
+  product's fp32 operand into a UB tile of the dtype first.
+- The auto-scheduler refuses a kernel whose UB tiles do not fit ('Z3 loop scheduling failed: scope "shared"
+  capacity 188416 is insufficient for minimum buffer usage 238592' for the reverse state recurrence at 64-column V
+  blocks; 221184 against 297472 for the WY backward on whole C x 128 tiles): the reverse recurrence takes V blocks
+  of 32 columns (16 in fp32), the WY backward walks K and V in 64-column blocks and recomputes its dX block (one
+  C x C x 64 product) for dk rather than keeping the whole of it.
 
 A persistent grid of ``CORES`` cube cores walks the tasks (a chunk and value head, or a sequence, head and V block
 for the state recurrences). The kernels are mixed (``T.MixedKernel``) with one vector core per cube core
 (``sids=1``): the triangular inverse and the row/column sums need whole chunk tiles, which the two-AIV L0C -> UB
 split (``T.dual_copy``) would cut in halves; the second vector core idles (splitting the row-independent kernels,
-states and output, across both is the next step). The triangular inverse is fp32 SIMT work on the vector unit
+states and output, across both is the next step). The triangular inverse is fp32 SIMT work
 (``gated_delta_device.solve``): its diagonal blocks are forward substitutions, and its 16-row block products are
-too small (and too precision-sensitive) to round-trip through L1 and L0C. L0A/L0B belong to the GEMM template;
-the UB, L1 and L0C bytes each kernel addresses are checked by ``tileport lower`` against the target's budgets
-(``targets.ON_CHIP_BUDGETS``). Lowered to Ascend C here (tens of seconds a kernel: the auto-scheduler's search);
-compiling needs CANN's bisheng, running an Ascend 950 NPU: none of these kernels has run.
+too small (and too precision-sensitive) to round-trip through L1 and L0C. L0A/L0B belong to the GEMM template; the
+UB, L1 and L0C bytes each kernel addresses are checked by ``tileport lower`` against ``targets.ON_CHIP_BUDGET`` and
+``targets.CUBE_BUDGET``. Lowered to Ascend C here (10 s to 2 min a kernel: the auto-scheduler's search); compiling
+needs CANN's bisheng, running an Ascend 950 NPU: none of these kernels has run.
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
@@ -62,7 +73,6 @@ cumsum = gdd.prefix_sums(T)
 suffix = gdd.suffix_sums(T)
 inverse = gdd.solve(T)
 rows_minus_cols = gdd.row_minus_col(T)
-row_sums = gdd.row_sums(T)
 
 
 def _state_block(V: int, dtype: torch.dtype, widest: int) -> tuple[int, int]:
@@ -103,8 +113,6 @@ def build_prepare(dtype: torch.dtype, K: int, V: int, keep_tinv: bool):
             m_u = T.alloc_shared((BS, C), F32)
             pw_u = T.alloc_shared((C, C), dt)
             pu_u = T.alloc_shared((C, C), dt)
-            w_u = T.alloc_shared((C, K), dt)
-            u_u = T.alloc_shared((C, V), dt)
             for task in each_task(core, NCH * HV):
                 bn = task // HV
                 bh = task % HV
@@ -129,10 +137,8 @@ def build_prepare(dtype: torch.dtype, K: int, V: int, keep_tinv: bool):
                 T.copy(pu_u, pu_l1)
                 T.gemm(pw_l1, kt_l1, w_c, transpose_B=True, clear_accum=True)
                 T.gemm(pu_l1, vt_l1, u_c, transpose_B=True, clear_accum=True)
-                T.copy(w_c, w_u)
-                T.copy(u_c, u_u)
-                T.copy(w_u, W[bn, 0:C, bh, 0:K])
-                T.copy(u_u, U[bn, 0:C, bh, 0:V])
+                T.copy(w_c, W[bn, 0:C, bh, 0:K])  # L0C -> GM, rounded by the fixpipe
+                T.copy(u_c, U[bn, 0:C, bh, 0:V])
                 T.copy(gc_u, GC[bn, bh, 0:C])
                 if TINV is not None:
                     with vector():
@@ -336,7 +342,6 @@ def build_bwd_dv(dtype: torch.dtype, K: int, V: int):
             gc_u = T.alloc_shared((C,), F32)
             kq_u = T.alloc_shared((C, C), F32)
             pt_u = T.alloc_shared((C, C), dt)
-            dv_u = T.alloc_shared((C, BV), F32)
             for task in each_task(core, NCH * HV * NV):
                 bv = task % NV
                 bn = task // NV // HV
@@ -356,8 +361,7 @@ def build_bwd_dv(dtype: torch.dtype, K: int, V: int):
                         )
                 T.copy(pt_u, pt_l1)
                 T.gemm(pt_l1, dot_l1, dv_c, transpose_B=True, clear_accum=True)
-                T.copy(dv_c, dv_u)
-                T.copy(dv_u, DVL[bn, 0:C, bh, v0 : v0 + BV])
+                T.copy(dv_c, DVL[bn, 0:C, bh, v0 : v0 + BV])
 
     return chunk_gdn_bwd_dv
 
@@ -457,8 +461,9 @@ def build_bwd_states(dtype: torch.dtype, K: int, V: int):
 def build_bwd_dqkwg(dtype: torch.dtype, K: int, V: int):
     """Per (chunk, value head, K block), over the V blocks: dO S^T, dO V'^T, V' dS^T and dV' S^T accumulated in
     L0C (each A B^T as stored), sum(S dS) on the vector unit; then dP, dq (+ dP k), the output's dk (+ dP^T q)
-    and the K block's terms of dg (DGC[kb]). dW = dV' S^T is stored in the dtype (the WY backward's operand)."""
-    dt = TL_DTYPE[dtype]
+    and the K block's terms of dg (DGC[kb]), dq's tiles reused for dk. dW = dV' S^T goes L0C -> GM in the dtype
+    (the WY backward's operand)."""
+    dt, wide = TL_DTYPE[dtype], dtype == torch.float32
     BK, NK, BV, NV = gdd.head_blocks(K, V)
     NCH, _, H, HV = _sizes()
     sum_s_ds = gdd.row_dot(T, BV, rows=BK, add=True)
@@ -498,8 +503,7 @@ def build_bwd_dqkwg(dtype: torch.dtype, K: int, V: int):
             dk_c = T.alloc_l0c((C, BK), F32)
             dw_c = T.alloc_l0c((C, BK), F32)
             qk_c = T.alloc_l0c((C, C), F32)
-            dq2_c = T.alloc_l0c((C, BK), F32)
-            dk2_c = T.alloc_l0c((C, BK), F32)
+            y_c = T.alloc_l0c((C, BK), F32)
             h_u = T.alloc_shared((BK, BV), dt)
             dh_u = T.alloc_shared((BK, BV), dt)
             hd_u = T.alloc_shared((BK,), F32)
@@ -508,15 +512,12 @@ def build_bwd_dqkwg(dtype: torch.dtype, K: int, V: int):
             gc_u = T.alloc_shared((C,), F32)
             dg_u = T.alloc_shared((C,), F32)
             gk_u = T.alloc_shared((C,), F32)
-            dq_u = T.alloc_shared((C, BK), F32)
-            dk_u = T.alloc_shared((C, BK), F32)
-            dw_u = T.alloc_shared((C, BK), dt)
+            x_u = T.alloc_shared((C, BK), F32)  # dq's tile, then dk's
+            y_u = T.alloc_shared((C, BK), F32)  # dP k, then dP^T q
             dp_u = T.alloc_shared((C, C), F32)
             qk_u = T.alloc_shared((C, C), F32)
-            dp16_u = T.alloc_shared((C, C), dt)
             dpt16_u = T.alloc_shared((C, C), dt)
-            dq2_u = T.alloc_shared((C, BK), F32)
-            dk2_u = T.alloc_shared((C, BK), F32)
+            dp16_u = dp_u if wide else T.alloc_shared((C, C), dt)  # fp32: dP made in place, written last
             for task in each_task(core, NCH * HV * NK):
                 bk = task % NK
                 bn = task // NK // HV
@@ -541,15 +542,13 @@ def build_bwd_dqkwg(dtype: torch.dtype, K: int, V: int):
                     T.copy(DH[bn, bh, k0 : k0 + BK, v0 : v0 + BV], dh_u)
                     with vector():
                         sum_s_ds(h_u, dh_u, hd_u)
-                T.copy(dw_c, dw_u)
-                T.copy(dw_u, DW[bn, 0:C, bh, k0 : k0 + BK])
+                T.copy(dw_c, DW[bn, 0:C, bh, k0 : k0 + BK])  # L0C -> GM, rounded by the fixpipe
                 T.copy(Qc[bn, 0:C, hk, k0 : k0 + BK], q_l1)
                 T.copy(Kc[bn, 0:C, hk, k0 : k0 + BK], k_l1)
                 T.gemm(q_l1, k_l1, qk_c, transpose_B=True, clear_accum=True)
-                T.copy(dq_c, dq_u)
-                T.copy(dk_c, dk_u)
                 T.copy(dp_c, dp_u)
                 T.copy(qk_c, qk_u)
+                T.copy(dq_c, x_u)
                 T.copy(Qc[bn, 0:C, hk, k0 : k0 + BK], q_u)
                 T.copy(Kc[bn, 0:C, hk, k0 : k0 + BK], k_u)
                 T.copy(GC[bn, bh, 0:C], gc_u)
@@ -557,34 +556,40 @@ def build_bwd_dqkwg(dtype: torch.dtype, K: int, V: int):
                     # dP = dO V'^T decay scale (lower): dg's q k^T term is rowsum - colsum of dP * q k^T
                     for i, j in T.Parallel(C, C):
                         dp = T.if_then_else(i >= j, dp_u[i, j] * T.exp(gc_u[i] - gc_u[j]) * scale, 0.0)
-                        dp16_u[i, j] = dp.astype(dt)
                         dpt16_u[j, i] = dp.astype(dt)
                         qk_u[i, j] = dp * qk_u[i, j]
+                        dp16_u[i, j] = dp.astype(dt)
                     for i in T.Parallel(C):
                         dg_u[i] = 0.0
                     rows_minus_cols(qk_u, dg_u)
-                    # dq's state part exp(gc) scale dO S^T (its dg term), dk's exp(gam - gc) V' dS^T (gk)
+                    # dq's state part exp(gc) scale dO S^T and its dg term
                     for i, j in T.Parallel(C, BK):
-                        dq_u[i, j] = dq_u[i, j] * (T.exp(gc_u[i]) * scale)
-                        dk_u[i, j] = dk_u[i, j] * T.exp(gc_u[C - 1] - gc_u[i])
-                    add_dot(dq_u, q_u, dg_u)
-                    dot(dk_u, k_u, gk_u)
-                    decay_grad(gk_u, hd_u, gc_u, dg_u)
-                T.copy(dg_u, DGC[bk, bn, bh, 0:C])
+                        x_u[i, j] = x_u[i, j] * (T.exp(gc_u[i]) * scale)
+                    add_dot(x_u, q_u, dg_u)
                 T.copy(dp16_u, dp_l1)
-                T.copy(dpt16_u, dpt_l1)
                 T.copy(Kc[bn, 0:C, hk, k0 : k0 + BK], kt_l1, transpose=True)
-                T.copy(Qc[bn, 0:C, hk, k0 : k0 + BK], qt_l1, transpose=True)
-                T.gemm(dp_l1, kt_l1, dq2_c, transpose_B=True, clear_accum=True)  # dP k
-                T.gemm(dpt_l1, qt_l1, dk2_c, transpose_B=True, clear_accum=True)  # dP^T q
-                T.copy(dq2_c, dq2_u)
-                T.copy(dk2_c, dk2_u)
+                T.gemm(dp_l1, kt_l1, y_c, transpose_B=True, clear_accum=True)  # dP k
+                T.copy(y_c, y_u)
                 with vector():
                     for i, j in T.Parallel(C, BK):
-                        dq_u[i, j] = dq_u[i, j] + dq2_u[i, j]
-                        dk_u[i, j] = dk_u[i, j] + dk2_u[i, j]
-                T.copy(dq_u, DQ[bn, 0:C, bh, k0 : k0 + BK])
-                T.copy(dk_u, DK[bn, 0:C, bh, k0 : k0 + BK])
+                        x_u[i, j] = x_u[i, j] + y_u[i, j]
+                T.copy(x_u, DQ[bn, 0:C, bh, k0 : k0 + BK])
+                # then dk in the same tiles: exp(gam - gc) V' dS^T (its gk), + dP^T q
+                T.copy(dk_c, x_u)
+                with vector():
+                    for i, j in T.Parallel(C, BK):
+                        x_u[i, j] = x_u[i, j] * T.exp(gc_u[C - 1] - gc_u[i])
+                    dot(x_u, k_u, gk_u)
+                    decay_grad(gk_u, hd_u, gc_u, dg_u)
+                T.copy(dg_u, DGC[bk, bn, bh, 0:C])
+                T.copy(dpt16_u, dpt_l1)
+                T.copy(Qc[bn, 0:C, hk, k0 : k0 + BK], qt_l1, transpose=True)
+                T.gemm(dpt_l1, qt_l1, y_c, transpose_B=True, clear_accum=True)  # dP^T q
+                T.copy(y_c, y_u)
+                with vector():
+                    for i, j in T.Parallel(C, BK):
+                        x_u[i, j] = x_u[i, j] + y_u[i, j]
+                T.copy(x_u, DK[bn, 0:C, bh, k0 : k0 + BK])
 
     return chunk_gdn_bwd_dqkwg
 
@@ -596,10 +601,11 @@ def build_bwd_wy(dtype: torch.dtype, K: int, V: int):
     dv = beta dY, dA -= dY U^T; then the masks, decays, row sums and dg's reverse cumulative sum on the vector unit;
     per K block E k + E^T k on the cube (E^T written transposed by the vector unit) and dk = DK + that - beta
     exp(gc) dX, dX recomputed (one C x C x 64 product) rather than kept whole."""
-    dt = TL_DTYPE[dtype]
+    dt, wide = TL_DTYPE[dtype], dtype == torch.float32
     BK, NK, BV, NV = gdd.head_blocks(K, V)
     NCH, _, H, HV = _sizes()
     dot_k, dot_v = gdd.row_dot(T, BK, add=True), gdd.row_dot(T, BV, add=True)
+    e_kk = gdd.row_dot(T, C)
 
     @T.prim_func
     def chunk_gdn_bwd_wy(
@@ -645,16 +651,18 @@ def build_bwd_wy(dtype: torch.dtype, K: int, V: int):
             dyv_u = T.alloc_shared((C,), F32)
             dx_u = T.alloc_shared((C, BK), F32)
             dy_u = T.alloc_shared((C, BV), F32)
-            dx16_u = T.alloc_shared((C, BK), dt)
-            ndy16_u = T.alloc_shared((C, BV), dt)
             k_u = T.alloc_shared((C, BK), dt)
             v_u = T.alloc_shared((C, BV), dt)
             da_u = T.alloc_shared((C, C), F32)
             kk_u = T.alloc_shared((C, C), F32)
-            e16_u = T.alloc_shared((C, C), dt)
             et16_u = T.alloc_shared((C, C), dt)
-            ek_u = T.alloc_shared((C, BK), F32)
-            dk_u = T.alloc_shared((C, BK), F32)
+            # the product operands in the dtype; in fp32 the fp32 tiles themselves (-dY then made in place)
+            dx16_u = dx_u if wide else T.alloc_shared((C, BK), dt)
+            ndy16_u = dy_u if wide else T.alloc_shared((C, BV), dt)
+            e16_u = da_u if wide else T.alloc_shared((C, C), dt)
+            # dk's last phase in fp32 in tiles done with: k's (read by rowsum(dX k) only) and v's (same shape)
+            dk_u = k_u if wide else T.alloc_shared((C, BK), F32)
+            ek_u = v_u if wide and BV == BK else T.alloc_shared((C, BK), F32)
             for task in each_task(core, NCH * HV):
                 bn = task // HV
                 bh = task % HV
@@ -672,8 +680,9 @@ def build_bwd_wy(dtype: torch.dtype, K: int, V: int):
                     T.copy(dx_c, dx_u)
                     T.copy(Kc[bn, 0:C, hk, kb * BK : kb * BK + BK], k_u)
                     with vector():
-                        for i, j in T.Parallel(C, BK):
-                            dx16_u[i, j] = dx_u[i, j].astype(dt)
+                        if not wide:
+                            for i, j in T.Parallel(C, BK):
+                                dx16_u[i, j] = dx_u[i, j].astype(dt)
                         dot_k(dx_u, k_u, kdx_u)
                     T.copy(dx16_u, dx_l1)
                     T.copy(W[bn, 0:C, bh, kb * BK : kb * BK + BK], w_l1)
@@ -686,13 +695,14 @@ def build_bwd_wy(dtype: torch.dtype, K: int, V: int):
                     T.copy(dy_c, dy_u)
                     T.copy(Vc[bn, 0:C, bh, vb * BV : vb * BV + BV], v_u)
                     with vector():
-                        for i, j in T.Parallel(C, BV):
-                            ndy16_u[i, j] = (-dy_u[i, j]).astype(dt)
                         dot_v(dy_u, v_u, dyv_u)
                         for i, j in T.Parallel(C, BV):
-                            dy_u[i, j] = dy_u[i, j] * b_u[i]
-                    T.copy(dy_u, DV[bn, 0:C, bh, vb * BV : vb * BV + BV])
+                            ndy16_u[i, j] = (-dy_u[i, j]).astype(dt)
                     T.copy(ndy16_u, ndy_l1)
+                    with vector():
+                        for i, j in T.Parallel(C, BV):  # dv = beta dY (dY_u holds -dY in fp32)
+                            dy_u[i, j] = (-dy_u[i, j] if wide else dy_u[i, j]) * b_u[i]
+                    T.copy(dy_u, DV[bn, 0:C, bh, vb * BV : vb * BV + BV])
                     T.copy(U[bn, 0:C, bh, vb * BV : vb * BV + BV], u_l1)
                     T.gemm(ndy_l1, u_l1, da_c, transpose_B=True)
                 T.copy(da_c, da_u)
@@ -706,14 +716,13 @@ def build_bwd_wy(dtype: torch.dtype, K: int, V: int):
                 with vector():
                     # e = dA decay (strictly lower): dbeta's rowsum(e kk), dg's rowsum - colsum of beta e kk
                     for i, j in T.Parallel(C, C):
-                        e = T.if_then_else(i > j, da_u[i, j] * T.exp(gc_u[i] - gc_u[j]), 0.0)
-                        e16_u[i, j] = (e * b_u[i]).astype(dt)
-                        et16_u[j, i] = (e * b_u[i]).astype(dt)
-                        da_u[i, j] = e * kk_u[i, j]
-                    row_sums(da_u, db_u)
-                    for i, j in T.Parallel(C, C):
-                        da_u[i, j] = da_u[i, j] * b_u[i]
-                    rows_minus_cols(da_u, dg_u)
+                        da_u[i, j] = T.if_then_else(i > j, da_u[i, j] * T.exp(gc_u[i] - gc_u[j]), 0.0)
+                    e_kk(da_u, kk_u, db_u)
+                    for i, j in T.Parallel(C, C):  # E = beta e, and E^T; e16 may be e's own tile: written last
+                        kk_u[i, j] = da_u[i, j] * b_u[i] * kk_u[i, j]
+                        et16_u[j, i] = (da_u[i, j] * b_u[i]).astype(dt)
+                        e16_u[i, j] = (da_u[i, j] * b_u[i]).astype(dt)
+                    rows_minus_cols(kk_u, dg_u)
                     # beta exp(gc) k's gradient is -dX: kdx = rowsum(dX k) feeds dbeta and dg
                     for i in T.Parallel(C):
                         db_u[i] = db_u[i] + dyv_u[i] - T.exp(gc_u[i]) * kdx_u[i]

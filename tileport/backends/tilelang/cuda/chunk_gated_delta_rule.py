@@ -9,7 +9,14 @@ are in the kernels' dtype, as flash-linear-attention's (fla) kernels keep them: 
 dtype as the WY products' left operand, the chunk state once as V' = U - W S's and q S's, V' and dS once as the
 state updates'. The triangular inverse is fp32 throughout (SIMT products: a tensor core would take it as tf32).
 Decays are exp of differences gc_r - gc_s with r >= s, taken only under their mask (no exp of a positive
-difference is formed). These kernels are lowered (and built to cubins where nvcc is present), never run here.
+difference is formed). fp32 kernels take the tensor cores' tf32 products (fp32 accumulators).
+
+Two things the wheel refused, and what the kernels do instead: a row or column sum of an MMA-layout fragment
+("ReduceOp cannot lower a layout where a source index depends on a thread-owned reduce segment", fp16 and fp32
+tiles) is taken from a shared-memory copy, a lane per row (``gated_delta_device.row_dot`` and kin); and the
+warp-specialized pipelines' register reallocation ("tl::warpgroup_reg_alloc requires a target with CTA register
+reconfiguration, such as sm_90a") is switched off (``pipelined``), so the kernels build for sm_90 as ``tileport
+lower`` builds them. These kernels are lowered (and built to cubins where nvcc is present), never run here.
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
