@@ -6,6 +6,8 @@ torch code that follows its GM contract (``gated_delta_device.py``'s table): the
 sequences padded to chunks, the K-block partial sums and the group sums give the CPU chunk algorithm's results.
 Nothing here runs a kernel on a device."""
 
+import importlib
+import inspect
 import shutil
 
 import pytest
@@ -379,6 +381,27 @@ def test_decode_launcher_gives_the_recurrence(packed):
     forward(q, k, v, gate, beta, h0.bfloat16(), cu, 0.5)
     assert stand.asked[-1] == (gdd.DECODE, torch.float32, 32, 16, torch.bfloat16)
     assert forward(q, k, v, gate, beta, None, cu, 0.5)[1] is None
+
+
+@pytest.mark.parametrize("target", ["cuda", "ascend"])
+def test_device_modules_take_the_contract_and_launch_through_their_runner(backend, target, monkeypatch):
+    """Each target's modules give forward (and backward) in the torch reference's argument names, and launch their
+    kernels through the target's runner (here stood in: the kernels cannot run without the device)."""
+    from tileport.backends.tilelang.cpu import chunked
+
+    for op, fns in ((CHUNK, ("forward", "backward")), (DECODE, ("forward",))):
+        module = importlib.import_module(f"tileport.backends.tilelang.{target}.{op}")
+        ref = importlib.import_module(f"tileport.backends.torch.{op}")
+        for fn in fns:
+            got, want = (inspect.signature(getattr(m, fn)).parameters for m in (module, ref))
+            assert list(got) == list(want), (op, fn)
+    module = importlib.import_module(f"tileport.backends.tilelang.{target}.{CHUNK}")
+    stand = _Stand()
+    monkeypatch.setattr(module.RUNNER, "kernel", stand.kernel)
+    q, k, v, gate, beta, h0, _ = _inputs(1, 64, 1, 2, 16, 16, False)
+    o, _ = module.forward(q, k, v, gate, beta, h0, None, 0.25)
+    torch.testing.assert_close(o, chunked.forward(q, k, v, gate, beta, h0, None, 0.25)[0], rtol=1e-4, atol=1e-5)
+    assert [a[0] for a in stand.asked] == list(FORWARD)
 
 
 def test_chunking_pads_each_sequence_to_whole_chunks():
