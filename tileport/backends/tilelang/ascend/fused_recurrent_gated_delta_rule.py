@@ -4,11 +4,11 @@
 
 A matrix-vector step, so vector work only: a persistent grid of ``CORES`` vector cores walks the (sequence, value
 head, V block) tasks; a task holds its K x BV block of the state in UB (fp32) for the whole sequence, read once
-from the initial state (GM -> UB in its own dtype, widened in a SIMT block) and written once as the final state.
-Per token q, k and v move GM -> UB and one SIMT block does the step with a lane per state column, no lane reading
-another's: S^T k, S^T q and k.q in one pass over the lane's column of the old state, v' = beta (v - e S^T k),
-o = scale (e S^T q + (k.q) v') (e = exp(g)), then the column rewritten as e S + k v'^T. Lowered to Ascend C here;
-compiling needs CANN's bisheng, running an Ascend 950 NPU: it has not run.
+from the initial state (GM -> UB in its own dtype, a narrower one widened in a SIMT block) and written once as
+the final state. Per token q, k and v move GM -> UB and one SIMT block does the step with a lane per state
+column, no lane reading another's: S^T k, S^T q and k.q in one pass over the lane's column of the old state,
+v' = beta (v - e S^T k), o = scale (e S^T q + (k.q) v') (e = exp(g)), then the column rewritten as e S + k v'^T.
+Lowered to Ascend C here; compiling needs CANN's bisheng, running an Ascend 950 NPU: it has not run.
 """
 
 # No `from __future__ import annotations`: it breaks T.prim_func annotations.
@@ -47,7 +47,7 @@ def build(dtype: torch.dtype, K: int, V: int, state_dtype: torch.dtype):
     ):
         with T.Kernel(CORES) as core:
             s_u = T.alloc_shared((K, BV), F32)
-            h_u = T.alloc_shared((K, BV), st)
+            h_u = s_u if st == F32 else T.alloc_shared((K, BV), st)  # a narrower initial state: widened in UB
             q_u = T.alloc_shared((K,), dt)
             k_u = T.alloc_shared((K,), dt)
             v_u = T.alloc_shared((BV,), dt)
@@ -61,9 +61,10 @@ def build(dtype: torch.dtype, K: int, V: int, state_dtype: torch.dtype):
                     hk = bh // (HV // H)
                     v0 = bv * BV
                     T.copy(H0[n, bh, 0:K, v0 : v0 + BV], h_u)
-                    with T.SimtVF(threads=THREADS):
-                        for i, j in T.Parallel(K, BV):
-                            s_u[i, j] = h_u[i, j].astype(F32)
+                    if st != F32:
+                        with T.SimtVF(threads=THREADS):
+                            for i, j in T.Parallel(K, BV):
+                                s_u[i, j] = h_u[i, j].astype(F32)
                     for x in T.serial(TOK[n + 1] - TOK[n]):
                         tok = TOK[n] + x
                         e = T.exp(G[tok, bh])
