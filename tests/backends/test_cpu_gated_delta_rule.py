@@ -221,3 +221,83 @@ def test_row_loops_are_packed_fp64_sums(dtype):
         assert lp.scalar_fp() == [] and any(m.endswith("pd") for m in lp.packed(width)), arith
         assert all(width in ops for m, ops in lp.fp_arith() if "fmadd" in m), lp.fp_arith()
     assert any(any(m.startswith("vfmadd") and m.endswith("ps") for m in lp.packed(width)) for lp in loops)
+
+
+# ---------------------------------------------------------------- the chunk algorithm's WY preparation (wy.py)
+
+
+def _torch_decay_and_inverse(kk, gc, beta):
+    """chunked.prepare's torch ops (its path off the CPU): decays masked to -inf before the exp, A, LAPACK's solve."""
+    from tileport.backends.tilelang.cpu import chunked
+
+    C, (NCH, H), HV = chunked.C, kk.shape[:2], gc.shape[1]
+    lower, strict = chunked._masks("cpu")
+    decay = (gc[..., :, None] - gc[..., None, :]).masked_fill_(~lower, -torch.inf).exp_()
+    a = (kk.unsqueeze(2) * decay.view(NCH, H, HV // H, C, C)).view(NCH, HV, C, C)
+    a.mul_(beta[..., :, None]).masked_fill_(~strict, 0.0)
+    a.diagonal(dim1=-2, dim2=-1).fill_(1.0)
+    eye = torch.eye(C).expand_as(a)
+    return decay, torch.linalg.solve_triangular(a, eye, upper=False, unitriangular=True), a
+
+
+def _prepared(B, T, H, HV, K, cu, g_low, seed):
+    from tileport.backends.tilelang.cpu import chunked
+
+    inp = _inputs(B, T, H, HV, K, 8, cu, seed=seed)
+    inp["g"] = -torch.rand(B, T, HV, generator=torch.Generator().manual_seed(seed)) * -g_low
+    inp["g"][:, ::7] = 0.0
+    lay = chunked.layout(B, T, inp["cu_seqlens"], "cpu")
+    return chunked.prepare(lay, inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"])
+
+
+# (B, T, H, HV, K, cu_seqlens, lowest g): a chunk's tail, grouped heads, packed with an empty and a one-token segment,
+# decays to exp(-20 * 64)
+PREPARED = {
+    "tail": (2, 70, 2, 4, 16, None, -2.0),
+    "packed": (1, 150, 2, 2, 8, [0, 1, 65, 65, 66, 150], -1.0),
+    "long-decays": (1, 128, 1, 3, 32, None, -20.0),
+    "no-decay": (1, 64, 1, 1, 64, None, 0.0),
+}
+
+
+@pytest.mark.parametrize("name", list(PREPARED))
+def test_prepare_gives_the_torch_ops_decays_and_inverse(name):
+    """prepare()'s decays and Tinv from the wy kernel: the decays within an fp32 ulp or so of torch's exp, Tinv within
+    1e-6 of each row's largest element of LAPACK's, exact zeros above the diagonal."""
+    ch = _prepared(*PREPARED[name], seed=len(name))
+    decay, tinv, _ = _torch_decay_and_inverse(ch.kk, ch.gc, ch.beta)
+    assert torch.equal(ch.decay == 0, decay == 0) and torch.equal(ch.tinv.triu(1), torch.zeros_like(tinv).triu(1))
+    assert ((ch.decay - decay).abs() <= 3e-7 * decay.abs() + 1e-44).all(), name
+    row = (ch.tinv - tinv).abs().amax(-1) / tinv.abs().amax(-1)
+    assert row.max() <= 1e-6, f"{name}: Tinv off LAPACK's by {row.max().item():.3g} of a row's largest element"
+
+
+@pytest.mark.parametrize("name", ["tail", "long-decays"])
+def test_inverse_against_float64(name):
+    """Tinv against the float64 inverse of the same A (from the kernel's own decays): errors of fp32 rounding, on
+    average no larger than LAPACK's fp32 solve's (within 1.5x: the sums' order differs)."""
+    ch = _prepared(*PREPARED[name], seed=3)
+    _, lapack, a = _torch_decay_and_inverse(ch.kk, ch.gc, ch.beta)
+    NCH, H, HV = ch.kk.shape[0], ch.kk.shape[1], ch.gc.shape[1]
+    own = (ch.kk.unsqueeze(2) * ch.decay.view(NCH, H, HV // H, 64, 64)).view(NCH, HV, 64, 64) * ch.beta[..., None]
+    own = own.tril(-1).to(F64) + torch.eye(64, dtype=F64)
+    exact = torch.linalg.inv(own)
+    lap_exact = torch.linalg.inv(a.to(F64))
+    assert ((ch.tinv.to(F64) - exact).abs().amax((-1, -2)) <= 1e-6 * exact.abs().amax((-1, -2))).all()
+    nz = exact != 0
+    ours = ((ch.tinv.to(F64) - exact).abs()[nz] / exact.abs()[nz]).mean()
+    theirs = ((lapack.to(F64) - lap_exact).abs()[nz] / lap_exact.abs()[nz]).mean()
+    assert ours <= 1.5 * theirs, (ours.item(), theirs.item())
+
+
+def test_upper_decays_are_never_exps_of_their_positive_arguments():
+    """With g = -50 a token, gc_r - gc_s above the diagonal reaches +3150: its exp (inf) times the mask's 0 would be
+    nan. The kernel never forms it: decays above the diagonal are exact zeros and Tinv is finite."""
+    from tileport.backends.tilelang.cpu import wy
+
+    gc = torch.full((2, 3, 64), -50.0).cumsum(-1)
+    k = torch.nn.functional.normalize(torch.randn(2, 1, 64, 16), dim=-1)
+    decay, tinv = wy.decay_and_inverse(k @ k.transpose(-1, -2), gc, torch.rand(2, 3, 64))
+    assert decay.isfinite().all() and tinv.isfinite().all() and (decay.triu(1) == 0).all()
+    assert (decay.diagonal(dim1=-2, dim2=-1) == 1).all() and (decay.diagonal(-3, -2, -1) == 0).all()
+    torch.testing.assert_close(decay.diagonal(-1, -2, -1), torch.full((2, 3, 63), torch.tensor(-50.0).exp().item()))

@@ -11,7 +11,9 @@ gc (g's cumulative sum within the chunk, by the caller) and beta, an item writes
 first the decays and A (kept in the item's local memory), rows of 16 columns (simd.h's packed exp), then Tinv by
 forward substitution row by row, SIMD across columns: X[r] = e_r - sum_{s < r} A[r, s] X[s], each 16-column block
 summed only over the rows s whose X[s] is non-zero there (s >= the block's first column), one FMA a step, in fp32
-as LAPACK's trsm computes it (the same algebra; the order of the sums is its own). torch.linalg.solve_triangular
+as LAPACK's trsm computes it (the same algebra; the order of the sums is its own: two accumulators, even and odd
+rows). Per item on AVX2: 15 instructions per two rows of a block (four independent FMA chains), about 1900 such
+steps; the decays' rows about 90 a block of 16 columns (the exp's polynomial), 256 blocks. torch.linalg.solve_triangular
 ran an OpenMP region per 64 x 64 matrix, which collapsed when other processes shared the cores (8 s for 256
 matrices on a loaded machine); here the matrices are work items cut among the threads like any grid kernel's.
 """
@@ -27,6 +29,9 @@ from .runtime import CACHE, threads_for
 
 NCH, H, HV = T.dynamic("NCH"), T.dynamic("H"), T.dynamic("HV")
 F32 = torch.float32
+# accumulators of a block of Tinv's row (rows s dealt round them): two FMA chains in flight, and a sum of the two
+# halves' terms, whose error on Tinv (mean relative, against fp64) was LAPACK's fp32 trsm's; one chain's 1.0-1.5x
+CHAINS = 2
 
 # Rows of 16 columns, the columns' positions compared with the row's in integer lanes; each helper loads and stores
 # its rows itself, register by register.
@@ -81,6 +86,14 @@ extern "C" inline void* tp_wy_sub(tp_v16* acc, float a, float* x) {
   memcpy(acc, &t, 64);
   return 0;
 }
+extern "C" inline void* tp_wy_add(tp_v16* acc, tp_v16* other) {
+  tp_v16 t, o;
+  memcpy(&t, acc, 64);
+  memcpy(&o, other, 64);
+  t += o;
+  memcpy(acc, &t, 64);
+  return 0;
+}
 extern "C" inline void* tp_wy_store(tp_v16* acc, float* dst) {
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) memcpy(dst + i * TP_NATIVE, &acc->v[i], sizeof(tp_nf));
@@ -106,6 +119,35 @@ def _ref(buf, *index):
     return T.address_of(T.BufferLoad(buf, list(index)))
 
 
+def _if(cond, then) -> None:
+    with T.If(cond), T.Then():
+        then()
+
+
+def _solve_block(acc, chains: int, a, tinv, ch, j, r, col, c: int) -> None:
+    """Row r of X over the 16 columns from ``col``: e_r - sum over the rows s in [col, r) of A[r, s] X[s] (X[s] is 0
+    there for s < col), the rows dealt round ``chains`` accumulators, then added as a tree."""
+    n = T.max(r - col, 0)
+
+    def sub(q, s):
+        _call("tp_wy_sub", _ref(acc, q), a[r * c + s], _ref(tinv, ch, j, s, col))
+
+    _call("tp_wy_unit", _ref(acc, 0), r - col)
+    for q in range(1, chains):
+        _call("tp_wy_unit", _ref(acc, q), -1)
+    with T.serial(T.truncdiv(n, chains)) as w:
+        for q in range(chains):
+            sub(q, col + w * chains + q)
+    for q in range(chains - 1):  # the last n % chains rows
+        _if(q < T.truncmod(n, chains), lambda q=q: sub(q, col + n - T.truncmod(n, chains) + q))
+    span = 1
+    while span < chains:
+        for q in range(0, chains, 2 * span):
+            _call("tp_wy_add", _ref(acc, q), _ref(acc, q + span))
+        span *= 2
+    _call("tp_wy_store", _ref(acc, 0), _ref(tinv, ch, j, r, col))
+
+
 def build(c: int = 64):
     """The kernel for chunks of ``c`` tokens (a multiple of 16): every chunk count and head count."""
     if c % VL:
@@ -128,7 +170,7 @@ def build(c: int = 64):
             j = T.cast(T.truncmod(first + i, T.cast(HV, "int64")), "int32")
             h = T.truncdiv(j, T.truncdiv(HV, H))  # grouped values: value head j reads key head j // (HV / H)
             a = T.alloc_local((c * c,), "float32")  # A, row-major
-            acc = vectors(1)
+            acc = vectors(CHAINS)
             with T.serial(c) as r:  # the decays and A, row by row
                 for u in range(blocks):
                     _call(
@@ -144,11 +186,7 @@ def build(c: int = 64):
                     )
             with T.serial(c) as r:  # Tinv: X[r] = e_r - sum_{s < r} A[r, s] X[s], block by block of 16 columns
                 for u in range(blocks):
-                    _call("tp_wy_unit", _ref(acc, 0), r - u * VL)
-                    with T.serial(T.max(r - u * VL, 0)) as w:  # X[s] is 0 in this block for s < u * 16
-                        s = u * VL + w
-                        _call("tp_wy_sub", _ref(acc, 0), a[r * c + s], _ref(tinv, ch, j, s, u * VL))
-                    _call("tp_wy_store", _ref(acc, 0), _ref(tinv, ch, j, r, u * VL))
+                    _solve_block(acc, CHAINS, a, tinv, ch, j, r, u * VL, c)
 
     return wy_prepare
 
