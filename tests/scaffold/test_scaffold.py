@@ -98,7 +98,10 @@ def test_the_signature_is_the_declaration():
     assert "backward=s.Backward(('x', 'gate', 'rstd', 'dy', 'weight'), ('eps', 'activation'))" in spec
 
 
-@pytest.mark.parametrize("like", sorted(catalog.kernel_specs()))
+FORWARD_ONLY = sorted(n for n, sp in catalog.kernel_specs().items() if sp.backward is None and not sp.grads)
+
+
+@pytest.mark.parametrize("like", sorted(set(catalog.kernel_specs()) - set(FORWARD_ONLY)))
 def test_like_any_operator_writes_valid_python_and_keeps_its_fields(like):
     p = plan("group_thing", like=like)
     for path, text in p.files.items():
@@ -120,11 +123,17 @@ def test_like_any_operator_writes_valid_python_and_keeps_its_fields(like):
     own = {
         f
         for f in ("originals", "competitors", "studies", "golden", "aliases", "case_attrs", "docs")
-        if getattr(base, f)
+        if getattr(base, f) and not (f == "case_attrs" and base.general)  # a general one's suite sets them: kept
     }
     assert set(p.left_out) == own | ({"run"} if base.own_run else set())
     if p.left_out:
         assert any(", ".join(p.left_out) in item for item in p.remains)
+
+
+@pytest.mark.parametrize("like", FORWARD_ONLY)
+def test_like_a_forward_only_operator_is_refused_by_name(like):
+    with pytest.raises(ScaffoldError, match=rf"^{like} is forward-only \(no backward, as a decode step\)"):
+        plan("group_thing", like=like)
 
 
 def test_default_like_is_the_simplest_operator():
@@ -628,3 +637,29 @@ def test_the_scaffolded_tests_and_suite_pass_once_the_math_is_written(tmp_path):
     verify = ["verify", "my_rope", "--level", "quick", "--dtype", "fp32", "--no-perf", "--backend", "tilelang"]
     verified = _run(cli + verify + ["--out", str(tmp_path / "v")], tmp_path, env)
     assert verified.returncode == 0 and "PASS" in verified.stdout, (verified.stdout + verified.stderr)[-3000:]
+
+
+@pytest.mark.slow
+def test_a_scaffolded_recurrent_operator_draws_its_packed_sequences_and_states_by_its_suite(tmp_path):
+    """Like gated DeltaNet's chunk operator: a declaration with states [N, HV, K, V] and packed sequences'
+    cu_seqlens [S]. Its suite keeps the rules that hold them together (a packed row of B = 1, N + 1 offsets rising to
+    T, a state per sequence, decays <= 0), its tests take their sizes from the suite's fixed ones and draw by its
+    rules, and an attribute value only the other operator's own executor reads (scale None) is left out: with the
+    math written (that operator's CPU kernels behind it), the scaffolded tests pass."""
+    _copy_checkout(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    made = _run([sys.executable, "-m", "tileport.cli", "scaffold", "my_delta", "--like", "chunk_gated_delta_rule"],
+                tmp_path, env)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    suite = (tmp_path / "tileport" / "cases" / "suites" / "my_delta.yaml").read_text()
+    assert "when: no cu_seqlens" in suite and "kind: offsets" in suite and "kind: nonpositive" in suite
+    assert "values: [1.0, 0.3]" in suite  # scale's None dropped: the derived interface takes a number
+    numerics = (tmp_path / "tests" / "ops" / "test_my_delta_numerics.py").read_text()
+    assert "'N': 20, 'S': 21" in numerics.replace('"', "'") and "make_inputs(SUITE, case_at(SUITE" in numerics
+    for backend, kernels in (("torch", "torch"), ("tilelang/cpu", "tilelang.cpu"), ("triton", "tilelang.cpu")):
+        (tmp_path / "tileport" / "backends" / backend / "my_delta.py").write_text(
+            f"from tileport.backends.{kernels}.chunk_gated_delta_rule import backward, forward  # noqa: F401\n"
+        )
+    tests = ["tests/ops/test_my_delta_numerics.py", "tests/ops/test_my_delta_errors.py"]
+    run = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], tmp_path, env)
+    assert run.returncode == 0, run.stdout[-3000:]

@@ -13,6 +13,7 @@ Output gradients ``d<output>`` (backward suites) are drawn in their outputs' sha
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -84,6 +85,18 @@ class Layout:
             int_dtypes=tuple(ints),
             **fields,
         )
+
+
+def case_at(suite: Suite, sizes: dict, dtype: torch.dtype, seed: int = 0) -> Case:
+    """One case at ``sizes`` with every optional input given and the attributes at their suite defaults: the
+    suite's value rules (ranges, domains, packed offsets) drawn as a level draws them, for a test at chosen sizes.
+    ValueError where the declaration refuses the sizes."""
+    lay = Layout(suite)
+    attrs = {a.name: a.values[0] for a in suite.attrs}
+    found = lay.case(dict(sizes), "uniform", attrs)
+    if found is None:
+        raise ValueError(f"{suite.name}: the declaration refuses the sizes {sizes}")
+    return replace(found, dtype=dtype, seed=seed)
 
 
 def scale(suite: Suite, limits: str, n: int, rng: np.random.Generator, attrs_default: dict) -> list[Case]:

@@ -207,6 +207,11 @@ def plan(
         like = default_like()
     _check(name, like, root)
     like_spec = specs()[like] if like else None
+    if like_spec is not None and like_spec.backward is None and not like_spec.grads:
+        raise ScaffoldError(
+            f"{like} is forward-only (no backward, as a decode step): the scaffold writes an operator with a "
+            "backward; start from a declaration (--inputs, --outputs) or from an operator with gradients"
+        )
     try:
         sig = build(like_spec, inputs, attrs, outputs, where)
     except SignatureError as exc:
@@ -261,7 +266,7 @@ def _general_files(
 ) -> dict[Path, str]:
     """A general operator's files; ScaffoldError where no sizes satisfy its constraints."""
     try:
-        sizing = declared.sizing(sig)
+        sizing = render_general.with_like_sizes(declared.sizing(sig), sig, like)
     except SignatureError as exc:
         raise ScaffoldError(str(exc)) from exc
     spec_text, _ = render_general.spec_text(name, sig, sizing, like, rel["ops_spec"], package)
@@ -308,6 +313,11 @@ def _package_plan(name: str, like: str | None, folder: Path, inputs, attrs, outp
     if like is not None and like not in kernel_specs():  # a model to copy has kernel modules of its own
         raise ScaffoldError(f"--like {like!r} is not an operator with kernels; operators: {', '.join(kernel_specs())}")
     like_spec = specs()[like] if like else None
+    if like_spec is not None and like_spec.backward is None and not like_spec.grads:
+        raise ScaffoldError(
+            f"{like} is forward-only (no backward, as a decode step): the scaffold writes an operator with a "
+            "backward; start from a declaration (--inputs, --outputs) or from an operator with gradients"
+        )
     try:
         sig = build(like_spec, inputs, attrs, outputs, where)
     except SignatureError as exc:

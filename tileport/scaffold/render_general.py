@@ -10,6 +10,7 @@ import re
 import sys
 import textwrap
 import types
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -498,20 +499,10 @@ def _empty(sig: Signature, sizing: Sizing) -> tuple[dict, dict] | None:
 
 
 def numerics_text(name: str, sig: Signature, sizing: Sizing, ops_import: str = "OPS = tileport") -> str:
-    every = _every(sig)
-    attrs = {a.name: a.default for a in sig.attrs}
     g = general(as_spec(name, sig))
     p = sig.inputs[0].name
-    inputs = "\n".join(
-        f'        "{t.name}": {draw_src(t, every, attrs, f"randn({{shape}}, dtype=dtype, seed={i})", "g")},'
-        for i, t in enumerate(sig.inputs)
-    )
     outs = {t.name for t in sig.outputs}
     douts = [n for n in sig.backward.tensors if n.startswith("d") and n[1:] in outs]
-    grads = "\n".join(
-        f'        "{n}": randn(b.shape_of(SPEC.declaration["{n}"]), dtype=dtype, seed={20 + i}),'
-        for i, n in enumerate(douts)
-    )
     sizes = "\n".join(f"    {_sizes_src(z)}," for z in sizing.tests)
     strided = ""
     if sig.inputs[0].shape.items:
@@ -538,8 +529,8 @@ def test_a_strided_{p}_gives_the_bits_of_its_contiguous_copy(randn):
         outputs=_tuple(map(_q, g.outputs)),
         results=_tuple(map(_q, g.returns)),
         backward=_tuple(map(_q, g.backward.names)),
-        input_draws=inputs,
-        grad_draws=grads,
+        inputs="(" + ", ".join(_q(t.name) for t in sig.inputs) + ("," if len(sig.inputs) == 1 else "") + ")",
+        gradients="(" + ", ".join(map(_q, douts)) + ("," if len(douts) == 1 else "") + ")",
         strided=strided,
     )
 
@@ -776,18 +767,47 @@ def _base_suite(new: str) -> tuple[str, dict]:
     return (op, yaml.safe_load(_suite_path(op).read_text())) if op else ("the standard", {})
 
 
+def _same_tensors(sig: Signature, like: s.OpSpec | None) -> bool:
+    return (
+        like is not None
+        and like.general
+        and (like.inputs, like.outputs, like.grads) == (sig.inputs, sig.outputs, sig.grads)
+    )
+
+
+def with_like_sizes(sizing: Sizing, sig: Signature, like: s.OpSpec | None) -> Sizing:
+    """``sizing`` with the tests' sizes of an operator of the same tensors taken from its suite's fixed sizes
+    (which its own rules hold: a packed row's one batch and N + 1 offsets, a state per sequence), where it has
+    them; else as drawn from the declaration."""
+    own = _suite_path(like.name) if _same_tensors(sig, like) else None
+    fixed = (yaml.safe_load(own.read_text()) or {}).get("fixed") if own is not None else None
+    return replace(sizing, tests=tuple(fixed[:3])) if fixed else sizing
+
+
+def _declared_values(item: dict, sig: Signature) -> dict:
+    """An attribute's values in a suite copied from another operator's: those the new declaration takes (a None
+    the other operator's own executor read as its default is no number for a derived interface)."""
+    attr = next((a for a in sig.attrs if a.name == item.get("name")), None)
+    if item.get("type") != "attrs" or attr is None or attr.kind not in (s.REAL, s.EPS, s.INT, s.PROB):
+        return item
+    keep = [i for i, v in enumerate(item["values"]) if v is not None] or [None]
+    out = dict(item, values=[item["values"][i] if i is not None else attr.default for i in keep])
+    if "weights" in item:
+        out["weights"] = [item["weights"][i] for i in keep if i is not None] or None
+        if out["weights"] is None:
+            del out["weights"]
+    return out
+
+
 def suite_text(name: str, sig: Signature, sizing: Sizing, like: s.OpSpec | None = None) -> str:
     """The case suite by named dimensions (``tileport.cases.named``): a general operator's standard and levels,
     every dimension's rule, every input (the first floating one with the case dtypes and the special scenarios, the
     optional ones left out in a share of the cases, integer ones with their value rules), the attributes' values."""
-    if (
-        like is not None
-        and like.general
-        and (like.inputs, like.outputs, like.grads) == (sig.inputs, sig.outputs, sig.grads)
-    ):
+    if _same_tensors(sig, like):
         own = _suite_path(like.name)
         if own is not None:  # the same tensors: that operator's own rules
             data = yaml.safe_load(own.read_text()) | {"name": name, "api": f"tileport.{name}_fwd"}
+            data["inputs"] = [_declared_values(item, sig) for item in data["inputs"]]
             head = f"# {name} case suite, written by `tileport scaffold` from {like.name}'s (the same declaration).\n"
             return head + yaml.safe_dump(data, sort_keys=False, width=110, default_flow_style=None)
     every = _every(sig)

@@ -26,6 +26,7 @@ from ... import sequences
 
 C = 64  # tokens per chunk (fla's chunk_size)
 F32 = torch.float32
+F64 = torch.float64
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,7 @@ def _straddling(pairs: torch.Tensor) -> torch.Tensor:
     holds t. Summed only over the pairs that straddle t, it has no cancellation: the form that adds +pairs[r, s] at
     r and -pairs[r, s] at s, then a reverse cumulative sum, leaves fp32 residues of the large terms where the true
     gradient is tiny (a token of g = -20 cuts every span it lies in to exp(-20))."""
-    return _before(pairs).tril_().sum(-2)  # [r, t]: the pairs (r, s < t), summed over r >= t
+    return _before(pairs.double()).tril_().sum(-2)  # [r, t]: the pairs (r, s < t), summed over r >= t (fp64)
 
 
 def _before(x: torch.Tensor) -> torch.Tensor:
@@ -288,7 +289,7 @@ def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal, scale: flo
         dh0 = dS if lay.order is None else torch.empty_like(dS).index_copy_(0, lay.order, dS)
     # the output: its read of the state (q S) and its intra-chunk part (P V')
     dqi = (doc @ hs.transpose(-1, -2)).mul_((eg * scale)[..., None])
-    dgc = (dqi * qv).sum(-1)
+    dgc = (dqi * qv).sum(-1, dtype=F64)  # dg's terms summed in fp64: the result is one rounding of their sum
     dp = (doc @ vn.transpose(-1, -2)).mul_(ch.decay).mul_(scale)
     pairs = (dp * qkv).tril_(-1)  # exp(gc_r - gc_s) of r > s: the diagonal's exp(0) depends on no g
     dps = _by_group(dp, H)
@@ -296,9 +297,9 @@ def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal, scale: flo
     dk = dps.transpose(-1, -2) @ ch.q
     # what each chunk wrote into the state: exp(gam - gc) k and V'
     dkd = vn @ dsn.transpose(-1, -2)
-    gk = (dkd * ch.kd).sum(-1)  # exp(gam - gc_r): g of the tokens after r
+    gk = (dkd * ch.kd).sum(-1, dtype=F64)  # exp(gam - gc_r): g of the tokens after r
     dkv = dkd.mul_((gam[..., None] - ch.gc).exp()[..., None])
-    dgc[..., -1] += egam * (hs * dsn).sum((-1, -2))  # exp(gam) S: every g of the chunk
+    dgc[..., -1] += egam * (hs * dsn).sum((-1, -2), dtype=F64)  # exp(gam) S: every g of the chunk
     # the WY factors: W = Tinv (beta exp(gc) k), U = Tinv (beta v), Tinv = (I + A)^-1
     dw = dvn @ hs.transpose(-1, -2)  # minus dW
     tt = ch.tinv.transpose(-1, -2)
@@ -309,7 +310,7 @@ def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal, scale: flo
     be = ch.beta * eg
     kdx = (dx * kv).sum(-1)
     dkv -= dx * be[..., None]
-    dgc -= be * kdx
+    dgc -= be * kdx.double()
     dbeta = (dy * ch.v).sum(-1) - eg * kdx
     dv = dy * ch.beta[..., None]
     e = da * ch.decay
