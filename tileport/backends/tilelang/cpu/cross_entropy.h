@@ -90,8 +90,10 @@ static inline void tp_ce_tanh64(const tp_v16* x, double inv, tp_nd t[2], tp_nd s
   }
 }
 
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__AVX512F__)
 #define TP_CE_OPAQUE(r) __asm__("" : "+v"(r))
+#elif defined(__x86_64__) || defined(__i386__)  // AVX2: the 8 fp64 lanes (64 bytes) fit no register: in memory
+#define TP_CE_OPAQUE(r) __asm__("" : "+m"(r))
 #elif defined(__aarch64__)
 #define TP_CE_OPAQUE(r) __asm__("" : "+w"(r))
 #else

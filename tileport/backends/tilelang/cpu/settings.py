@@ -20,8 +20,9 @@ from ... import platform
 
 # TileLang builds the generated C++ with no -O flag (g++ -O0: 14-58x slower). -ffp-contract=fast makes the
 # a + b * c of every kernel one FMA whatever the language mode; -fno-trapping-math lets g++ vectorize
-# selects; -fopenmp for the row driver.
-BASE_FLAGS = ("-O3", "-ffp-contract=fast", "-fno-trapping-math", "-fopenmp")
+# selects; -fopenmp for the row driver; -Wno-psabi: without AVX-512 g++ notes that the 64-byte vectors of the fp64
+# helpers (simd.h's tp_nd) pass by another ABI, on every build (the helpers are inline: no ABI is crossed).
+BASE_FLAGS = ("-O3", "-ffp-contract=fast", "-fno-trapping-math", "-fopenmp", "-Wno-psabi")
 ARCH_ENV = "TILEPORT_CPU_ARCH"
 
 # The macros simd.h and the kernels branch on: the ISA a build is specialized for.
