@@ -236,6 +236,7 @@ def test_gated_backward_takes_one_exp_per_element(name, build, dtype, casting):
 
 _BF16_HARNESS = r"""
 #include <cstdio>
+#include <cstring>
 #include <vector>
 template <typename T, int N> struct vec_type;
 #include "threads.h"
@@ -246,7 +247,9 @@ int main(int argc, char** argv) {  // fp32 bit patterns in, tp_store_bf16s's bf1
   std::vector<uint16_t> y(16);
   FILE* out = fopen(argv[2], "wb");
   while (fread(x.data(), 4, 16, in) == 16) {
-    tp_store_bf16s((tp_v16*)x.data(), y.data());
+    tp_v16 v;  // a vector's own alignment (a std::vector's buffer has malloc's 16 bytes: an AVX2 load faulted)
+    memcpy(&v, x.data(), sizeof v);
+    tp_store_bf16s(&v, y.data());
     fwrite(y.data(), 2, 16, out);
   }
   fclose(out);
