@@ -135,18 +135,6 @@ class Chunks:
     u: torch.Tensor  # [NCH, HV, C, V]
     kd: torch.Tensor  # [NCH, HV, C, K]: exp(gam - gc) k, what the chunk writes into the state
 
-    @property
-    def groups(self) -> int:
-        return self.v.shape[1] // self.k.shape[1]
-
-    def per_value_head(self, x: torch.Tensor) -> torch.Tensor:
-        """x [NCH, H, ...] seen per value head [NCH, H, R, ...] (a broadcasting view)."""
-        return x.unsqueeze(2)
-
-    def by_group(self, x: torch.Tensor) -> torch.Tensor:
-        """x [NCH, HV, ...] as [NCH, H, R, ...]."""
-        return x.view(x.shape[0], self.k.shape[1], self.groups, *x.shape[2:])
-
 
 def prepare(lay: Layout, q, k, v, g, beta) -> Chunks:
     """The chunks of the inputs and the intra-chunk quantities: decays, kk^T, qk^T, the WY factors W and U."""
@@ -178,34 +166,52 @@ def prepare(lay: Layout, q, k, v, g, beta) -> Chunks:
     return Chunks(qc, kc, vc, bc, gc, decay, kk, qk, tinv, w, u, kd.view(NCH, HV, C, -1))
 
 
-def states(lay: Layout, ch: Chunks, h0: torch.Tensor | None, keep: bool):
-    """The chunk-to-chunk recurrence: (the state entering each chunk [NCH, HV, K, V] (``keep``), V' [NCH, HV, C,
-    V], the final states [N, HV, K, V] in sequence order), all fp32."""
+def _sorted(lay: Layout, x: torch.Tensor | None, shape) -> torch.Tensor:
+    """Per-sequence tensors [N, ...] in fp32, in the layout's order (longest first); zeros for None."""
+    if x is None:
+        return torch.zeros(shape, dtype=F32)
+    return x.to(F32, copy=True) if lay.order is None else x.index_select(0, lay.order).to(F32)
+
+
+def _unsorted(lay: Layout, x: torch.Tensor) -> torch.Tensor:
+    return x if lay.order is None else torch.empty_like(x).index_copy_(0, lay.order, x)
+
+
+def _next(lay: Layout, j: int) -> tuple[int, int]:
+    """(count, first chunk) of step j + 1; (0, NCH) past the last step."""
+    return (lay.counts[j + 1], lay.starts[j + 1]) if j + 1 < lay.steps else (0, lay.NCH)
+
+
+def states(lay: Layout, ch: Chunks, h0: torch.Tensor | None):
+    """The chunk-to-chunk recurrence: (the state entering each chunk [NCH, HV, K, V], V' [NCH, HV, C, V], the final
+    states [N, HV, K, V] in sequence order), all fp32. Each step writes its new states where they are read next:
+    the next step's rows of the state tensor for the sequences still running, the final states for those that end."""
     HV, K, V = ch.v.shape[1], ch.k.shape[-1], ch.v.shape[-1]
-    if h0 is None:
-        S = ch.u.new_zeros(lay.N, HV, K, V)
-    else:
-        S = h0.to(F32, copy=True) if lay.order is None else h0.index_select(0, lay.order).to(F32)
-    hs = ch.u.new_empty(lay.NCH, HV, K, V) if keep else None
+    init = _sorted(lay, h0, (lay.N, HV, K, V))
+    hs = ch.u.new_empty(lay.NCH, HV, K, V)
+    final = torch.empty_like(init)
+    n0 = lay.counts[0] if lay.steps else 0
+    hs[:n0] = init[:n0]
+    final[n0:] = init[n0:]  # sequences of no token: their state passes through
     vn = torch.empty_like(ch.u)
-    gam = ch.gc[..., -1].exp()
-    for n, s0 in zip(lay.counts, lay.starts):
+    gam = ch.gc[..., -1].exp()[..., None, None]
+    kdt = ch.kd.transpose(-1, -2).contiguous()  # the update's left operands [NCH, HV, K, C], once
+    for j, (n, s0) in enumerate(zip(lay.counts, lay.starts)):
         cut = slice(s0, s0 + n)
-        Sa = S[:n]  # the sequences still running: the first n rows, updated in place
-        if keep:
-            hs[cut] = Sa
         torch.baddbmm(
             ch.u[cut].view(n * HV, C, V),
             ch.w[cut].view(n * HV, C, K),
-            Sa.view(n * HV, K, V),
+            hs[cut].view(n * HV, K, V),
             alpha=-1,
             out=vn[cut].view(n * HV, C, V),
         )
-        Sa.mul_(gam[cut][..., None, None]).view(n * HV, K, V).baddbmm_(
-            ch.kd[cut].view(n * HV, C, K).transpose(1, 2), vn[cut].view(n * HV, C, V)
-        )
-    final = S if lay.order is None else torch.empty_like(S).index_copy_(0, lay.order, S)
-    return hs, vn, final
+        n2, s2 = _next(lay, j)
+        for lo, hi, into in ((0, n2, hs[s2 : s2 + n2]), (n2, n, final[n2:n])):  # running on, and ending here
+            if hi > lo:
+                rows = slice(s0 + lo, s0 + hi)
+                torch.mul(hs[rows], gam[rows], out=into)
+                into.view(-1, K, V).baddbmm_(kdt[rows].view(-1, K, C), vn[rows].view(-1, C, V))
+    return hs, vn, _unsorted(lay, final)
 
 
 def forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float):
@@ -213,7 +219,7 @@ def forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float):
     B, T = q.shape[:2]
     lay = layout(B, T, cu_seqlens, q.device, initial_state)
     ch = prepare(lay, q, k, v, g, beta)
-    hs, vn, final = states(lay, ch, initial_state, keep=True)
+    hs, vn, final = states(lay, ch, initial_state)
     NCH, H, HV = ch.k.shape[0], ch.k.shape[1], ch.v.shape[1]
     R = HV // H
     qe = (ch.gc.exp() * scale).view(NCH, H, R, C, 1) * ch.q.unsqueeze(2)
@@ -254,7 +260,7 @@ def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal, scale: flo
     B, T = q.shape[:2]
     lay = layout(B, T, cu_seqlens, q.device, initial_state)
     ch = prepare(lay, q, k, v, g, beta)
-    hs, vn, _ = states(lay, ch, initial_state, keep=True)
+    hs, vn, _ = states(lay, ch, initial_state)
     H, HV = ch.k.shape[1], ch.v.shape[1]
     K, V = ch.k.shape[-1], ch.v.shape[-1]
     doc = to_chunks(lay, do)
@@ -263,30 +269,40 @@ def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal, scale: flo
     qv, kv, kkv, qkv = (_per_value_head(x, HV) for x in (ch.q, ch.k, ch.kk, ch.qk))
     p = qkv * ch.decay * scale
     dvl = p.transpose(-1, -2) @ doc
-    qe = qv * (eg * scale)[..., None]
-    z = qe.transpose(-1, -2) @ doc
-    # the reverse state recurrence: dS, the gradient of the state leaving each chunk
-    if dfinal is None:
-        dS = doc.new_zeros(lay.N, HV, K, V)
-    else:
-        dS = dfinal.to(F32, copy=True) if lay.order is None else dfinal.index_select(0, lay.order).to(F32)
+    qet = (qv * (eg * scale)[..., None]).transpose(-1, -2).contiguous()  # [NCH, HV, K, C]: o's read of the state
+    # the reverse state recurrence: dsn, the gradient of the state leaving each chunk; each step writes the previous
+    # step's rows (sequences that end there start from dfinal), step 0 the initial states' gradients
+    dinit = _sorted(lay, dfinal, (lay.N, HV, K, V))
     dsn, dvn = torch.empty_like(hs), torch.empty_like(vn)
-    for n, s0 in reversed(list(zip(lay.counts, lay.starts))):
+    dh0 = torch.empty_like(dinit)
+    n0 = lay.counts[0] if lay.steps else 0
+    dh0[n0:] = dinit[n0:]  # sequences of no token
+    if lay.steps:
+        n, s0 = lay.counts[-1], lay.starts[-1]
+        dsn[s0 : s0 + n] = dinit[:n]
+    egam4 = egam[..., None, None]
+    wt = ch.w.transpose(-1, -2).contiguous()  # [NCH, HV, K, C], once
+    for j in reversed(range(lay.steps)):
+        n, s0 = lay.counts[j], lay.starts[j]
         cut = slice(s0, s0 + n)
-        d = dS[:n]  # updated in place
-        dsn[cut] = d
         torch.baddbmm(
             dvl[cut].view(n * HV, C, V),
             ch.kd[cut].view(n * HV, C, K),
-            d.view(n * HV, K, V),
+            dsn[cut].view(n * HV, K, V),
             out=dvn[cut].view(n * HV, C, V),
         )
-        d.mul_(egam[cut][..., None, None]).add_(z[cut]).view(n * HV, K, V).baddbmm_(
-            ch.w[cut].view(n * HV, C, K).transpose(1, 2), dvn[cut].view(n * HV, C, V), alpha=-1
-        )
-    dh0 = None
-    if initial_state is not None:
-        dh0 = dS if lay.order is None else torch.empty_like(dS).index_copy_(0, lay.order, dS)
+        if j:
+            n1, s1 = lay.counts[j - 1], lay.starts[j - 1]
+            into = dsn[s1 : s1 + n]
+            dsn[s1 + n : s1 + n1] = dinit[n:n1]  # sequences whose last chunk is step j - 1
+        else:
+            into = dh0[:n]
+        torch.mul(dsn[cut], egam4[cut], out=into)
+        into = into.view(n * HV, K, V)
+        into.baddbmm_(qet[cut].view(n * HV, K, C), doc[cut].view(n * HV, C, V))  # o's read, a step at a time
+        into.baddbmm_(wt[cut].view(n * HV, K, C), dvn[cut].view(n * HV, C, V), alpha=-1)
+    dh0 = None if initial_state is None else _unsorted(lay, dh0)
+    del dvl, qet, wt  # the state-sized tensors go as soon as their last use (the peak is the fallback's or less)
     # the output: its read of the state (q S) and its intra-chunk part (P V')
     dqi = (doc @ hs.transpose(-1, -2)).mul_((eg * scale)[..., None])
     dgc = (dqi * qv).sum(-1, dtype=F64)  # dg's terms summed in fp64: the result is one rounding of their sum
@@ -300,8 +316,10 @@ def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal, scale: flo
     gk = (dkd * ch.kd).sum(-1, dtype=F64)  # exp(gam - gc_r): g of the tokens after r
     dkv = dkd.mul_((gam[..., None] - ch.gc).exp()[..., None])
     dgc[..., -1] += egam * (hs * dsn).sum((-1, -2), dtype=F64)  # exp(gam) S: every g of the chunk
+    del dsn
     # the WY factors: W = Tinv (beta exp(gc) k), U = Tinv (beta v), Tinv = (I + A)^-1
     dw = dvn @ hs.transpose(-1, -2)  # minus dW
+    del hs
     tt = ch.tinv.transpose(-1, -2)
     dx = tt @ dw  # minus d(beta exp(gc) k)
     dy = tt @ dvn
