@@ -5,6 +5,7 @@ Each launcher is what a user's package would expose: it takes tensors, launches,
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.libdevice import rsqrt  # a dispatch stub (as Liger-Kernel imports it without an NPU)
 
 CORES = 40  # Ascend A2's vector cores: the clean launcher's grid
 
@@ -100,3 +101,31 @@ def unaligned_rows(x):
     y = torch.empty_like(x)
     _rows[(x.shape[0],)](x, y, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
     return y
+
+
+@triton.jit
+def _rsqrt_of(x):
+    return rsqrt(x)  # the dispatch stub, one JIT call below the kernel
+
+
+@triton.jit
+def _stub(X, Y, N, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    r = _rsqrt_of(tl.load(X + o, mask=o < N) + 1.0)
+    tl.store(Y + o, r, mask=o < N)
+
+
+def libdevice_stub(x):
+    return _elementwise(_stub, (triton.cdiv(x.numel(), 1024),), x, 1024)
+
+
+@triton.jit
+def _commented(X, Y, N, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    # a float64 (fp64) sum would be exact here: the comment the compiler's message quotes, no fp64 math
+    x = tl.load(X + o, mask=o < N)
+    tl.store(Y + o, tl.reshape(x, (BLOCK + 1,)), mask=o < N)
+
+
+def commented_unknown(x):
+    return _elementwise(_commented, (triton.cdiv(x.numel(), 1024),), x, 1024)

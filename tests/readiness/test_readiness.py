@@ -38,6 +38,7 @@ TRIPS = {
     "whole_row": ("x=65536:float32", "ub", True, True),
     "warp_tuned": ("x=65536:float32", "num-warps", True, False),
     "unaligned_rows": ("x=8x4099:float16", "tail", True, False),
+    "libdevice_stub": ("x=4096:float32", "libdevice-stub", False, True),
 }
 
 
@@ -68,6 +69,60 @@ def test_compiler_messages_match_their_cause_or_none():
     }
 
 
+def _quoting(src: str, line: int, error: BaseException, *callers: str):
+    """The CompilationError Triton raises at ``line`` of ``src`` from ``error`` (a builtin's), under one more per
+    calling JIT function in ``callers`` (outermost last), as its code generator chains them."""
+    import ast
+
+    from triton.compiler.errors import CompilationError
+
+    exc = CompilationError(src, next(n for n in ast.walk(ast.parse(src)) if getattr(n, "lineno", 0) == line), None)
+    exc.__cause__ = error
+    for caller in callers:
+        outer = CompilationError(caller, ast.parse(caller).body[0].body[0], repr(exc))
+        outer.__cause__, exc = exc, outer
+    return exc
+
+
+COMMENTED = """def _k(X, Y, N, BLOCK: tl.constexpr):
+    # eps pinned to fp32: an fp64 scalar would promote the sum to float64
+    r = rsqrt(tl.load(X) + eps)
+    tl.store(Y, r)"""
+
+
+def test_causes_match_the_compilers_error_never_the_source_it_quotes():
+    """The message quotes the comment above the failing line (float64); the error itself names no cause."""
+    pytest.importorskip("triton")
+    from tileport.backends.triton.lowering import compiler_error
+
+    exc = _quoting(COMMENTED, 4, TypeError("cannot convert None of type <class 'NoneType'> to tensor"))
+    assert "float64" in str(exc) and causes.classify(str(exc)).key == "fp64"  # what was matched before
+    message, where = compiler_error(exc)
+    assert message == "TypeError: cannot convert None of type <class 'NoneType'> to tensor"
+    assert where == "at 4:4: tl.store(Y, r)" and causes.classify(message) is None
+    caller = "def _outer(X):\n    _k(X)"
+    assert compiler_error(_quoting(COMMENTED, 4, TypeError("x"), caller)) == ("TypeError: x", where)
+    from triton.compiler.errors import CompilationError
+
+    wrapped = CompilationError(COMMENTED, None, "ValueError(\"Expected dtype ['fp32'] but got fp64\")")
+    assert compiler_error(wrapped) == ("ValueError: Expected dtype ['fp32'] but got fp64", "")
+    assert causes.classify(compiler_error(wrapped)[0]).key == "fp64"
+    assert compiler_error(AttributeError("no attribute\n 'cuda'")) == ("AttributeError: no attribute 'cuda'", "")
+
+
+def test_libdevice_dispatch_stubs_are_found_through_the_kernels_calls():
+    """A stub called one JIT function down is found by what the call resolves to; a backend that swaps the
+    stubs' module (a GPU's) has none."""
+    pytest.importorskip("triton")
+    from tileport.external import import_file
+    from tileport.readiness import dispatch
+
+    kernels = import_file(KERNELS)
+    assert dispatch.called_stubs(kernels._stub) == ["rsqrt (triton.language.extra.libdevice.rsqrt)"]
+    assert dispatch.called_stubs(kernels._stub, {dispatch.STUBS}) == []
+    assert dispatch.called_stubs(kernels._scale) == dispatch.called_stubs(kernels._erf_cuda) == []
+
+
 def test_impl_needs_an_ascend_target_and_arguments(tmp_path):
     res = _lower("--impl", f"{KERNELS}:clean", "--arg", "x=64:float32", "--target", "cuda", "--out", str(tmp_path))
     assert res.exit_code == 2 and "ascend-a2 or ascend-a3" in res.output
@@ -93,6 +148,50 @@ def test_each_kernel_is_reported_with_its_cause_and_fix(name, tmp_path):
     assert causes.BY_KEY[key].fix in md
     if lowers:
         assert any(p.suffix == ".ttadapter" for p in tmp_path.iterdir())
+
+
+@pytest.mark.ascend
+@needs_triton_ascend
+def test_an_unknown_cause_is_said_with_the_error_quoted(tmp_path):
+    """The failing line follows a comment about float64: no fp64 finding; unknown, and the error quoted."""
+    res = _lower(
+        "--impl",
+        f"{KERNELS}:commented_unknown",
+        "--arg",
+        "x=4096:float32",
+        "--target",
+        "ascend-a2",
+        "--out",
+        str(tmp_path),
+    )
+    assert res.exit_code == 1, res.output
+    error = "ValueError: reshape() cannot change total number of elements in tensor"
+    assert f"error: {error} (at 5:20: tl.store(" in res.output and "unknown: no cause" in res.output
+    (kernel,) = json.loads((tmp_path / "lower.json").read_text())["kernels"]
+    (finding,) = kernel["findings"]
+    assert finding["cause"] == "unknown" and finding["detail"].startswith(error) and kernel["error"].startswith(error)
+    assert error in (tmp_path / "lower.md").read_text()
+
+
+@pytest.mark.ascend
+@needs_triton_ascend
+def test_a_libdevice_stub_is_named_where_its_none_fails(tmp_path):
+    """The compiler stops at the store of the stub's None; the finding names the stub, not that line."""
+    res = _lower(
+        "--impl",
+        f"{KERNELS}:libdevice_stub",
+        "--arg",
+        "x=4096:float32",
+        "--target",
+        "ascend-a2",
+        "--out",
+        str(tmp_path),
+    )
+    assert res.exit_code == 1, res.output
+    (kernel,) = json.loads((tmp_path / "lower.json").read_text())["kernels"]
+    (finding,) = kernel["findings"]
+    assert finding["cause"] == "libdevice-stub" and finding["what"].startswith("rsqrt (triton.language.extra.libdevice")
+    assert "tl.math.rsqrt" in res.output and "at 4:4: tl.store(Y + o, r" in finding["detail"]
 
 
 @pytest.mark.ascend

@@ -1,6 +1,7 @@
 """The known causes of a Triton kernel not lowering (or not fitting) on Ascend A2/A3, each with the change that
-fixes it: the one table ``tileport lower --impl`` reads. A compiler message matches a cause by its patterns; a
-message no cause matches is reported as unknown with the message itself, never guessed."""
+fixes it: the one table ``tileport lower --impl`` reads. The compiler's error itself (never the source lines its
+message quotes) matches a cause by its patterns; an error no cause matches is reported as unknown with the error
+itself, never guessed."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ class Cause:
     key: str
     what: str  # the cause, in words
     fix: str  # the change that fixes it
-    patterns: tuple[str, ...] = ()  # regular expressions on the compiler's message (empty: found by tileport's checks)
+    patterns: tuple[str, ...] = ()  # regular expressions on the compiler's error (empty: found by tileport's checks)
     fails: bool = True  # False: a note (the kernel lowers and runs; it could run better)
 
 
@@ -30,6 +31,14 @@ CAUSES = (
         "CUDA's libdevice (tl.extra.cuda.libdevice): triton-ascend has no CUDA extras",
         "tl.extra.ascend.libdevice.<fn> (triton-ascend's own), or tl.math.<fn> / a tl expression",
         (r"extra' has no attribute 'cuda'", r"libdevice"),
+    ),
+    Cause(
+        "libdevice-stub",
+        "a dispatch stub of triton.language.extra.libdevice: GPU backends swap the stubs for their own libdevice, "
+        "triton-ascend swaps none, so the call returns None (a package takes this import where it sees no NPU: "
+        "Liger-Kernel's rsqrt)",
+        "tl.math.<fn> (tl.math.rsqrt), or triton-ascend's libdevice (from triton.language.extra.ascend import "
+        "libdevice); or have the package take its NPU path",
     ),
     Cause(
         "inline-asm",
@@ -153,7 +162,8 @@ BY_KEY = {c.key: c for c in CAUSES + TILE_CAUSES}
 
 
 def classify(message: str, table: tuple[Cause, ...] = CAUSES) -> Cause | None:
-    """The known cause a compiler message names, or None (unknown)."""
+    """The known cause the compiler's error names, or None (unknown). ``message`` is the error itself
+    (``lowering.compiler_error``): the source a Triton error quotes would match its comments."""
     for cause in table:
         if any(re.search(p, message) for p in cause.patterns):
             return cause

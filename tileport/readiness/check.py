@@ -3,11 +3,12 @@ by triton-ascend, its failure matched to a known cause, its figures against the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..backends.triton import ascend, lowering
 from . import capture as cap
-from . import causes, limits, standin
+from . import causes, dispatch, limits, standin
 
 
 @dataclass
@@ -26,7 +27,7 @@ class Finding:
     @classmethod
     def unknown(cls, message: str) -> Finding:
         """A compiler message no known cause matches: reported as it stands, never guessed."""
-        what = "unknown: no cause in tileport's table matches the compiler's message"
+        what = "unknown: no cause in tileport's table matches the compiler's error"
         return cls(
             "unknown",
             what,
@@ -78,9 +79,16 @@ def _finding(key: str, detail: str = "") -> Finding:
     return Finding.of(causes.BY_KEY[key], detail)
 
 
-def _compile_finding(message: str, ttir: str) -> Finding:
-    found = causes.classify(message) or (causes.BY_KEY["inline-asm"] if "inline_asm" in ttir else None)
-    return Finding.unknown(message) if found is None else Finding.of(found, message, fails=True)
+def _compile_finding(done: lowering.Lowered) -> Finding:
+    """The cause of a failed compile, matched on the compiler's error itself (``done.message``)."""
+    if re.search(r"\bNone\b|NoneType", done.message):  # a value that is None: a stub's, where the kernel calls one
+        stubs = dispatch.called_stubs(done.launch.kernel, dispatch.mapped(done.chip.arch))
+        if stubs:  # named in the finding: the failing line is where the None arrived, not the call
+            stub = causes.BY_KEY["libdevice-stub"]
+            return Finding(stub.key, f"{', '.join(stubs)}: {stub.what}", stub.fix, True, done.error)
+    ttir = done.files.get("ttir", "")
+    found = causes.classify(done.message) or (causes.BY_KEY["inline-asm"] if "inline_asm" in ttir else None)
+    return Finding.unknown(done.error) if found is None else Finding.of(found, done.error, fails=True)
 
 
 def _judge(launch: lowering.Launch, options: list[dict], chip: ascend.Chip) -> KernelVerdict:
@@ -98,7 +106,7 @@ def _judge(launch: lowering.Launch, options: list[dict], chip: ascend.Chip) -> K
         binary=done.binary,
     )
     if not done.lowered:
-        v.findings.append(_compile_finding(done.error, done.files.get("ttir", "")))
+        v.findings.append(_compile_finding(done))
         return v
     if "inline_asm" in done.files.get("ttir", ""):  # carried into the Linalg IR; CANN's compiler refuses it
         v.findings.append(_finding("inline-asm", "tt.elementwise_inline_asm in the TTIR"))

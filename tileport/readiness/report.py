@@ -33,7 +33,8 @@ def headline(r: Readiness) -> str:
 
 
 def summary(r: Readiness) -> list[str]:
-    """The terminal's lines: the verdict, the path, then one line per kernel and its causes."""
+    """The terminal's lines: the verdict, the path, then one line per kernel, the compiler's error where it does
+    not lower, and its causes."""
     lines = [
         f"{headline(r)} ({r.chip.name}, {r.chip.vector_cores} vector cores)",
         "path: " + ("NPU (the package asked: " + "; ".join(r.path) + ")" if r.path else "generic (no NPU asked for)"),
@@ -44,6 +45,8 @@ def summary(r: Readiness) -> list[str]:
         lines.append(
             f"{'ok  ' if k.ok else 'FAIL'} {k.kernel} [{_config(k)}] grid {k.programs}: {_verdict(k).replace('**', '')}"
         )
+        if k.error:  # the compiler's error, quoted: an unknown cause is read from it
+            lines.append(f"     error: {k.error}")
         lines += [f"     {'' if f.fails else 'note: '}{f.what}\n       fix: {f.fix}" for f in k.findings]
     return lines
 

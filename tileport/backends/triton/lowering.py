@@ -10,6 +10,7 @@ import contextlib
 import inspect
 import io
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,7 +91,8 @@ class Lowered:
     binary: str = ""  # why there is no NPU binary, or its size
     npubin: bytes | None = None  # the NPU binary, where CANN built one
     stage: str = ""  # where it stopped short of the Linalg IR: "ttir" (the front end) or "linalg"; "" if it lowered
-    error: str = ""  # the compiler's message there (one line)
+    error: str = ""  # the compiler's error there and the source line it stopped at (one line)
+    message: str = ""  # the compiler's error itself, without the source lines it quotes: what causes match on
 
     @property
     def lowered(self) -> bool:
@@ -210,6 +212,37 @@ def distinct(found: list[Launch]) -> list[Launch]:
     return list(unique.values())
 
 
+def _one_line(text: str, limit: int = 600) -> str:
+    return " ".join(str(text).split())[:limit]
+
+
+def compiler_error(exc: BaseException) -> tuple[str, str]:
+    """(the compiler's error itself, where it stopped) of a failed compile, each one line. Triton's
+    CompilationError prints up to 12 source lines above the failing one, comments and all, before its error; a
+    failure inside a called JIT function is chained (``__cause__``) under one per call. The error is taken from
+    the innermost of them, never from the text it quotes: a comment mentioning float64 is no fp64 math."""
+
+    def quotes(e) -> bool:  # triton's CompilationError by its fields (src, node, error_message)
+        return e is not None and all(hasattr(e, a) for a in ("src", "node", "error_message"))
+
+    if not quotes(exc):
+        return f"{type(exc).__name__}: {_one_line(exc)}", ""
+    while quotes(exc.__cause__):
+        exc = exc.__cause__
+    cause = exc.__cause__
+    if cause is not None:  # a builtin's own exception, raised through the CompilationError
+        message = f"{type(cause).__name__}: {_one_line(cause)}"
+    else:  # the error's repr (ValueError("...")), read back as "ValueError: ...", or the code generator's words
+        text = _one_line(exc.error_message or "no message")
+        raised = re.fullmatch(r"(\w+)\((['\"])(.*)\2\)", text)
+        message = f"{raised[1]}: {raised[3]}" if raised else f"{type(exc).__name__}: {text}"
+    lineno = getattr(exc.node, "lineno", None)
+    lines = (exc.src or "").split("\n")
+    if lineno is None or not 0 < lineno <= len(lines):
+        return message, ""
+    return message, f"at {lineno}:{getattr(exc.node, 'col_offset', 0)}: {_one_line(lines[lineno - 1], 200)}"
+
+
 def compile_launch(launch: Launch, chip: ascend.Chip, strict: bool = True) -> Lowered:
     """TTIR and Linalg IR of one captured launch for ``chip`` (and the NPU binary with CANN); where triton-ascend
     stops before the Linalg IR, LoweringError (``strict``) or the result with its ``stage`` and ``error``."""
@@ -242,9 +275,9 @@ def compile_launch(launch: Launch, chip: ascend.Chip, strict: bool = True) -> Lo
             if path.suffix in (".ttir", ".ttadapter") and path.is_file():
                 out.files[path.suffix[1:]] = path.read_text()
     if "ttadapter" not in out.files:
-        text = " ".join(str(error).split())[:600] if error else "no Linalg IR written"
+        out.message, where = compiler_error(error) if error else ("no Linalg IR written", "")
         out.stage = "linalg" if "ttir" in out.files else "ttir"
-        out.error = f"{type(error).__name__ if error else ''}: {text}"
+        out.error = out.message + (f" ({where})" if where else "")
         if not strict:
             return out
         raise LoweringError(f"{launch.module}.{launch.name} does not lower for {chip.arch}: {out.error}")
@@ -252,7 +285,7 @@ def compile_launch(launch: Launch, chip: ascend.Chip, strict: bool = True) -> Lo
         out.binary = (
             "no NPU binary: CANN's bishengir-compile is not set up (source <ascend-toolkit>/set_env.sh)"
             if ascend.bishengir() is None
-            else f"no NPU binary: {type(error).__name__}: {' '.join(str(error).split())[:300]}"
+            else f"no NPU binary: {compiler_error(error)[0][:300]}"
         )
     return out
 
