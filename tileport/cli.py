@@ -1017,7 +1017,7 @@ def lower(
         ...,
         help=(
             "cuda, ascend (Ascend 950, arch35: TileLang), or ascend-a2 / ascend-a3 (arch32: the Triton kernels "
-            "through triton-ascend)"
+            "through triton-ascend); with --impl also cpu (a TileLang kernel built for this CPU)"
         ),
     ),
     dtype: str = typer.Option("fp16", help="fp32/float32, fp16/float16, bf16/bfloat16"),
@@ -1030,16 +1030,18 @@ def lower(
         None,
         metavar="MODULE:FUNCTION",
         help=(
-            "your own launcher (yourpkg.kernels:launch, or a package's): its Triton kernels captured and judged for "
-            "--target ascend-a2/a3"
+            "your own kernel: a Triton launcher (yourpkg.kernels:launch, or a package's), its Triton kernels "
+            "captured and judged for --target ascend-a2/a3; or a TileLang kernel (FILE.py:KERNEL: a T.prim_func, a "
+            "function returning one, or a @tilelang.jit function) for --target ascend (lowered, each GPU-only "
+            "construct named with its Ascend counterpart) or cpu (built for this CPU, as verify --impl runs it)"
         ),
     ),
     arg: list[str] | None = typer.Option(
         None,
         metavar="NAME=SHAPE:DTYPE",
         help=(
-            "an argument of --impl's function: NAME=SHAPE:DTYPE (x=4096x2048:bfloat16) or NAME=VALUE (eps=1e-6) "
-            "(repeatable)"
+            "an argument of --impl's function: NAME=SHAPE:DTYPE (x=4096x2048:bfloat16) or NAME=VALUE (eps=1e-6; a "
+            "TileLang kernel's sizes, M=1024) (repeatable)"
         ),
     ),
     rows: int = typer.Option(256, help="with OP and --impl: rows of the drawn inputs"),
@@ -1052,11 +1054,13 @@ def lower(
 ) -> None:
     """Write OP's forward and backward device source for TARGET; build a cubin when nvcc is present. With
     --impl, capture your function's Triton launches and say, per kernel, whether it lowers for the chip and
-    what to change where it does not (lower.md, lower.json; exit 1 when one does not).
+    what to change where it does not (lower.md, lower.json; exit 1 when one does not); or lower your TileLang
+    kernel for Ascend (--target ascend) or build it for this CPU (--target cpu).
 
     \b
     Example: tileport lower OP --target ascend --dim 4096
     Example: tileport lower --impl yourpkg.kernels:launch --arg x=4096x2048:bfloat16 --target ascend-a2
+    Example: tileport lower --impl kernels.py:gemm --target ascend    (a module-level T.prim_func)
     """
     if impl is not None:
         _lower_impl(op, impl, arg, target, dtype, dim, rows, out, cases, problem)

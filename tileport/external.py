@@ -86,9 +86,15 @@ def import_file(path: Path):
     return sys.modules[name]
 
 
+def is_tile_kernel(obj) -> bool:
+    """Whether ``obj`` is a TileLang kernel: a ``T.prim_func`` (no callable) or a ``@tilelang.jit`` function."""
+    return type(obj).__module__.startswith(("tilelang", "tvm")) and type(obj).__name__ in {"PrimFunc", "JITImpl"}
+
+
 def load_callable(target: str) -> tuple[Callable, str, str]:
     """(the callable, its module name, its file) of ``MODULE:FUNCTION`` or ``path/to/file.py:FUNCTION``
-    (a dotted FUNCTION reaches into a class or an object)."""
+    (a dotted FUNCTION reaches into a class or an object); a module-level ``T.prim_func`` is taken too, as the
+    TileLang kernel it is (``lower --impl``, ``verify --impl`` build it)."""
     where, sep, name = target.rpartition(":")
     if not sep or not where or not name:
         raise ImplError(f"--impl {target!r}: expected MODULE:FUNCTION or path/to/file.py:FUNCTION")
@@ -110,8 +116,8 @@ def load_callable(target: str) -> tuple[Callable, str, str]:
         if not hasattr(obj, part):
             raise ImplError(f"--impl {target!r}: {where} has no {name!r}")
         obj = getattr(obj, part)
-    if not callable(obj):
-        raise ImplError(f"--impl {target!r}: {name} is a {type(obj).__name__}, not a callable")
+    if not callable(obj) and not is_tile_kernel(obj):
+        raise ImplError(f"--impl {target!r}: {name} is a {type(obj).__name__}, not a callable or a TileLang kernel")
     return obj, getattr(module, "__name__", where), str(getattr(module, "__file__", "") or where)
 
 
@@ -145,7 +151,7 @@ def _tile_kernel(spec: s.OpSpec, obj, target: str, args: dict[str, str]):
     naming a parameter of the jit function is a build argument (``block_M=64``, ``accum_dtype=float64``); its
     buffers that are the operator's inputs (by name, alias or ``--arg``) are its parameters, the others its
     outputs. None for anything else."""
-    if not (type(obj).__module__.startswith(("tilelang", "tvm")) and type(obj).__name__ in {"PrimFunc", "JITImpl"}):
+    if not is_tile_kernel(obj):
         return None
     from .backends.tilelang.cpu import foreign  # tilelang: kept out of start-up
 

@@ -63,6 +63,22 @@ def test_each_construct_is_named_with_its_counterpart(name, target, tmp_path):
         assert (tmp_path / ("kernel.cpp" if target == "ascend" else "kernel.c")).read_text()
 
 
+def test_a_module_level_prim_func_is_taken(tmp_path):
+    """``--impl FILE:gemm`` names a T.prim_func (no callable): lowered and judged as the builder's is."""
+    res = runner.invoke(app, ["lower", "--impl", f"{KERNELS}:gemm", "--target", "ascend", "--out", str(tmp_path)])
+    assert res.exit_code == 1, res.output
+    md = (tmp_path / "lower.md").read_text()
+    assert md.startswith(f"# tileport lower --impl {KERNELS}:gemm --target ascend: FAIL")
+    for key in ("dma-cast", "threads", "fragment", "gemm"):
+        assert causes.BY_KEY[key].fix in md
+
+
+def test_lower_help_says_impl_takes_tilelang_kernels():
+    text = " ".join(runner.invoke(app, ["lower", "--help"], terminal_width=200).output.split())
+    assert "TileLang kernel (FILE.py:KERNEL: a T.prim_func" in text
+    assert "for --target ascend" in text and "or cpu (built for this CPU" in text
+
+
 def test_what_is_no_tile_program_is_refused(tmp_path):
     res = runner.invoke(
         app,

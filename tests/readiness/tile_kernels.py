@@ -1,6 +1,7 @@
 """TileLang kernels written for GPUs, the fixtures of tests/readiness/test_tile_programs.py: an elementwise add
 (T.Parallel over threads), a row norm (register fragments, a reduction, T.rsqrt) and a GEMM (T.gemm into a
-fragment). Each is a builder returning a prim_func, as ``tileport lower --impl FILE:NAME --arg M=...`` takes."""
+fragment). Each is a builder returning a prim_func, as ``tileport lower --impl FILE:NAME --arg M=...`` takes;
+``gemm`` is a module-level prim_func (``--impl FILE:gemm``, no arguments)."""
 
 import tilelang
 import tilelang.language as T
@@ -63,6 +64,9 @@ def matmul(M=1024, N=1024, K=1024, bm=128, bn=128, bk=32, dtype="float16"):
             T.copy(C_f, C[by * bm, bx * bn])
 
     return mm
+
+
+gemm = matmul(M=256, N=256, K=256)  # a T.prim_func at module level, as a user's kernel file holds one
 
 
 def ascend_scale(M=1024, N=1024, block_M=8, cores=32, dtype="float16"):
