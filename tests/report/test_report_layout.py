@@ -1,7 +1,8 @@
 """The verify report reads at a glance: the verdict grid (backend x dtype x output) comes first in html and
 markdown, its failed cells link to their rows, long tables are folded, plots carry captions, the case counts
 say which is which, and in a 1400x900 and a 2200x900 browser window (headless Chromium) the grid, its FAIL
-cells included, is on the first screen with nothing over it, for a failing --impl too."""
+cells included, is on the first screen with nothing over it, for a failing --impl too; a long --impl name the plot's
+legend shortens shows in full on hover over its entry."""
 
 import dataclasses
 import json
@@ -98,10 +99,10 @@ def impl_failing_report(tmp_path_factory):
     return out
 
 
-def _probe(browser: str, page: str, tmp_path, width: int, height: int = 900) -> dict:
+def _probe(browser: str, page: str, tmp_path, width: int, height: int = 900, probe: str = PROBE) -> dict:
     """Open the page with the probe in a headless browser window of width x height; the probe's findings."""
     target = tmp_path / f"r{width}.html"
-    target.write_text(page.replace("</body>", PROBE + "</body>"))
+    target.write_text(page.replace("</body>", probe + "</body>"))
     done = subprocess.run(
         [
             browser,
@@ -186,3 +187,30 @@ def test_the_verdict_grid_is_on_the_first_screen_in_a_browser(failing_report, tm
     assert found, done.stderr[-2000:]
     top, bottom, right = map(float, found.group(1).split(","))
     assert 0 <= top and bottom <= 900 and right <= 1400, (top, bottom, right)
+
+
+TIP_PROBE = """<script>window.addEventListener('load',()=>{const img=document.querySelector('.plot img').getBoundingClientRect();
+const tips=[...document.querySelectorAll('span.tip')].map(s=>{const r=s.getBoundingClientRect();
+const hit=document.elementFromPoint((r.left+r.right)/2,(r.top+r.bottom)/2);
+return {title:s.title,inside:r.left>=img.left&&r.right<=img.right&&r.top>=img.top&&r.bottom<=img.bottom,
+hovered:hit===s,box:[r.left,r.top,r.right,r.bottom]};});
+document.body.setAttribute('data-probe',JSON.stringify({W:innerWidth,img:[img.left,img.top,img.right,img.bottom],cells:tips}));});</script>"""
+
+
+@pytest.mark.skipif(
+    not any(shutil.which(b) for b in BROWSERS), reason="no Chromium here (Debian: apt-get install chromium)"
+)
+def test_a_shortened_legend_name_shows_in_full_on_hover(tmp_path):
+    """At 1400 px the ratio plot beside the grid: its long --impl entry (shortened in the PNG) is covered by a box
+    titled with the full name, inside the image and the topmost element there (the browser's tooltip)."""
+    from test_report_parts import LONG, _long_report
+
+    from tileport.report import html, plots, tables
+
+    rep = _long_report()
+    png = plots.ratio_distributions(rep, tmp_path / "ratios.png")
+    page = html.document("tileport verify rms_norm (quick): FAIL", [tables.verdict_grid(rep)], [png])
+    browser = next(shutil.which(b) for b in BROWSERS if shutil.which(b))
+    seen = _probe(browser, page, tmp_path, 1400, probe=TIP_PROBE)
+    (tip,) = seen["cells"]
+    assert tip["title"] == LONG and tip["inside"] and tip["hovered"], seen

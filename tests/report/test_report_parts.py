@@ -1,6 +1,6 @@
 """The report's parts on made-up results, no verify run: every verdict-grid link lands on a row in the
-document however many checks there are, the ratio plot draws no failed check as a good ratio, and a
-provider keeps its colour from plot to plot."""
+document however many checks there are, the ratio plot draws no failed check as a good ratio, a provider
+keeps its colour from plot to plot, and a long provider name is shortened to fit the legend, in full on hover."""
 
 import re
 from types import SimpleNamespace
@@ -134,6 +134,54 @@ def test_a_provider_keeps_its_colour_between_the_fwd_and_fwdbwd_plots(tmp_path, 
     colour = [{ln.get_label(): ln.get_color() for ln in fig.axes[0].lines} for fig in kept]
     assert colour[0]["tilelang"] == colour[1]["tilelang"] and len({*colour[0].values(), *colour[1].values()}) == 3
     plt.close("all")
+
+
+LONG = "impl:/tmp/pytest-of-engineer/pytest-1234/test_a_failing_impls_fail_cel0/impl0/wrong_shape_rms_norm.py:rms_norm"
+
+
+def _long_report():
+    """tilelang and triton passing, an --impl of a long path failing every case (not run)."""
+    rs = [
+        _check(c, d, "y", backend=b) for c in range(5) for d in ("float16", "float32") for b in ("tilelang", "triton")
+    ]
+    rs += [
+        _check(c, d, "run", mare=0.0, failures=["did not run"], elements=0, backend=LONG)
+        for c in range(7)
+        for d in ("float16", "float32")
+    ]
+    return SimpleNamespace(**vars(_report(rs)), op="rms_norm")
+
+
+def _inside(fig, artist) -> bool:
+    box = artist.get_window_extent(fig.canvas.get_renderer())
+    return 0 <= box.x0 and box.x1 <= fig.bbox.width
+
+
+def test_a_long_provider_name_is_shortened_so_the_legend_fits_and_kept_for_its_tooltip(tmp_path, monkeypatch):
+    """The legend is centred above the panels: one wider than the figure was cut at both edges ("elang", "on")."""
+    kept = _figures(monkeypatch)
+    path = plots.ratio_distributions(_long_report(), tmp_path / "ratios.png")
+    (legend,) = kept[0].legends
+    assert _inside(kept[0], legend)
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels[:2] == ["tilelang", "triton"] and labels[2].startswith("impl:…/") and len(labels[2]) < len(LONG)
+    assert LONG.endswith(labels[2].removeprefix("impl:…"))  # its tail from a folder: the file and the function
+    page = html.figure(path)  # the full name over its entry, where a browser shows it on hover
+    (box,) = re.findall(rf'<span class="tip" title="{re.escape(LONG)}" style="([^"]+)"></span>', page)
+    left, top, width, height = (float(v) for v in re.findall(r"([\d.]+)%", box))
+    assert 0 < left and left + width <= 100 and 0 < top < 25 and 0 < height < 5  # the entry's row, in the legend
+    assert "shows the full one on hover" in page
+    rows = [{"statistic": "min_us", "mode": "fwd", "dtype": "float32", "shape": "4x8", "threads": 1, "value": 1.0}]
+    plots.latency([r | {"provider": p} for r in rows for p in ("torch eager", LONG)], tmp_path / "f.png", "op")
+    assert _inside(kept[1], kept[1].legends[0])
+    plt.close("all")
+
+
+def test_shortened_names_stay_apart_and_short_ones_stay_whole():
+    a, b = "impl:/home/a/ports/v1/kernels.py:rms_norm", "impl:/home/a/ports/v2/kernels.py:rms_norm"
+    short = plots._labels([a, b, "tilelang"], 30)
+    assert short[0] != short[1] and short[2] == "tilelang" and all(s.startswith("impl:…") for s in short[:2])
+    assert plots._labels(["torch.compile"], 30) == ["torch.compile"]
 
 
 def test_a_study_is_plain_and_says_it_is_no_verdict():

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import html
+import json
+import struct
 from pathlib import Path
 
 from .table import Table
@@ -14,11 +16,12 @@ h1{font-size:22px;margin:.2em 0 .6em}h2{font-size:17px;margin:1em 0 .3em}
 table{border-collapse:collapse;margin:.3em 0 1em}td,th{border:1px solid #ccc;padding:.2em .5em;font-size:13px}
 th{background:#f3f3f3}td.FAIL,td.NO,td.fail{color:#b00;font-weight:bold}td.pass,td.PASS,td.yes{color:#070}
 #verdict td.pass{background:#e6f4e6}#verdict td.FAIL{background:#fbe3e3}#verdict td.awaiting{background:#fff3cd}
-#verdict td.none{background:#eee;color:#666}#verdict td{overflow-wrap:anywhere}td a{color:inherit}
+#verdict td.none{background:#eee;color:#666}#verdict td:first-child{overflow-wrap:anywhere}td a{color:inherit}
 .first{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start}
 .first>.grid{flex:0 1 auto;max-width:100%;overflow-x:auto}.grid>p.note{width:0;min-width:100%}
 .first>.plot{flex:1 1 460px;min-width:460px;max-width:760px}
-figure{margin:.3em 0 1em}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#444;font-size:13px}
+figure{margin:.3em 0 1em}figure img{display:block;max-width:100%;border:1px solid #eee}figcaption{color:#444;font-size:13px}
+figure .img{position:relative;display:inline-block;max-width:100%}span.tip{position:absolute;cursor:help}
 p.note{color:#555;font-size:13px;max-width:1100px}details{margin:.5em 0}summary{cursor:pointer;font-weight:bold;font-size:15px}
 span.badge{padding:.1em .5em;border-radius:4px;color:#fff}span.PASS{background:#2a7}span.FAIL{background:#c33}"""
 
@@ -40,6 +43,8 @@ CAPTIONS = {
     "the same colour in every plot of the report.",
 }
 
+
+LEGEND_TIPS = "tileport-legend"  # a plot's PNG text chunk: its shortened legend names, in full, and their boxes
 
 _VERDICTS = {"pass", "PASS", "FAIL", "fail", "yes", "NO", "awaiting"}
 
@@ -70,13 +75,41 @@ def table_html(t: Table) -> str:
     return f"<h2>{html.escape(t.title)}</h2>{table}{note}"
 
 
+def _png_text(data: bytes, key: str) -> str | None:
+    """The text of a PNG's tEXt chunk named ``key`` (how matplotlib writes a figure's metadata), or None."""
+    pos = 8  # past the signature; then chunks of length, type, data, CRC
+    while pos + 8 <= len(data):
+        size, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        if kind == b"tEXt":
+            name, _, text = data[pos + 8 : pos + 8 + size].partition(b"\0")
+            if name == key.encode("latin-1"):
+                return text.decode("latin-1")
+        if kind == b"IEND":
+            return None
+        pos += 12 + size
+    return None
+
+
+def _tips(data: bytes) -> str:
+    """A hover box over each legend entry the plot shortened, its title the provider's full name."""
+    out = []
+    for tip in json.loads(_png_text(data, LEGEND_TIPS) or "[]"):
+        x0, y0, x1, y1 = (100 * v for v in tip["box"])
+        place = f"left:{x0:.2f}%;top:{y0:.2f}%;width:{x1 - x0:.2f}%;height:{y1 - y0:.2f}%"
+        out.append(f'<span class="tip" title="{html.escape(tip["name"])}" style="{place}"></span>')
+    return "".join(out)
+
+
 def figure(p: Path, width: str = "") -> str:
+    """The PNG embedded with its caption; a legend name the plot shortened shows its full name on hover."""
     style = f' style="max-width:{width}"' if width else ""
-    caption = CAPTIONS.get(p.name, "")
+    data = p.read_bytes()
+    tips = _tips(data)
+    caption = CAPTIONS.get(p.name, "") + (" A shortened name (…) shows the full one on hover." if tips else "")
     return (
         (
-            f'<figure><img alt="{html.escape(p.name)}"{style} '
-            f'src="data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}">'
+            f'<figure><div class="img"{style}><img alt="{html.escape(p.name)}" '
+            f'src="data:image/png;base64,{base64.b64encode(data).decode()}">{tips}</div>'
         )
         + (f"<figcaption>{html.escape(caption)}</figcaption>" if caption else "")
         + "</figure>"

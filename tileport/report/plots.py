@@ -4,6 +4,7 @@ Every plot of a report gives a provider the same colour (``provider_colours``)."
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -16,11 +17,13 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from ..precision import LEVELS  # noqa: E402
 from .benchrows import pivot  # noqa: E402
+from .html import LEGEND_TIPS  # noqa: E402
 
 # tab10 without its red: red is the limit line and the failed slot's edge
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 LOW, HIGH = -2, 4  # the drawn ratios' decades: 1e-2 .. 1e4 (values beyond sit in the end bins)
 FAILED_SLOT = (10**4.35, 10**4.95)  # past the axis' last decade: failed checks that have no ratio over the limit
+MIN_LABEL = 24  # a legend name is never shortened below this (characters)
 
 
 def provider_colours(*names) -> dict[str, str]:
@@ -44,12 +47,73 @@ def _columns(fig, handles) -> int:
     return max(1, min(len(handles), int(fig.get_size_inches()[0] * 14) // (widest + 5)))
 
 
-def _fig_legend(fig, handles) -> None:
-    """One legend above the panels (never over a panel's limit line or lines), the panels laid out below it."""
-    cols = _columns(fig, handles)
-    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1.0), ncol=cols, fontsize=9, frameon=False)
-    rows = math.ceil(len(handles) / cols)
-    fig.tight_layout(rect=(0, 0, 1, 1 - (0.12 + 0.2 * rows) / fig.get_size_inches()[1]))
+def _short(name: str, limit: int) -> str:
+    """``name`` in at most about ``limit`` characters: its kind ("impl:") and its tail from a folder
+    ("impl:…/wrong_shape_rms_norm.py:rms_norm"), the part that tells one provider from another."""
+    if len(name) <= limit:
+        return name
+    kind = name[: name.index(":") + 1] if ":" in name[:16] else ""
+    tail = name[-max(limit - len(kind) - 1, MIN_LABEL // 2) :]
+    folder = tail.find("/")
+    return f"{kind}…{tail[folder:] if 0 <= folder < len(tail) - MIN_LABEL // 2 else tail}"
+
+
+def _labels(names: list[str], limit: int) -> list[str]:
+    """Each name shortened to ``limit`` (``_short``), a name that would read as another's kept longer."""
+    out = [_short(n, limit) for n in names]
+    for i, n in enumerate(names):
+        grow = limit
+        while out[i] != n and out.count(out[i]) > 1:
+            grow += 4
+            out[i] = _short(n, grow)
+    return out
+
+
+def _fits(fig, legend) -> bool:
+    width = legend.get_window_extent(fig.canvas.get_renderer()).width
+    return width <= fig.bbox.width - 4  # centred: a legend wider than the figure is cut at both edges
+
+
+def _fig_legend(fig, handles) -> list[dict]:
+    """One legend above the panels (never over a panel's limit line or lines), the panels laid out below it. It
+    fits the figure's width: fewer columns first, then the longest names shortened (an --impl's path); each
+    shortened entry's full name and box (fractions of the image from its top left) are returned for a tooltip."""
+    names = [h.get_label() for h in handles]
+    limit = max(len(n) for n in names)
+    while True:
+        labels = _labels(names, limit)
+        for h, label in zip(handles, labels):
+            h.set_label(label)
+        for cols in range(_columns(fig, handles), 0, -1):
+            legend = fig.legend(
+                handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1.0), ncol=cols, fontsize=9, frameon=False
+            )
+            if _fits(fig, legend) or (cols == 1 and limit <= MIN_LABEL):
+                rows = math.ceil(len(handles) / cols)
+                fig.tight_layout(rect=(0, 0, 1, 1 - (0.12 + 0.2 * rows) / fig.get_size_inches()[1]))
+                return _tips(fig, legend, names, labels)
+            legend.remove()
+        limit = max(MIN_LABEL, int(limit * 0.85))
+
+
+def _tips(fig, legend, names: list[str], labels: list[str]) -> list[dict]:
+    """The shortened entries: full name, and the box of its text as fractions of the figure from its top left."""
+    fig.draw_without_rendering()  # the entries' texts are placed when the legend draws
+    renderer = fig.canvas.get_renderer()
+    w, h = fig.bbox.width, fig.bbox.height
+    out = []
+    for name, label, text in zip(names, labels, legend.get_texts()):
+        if name != label:
+            b = text.get_window_extent(renderer)
+            out.append({"name": name, "box": [b.x0 / w, 1 - b.y1 / h, b.x1 / w, 1 - b.y0 / h]})
+    return out
+
+
+def _save(fig, path: Path, tips: list[dict]) -> None:
+    """The PNG, with the shortened legend entries' full names in a text chunk (``LEGEND_TIPS``) that the HTML
+    report reads for their tooltips."""
+    fig.savefig(path, dpi=110, metadata={LEGEND_TIPS: json.dumps(tips)} if tips else None)
+    plt.close(fig)
 
 
 def _ratio_panel(ax, rep, dtype: str, colours: dict, limit: float) -> None:
@@ -120,9 +184,7 @@ def ratio_distributions(rep, path: Path, colours: dict | None = None) -> Path | 
     fig, axes = plt.subplots(len(dtypes), 1, figsize=(6.2, 2.3 * len(dtypes) + 0.8), squeeze=False)
     for ax, dtype in zip(axes[:, 0], dtypes):
         _ratio_panel(ax, rep, dtype, colours, limit)
-    _fig_legend(fig, handles)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path, _fig_legend(fig, handles))
     return path
 
 
@@ -165,9 +227,7 @@ def latency(
         ax.set_title(f"{title} {mode} {dtype}", fontsize=11)
         ax.set_xlabel("elements", fontsize=10)
         ax.set_ylabel(ylabel, fontsize=10)
-    _fig_legend(fig, handles)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path, _fig_legend(fig, handles))
     return path
 
 
