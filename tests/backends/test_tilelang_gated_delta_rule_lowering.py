@@ -61,7 +61,8 @@ def _cuda_checks(name: str, src: str, used: int):
     assert f"{name}_kernel(" in src and 'extern "C" __global__' in src
     assert 0 <= used <= ON_CHIP_BUDGET["cuda"], f"{name}: {used} B of shared memory"
     if name != gdd.DECODE:
-        assert "wgmma" in src or "tl::gemm" in src, f"{name}: its products are not tensor-core GEMMs"
+        # tensor-core products: wgmma for 16-bit tiles, tf32 mma_sync for fp32
+        assert "wgmma" in src or "tl::mma_sync" in src, f"{name}: its products are not tensor-core GEMMs"
         assert "int HV" in src and "int NCH" in src  # chunks and heads are runtime values
 
 

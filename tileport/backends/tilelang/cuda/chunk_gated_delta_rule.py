@@ -4,12 +4,12 @@ dv_local, reverse state recurrence, dq/dk/dW/dg and WY backward. Chunks, sequenc
 the kernels' GM interface, the host side and the shared in-chunk math (the cumulative g, the blocked triangular
 inverse) are ``../gated_delta_device.py``'s.
 
-Matrix products are ``T.gemm`` on shared tiles (wgmma on sm_90) with fp32 fragment accumulators; their operands
-are in the kernels' dtype, as flash-linear-attention's (fla) kernels keep them: Tinv is rounded once to the
-dtype as the WY products' left operand, the chunk state once as V' = U - W S's and q S's, V' and dS once as the
-state updates'. The triangular inverse is fp32 throughout (SIMT products: a tensor core would take it as tf32).
-Decays are exp of differences gc_r - gc_s with r >= s, taken only under their mask (no exp of a positive
-difference is formed). fp32 kernels take the tensor cores' tf32 products (fp32 accumulators).
+Matrix products are ``T.gemm`` on shared tiles with fp32 fragment accumulators (wgmma on sm_90; fp32 tiles take
+tf32 mma_sync); their operands are in the kernels' dtype, as flash-linear-attention's (fla) kernels keep them:
+Tinv is rounded once to the dtype as the WY products' left operand, the chunk state once as V' = U - W S's and
+q S's, V' and dS once as the state updates'. The triangular inverse is fp32 throughout (SIMT products: a tensor
+core would take it as tf32). Decays are exp of differences gc_r - gc_s with r >= s, taken only under their mask
+(no exp of a positive difference is formed).
 
 Two things the wheel refused, and what the kernels do instead: a row or column sum of an MMA-layout fragment
 ("ReduceOp cannot lower a layout where a source index depends on a thread-owned reduce segment", fp16 and fp32
