@@ -122,6 +122,24 @@ def test_forward_and_backward_match_the_golden(dtype, c, options):
     check_grad(dx, golden(x, t, w, eps, zs, cap, dloss=dloss)[3], dtype, where + " backward, no dz_loss")
 
 
+@pytest.mark.parametrize("options", [o for o in OPTIONS if o[0]], ids=lambda o: "eps{1}-z{2}-cap{3}".format(*o))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_an_fp32_weight_beside_16_bit_logits_is_read_as_it_is(dtype, options):
+    """Liger-Kernel's users pass an fp32 weight with bf16 logits: the kernels read it in fp32, its results within
+    RTOL of the golden of that weight (rounded to the logits' dtype, a weight is up to 2^-9 off, losses with it)."""
+    _, eps, zs, cap = options
+    x, t, _ = case(9, 4097, dtype, seed=11)
+    w = torch.rand(4097, generator=torch.Generator().manual_seed(12)) + 0.5
+    (loss, z_loss, lse), g = run_forward(x, t, w, eps, zs, cap)
+    gold = golden(x, t, w, eps, zs, cap)
+    where = f"{dtype} fp32 weight {options}"
+    check_stats((loss, z_loss, lse), gold[:3], where)
+    check_grad(g, gold[3], dtype, where + " fused grad")
+    dloss, dz = torch.randn(9), torch.randn(9)
+    dx = _ce().backward(dloss, dz, x, t, w, lse, IGNORE, eps, zs, cap)
+    check_grad(dx, golden(x, t, w, eps, zs, cap, dloss=dloss, dz_loss=dz)[3], dtype, where + " backward")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("c,n", [(32000, 3), (128256, 2), (262144, 2)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
@@ -328,6 +346,9 @@ def test_every_variant_runs_packed_exp_loops_without_calls(dtype):
     width = disasm.register_of(settings.isa().lanes)
     builds = [("cross_entropy_fwd", _ce().build_forward, (c, s)) for c in (False, True) for s in _ce().SMOOTHING]
     builds += [("cross_entropy_bwd", _ce().build_backward, (c, w)) for c in (False, True) for w in (False, True)]
+    if dtype != torch.float32:  # an fp32 weight beside 16-bit logits: its own loads in the weighted loops
+        builds.append(("cross_entropy_fwd", _ce().build_forward, (False, "weighted", "float32", torch.float32)))
+        builds.append(("cross_entropy_bwd", _ce().build_backward, (False, True, torch.float32)))
     for name, build, variant in builds:
         lib = runtime.compile_kernel(build(dtype, "int64", *variant)).lib._name
         insns = disasm.function(lib, f"{name}_kernel")

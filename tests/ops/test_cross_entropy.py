@@ -145,6 +145,27 @@ def test_low_precision_within_the_dual_benchmark(backend, dtype, weighted):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_an_fp32_weight_beside_16_bit_logits_is_taken_unrounded(backend, eps):
+    """Liger-Kernel's users pass an fp32 class weight with bf16 logits (torch refuses it): taken, its values in
+    the fp32 math. At fp16 the weights 2e5 and 3e-8 are no fp16 values (inf, 0): rounded, "mean" would be nan."""
+    t = _targets((64,), 1000, seed=5)
+    w = torch.where(torch.arange(1000) % 2 == 0, 2e5, 3e-8).to(torch.float32)
+    for dtype, weight in ((torch.float16, w), (torch.bfloat16, _weight(1000, torch.float32))):
+        x = _logits((64, 1000), dtype, seed=5)
+        kw = {"weight": weight, "label_smoothing": eps}
+        got = _loss_and_grad(lambda v, kw=kw: tileport.cross_entropy(v, t, **kw, backend=backend), x)
+        gold = _loss_and_grad(
+            lambda v, weight=weight: F.cross_entropy(v, t, weight=weight.double(), label_smoothing=eps), x.double()
+        )
+        assert got[0].dtype == got[1].dtype == dtype and got[0].isfinite() and got[1].isfinite().all()
+        torch.testing.assert_close(got[0].double(), gold[0], rtol=4e-3, atol=0)
+        torch.testing.assert_close(got[1].double(), gold[1], rtol=2e-2, atol=2e-2 * gold[1].abs().max().item())
+        loss_fn = tileport.CrossEntropyLoss(weight=weight, label_smoothing=eps, backend=backend)
+        assert torch.equal(loss_fn(x, t), got[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_large_vocabulary_and_large_bf16_logits(backend):
     """262144 classes (a row in many blocks) and bf16 logits at magnitude 1e4..6e4: finite, the mean loss and the
     gradient within bf16's rounding of the fp64 golden."""
@@ -334,10 +355,16 @@ def test_int32_targets_and_empty_batch():
         (lambda x, t: tileport.cross_entropy(x, torch.tensor([0, -3, 1]), ignore_index=-3), None, None),
         (lambda x, t: tileport.cross_entropy(x.long(), t), TypeError, r"^input must be a floating torch.Tensor"),
         (
-            lambda x, t: tileport.cross_entropy(x.half(), t, torch.ones(9)),
+            lambda x, t: tileport.cross_entropy(x.half(), t, torch.ones(9, dtype=torch.bfloat16)),
             TypeError,
-            r"^weight must have the dtype of input \(torch.float16\), got torch.float32$",
+            r"^weight must have the dtype of input \(torch.float16\) or torch.float32, got torch.bfloat16$",
         ),
+        (
+            lambda x, t: tileport.cross_entropy(x, t, torch.ones(9, dtype=torch.float16)),
+            TypeError,
+            r"^weight must have the dtype of input \(torch.float32\), got torch.float16$",
+        ),
+        (lambda x, t: tileport.cross_entropy(x.half(), t, torch.ones(8)), ValueError, r"weight"),
         (lambda x, t: tileport.cross_entropy(x, t.bool()), TypeError, r"^target must have an integer dtype"),
         (
             lambda x, t: tileport.cross_entropy(x, t[:2]),

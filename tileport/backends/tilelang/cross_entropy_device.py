@@ -29,6 +29,8 @@ def _checked(input, target, weight):
     if target.dtype not in INDEX:
         raise TypeError(f"cross_entropy: targets must be int32 or int64, got {target.dtype}")
     x = input.contiguous()  # the kernels index rows with stride C
+    # W's tiles are in X's dtype (and sized so in Ascend's UB budget): an fp32 weight beside 16-bit logits, which
+    # tileport.cross_entropy takes, is rounded to it here (the CPU, Triton and torch kernels read it as it is)
     return x, target.contiguous(), x[0] if weight is None else weight.to(x.dtype).contiguous()
 
 

@@ -2,7 +2,9 @@
 
 The declared operator works on rows: ``input [N, C]`` logits (a row per token, C classes, fp16 / bf16 / fp32 /
 fp64), ``target [N]`` class indices (int64 or int32, each in [0, C) or equal to ``ignore_index``: IndexError
-naming the value and C otherwise), ``weight`` None or ``[C]`` per-class weights in input's dtype. Attributes:
+naming the value and C otherwise), ``weight`` None or ``[C]`` per-class weights in input's dtype (the front,
+``tileport.cross_entropy``, also takes an fp32 weight beside 16-bit logits, as Liger-Kernel does: the kernels
+read it as it is, but the TileLang device kernels, which round it to input's dtype). Attributes:
 ``ignore_index`` (int, -100), ``label_smoothing`` eps in [0, 1], ``lse_square_scale`` s >= 0 (the z-loss),
 ``softcap`` (0.0 = none, else > 0). ``tileport.cross_entropy`` (``F.cross_entropy``'s semantics) is a front over it
 (``front.py``).

@@ -38,8 +38,11 @@ def cross_entropy(
     class indices (int64 or int32) of input's shape without dimension 1, each in [0, C) or ``ignore_index``
     (IndexError naming the value and C otherwise), or class probabilities of input's shape (no ignore_index;
     their loss is computed from the kernel's lse by torch in chunks of rows). ``weight``: None or [C] in input's
-    dtype. ``reduction``: "none" (per element, target's shape), "sum" or "mean" (over the non-ignored targets'
-    weights, torch's; over the rows for probabilities; nan where every target is ignored, as torch).
+    dtype or fp32 (Liger-Kernel takes an fp32 weight beside bf16 logits, and its users pass one; torch refuses
+    it): an fp32 weight's values enter the fp32 math as they are, never rounded to input's dtype (except in the
+    TileLang device kernels, whose weight tiles are in input's dtype). ``reduction``: "none" (per element,
+    target's shape), "sum" or "mean" (over the non-ignored targets' weights, torch's; over the rows for
+    probabilities; nan where every target is ignored, as torch).
     ``label_smoothing`` in [0, 1], torch's. ``lse_square_scale``: the z-loss ``s * logsumexp^2`` per row, included
     in the loss ("mean" divides it by the count of non-ignored targets); ``return_z_loss=True`` returns
     ``(loss, z_loss)``. ``softcap``: Gemma 2's ``softcap * tanh(logits / softcap)`` first (None or > 0).
@@ -142,9 +145,10 @@ def _per_element(input: torch.Tensor) -> tuple[int, ...]:
 def _loss(input, target, weight, ignore_index, reduction, label_smoothing, lse_square_scale, softcap, inplace, backend):
     ignore_index, eps, scale, cap = _attrs(ignore_index, reduction, label_smoothing, lse_square_scale, softcap)
     x, t, probs = _inputs(input, target)
+    weight, checked = _weight(weight, x)
     train = input.requires_grad and torch.is_grad_enabled()
     if not probs:  # probabilities: the lse's call checks input and weight
-        _check_rows(x, t, weight, ignore_index, eps, scale, cap)
+        _check_rows(x, t, checked, ignore_index, eps, scale, cap)
     args = (x, t, weight, ignore_index, eps, scale, cap, reduction, probs, backend)
     if train:
         loss, z_loss = _Loss.apply(*args, inplace)
@@ -155,6 +159,19 @@ def _loss(input, target, weight, ignore_index, reduction, label_smoothing, lse_s
         shape = _per_element(input)
         return loss.view(shape), z_loss.view(shape)
     return loss, z_loss
+
+
+def _weight(weight, x: torch.Tensor):
+    """(the weight the kernels take, the one the declaration's checks see): a weight in x's dtype is both; an
+    fp32 one beside other logits is taken as it is (its values unrounded in the fp32 math: Liger-Kernel's users
+    pass one with bf16 logits) and checked through its copy in x's dtype (the declaration's rule); another dtype
+    is refused by name."""
+    if not isinstance(weight, torch.Tensor) or weight.dtype == x.dtype:
+        return weight, weight  # None, or what the declaration's checks refuse by name
+    if weight.dtype != torch.float32:
+        wide = "" if x.dtype == torch.float32 else " or torch.float32"
+        raise TypeError(f"weight must have the dtype of input ({x.dtype}){wide}, got {weight.dtype}")
+    return weight, weight.to(x.dtype)
 
 
 def _inputs(input, target) -> tuple[torch.Tensor, torch.Tensor, bool]:
@@ -196,7 +213,8 @@ def _rows_results(x, t, weight, ignore_index, eps, scale, cap, reduction, probs,
     (probabilities); ``grad``: None (no gradient), ``"new"`` or ``"inplace"`` (over x)."""
     if probs:
         ignored = torch.full((x.shape[0],), ignore_index, device=x.device)
-        lse = _API.forward(x, ignored, weight, ignore_index=ignore_index, softcap=cap, backend=backend)[2]  # checks
+        checked = _weight(weight, x)[1]  # the lse does not read the weight: the declaration's checks of it
+        lse = _API.forward(x, ignored, checked, ignore_index=ignore_index, softcap=cap, backend=backend)[2]
         into = None if grad is None or grad == "inplace" else torch.empty(x.shape, dtype=x.dtype, device=x.device)
         into = x if grad == "inplace" else into
         ab = (1.0, 1.0) if den is None else fused.scales(den)

@@ -89,10 +89,12 @@ def _exp64(x):
 class Row:
     """One row's scalars (TileLang locals), the tensors it reads (logits x, weight w), its index r and the softcap
     (``capped``: the variant has one; ``cap`` its runtime value). With a softcap the capped logits are fp64 (M in
-    d[11], z_t in d[12]: ``cross_entropy.h``), without one the logits' own fp32 (m[0], m[3])."""
+    d[11], z_t in d[12]: ``cross_entropy.h``), without one the logits' own fp32 (m[0], m[3]). The weight is held
+    as ``wio`` says (the logits' dtype, or fp32 beside 16-bit logits)."""
 
-    def __init__(self, io: Io, x, w, r, cap, capped: bool):
+    def __init__(self, io: Io, x, w, r, cap, capped: bool, wio: Io | None = None):
         self.io, self.x, self.w, self.r, self.cap, self.capped = io, x, w, r, cap, capped
+        self.wio = wio or io
         self.m = T.alloc_local((4,), "float32")  # [0] M, [1] log S (pass 2's shift), [2] a block's max, [3] z_t
         # S, sum w (M - z), W so far, log S, A, B, s_t, w_t, a, zt, p_t; capped: M, z_t, a block's max in fp64
         self.d = T.alloc_local((14,), "float64")
@@ -114,7 +116,8 @@ class Row:
     def element(self, buf, col):
         """buf[col] (a row of x, or the weight) as fp32."""
         index = [col] if len(buf.shape) == 1 else [self.r, col]
-        return T.call_extern("float32", f"tp_ce_get_{self.io.tag}", T.BufferLoad(buf, index))
+        io = self.wio if buf is self.w else self.io
+        return T.call_extern("float32", f"tp_ce_get_{io.tag}", T.BufferLoad(buf, index))
 
 
 def _masked(v, slot, tmp, n) -> int:
@@ -198,7 +201,7 @@ def online_max_sum(row: Row, capped: bool, smoothing: bool, weighted: bool) -> N
             if smoothing:
                 put(v, SV, -shifted)
                 if weighted:  # a tail's missing weights load as 0: their products and sum are 0
-                    io.load(row.w, r, col, v, WL, n)
+                    row.wio.load(row.w, r, col, v, WL, n)
                     _call("tp_dot64_add", _ref(v, S + 2 * u), _ref(v, WL), _ref(v, _masked(v, SV, TMP, n)))
                     _call("tp_ce_add64", _ref(v, W + 2 * u), _ref(v, WL))
                 else:
@@ -240,7 +243,7 @@ def grad_row(row: Row, grad, capped: bool, weighted: bool, shift) -> None:
         else:
             p = T.call_extern(VEC, "tp_exp", (get(v, L) - splat(m[0])) - splat(m[1]))
         if weighted:
-            io.load(row.w, r, col, v, WL, n)
+            row.wio.load(row.w, r, col, v, WL, n)
             g = (p * A - B * get(v, WL)) * a + p * zt
         else:
             g = (p * A - B) * a + p * zt
@@ -453,21 +456,28 @@ SMOOTHING = ("none", "uniform", "weighted")  # a forward's label smoothing: off,
 
 
 def build_forward(
-    dtype: torch.dtype, target: str = "int64", capped: bool = False, smoothing: str = "none", rows: str = "float32"
+    dtype: torch.dtype,
+    target: str = "int64",
+    capped: bool = False,
+    smoothing: str = "none",
+    rows: str = "float32",
+    weight: torch.dtype | None = None,
 ):
     """(loss, z_loss, lse) per row and, with grad, the fused gradient (module docstring); loss and z_loss in
-    ``rows`` (float64: unrounded, for a caller that sums them). The loops are built for
+    ``rows`` (float64: unrounded, for a caller that sums them); the weight in ``weight`` (None: the logits'
+    dtype; float32 beside 16-bit logits, read as it is). The loops are built for
     one variant: ``capped`` (a softcap), ``smoothing`` (one of SMOOTHING); one kernel holding every variant's
     loops grew past g++'s inlining budget, which then left the exp and the softcap as calls in the loops."""
     if smoothing not in SMOOTHING:
         raise ValueError(f"smoothing is one of {SMOOTHING}, not {smoothing!r}")
     X = Io(dtype)
+    WI = X if weight is None else Io(weight)
 
     @T.prim_func
     def cross_entropy_fwd(
         input: _rows(X, "input"),
         target: _per_row(target),
-        weight: _classes(X),
+        weight: _classes(WI),
         grad: _rows(X, "grad"),
         loss: _per_row(rows),
         z_loss: _per_row(rows),
@@ -486,7 +496,7 @@ def build_forward(
         T.func_attr({GRID: ["N"]})
         with T.Kernel(count, prelude=PRELUDE) as i:
             forward_row(
-                Row(X, input, weight, first + i, softcap, capped),
+                Row(X, input, weight, first + i, softcap, capped, WI),
                 target,
                 grad,
                 loss,
@@ -506,10 +516,18 @@ def build_forward(
     return cross_entropy_fwd
 
 
-def build_backward(dtype: torch.dtype, target: str = "int64", capped: bool = False, weighted: bool = False):
+def build_backward(
+    dtype: torch.dtype,
+    target: str = "int64",
+    capped: bool = False,
+    weighted: bool = False,
+    weight: torch.dtype | None = None,
+):
     """dinput = dloss_r dloss_r/dx + dz_loss_r dz_loss_r/dx from input and the saved lse (module docstring), for one
-    variant: ``capped`` (a softcap), ``weighted`` (label smoothing with a weight: pass 2 reads it)."""
+    variant: ``capped`` (a softcap), ``weighted`` (label smoothing with a weight: pass 2 reads it); the weight in
+    ``weight`` (as ``build_forward``)."""
     X = Io(dtype)
+    WI = X if weight is None else Io(weight)
 
     @T.prim_func
     def cross_entropy_bwd(
@@ -517,7 +535,7 @@ def build_backward(dtype: torch.dtype, target: str = "int64", capped: bool = Fal
         dz_loss: _per_row(),
         input: _rows(X, "input"),
         target: _per_row(target),
-        weight: _classes(X),
+        weight: _classes(WI),
         lse: _per_row(),
         dinput: _rows(X, "dinput"),
         ignore_index: T.int64,
@@ -533,7 +551,7 @@ def build_backward(dtype: torch.dtype, target: str = "int64", capped: bool = Fal
         T.func_attr({GRID: ["N"]})
         with T.Kernel(count, prelude=PRELUDE) as i:
             backward_row(
-                Row(X, input, weight, first + i, softcap, capped),
+                Row(X, input, weight, first + i, softcap, capped, WI),
                 target,
                 dloss,
                 dz_loss,
@@ -562,12 +580,22 @@ def _target(target: torch.Tensor) -> torch.Tensor:
     return target if target.is_contiguous() else target.contiguous()
 
 
+def _weight_dtype(input: torch.Tensor, weight) -> torch.dtype | None:
+    """The weight's dtype where the kernel holds it apart from the logits': float32 beside 16-bit logits (read as
+    it is: Liger-Kernel's users pass an fp32 weight with bf16 logits); None where it is the logits' (or absent)."""
+    if weight is None or weight.dtype == input.dtype:
+        return None
+    if weight.dtype != torch.float32:  # fp16 and bf16 share a storage type in the kernel: the other would be misread
+        raise TypeError(f"cross_entropy: weight must have input's dtype {input.dtype} or float32, not {weight.dtype}")
+    return weight.dtype
+
+
 def _kernel(name: str, builder, variant: tuple, input: torch.Tensor, target: torch.Tensor, *same_dtype):
     """The compiled kernel for these tensors; a dtype the kernels do not take is refused by name (fp16 and bf16
-    share a storage type in the kernel, so a weight or gradient of the other one would be misread)."""
+    share a storage type in the kernel, so a gradient of the other one would be misread)."""
     for other in same_dtype:
         if other is not None and other.dtype != input.dtype:
-            raise TypeError(f"cross_entropy: weight and grad must have input's dtype {input.dtype}, not {other.dtype}")
+            raise TypeError(f"cross_entropy: grad must have input's dtype {input.dtype}, not {other.dtype}")
     if input.dtype not in STORAGE:
         raise TypeError(
             f"cross_entropy: the TileLang CPU kernels take float32, float16 or bfloat16 logits, not {input.dtype}"
@@ -599,8 +627,8 @@ def forward(
     cap = float(softcap) if softcap else 0.0
     a, b = scales
     smoothing = "none" if not label_smoothing else "uniform" if weight is None else "weighted"
-    variant = (bool(softcap), smoothing, "float64" if wide else "float32")
-    _kernel("cross_entropy_fwd", build_forward, variant, input, target, weight, grad)(
+    variant = (bool(softcap), smoothing, "float64" if wide else "float32", _weight_dtype(input, weight))
+    _kernel("cross_entropy_fwd", build_forward, variant, input, target, grad)(
         threads_for(n * c),
         input=input,
         target=_target(target),
@@ -636,8 +664,8 @@ def backward(
     dinput = outputs.empty((n, c), input.dtype, input.device)
     cap = float(softcap) if softcap else 0.0
     weight_sum = 0.0 if weight is None or not label_smoothing else float(weight.sum(dtype=torch.float64))
-    variant = (bool(softcap), bool(label_smoothing) and weight is not None)
-    _kernel("cross_entropy_bwd", build_backward, variant, input, target, weight)(
+    variant = (bool(softcap), bool(label_smoothing) and weight is not None, _weight_dtype(input, weight))
+    _kernel("cross_entropy_bwd", build_backward, variant, input, target)(
         threads_for(n * c),
         dloss=dloss.contiguous(),
         dz_loss=None if dz_loss is None or not lse_square_scale else dz_loss.contiguous(),  # no z-loss: never read
