@@ -12,7 +12,9 @@ MLP ``gelu(gate_proj(x), approximate="tanh") * up_proj(x)``):
   fp32,
   cancelling for negative gates (848 of the 65280 bf16 gates rounded otherwise for "none", 155 for "tanh"), and
   its vectorized and scalar loops give different bits for the same gate (660 and 4 bf16 gates). No kernel is
-  bit for bit with that; the torch backend's eager is torch's own ``gelu(gate) * up``.
+  bit for bit with that; the torch backend's eager is torch's own ``gelu(gate) * up``. Against transformers'
+  ``act_fn(gate) * up`` at bf16 512 x 4096 (N(0, 1)), at most 1 output in 5,000 differs (131 "tanh", 112 "none"
+  of 2,097,152 on an AVX2 CPU), each at a negative gate where torch's activation is not the exact one rounded.
 - Backward in fp32, each result rounded once: ``dup = dy * gelu(gate)`` (eager: the rounded activation),
   ``dgate = dy * up * gelu'(gate)``: none ``Phi(v) + v * phi(v)`` with ``Phi(v) = erfc(-v / sqrt 2) / 2``; tanh
   ``s + 2 v s (1 - s) u'``, ``s = sigmoid(2u)``, ``1 - s = sigmoid(-2u)`` (no cancellation at large |v|).
