@@ -49,7 +49,7 @@ def _columns(fig, handles) -> int:
 
 def _short(name: str, limit: int) -> str:
     """``name`` in at most about ``limit`` characters: its kind ("impl:") and its tail from a folder
-    ("impl:…/wrong_shape_rms_norm.py:rms_norm"), the part that tells one provider from another."""
+    ("impl:…/ports/kernel.py:fn"), the part that tells one provider from another."""
     if len(name) <= limit:
         return name
     kind = name[: name.index(":") + 1] if ":" in name[:16] else ""
