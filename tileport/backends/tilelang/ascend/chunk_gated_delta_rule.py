@@ -754,6 +754,9 @@ BUILDERS = gdd.ChunkBuilders(
 )
 
 
+WIDEST = gdd.MAX_HEAD_DIM  # the widest dim it lowers (a head's, not a row's): what a budget check lowers
+
+
 def bucket(dim: int) -> int:
     """A kernel per head dimension (its tiles are the head's): ``tileport lower`` keys its cache on the dim."""
     return dim

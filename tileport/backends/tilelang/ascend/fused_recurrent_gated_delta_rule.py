@@ -96,6 +96,9 @@ def build(dtype: torch.dtype, K: int, V: int, state_dtype: torch.dtype):
     return fused_recurrent_gdn_fwd
 
 
+WIDEST = gdd.MAX_HEAD_DIM  # the widest dim it lowers (a head's, not a row's): what a budget check lowers
+
+
 def bucket(dim: int) -> int:
     """A kernel per head dimension (its tiles are the head's): ``tileport lower`` keys its cache on the dim."""
     return dim
