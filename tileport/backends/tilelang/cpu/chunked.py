@@ -235,12 +235,6 @@ def _by_group(x: torch.Tensor, H: int) -> torch.Tensor:
     return x if HV == H else x.view(NCH, H, HV // H, *x.shape[2:]).sum(2)
 
 
-def _per_value_head(x: torch.Tensor, HV: int) -> torch.Tensor:
-    """x [NCH, H, ...] repeated for each value head of its group: [NCH, HV, ...] (a copy only where HV > H)."""
-    NCH, H = x.shape[:2]
-    return x if HV == H else x.unsqueeze(2).expand(NCH, H, HV // H, *x.shape[2:]).reshape(NCH, HV, *x.shape[2:])
-
-
 def _straddling(pairs: torch.Tensor) -> torch.Tensor:
     """dg_t = sum over r >= t > s of pairs[r, s]: the gradient of g_t through the decays exp(gc_r - gc_s) whose span
     holds t. Summed only over the pairs that straddle t, it has no cancellation: the form that adds +pairs[r, s] at
@@ -264,12 +258,19 @@ def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal, scale: flo
     H, HV = ch.k.shape[1], ch.v.shape[1]
     K, V = ch.k.shape[-1], ch.v.shape[-1]
     doc = to_chunks(lay, do)
+    NCH, R = ch.k.shape[0], HV // H
     eg, gam = ch.gc.exp(), ch.gc[..., -1]
     egam = gam.exp()
-    qv, kv, kkv, qkv = (_per_value_head(x, HV) for x in (ch.q, ch.k, ch.kk, ch.qk))
-    p = qkv * ch.decay * scale
+
+    def heads(x):  # [NCH, HV, ...] seen per key head: [NCH, H, R, ...], to broadcast q, k, kk, qk over its group
+        return x.view(NCH, H, R, *x.shape[2:])
+
+    q1, k1, kk1, qk1 = (x.unsqueeze(2) for x in (ch.q, ch.k, ch.kk, ch.qk))  # [NCH, H, 1, ...]
+    p = (heads(ch.decay) * qk1).view(NCH, HV, C, C).mul_(scale)
     dvl = p.transpose(-1, -2) @ doc
-    qet = (qv * (eg * scale)[..., None]).transpose(-1, -2).contiguous()  # [NCH, HV, K, C]: o's read of the state
+    qet = ch.q.new_empty(NCH, H, R, K, C)  # o's read of the state, transposed once: [NCH, HV, K, C]
+    torch.mul(q1.transpose(-1, -2), heads((eg * scale)[..., None, :]), out=qet)
+    qet = qet.view(NCH, HV, K, C)
     # the reverse state recurrence: dsn, the gradient of the state leaving each chunk; each step writes the previous
     # step's rows (sequences that end there start from dfinal), step 0 the initial states' gradients
     dinit = _sorted(lay, dfinal, (lay.N, HV, K, V))
@@ -303,19 +304,22 @@ def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal, scale: flo
         into.baddbmm_(wt[cut].view(n * HV, K, C), dvn[cut].view(n * HV, C, V), alpha=-1)
     dh0 = None if initial_state is None else _unsorted(lay, dh0)
     del dvl, qet, wt  # the state-sized tensors go as soon as their last use (the peak is the fallback's or less)
-    # the output: its read of the state (q S) and its intra-chunk part (P V')
+    # the output: its read of the state (q S) and its intra-chunk part (P V'); dg's terms are each summed in fp32
+    # over a head dimension, then in fp64: the result is one rounding of their sum
     dqi = (doc @ hs.transpose(-1, -2)).mul_((eg * scale)[..., None])
-    dgc = (dqi * qv).sum(-1, dtype=F64)  # dg's terms summed in fp64: the result is one rounding of their sum
+    dgc = (heads(dqi) * q1).sum(-1).view(NCH, HV, C).double()
     dp = (doc @ vn.transpose(-1, -2)).mul_(ch.decay).mul_(scale)
-    pairs = (dp * qkv).tril_(-1)  # exp(gc_r - gc_s) of r > s: the diagonal's exp(0) depends on no g
+    pairs = (heads(dp) * qk1).view(NCH, HV, C, C).tril_(-1)  # exp(gc_r - gc_s), r > s: exp(0) of r = s is no g's
     dps = _by_group(dp, H)
     dq = _by_group(dqi, H) + dps @ ch.k
     dk = dps.transpose(-1, -2) @ ch.q
     # what each chunk wrote into the state: exp(gam - gc) k and V'
     dkd = vn @ dsn.transpose(-1, -2)
-    gk = (dkd * ch.kd).sum(-1, dtype=F64)  # exp(gam - gc_r): g of the tokens after r
+    gk = (dkd * ch.kd).sum(-1).double()  # exp(gam - gc_r): g of the tokens after r
     dkv = dkd.mul_((gam[..., None] - ch.gc).exp()[..., None])
-    dgc[..., -1] += egam * (hs * dsn).sum((-1, -2), dtype=F64)  # exp(gam) S: every g of the chunk
+    NH, KV = NCH * HV, K * V
+    state = torch.bmm(hs.view(NH, 1, KV), dsn.view(NH, KV, 1)).view(NCH, HV)  # <S, dS>: one read of each
+    dgc[..., -1] += egam * state.double()  # exp(gam) S: every g of the chunk
     del dsn
     # the WY factors: W = Tinv (beta exp(gc) k), U = Tinv (beta v), Tinv = (I + A)^-1
     dw = dvn @ hs.transpose(-1, -2)  # minus dW
@@ -326,17 +330,17 @@ def backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal, scale: flo
     _, strict = _masks(q.device)
     da = (dx @ ch.w.transpose(-1, -2) - dy @ ch.u.transpose(-1, -2)).masked_fill_(~strict, 0.0)
     be = ch.beta * eg
-    kdx = (dx * kv).sum(-1)
-    dkv -= dx * be[..., None]
+    kdx = (heads(dx) * k1).sum(-1).view(NCH, HV, C)
+    dkv.addcmul_(dx, be[..., None], value=-1)
     dgc -= be * kdx.double()
     dbeta = (dy * ch.v).sum(-1) - eg * kdx
-    dv = dy * ch.beta[..., None]
-    e = da * ch.decay
-    dbeta += (e * kkv).sum(-1)
-    be_ = e * ch.beta[..., None]
-    pairs += be_ * kkv  # strictly lower already
+    dv = dy.mul_(ch.beta[..., None])
+    e = da.mul_(ch.decay)  # strictly lower
+    dbeta += (heads(e) * kk1).sum(-1).view(NCH, HV, C)
+    be_ = e.mul_(ch.beta[..., None])
+    pairs += (heads(be_) * kk1).view(NCH, HV, C, C)
     bes = _by_group(be_, H)
-    dk += bes @ ch.k + bes.transpose(-1, -2) @ ch.k + _by_group(dkv, H)
+    dk += (bes + bes.transpose(-1, -2)) @ ch.k + _by_group(dkv, H)
     dg = dgc.flip(-1).cumsum(-1).flip(-1) + _straddling(pairs) + _before(gk)
     return (
         from_chunks(lay, dq, q.dtype),
