@@ -335,10 +335,10 @@ def test_unsupported_dtypes_are_refused_by_name():
 )
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_every_variant_runs_packed_exp_loops_without_calls(dtype):
-    """Every build variant's loops that compute an exp (``vscalefps`` with AVX-512, or the softcap's fp64 exp) are
-    packed on the native
-    registers, and the kernel calls nothing but libm's scalar exp, log and tanh (per block and per row; no
-    memcpy or memset, the tails being masked moves): a kernel holding all variants' loops grew past g++'s
+    """Every build variant's loops that compute an exp (fp32's, or the softcap's fp64 exp) are packed on the
+    native registers, and the kernel calls nothing but libm's scalar exp, log and tanh (per block and per row; no
+    memcpy or memset, the tails being masked moves, with AVX-512 or AVX2, and the fp64 accumulators moved as
+    vectors: a 256-byte memset became a call on AVX2): a kernel holding all variants' loops grew past g++'s
     inlining budget and called the exp and the softcap per chunk. (The module's PACKED_CHECKS is empty:
     tests/backends/test_cpu_simd.py reads the row epilogue's out-of-line code, jumping back, as scalar loops.)"""
     from tileport.backends.tilelang.cpu import disasm, runtime, settings
@@ -368,9 +368,9 @@ def test_every_variant_runs_packed_exp_loops_without_calls(dtype):
 
 
 def _packed_exp(loop, width: str) -> bool:
-    """A loop holding an exp (fp32's ``vscalefps``, or the fp64 exp's exponent shift ``vpsllq``: the softcap's
-    pass 1), packed on ``width`` registers with no scalar fp arithmetic."""
-    exp = any(m.startswith("vscalef") or m == "vpsllq" for m, _ in loop.instructions)
+    """A loop holding an exp (fp32's ``vscalefps`` with AVX-512, its exponent shift ``vpslld`` without; the fp64
+    exp's ``vpsllq``: the softcap's pass 1), packed on ``width`` registers with no scalar fp arithmetic."""
+    exp = any(m.startswith("vscalef") or m in ("vpslld", "vpsllq") for m, _ in loop.instructions)
     return exp and not loop.scalar_fp() and loop.packed(width)
 
 

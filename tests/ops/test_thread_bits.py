@@ -5,15 +5,20 @@ Written once for every spec (it was four copies, one per norm)."""
 import pytest
 import torch
 
+from tileport.cases import case_at, load_suite, make_inputs
 from tileport.ops.catalog import get, kernel_specs
 
 
 def _inputs(spec, gen):
-    inputs = spec.example((3000, 700), torch.float32, "cpu", gen)
+    if spec.general:  # declared by named dimensions: its suite's first fixed sizes, drawn by its value rules
+        suite = load_suite(spec.name)
+        inputs = make_inputs(suite, case_at(suite, suite.fixed[0], torch.float32))
+    else:
+        inputs = spec.example((3000, 700), torch.float32, "cpu", gen)
     if spec.backward is None:
         return inputs, False
     if "dy" in spec.backward.tensors:
-        inputs["dy"] = torch.randn(3000, 700, generator=gen)
+        inputs["dy"] = torch.randn(inputs[spec.inputs[0].name].shape, generator=gen)
     else:  # a gradient per output it takes by name (d<output>), in the forward's shapes
         outs = spec.run(inputs, "tilelang", False)
         inputs |= {f"d{n}": torch.randn(t.shape, generator=gen).to(t.dtype) for n, t in outs.items()

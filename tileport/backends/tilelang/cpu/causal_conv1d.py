@@ -42,17 +42,17 @@ _INDEX = {torch.int32: "int32", torch.int64: "int64"}
 # one rounding less), silu' = s * (1 + z * (1 - s)). e = inf (z < -88) gives silu = -0 and silu' = 0; z = nan stays
 # nan in both.
 PRELUDE = r"""
-extern "C" inline tp_v16 tp_cc_silu(tp_v16 z) {
+TP_HELPER tp_v16 tp_cc_silu(tp_v16 z) {
   tp_v16 e = tp_exp(-z);
   return z / (tp_v16(1.0f) + e);
 }
-extern "C" inline tp_v16 tp_cc_silu_grad(tp_v16 z) {
+TP_HELPER tp_v16 tp_cc_silu_grad(tp_v16 z) {
   tp_v16 s = tp_v16(1.0f) / (tp_v16(1.0f) + tp_exp(-z));
   return s * (tp_v16(1.0f) + z * (tp_v16(1.0f) - s));
 }
 // acc (16 fp64 lanes: two tp_v16 slots) += a * b, the product rounded to fp32 (as torch's fp32 composite forms
 // it) and added in fp64.
-extern "C" inline void* tp_cc_acc64(tp_v16* acc, tp_v16 a, tp_v16 b) {
+TP_HELPER void* tp_cc_acc64(tp_v16* acc, tp_v16 a, tp_v16 b) {
   tp_v16 p = a * b;
   tp_nd s[2], lo, hi;
   memcpy(s, acc, 128);
@@ -62,7 +62,7 @@ extern "C" inline void* tp_cc_acc64(tp_v16* acc, tp_v16 a, tp_v16 b) {
   memcpy(acc, s, 128);
   return 0;
 }
-extern "C" inline void* tp_cc_store64(tp_v16* acc, double* dst) {
+TP_HELPER void* tp_cc_store64(tp_v16* acc, double* dst) {
   memcpy(dst, acc, 128);
   return 0;
 }

@@ -32,13 +32,13 @@ PRELUDE = (
     CONV_PRELUDE
     + r"""
 #define TP_CC_STRIDED(tag, T, widen)                                                                  \
-  extern "C" inline void* tp_cc_gather_##tag(T* src, int64_t stride, tp_v16* dst, int32_t n) {      \
+  TP_HELPER void* tp_cc_gather_##tag(T* src, int64_t stride, tp_v16* dst, int32_t n) {      \
     float f[16] = {0};                                                                              \
     for (int i = 0; i < n; ++i) f[i] = widen(src[i * stride]);                                      \
     memcpy(dst, f, 64);                                                                             \
     return 0;                                                                                       \
   }                                                                                                 \
-  extern "C" inline void* tp_cc_copy_##tag(T* src, int64_t ss, T* dst, int64_t ds, int32_t n) {     \
+  TP_HELPER void* tp_cc_copy_##tag(T* src, int64_t ss, T* dst, int64_t ds, int32_t n) {     \
     for (int i = 0; i < n; ++i) dst[i * ds] = src[i * ss];                                          \
     return 0;                                                                                       \
   }

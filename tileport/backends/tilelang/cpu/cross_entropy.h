@@ -19,7 +19,7 @@ typedef long long tp_nl __attribute__((vector_size(64)));
 // significant bits so n * it is exact), |r| <= 0.35, e^r by its Taylor polynomial of degree 11 (truncation below
 // 1e-15 relative), times 2^n. A degree-7 one (6e-9) left z's errors of one sign, summed into a row's lse: where
 // the lse cancels (all z near -cap, lse = -cap + log C, small) they were 5x the fp32 composite's.
-static inline tp_nd tp_ce_exp64(tp_nd h) {
+TP_INLINE tp_nd tp_ce_exp64(tp_nd h) {
   const tp_nd n = (h * 1.4426950408889634 + 6755399441055744.0) - 6755399441055744.0;
   const tp_nd r = (h - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
   tp_nd p = (tp_nd){} + 1.0 / 39916800.0;
@@ -41,7 +41,7 @@ static inline tp_nd tp_ce_exp64(tp_nd h) {
 
 // 2 / d of 8 fp64 lanes, d >= 2 (or inf, nan): AVX-512's 14-bit reciprocal and two Newton steps (about 2^-52
 // relative), not vdivpd (two per 16 lanes, in both passes).
-static inline tp_nd tp_ce_two_over(tp_nd d) {
+TP_INLINE tp_nd tp_ce_two_over(tp_nd d) {
 #if defined(__AVX512F__)
   tp_nd r = (tp_nd)_mm512_rcp14_pd((__m512d)d);
   r = r * tp_fma_nd(-d, r, (tp_nd){} + 2.0);
@@ -53,7 +53,7 @@ static inline tp_nd tp_ce_two_over(tp_nd d) {
 }
 
 // Whether any lane of a comparison's mask is set.
-static inline bool tp_ce_any(tp_nl m) {
+TP_INLINE bool tp_ce_any(tp_nl m) {
 #if defined(__AVX512F__)
   return _mm512_test_epi64_mask((__m512i)m, (__m512i)m) != 0;
 #else
@@ -63,7 +63,7 @@ static inline bool tp_ce_any(tp_nl m) {
 #endif
 }
 
-static inline void tp_ce_tanh64(const tp_v16* x, double inv, tp_nd t[2], tp_nd s[2]) {
+TP_INLINE void tp_ce_tanh64(const tp_v16* x, double inv, tp_nd t[2], tp_nd s[2]) {
   tp_nd u[2];
   tp_widen16(x, &u[0], &u[1]);
   for (int i = 0; i < 2; ++i) {
@@ -102,7 +102,7 @@ static inline void tp_ce_tanh64(const tp_v16* x, double inv, tp_nd t[2], tp_nd s
 
 // z = cap * t, rounded (held opaque: with -ffp-contract=fast g++ fused cap * t - M into one FMA, so z - M was
 // the product's rounding error, not 0, where z is the max: a single class's p was not 1).
-static inline tp_nd tp_ce_z(float cap, tp_nd t) {
+TP_INLINE tp_nd tp_ce_z(float cap, tp_nd t) {
   tp_nd z = (double)cap * t;
   TP_CE_OPAQUE(z);
   return z;
@@ -110,7 +110,7 @@ static inline tp_nd tp_ce_z(float cap, tp_nd t) {
 
 // exp(h) of 8 fp64 lanes for h <= 0 (tp_ce_exp64's reduction holds down to -708; below, 0: under 1e-307 of the
 // row's largest term, 1).
-static inline tp_nd tp_ce_exp64_le0(tp_nd h) {
+TP_INLINE tp_nd tp_ce_exp64_le0(tp_nd h) {
   const tp_nd lo = (tp_nd){} - 708.0;
   const tp_nd e = tp_ce_exp64(h < lo ? lo : h);
   return h < lo ? (tp_nd){} : e;
@@ -120,7 +120,7 @@ static inline tp_nd tp_ce_exp64_le0(tp_nd h) {
 // return: z - M rounded once to fp32 (the smoothing's term). In fp32 the exps of a row saturated at -cap (every
 // z - M within 1e-6 of 0, every exp within an ulp of 1) rounded alike, and their sum's error was lse's (small
 // there: -cap + log C), 2.6x the fp32 composite's (cross_entropy's L1 case 8345).
-extern "C" inline tp_v16 tp_ce_exp_add64(tp_v16* acc, tp_v16 x, float cap, double M, int32_t n) {
+TP_HELPER tp_v16 tp_ce_exp_add64(tp_v16* acc, tp_v16 x, float cap, double M, int32_t n) {
   tp_nd t[2], s[2], sum[2];
   tp_ce_tanh64(&x, 1.0 / (double)cap, t, s);
   const tp_nd h0 = tp_ce_z(cap, t[0]) - M, h1 = tp_ce_z(cap, t[1]) - M;
@@ -128,16 +128,16 @@ extern "C" inline tp_v16 tp_ce_exp_add64(tp_v16* acc, tp_v16 x, float cap, doubl
   for (int i = n; i < 16; ++i) {  // a tail's missing lanes
     if (i < 8) e0[i] = 0.0; else e1[i - 8] = 0.0;
   }
-  memcpy(sum, acc, 128);
+  tp_nd_get2(acc, sum);
   sum[0] += e0;
   sum[1] += e1;
-  memcpy(acc, sum, 128);
+  tp_nd_put2(acc, sum);
   return tp_narrow16(h0, h1);
 }
 
 // *arg = (z - M) - shift of 16 lanes (z = cap * tanh(x / cap) in fp64), rounded once to fp32 (pass 2's exp
 // argument), and *s = the slope, rounded to fp32.
-extern "C" inline void* tp_ce_shifted_slope(tp_v16* x, float cap, double M, double shift, tp_v16* arg, tp_v16* s) {
+TP_HELPER void* tp_ce_shifted_slope(tp_v16* x, float cap, double M, double shift, tp_v16* arg, tp_v16* s) {
   tp_nd t[2], sl[2];
   tp_ce_tanh64(x, 1.0 / (double)cap, t, sl);
   *arg = tp_narrow16(tp_ce_z(cap, t[0]) - M - shift, tp_ce_z(cap, t[1]) - M - shift);
@@ -147,7 +147,7 @@ extern "C" inline void* tp_ce_shifted_slope(tp_v16* x, float cap, double M, doub
 
 // One value through the lanes above, so the target's logit and a block's max get the bits the lanes get (the
 // broadcast held opaque, so no lane is specialized for it): z in fp64, and the slope (fp64).
-static inline void tp_ce_one64(float x, float cap, double* z, double* slope) {
+TP_INLINE void tp_ce_one64(float x, float cap, double* z, double* slope) {
   tp_v16 v(x);
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) TP_CE_OPAQUE(v.v[i]);
@@ -156,14 +156,14 @@ static inline void tp_ce_one64(float x, float cap, double* z, double* slope) {
   *z = tp_ce_z(cap, t[0])[0];
   *slope = s[0][0];
 }
-extern "C" inline double tp_ce_cap64(float x, float cap) {
+TP_HELPER double tp_ce_cap64(float x, float cap) {
   double z, s;
   tp_ce_one64(x, cap, &z, &s);
   return z;
 }
 // The target's slope 1 - tanh^2(x / cap) in fp64 by libm's tanh (the formula the fp64 golden evaluates: the
 // row's largest gradient element as accurate as its terms), 0 where the lanes' slope is 0.
-extern "C" inline double tp_ce_target_slope(float x, float cap) {
+TP_HELPER double tp_ce_target_slope(float x, float cap) {
   double z, s;
   tp_ce_one64(x, cap, &z, &s);
   if (s == 0.0) return 0.0;
@@ -171,7 +171,7 @@ extern "C" inline double tp_ce_target_slope(float x, float cap) {
   return 1.0 - t * t;
 }
 // exp of one fp32 value through the packed exp: the fp32 p a lane gets for the same argument.
-extern "C" inline double tp_ce_exp1(float x) {
+TP_HELPER double tp_ce_exp1(float x) {
   tp_v16 v(x);
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) TP_CE_OPAQUE(v.v[i]);
@@ -179,27 +179,27 @@ extern "C" inline double tp_ce_exp1(float x) {
 }
 
 // One element of a storage dtype as fp32, and one fp64 value rounded to fp32, then to the storage dtype.
-extern "C" inline float tp_ce_get_f32(float v) { return v; }
-extern "C" inline float tp_ce_get_bf16(uint16_t v) { return tp_load1_bf16(v); }
-extern "C" inline float tp_ce_get_f16(uint16_t v) { return tp_load1_f16(v); }
-extern "C" inline void* tp_ce_put_f32(float* dst, double v) {
+TP_HELPER float tp_ce_get_f32(float v) { return v; }
+TP_HELPER float tp_ce_get_bf16(uint16_t v) { return tp_load1_bf16(v); }
+TP_HELPER float tp_ce_get_f16(uint16_t v) { return tp_load1_f16(v); }
+TP_HELPER void* tp_ce_put_f32(float* dst, double v) {
   *dst = (float)v;
   return 0;
 }
-extern "C" inline void* tp_ce_put_bf16(uint16_t* dst, double v) {
+TP_HELPER void* tp_ce_put_bf16(uint16_t* dst, double v) {
   *dst = tp_store1_bf16((float)v);
   return 0;
 }
-extern "C" inline void* tp_ce_put_f16(uint16_t* dst, double v) {
+TP_HELPER void* tp_ce_put_f16(uint16_t* dst, double v) {
   *dst = tp_store1_f16((float)v);
   return 0;
 }
 // A quiet nan: the values of a row whose target lies outside [0, C).
-extern "C" inline double tp_ce_nan() { return NAN; }
+TP_HELPER double tp_ce_nan() { return NAN; }
 
 // 16 zero lanes the compiler cannot see through: an ignored row's gradient stored from it stays a loop of
 // packed (masked, at the tail) stores, not a call to memset (g++ recognized the fp32 loop as one).
-extern "C" inline tp_v16 tp_ce_zeros() {
+TP_HELPER tp_v16 tp_ce_zeros() {
   tp_v16 v(0.0f);
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) TP_CE_OPAQUE(v.v[i]);
@@ -207,21 +207,21 @@ extern "C" inline tp_v16 tp_ce_zeros() {
 }
 
 // Whether both values are finite (a row's pass-2 coefficients with its scales folded in).
-extern "C" inline int32_t tp_ce_finite2(double a, double b) { return isfinite(a) && isfinite(b); }
+TP_HELPER int32_t tp_ce_finite2(double a, double b) { return isfinite(a) && isfinite(b); }
 
 // The target's gradient: the accurate form, or torch's order where that is not finite (an infinite weight or
 // scale: inf - inf is nan there, and the golden follows torch).
-extern "C" inline double tp_ce_finite_or(double accurate, double torch_order) {
+TP_HELPER double tp_ce_finite_or(double accurate, double torch_order) {
   return isfinite(torch_order) ? accurate : torch_order;
 }
 
 // acc (one set of simd.h's fp64 sums: 16 lanes, two tp_v16 slots) += the 16 fp32 lanes of v, widened exactly.
-extern "C" inline void* tp_ce_add64(tp_v16* acc, tp_v16* v) {
+TP_HELPER void* tp_ce_add64(tp_v16* acc, tp_v16* v) {
   tp_nd s[2], lo, hi;
-  memcpy(s, acc, 128);
+  tp_nd_get2(acc, s);
   tp_widen16(v, &lo, &hi);
   s[0] += lo;
   s[1] += hi;
-  memcpy(acc, s, 128);
+  tp_nd_put2(acc, s);
   return 0;
 }

@@ -128,7 +128,7 @@ static inline void tp_gd_load_f16(uint16_t* src, tp_v16* dst) { tp_load_f16(src,
 static inline void tp_gd_load_bf16(uint16_t* src, tp_v16* dst) { tp_load_bf16(src, dst); }
 // The state rows' tails (V % 16 columns) in fp32: masked moves with AVX (simd.h's portable ones copy through a
 // buffer with a libc memcpy per row).
-extern "C" inline void* tp_gd_loadn_f32(float* src, tp_v16* dst, int32_t n) {
+TP_HELPER void* tp_gd_loadn_f32(float* src, tp_v16* dst, int32_t n) {
 #if defined(__AVX__) && !defined(__AVX512F__)
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   __m256 lo = _mm256_maskload_ps(src, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane));
@@ -140,7 +140,7 @@ extern "C" inline void* tp_gd_loadn_f32(float* src, tp_v16* dst, int32_t n) {
   return tp_loadn_f32(src, dst, n);
 #endif
 }
-extern "C" inline void* tp_gd_storen_f32(tp_v16* src, float* dst, int32_t n) {
+TP_HELPER void* tp_gd_storen_f32(tp_v16* src, float* dst, int32_t n) {
 #if defined(__AVX__) && !defined(__AVX512F__)
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   __m256 lo, hi;
@@ -153,8 +153,8 @@ extern "C" inline void* tp_gd_storen_f32(tp_v16* src, float* dst, int32_t n) {
   return tp_storen_f32(src, dst, n);
 #endif
 }
-extern "C" inline void* tp_gd_loadn_f16(uint16_t* src, tp_v16* dst, int32_t n) { return tp_loadn_f16(src, dst, n); }
-extern "C" inline void* tp_gd_loadn_bf16(uint16_t* src, tp_v16* dst, int32_t n) { return tp_loadn_bf16(src, dst, n); }
+TP_HELPER void* tp_gd_loadn_f16(uint16_t* src, tp_v16* dst, int32_t n) { return tp_loadn_f16(src, dst, n); }
+TP_HELPER void* tp_gd_loadn_bf16(uint16_t* src, tp_v16* dst, int32_t n) { return tp_loadn_bf16(src, dst, n); }
 
 // e * s, rounded to fp32 on its own (never fused into the FMA that adds k v' to it): the decayed state.
 static inline tp_nf tp_gd_decay(tp_nf s, tp_nf e) {
@@ -196,7 +196,7 @@ static inline tp_v16 tp_gd_walk2(tp_v16* acc, const tp_v16& s, float e, float k,
   return r;
 }
 
-extern "C" inline void* tp_gd_zero64(tp_v16* acc) {
+TP_HELPER void* tp_gd_zero64(tp_v16* acc) {
   memset(acc, 0, 128);
   return 0;
 }
@@ -204,19 +204,19 @@ extern "C" inline void* tp_gd_zero64(tp_v16* acc) {
 // A row of the state at src (any storage dtype; 16 lanes, or the first n) through walk 1, or through walk 2 with
 // the new row written to dst (fp32).
 #define TP_GD_ROWS(tag, T)                                                                                     \
-  extern "C" inline void* tp_gd_kv_##tag(tp_v16* kv, T* src, float e, float k) {                               \
+  TP_HELPER void* tp_gd_kv_##tag(tp_v16* kv, T* src, float e, float k) {                               \
     tp_v16 s;                                                                                                  \
     tp_gd_load_##tag(src, &s);                                                                                    \
     tp_gd_walk1(kv, s, e, k);                                                                                  \
     return 0;                                                                                                  \
   }                                                                                                            \
-  extern "C" inline void* tp_gd_kvn_##tag(tp_v16* kv, T* src, float e, float k, int32_t n) {                   \
+  TP_HELPER void* tp_gd_kvn_##tag(tp_v16* kv, T* src, float e, float k, int32_t n) {                   \
     tp_v16 s;                                                                                                  \
     tp_gd_loadn_##tag(src, &s, n);                                                                             \
     tp_gd_walk1(kv, s, e, k);                                                                                  \
     return 0;                                                                                                  \
   }                                                                                                            \
-  extern "C" inline void* tp_gd_row_##tag(tp_v16* acc, T* src, float* dst, float e, float k, tp_v16* d,        \
+  TP_HELPER void* tp_gd_row_##tag(tp_v16* acc, T* src, float* dst, float e, float k, tp_v16* d,        \
                                           float q) {                                                           \
     tp_v16 s;                                                                                                  \
     tp_gd_load_##tag(src, &s);                                                                                    \
@@ -224,7 +224,7 @@ extern "C" inline void* tp_gd_zero64(tp_v16* acc) {
     tp_gd_store_f32(&s, dst);                                                                                     \
     return 0;                                                                                                  \
   }                                                                                                            \
-  extern "C" inline void* tp_gd_rown_##tag(tp_v16* acc, T* src, float* dst, float e, float k, tp_v16* d,       \
+  TP_HELPER void* tp_gd_rown_##tag(tp_v16* acc, T* src, float* dst, float e, float k, tp_v16* d,       \
                                            float q, int32_t n) {                                               \
     tp_v16 s;                                                                                                  \
     tp_gd_loadn_##tag(src, &s, n);                                                                             \
@@ -232,13 +232,13 @@ extern "C" inline void* tp_gd_zero64(tp_v16* acc) {
     tp_gd_storen_f32(&s, dst, n);                                                                              \
     return 0;                                                                                                  \
   }                                                                                                            \
-  extern "C" inline void* tp_gd_copy_##tag(T* src, float* dst) {                                               \
+  TP_HELPER void* tp_gd_copy_##tag(T* src, float* dst) {                                               \
     tp_v16 s;                                                                                                  \
     tp_gd_load_##tag(src, &s);                                                                                    \
     tp_gd_store_f32(&s, dst);                                                                                     \
     return 0;                                                                                                  \
   }                                                                                                            \
-  extern "C" inline void* tp_gd_copyn_##tag(T* src, float* dst, int32_t n) {                                   \
+  TP_HELPER void* tp_gd_copyn_##tag(T* src, float* dst, int32_t n) {                                   \
     tp_v16 s;                                                                                                  \
     tp_gd_loadn_##tag(src, &s, n);                                                                             \
     tp_gd_storen_f32(&s, dst, n);                                                                              \
@@ -250,7 +250,7 @@ TP_GD_ROWS(bf16, uint16_t)
 #undef TP_GD_ROWS
 
 // v' = beta * (v - kv) in fp64, rounded once to fp32.
-extern "C" inline tp_v16 tp_gd_delta(tp_v16* kv, tp_v16 v, float beta) {
+TP_HELPER tp_v16 tp_gd_delta(tp_v16* kv, tp_v16 v, float beta) {
   tp_gd_acc a;
   memcpy(&a, kv, 128);
   const tp_gd_d b = tp_gd_splat64(beta);
@@ -264,7 +264,7 @@ extern "C" inline tp_v16 tp_gd_delta(tp_v16* kv, tp_v16 v, float beta) {
   return r;
 }
 // scale * acc in fp64, rounded once to fp32: the output.
-extern "C" inline tp_v16 tp_gd_scaled(tp_v16* acc, double scale) {
+TP_HELPER tp_v16 tp_gd_scaled(tp_v16* acc, double scale) {
   tp_gd_acc a;
   memcpy(&a, acc, 128);
   const tp_gd_d s = tp_gd_splat64(scale);

@@ -21,7 +21,7 @@ from .swiglu import run_backward, run_forward
 PRELUDE = r"""
 #include <math.h>
 // Phi(v) = erfc(-v / sqrt 2) / 2 and gelu'(v) = Phi(v) + v phi(v) of each lane, in fp64, rounded to fp32.
-extern "C" inline tp_v16 tp_gelu_cdf(tp_v16 x) {
+TP_HELPER tp_v16 tp_gelu_cdf(tp_v16 x) {
   float in[16], out[16];
   __builtin_memcpy(in, &x, sizeof in);
   for (int i = 0; i < 16; ++i) out[i] = (float)(0.5 * erfc((double)in[i] * -0.70710678118654752440));
@@ -29,7 +29,7 @@ extern "C" inline tp_v16 tp_gelu_cdf(tp_v16 x) {
   __builtin_memcpy(&r, out, sizeof out);
   return r;
 }
-extern "C" inline tp_v16 tp_gelu_grad(tp_v16 x) {
+TP_HELPER tp_v16 tp_gelu_grad(tp_v16 x) {
   float in[16], out[16];
   __builtin_memcpy(in, &x, sizeof in);
   for (int i = 0; i < 16; ++i) {
@@ -52,7 +52,7 @@ static inline tp_nf tp_gelu_e(tp_nf x, tp_nf* w) {
 // "tanh": gelu = v sigmoid(2u) as t = v e / (1 + e), e = exp(-|2u|), for v <= 0 and v - t for v > 0: the small
 // term carries exp's error, so a positive gate's gelu is within about half an ulp (v * sigmoid(2u), rounded twice,
 // had 1.2x the error of torch's 0.5 v (1 + tanh u) there). v = +inf gives inf and -inf nan, as v sigmoid(2u).
-extern "C" inline tp_v16 tp_gelu_tanh(tp_v16 v) {
+TP_HELPER tp_v16 tp_gelu_tanh(tp_v16 v) {
   tp_v16 r;
   for (int i = 0; i < TP_PARTS; ++i) {
     tp_nf x = v.v[i], w, e = tp_gelu_e(x, &w);
@@ -68,7 +68,7 @@ extern "C" inline tp_v16 tp_gelu_tanh(tp_v16 v) {
 // or dgate's RMSE was 1.01-1.02x the benchmark's (L0 retests of U[-5, 5] cases; now 0.90x).
 // The second term is exactly 0 in fp32 for |v| >= 20 (p q < e^-600): v clamped there in it, or at |v| ~ 1e19 a
 // q = 0 times (2u)' = inf gives nan; a nan v stays nan (the comparisons fail).
-extern "C" inline tp_v16 tp_gelu_tanh_grad(tp_v16 v) {
+TP_HELPER tp_v16 tp_gelu_tanh_grad(tp_v16 v) {
   tp_v16 r;
   for (int i = 0; i < TP_PARTS; ++i) {
     tp_nf x = v.v[i], w, e = tp_gelu_e(x, &w);

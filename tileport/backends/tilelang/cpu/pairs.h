@@ -16,7 +16,7 @@
 #endif
 
 // a * b per lane, each product rounded to fp32 before any use (never fused into an add).
-extern "C" inline tp_v16 tp_mul_rounded(tp_v16 a, tp_v16 b) {
+TP_HELPER tp_v16 tp_mul_rounded(tp_v16 a, tp_v16 b) {
   tp_v16 r;
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) {
@@ -71,42 +71,42 @@ static inline void tp_zip(const tp_v16& even, const tp_v16& odd, tp_v16* lo, tp_
 // first n pairs (0 <= n <= 16) and zero the other lanes. Stores write pairs back interleaved, rounded to the
 // storage dtype; the _nt form with streaming stores (simd.h's, where the destination is aligned).
 #define TP_PAIRS(tag, T)                                                                                 \
-  extern "C" inline void* tp_load_pairs_##tag(T* src, tp_v16* first, tp_v16* second) {                  \
+  TP_HELPER void* tp_load_pairs_##tag(T* src, tp_v16* first, tp_v16* second) {                  \
     tp_v16 lo, hi;                                                                                       \
     tp_load_##tag(src, &lo);                                                                             \
     tp_load_##tag(src + 16, &hi);                                                                        \
     tp_unzip(lo, hi, first, second);                                                                     \
     return 0;                                                                                            \
   }                                                                                                      \
-  extern "C" inline void* tp_loadn_pairs_##tag(T* src, tp_v16* first, tp_v16* second, int32_t n) {       \
+  TP_HELPER void* tp_loadn_pairs_##tag(T* src, tp_v16* first, tp_v16* second, int32_t n) {       \
     tp_v16 lo, hi = tp_v16(0.0f);                                                                        \
     tp_loadn_##tag(src, &lo, 2 * n < 16 ? 2 * n : 16);                                                   \
     if (n > 8) tp_loadn_##tag(src + 16, &hi, 2 * n - 16);                                                \
     tp_unzip(lo, hi, first, second);                                                                     \
     return 0;                                                                                            \
   }                                                                                                      \
-  extern "C" inline void* tp_store_pairs_##tag(tp_v16* first, tp_v16* second, T* dst) {                  \
+  TP_HELPER void* tp_store_pairs_##tag(tp_v16* first, tp_v16* second, T* dst) {                  \
     tp_v16 lo, hi;                                                                                       \
     tp_zip(*first, *second, &lo, &hi);                                                                   \
     tp_store_##tag(&lo, dst);                                                                            \
     tp_store_##tag(&hi, dst + 16);                                                                       \
     return 0;                                                                                            \
   }                                                                                                      \
-  extern "C" inline void* tp_storen_pairs_##tag(tp_v16* first, tp_v16* second, T* dst, int32_t n) {      \
+  TP_HELPER void* tp_storen_pairs_##tag(tp_v16* first, tp_v16* second, T* dst, int32_t n) {      \
     tp_v16 lo, hi;                                                                                       \
     tp_zip(*first, *second, &lo, &hi);                                                                   \
     tp_storen_##tag(&lo, dst, 2 * n < 16 ? 2 * n : 16);                                                  \
     if (n > 8) tp_storen_##tag(&hi, dst + 16, 2 * n - 16);                                               \
     return 0;                                                                                            \
   }                                                                                                      \
-  extern "C" inline void* tp_store_pairs_##tag##_nt(tp_v16* first, tp_v16* second, T* dst) {             \
+  TP_HELPER void* tp_store_pairs_##tag##_nt(tp_v16* first, tp_v16* second, T* dst) {             \
     tp_v16 lo, hi;                                                                                       \
     tp_zip(*first, *second, &lo, &hi);                                                                   \
     tp_store_##tag##_nt(&lo, dst);                                                                       \
     tp_store_##tag##_nt(&hi, dst + 16);                                                                  \
     return 0;                                                                                            \
   }                                                                                                      \
-  extern "C" inline void* tp_copy_##tag(T* src, T* dst, int32_t n) {                                     \
+  TP_HELPER void* tp_copy_##tag(T* src, T* dst, int32_t n) {                                     \
     memcpy(dst, src, (size_t)n * sizeof(T));                                                             \
     return 0;                                                                                            \
   }

@@ -25,6 +25,10 @@
 #else
 #define TP_NATIVE 4  // SSE2, NEON, or scalar code from GCC's generic vector lowering
 #endif
+// The helpers the codegen calls (TP_HELPER) and theirs (TP_INLINE): always inlined (left to g++'s budget, the AVX2
+// build of a kernel holding several variants' loops called the exp and the softcap's tanh out of line, per 16 lanes).
+#define TP_INLINE static inline __attribute__((always_inline))
+#define TP_HELPER extern "C" inline __attribute__((always_inline))
 #define TP_VL 16
 #define TP_PARTS (TP_VL / TP_NATIVE)
 #if defined(__F16C__) || defined(__AVX512F__)
@@ -72,7 +76,7 @@ template <> struct vec_type<float, 16> {
 typedef vec_type<float, 16> tp_v16;
 
 // ---- scalar conversions (tails of 16-bit storage on ISAs without masked moves) ----
-extern "C" inline float tp_load1_f16(uint16_t v) {
+TP_HELPER float tp_load1_f16(uint16_t v) {
 #ifdef TP_F16C
   return _cvtsh_ss(v);
 #else
@@ -82,7 +86,7 @@ extern "C" inline float tp_load1_f16(uint16_t v) {
 #endif
 }
 
-extern "C" inline uint16_t tp_store1_f16(float f) {
+TP_HELPER uint16_t tp_store1_f16(float f) {
 #ifdef TP_F16C
   return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
 #else
@@ -93,14 +97,14 @@ extern "C" inline uint16_t tp_store1_f16(float f) {
 #endif
 }
 
-extern "C" inline float tp_load1_bf16(uint16_t v) {
+TP_HELPER float tp_load1_bf16(uint16_t v) {
   uint32_t b = ((uint32_t)v) << 16;
   float f;
   memcpy(&f, &b, 4);
   return f;
 }
 
-extern "C" inline uint16_t tp_store1_bf16(float f) {
+TP_HELPER uint16_t tp_store1_bf16(float f) {
   if (f != f) return 0x7FC0;
   uint32_t b;
   memcpy(&b, &f, 4);
@@ -108,12 +112,12 @@ extern "C" inline uint16_t tp_store1_bf16(float f) {
 }
 
 // ---- 16-lane loads: storage -> fp32 vector ----
-extern "C" inline void* tp_load_f32(float* src, tp_v16* dst) {
+TP_HELPER void* tp_load_f32(float* src, tp_v16* dst) {
   memcpy(dst, src, 64);
   return 0;
 }
 
-extern "C" inline void* tp_load_bf16(uint16_t* src, tp_v16* dst) {
+TP_HELPER void* tp_load_bf16(uint16_t* src, tp_v16* dst) {
 #if defined(__AVX512F__)
   __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)src));
   _mm512_storeu_si512(dst, _mm512_slli_epi32(w, 16));
@@ -130,7 +134,7 @@ extern "C" inline void* tp_load_bf16(uint16_t* src, tp_v16* dst) {
   return 0;
 }
 
-extern "C" inline void* tp_load_f16(uint16_t* src, tp_v16* dst) {
+TP_HELPER void* tp_load_f16(uint16_t* src, tp_v16* dst) {
 #if defined(__AVX512F__)
   _mm512_storeu_ps((float*)dst, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)src)));
 #elif defined(TP_F16C)
@@ -145,12 +149,12 @@ extern "C" inline void* tp_load_f16(uint16_t* src, tp_v16* dst) {
 }
 
 // ---- 16-lane stores: fp32 vector -> storage ----
-extern "C" inline void* tp_store_f32(tp_v16* src, float* dst) {
+TP_HELPER void* tp_store_f32(tp_v16* src, float* dst) {
   memcpy(dst, src, 64);
   return 0;
 }
 
-extern "C" inline void* tp_store_f16(tp_v16* src, uint16_t* dst) {
+TP_HELPER void* tp_store_f16(tp_v16* src, uint16_t* dst) {
 #if defined(__AVX512F__)
   _mm256_storeu_si256((__m256i*)dst, _mm512_cvtps_ph(_mm512_loadu_ps((const float*)src), _MM_FROUND_TO_NEAREST_INT));
 #elif defined(TP_F16C)
@@ -164,7 +168,7 @@ extern "C" inline void* tp_store_f16(tp_v16* src, uint16_t* dst) {
   return 0;
 }
 
-extern "C" inline void* tp_store_bf16(tp_v16* src, uint16_t* dst) {
+TP_HELPER void* tp_store_bf16(tp_v16* src, uint16_t* dst) {
 #if defined(__AVX512BF16__) && defined(TP_AVX512BW)
   // One instruction rounds 16 lanes to nearest even; nan lanes are set to 0x7FC0 as torch does.
   // vcvtneps2bf16 flushes denormal inputs to zero: |y| < 1.2e-38, far below the standard's error bounds.
@@ -191,8 +195,8 @@ extern "C" inline void* tp_store_bf16(tp_v16* src, uint16_t* dst) {
 // bf16 with subnormal values kept ("bf16s"): what torch's rounding gives for every fp32 value, where
 // vcvtneps2bf16 (tp_store_bf16 on AVX512-BF16) flushes |y| < 2^-126 to zero. Round to nearest even with integer
 // ops; loads are bf16's. For kernels whose 16-bit results are claimed bit for bit with torch's.
-extern "C" inline void* tp_load_bf16s(uint16_t* src, tp_v16* dst) { return tp_load_bf16(src, dst); }
-extern "C" inline void* tp_store_bf16s(tp_v16* src, uint16_t* dst) {
+TP_HELPER void* tp_load_bf16s(uint16_t* src, tp_v16* dst) { return tp_load_bf16(src, dst); }
+TP_HELPER void* tp_store_bf16s(tp_v16* src, uint16_t* dst) {
 #if defined(__AVX512BF16__) && defined(TP_AVX512BW) && defined(__AVX512DQ__)
   // vcvtneps2bf16 rounds to nearest even as the integer ops below do, but flushes subnormal inputs to zero and
   // keeps a nan's payload: 16 lanes with neither (fpclass: quiet nan 0x01, subnormal 0x20, signalling nan 0x80)
@@ -221,9 +225,19 @@ extern "C" inline void* tp_store_bf16s(tp_v16* src, uint16_t* dst) {
 }
 
 // ---- partial (tail) moves: the first n lanes, 0 <= n <= 16; loads zero the other lanes ----
-extern "C" inline void* tp_loadn_f32(float* src, tp_v16* dst, int32_t n) {
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// AVX2's masked moves are of 32-bit lanes: lane i of the half starting at lane `from` is on where i + from < n.
+TP_INLINE __m256i tp_lanes_below(int32_t n, int32_t from) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n - from), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+#endif
+
+TP_HELPER void* tp_loadn_f32(float* src, tp_v16* dst, int32_t n) {
 #if defined(__AVX512F__)
   _mm512_storeu_ps((float*)dst, _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1u), src));
+#elif defined(__AVX2__)
+  _mm256_storeu_ps((float*)dst, _mm256_maskload_ps(src, tp_lanes_below(n, 0)));
+  _mm256_storeu_ps((float*)dst + 8, _mm256_maskload_ps(src + 8, tp_lanes_below(n, 8)));
 #else
   float f[16] = {0};
   memcpy(f, src, n * sizeof(float));
@@ -232,39 +246,64 @@ extern "C" inline void* tp_loadn_f32(float* src, tp_v16* dst, int32_t n) {
   return 0;
 }
 
-extern "C" inline void* tp_storen_f32(tp_v16* src, float* dst, int32_t n) {
+TP_HELPER void* tp_storen_f32(tp_v16* src, float* dst, int32_t n) {
 #if defined(__AVX512F__)
   _mm512_mask_storeu_ps(dst, (__mmask16)((1u << n) - 1u), _mm512_loadu_ps((const float*)src));
+#elif defined(__AVX2__)
+  _mm256_maskstore_ps(dst, tp_lanes_below(n, 0), _mm256_loadu_ps((const float*)src));
+  _mm256_maskstore_ps(dst + 8, tp_lanes_below(n, 8), _mm256_loadu_ps((const float*)src + 8));
 #else
   memcpy(dst, src, n * sizeof(float));
 #endif
   return 0;
 }
 
-// A row's tail runs these once per pass: with AVX512BW they are masked moves (a variable-length memcpy is a
+// A row's tail runs these once per pass: with AVX512BW or AVX2 they are masked moves (a variable-length memcpy is a
 // libc call, and its 2-byte writes read back as one 32-byte load stall store forwarding: together they made a
 // row of D = 15 cost 4x a row of D = 16).
 #if defined(TP_AVX512BW)
 #define TP_PARTIAL_U16(tag)                                                                  \
-  extern "C" inline void* tp_loadn_##tag(uint16_t* src, tp_v16* dst, int32_t n) {            \
+  TP_HELPER void* tp_loadn_##tag(uint16_t* src, tp_v16* dst, int32_t n) {            \
     uint16_t h[16];                                                                          \
     _mm256_storeu_si256((__m256i*)h, _mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1u), src)); \
     return tp_load_##tag(h, dst);                                                            \
   }                                                                                          \
-  extern "C" inline void* tp_storen_##tag(tp_v16* src, uint16_t* dst, int32_t n) {           \
+  TP_HELPER void* tp_storen_##tag(tp_v16* src, uint16_t* dst, int32_t n) {           \
     uint16_t h[16];                                                                          \
     tp_store_##tag(src, h);                                                                  \
     _mm256_mask_storeu_epi16(dst, (__mmask16)((1u << n) - 1u), _mm256_loadu_si256((const __m256i*)h)); \
     return 0;                                                                                \
   }
+#elif defined(__AVX2__)
+// AVX2: the first n / 2 pairs of 16-bit lanes as masked 32-bit moves, an odd last lane on its own (blended in
+// from a broadcast on load; one 2-byte store): no libc call, no memset of a staging buffer.
+#define TP_PARTIAL_U16(tag)                                                                  \
+  TP_HELPER void* tp_loadn_##tag(uint16_t* src, tp_v16* dst, int32_t n) {            \
+    __m256i r = _mm256_maskload_epi32((const int*)src, tp_lanes_below(n >> 1, 0));           \
+    if (n & 1) {                                                                             \
+      const __m256i at = _mm256_cmpeq_epi16(_mm256_set1_epi16((short)(n - 1)),               \
+          _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));          \
+      r = _mm256_blendv_epi8(r, _mm256_set1_epi16((short)src[n - 1]), at);                   \
+    }                                                                                        \
+    uint16_t h[16];                                                                          \
+    _mm256_storeu_si256((__m256i*)h, r);                                                     \
+    return tp_load_##tag(h, dst);                                                            \
+  }                                                                                          \
+  TP_HELPER void* tp_storen_##tag(tp_v16* src, uint16_t* dst, int32_t n) {           \
+    uint16_t h[16];                                                                          \
+    tp_store_##tag(src, h);                                                                  \
+    _mm256_maskstore_epi32((int*)dst, tp_lanes_below(n >> 1, 0), _mm256_loadu_si256((const __m256i*)h)); \
+    if (n & 1) dst[n - 1] = h[n - 1];                                                        \
+    return 0;                                                                                \
+  }
 #else
 #define TP_PARTIAL_U16(tag)                                                                  \
-  extern "C" inline void* tp_loadn_##tag(uint16_t* src, tp_v16* dst, int32_t n) {            \
+  TP_HELPER void* tp_loadn_##tag(uint16_t* src, tp_v16* dst, int32_t n) {            \
     uint16_t h[16] = {0};                                                                    \
     memcpy(h, src, n * sizeof(uint16_t));                                                    \
     return tp_load_##tag(h, dst);                                                            \
   }                                                                                          \
-  extern "C" inline void* tp_storen_##tag(tp_v16* src, uint16_t* dst, int32_t n) {           \
+  TP_HELPER void* tp_storen_##tag(tp_v16* src, uint16_t* dst, int32_t n) {           \
     uint16_t h[16];                                                                          \
     tp_store_##tag(src, h);                                                                  \
     memcpy(dst, h, n * sizeof(uint16_t));                                                    \
@@ -279,7 +318,7 @@ TP_PARTIAL_U16(bf16s)
 // 16 fp32 lanes rounded to a 16-bit storage dtype and widened back: the value a tensor of that dtype would
 // hold (rms_norm's "llama" casting rounds x * rstd to x's dtype before the weight multiplies it).
 #define TP_ROUND_U16(tag)                                  \
-  extern "C" inline tp_v16 tp_round_##tag(tp_v16 v) {      \
+  TP_HELPER tp_v16 tp_round_##tag(tp_v16 v) {      \
     uint16_t h[16];                                        \
     tp_store_##tag(&v, h);                                 \
     tp_load_##tag(h, &v);                                  \
@@ -289,11 +328,11 @@ TP_ROUND_U16(f16)
 TP_ROUND_U16(bf16)
 TP_ROUND_U16(bf16s)
 #undef TP_ROUND_U16
-extern "C" inline tp_v16 tp_round_f32(tp_v16 v) { return v; }
+TP_HELPER tp_v16 tp_round_f32(tp_v16 v) { return v; }
 
 // acc keeps its lanes >= n and takes fresh's lanes < n: a partial step adds only real elements, whatever
 // the op's term gives for the zero padding.
-extern "C" inline void* tp_keep_lanes(tp_v16* acc, tp_v16* fresh, int32_t n) {
+TP_HELPER void* tp_keep_lanes(tp_v16* acc, tp_v16* fresh, int32_t n) {
 #if defined(__AVX512F__)
   const __m512 a = _mm512_loadu_ps((const float*)acc), f = _mm512_loadu_ps((const float*)fresh);
   _mm512_storeu_ps((float*)acc, _mm512_mask_mov_ps(a, (__mmask16)((1u << n) - 1u), f));
@@ -309,7 +348,7 @@ extern "C" inline void* tp_keep_lanes(tp_v16* acc, tp_v16* fresh, int32_t n) {
 
 // The 32 lanes of a row sum (lo = lanes 0-15, hi = 16-31) added as a pairwise tree: 32 -> 16 -> 8 -> 4 ->
 // 2 -> 1, a fixed order, so a row's sum has the same bits on every ISA with FMA.
-extern "C" inline float tp_tree32(tp_v16 lo, tp_v16 hi) {
+TP_HELPER float tp_tree32(tp_v16 lo, tp_v16 hi) {
   tp_v16 s = lo + hi;
   float t[16];
   memcpy(t, &s, 64);
@@ -328,9 +367,22 @@ extern "C" inline float tp_tree32(tp_v16 lo, tp_v16 hi) {
 // cancels away.
 typedef double tp_nd __attribute__((vector_size(64)));
 typedef float tp_n8 __attribute__((vector_size(32)));
+// An fp64 accumulator's i-th 8 lanes, read and written in place: plain vector moves, where a memcpy of the whole
+// accumulator (128 or 256 bytes) became a libc call in code g++ judged cold (the AVX2 builds of cross_entropy).
+typedef double tp_nd_at __attribute__((vector_size(64), may_alias, aligned(4)));
+TP_INLINE tp_nd tp_nd_get(const tp_v16* acc, int i) { return ((const tp_nd_at*)acc)[i]; }
+TP_INLINE void tp_nd_put(tp_v16* acc, int i, tp_nd v) { ((tp_nd_at*)acc)[i] = v; }
+TP_INLINE void tp_nd_get2(const tp_v16* acc, tp_nd* s) {
+  s[0] = tp_nd_get(acc, 0);
+  s[1] = tp_nd_get(acc, 1);
+}
+TP_INLINE void tp_nd_put2(tp_v16* acc, const tp_nd* s) {
+  tp_nd_put(acc, 0, s[0]);
+  tp_nd_put(acc, 1, s[1]);
+}
 
 // The 16 fp32 lanes of v as two 8-lane fp64 vectors.
-static inline void tp_widen16(const tp_v16* v, tp_nd* lo, tp_nd* hi) {
+TP_INLINE void tp_widen16(const tp_v16* v, tp_nd* lo, tp_nd* hi) {
 #if defined(__AVX512F__)  // two whole-register widenings (g++'s generic one splits them into four 128-bit ones)
   *lo = (tp_nd)_mm512_cvtps_pd(_mm256_loadu_ps((const float*)v));
   *hi = (tp_nd)_mm512_cvtps_pd(_mm256_loadu_ps((const float*)v + 8));
@@ -345,7 +397,7 @@ static inline void tp_widen16(const tp_v16* v, tp_nd* lo, tp_nd* hi) {
 // Two 8-lane fp64 vectors rounded to fp32 as one 16-lane value (the inverse of tp_widen16). Written as two
 // 32-byte stores and a 64-byte reload (a memcpy of the halves), the reload waits for store forwarding, which
 // fails across two stores: measured 1.5x the map's time (tp_resid64's loop, AMD EPYC Zen 4).
-static inline tp_v16 tp_narrow16(tp_nd lo, tp_nd hi) {
+TP_INLINE tp_v16 tp_narrow16(tp_nd lo, tp_nd hi) {
   tp_v16 out;
 #if defined(__AVX512F__)
   __m512d w = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm512_cvtpd_ps((__m512d)lo))),
@@ -358,30 +410,34 @@ static inline tp_v16 tp_narrow16(tp_nd lo, tp_nd hi) {
   return out;
 }
 
-extern "C" inline void* tp_dot64_zero(tp_v16* acc) {
-  memset(acc, 0, 256);
+TP_HELPER void* tp_dot64_zero(tp_v16* acc) {
+  const tp_nd zero = {};
+  tp_nd_put(acc, 0, zero);  // four stores, not a loop (which g++ makes a memset call)
+  tp_nd_put(acc, 1, zero);
+  tp_nd_put(acc, 2, zero);
+  tp_nd_put(acc, 3, zero);
   return 0;
 }
 // acc += a * a: tp_dot64_add of a square, a widened once (written as a product of a with itself, g++ widened
 // the same 16 lanes twice: four conversions per 16 lanes where two do).
-extern "C" inline void* tp_dot64_sq(tp_v16* acc, tp_v16* a) {
+TP_HELPER void* tp_dot64_sq(tp_v16* acc, tp_v16* a) {
   tp_nd s[2], alo, ahi;
-  memcpy(s, acc, 128);
+  tp_nd_get2(acc, s);
   tp_widen16(a, &alo, &ahi);
   s[0] += alo * alo;
   s[1] += ahi * ahi;
-  memcpy(acc, s, 128);
+  tp_nd_put2(acc, s);
   return 0;
 }
 // acc (one set: 16 fp64 lanes) += a * b, lane by lane, exact products.
-extern "C" inline void* tp_dot64_add(tp_v16* acc, tp_v16* a, tp_v16* b) {
+TP_HELPER void* tp_dot64_add(tp_v16* acc, tp_v16* a, tp_v16* b) {
   tp_nd s[2], alo, ahi, blo, bhi;
-  memcpy(s, acc, 128);
+  tp_nd_get2(acc, s);
   tp_widen16(a, &alo, &ahi);
   tp_widen16(b, &blo, &bhi);
   s[0] += alo * blo;
   s[1] += ahi * bhi;
-  memcpy(acc, s, 128);
+  tp_nd_put2(acc, s);
   return 0;
 }
 // acc += u * u lane by lane in fp64, u = x * z / (1 + e): a gate's activation output in fp64 (z = v, e = exp(-v):
@@ -389,12 +445,12 @@ extern "C" inline void* tp_dot64_add(tp_v16* acc, tp_v16* a, tp_v16* b) {
 // and the product round twice more: at D = 1 the rstd is 1 / |u| and kept those roundings, level with torch's
 // (gated_rms_norm's L1 case 4457, MERE ratio median 1.00 over 1000 seeds; 0.59 with u so formed). 1 / (1 + e)
 // is the fp32 quotient refined by one Newton step in fp64 (no fp64 division).
-extern "C" inline void* tp_dot64_gated_sq(tp_v16* acc, tp_v16* x, tp_v16* z, tp_v16* e) {
+TP_HELPER void* tp_dot64_gated_sq(tp_v16* acc, tp_v16* x, tp_v16* z, tp_v16* e) {
   tp_v16 q;
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) q.v[i] = 1.0f / (1.0f + e->v[i]);
   tp_nd s[2], xl, xh, zl, zh, el, eh, ql, qh;
-  memcpy(s, acc, 128);
+  tp_nd_get2(acc, s);
   tp_widen16(x, &xl, &xh);
   tp_widen16(z, &zl, &zh);
   tp_widen16(e, &el, &eh);
@@ -406,16 +462,15 @@ extern "C" inline void* tp_dot64_gated_sq(tp_v16* acc, tp_v16* x, tp_v16* z, tp_
   tp_nd ul = xl * zl * ql, uh = xh * zh * qh;
   s[0] += ul * ul;
   s[1] += uh * uh;
-  memcpy(acc, s, 128);
+  tp_nd_put2(acc, s);
   return 0;
 }
 
 typedef double tp_n4d __attribute__((vector_size(32)));
 // The set's 32 lanes summed by a fixed tree: lane i + lane i + 16, then i + 8, then i + 4, as whole vectors (written
 // as scalar loops, g++ packed the tree for some dtypes' kernels and left it 30 scalar adds in others).
-extern "C" inline double tp_dot64_total(tp_v16* acc) {
-  tp_nd a[4];
-  memcpy(a, acc, 256);
+TP_HELPER double tp_dot64_total(tp_v16* acc) {
+  const tp_nd a[4] = {tp_nd_get(acc, 0), tp_nd_get(acc, 1), tp_nd_get(acc, 2), tp_nd_get(acc, 3)};
   tp_nd s = (a[0] + a[2]) + (a[1] + a[3]);
   tp_n4d h[2];
   memcpy(h, &s, 64);
@@ -424,7 +479,7 @@ extern "C" inline double tp_dot64_total(tp_v16* acc) {
 }
 
 // a * b + c per lane with one rounding (packed FMA where the ISA has it; libm's exact fma otherwise).
-static inline tp_nd tp_fma_nd(tp_nd a, tp_nd b, tp_nd c) {
+TP_INLINE tp_nd tp_fma_nd(tp_nd a, tp_nd b, tp_nd c) {
 #if defined(__AVX512F__)
   return (tp_nd)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
 #elif defined(__FMA__)
@@ -448,7 +503,7 @@ static inline tp_nd tp_fma_nd(tp_nd a, tp_nd b, tp_nd c) {
 // exact product x * d = hi + lo (FMA): where it vanishes exactly it is 0, not the rounding error of two large
 // products, so eps * g survives (l2norm at D = 1: ss = x^2 and d = x * g are exact, and dx = rstd * eps * g /
 // (x^2 + eps) comes out right even where eps / x^2 is below fp64's 2^-53).
-extern "C" inline tp_v16 tp_resid64(tp_v16 g, tp_v16 x, double ss, double d, double eps, double scale) {
+TP_HELPER tp_v16 tp_resid64(tp_v16 g, tp_v16 x, double ss, double d, double eps, double scale) {
   tp_nd gv[2], xv[2];
   tp_widen16(&g, &gv[0], &gv[1]);
   tp_widen16(&x, &xv[0], &xv[1]);
@@ -465,7 +520,7 @@ extern "C" inline tp_v16 tp_resid64(tp_v16 g, tp_v16 x, double ss, double d, dou
 }
 
 // a * b + c per native fp32 register with one rounding (packed FMA where the ISA has it; fmaf otherwise).
-static inline tp_nf tp_fma_nf(tp_nf a, tp_nf b, tp_nf c) {
+TP_INLINE tp_nf tp_fma_nf(tp_nf a, tp_nf b, tp_nf c) {
 #if defined(__AVX512F__)
   return (tp_nf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
 #elif defined(__FMA__)
@@ -482,17 +537,17 @@ static inline tp_nf tp_fma_nf(tp_nf a, tp_nf b, tp_nf c) {
 // every D, as no block's error carries into the next), then widened: two conversions per 64 columns where
 // tp_dot64_sq takes eight (on Zen 4 the 512-bit conversions are what the sum loop waits on). FMAs with
 // one rounding on every ISA, so the bits do not depend on it.
-extern "C" inline void* tp_dot64_sq4(tp_v16* acc, tp_v16* a, tp_v16* b, tp_v16* c, tp_v16* d) {
+TP_HELPER void* tp_dot64_sq4(tp_v16* acc, tp_v16* a, tp_v16* b, tp_v16* c, tp_v16* d) {
   tp_v16 q;
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i)
     q.v[i] = tp_fma_nf(b->v[i], b->v[i], a->v[i] * a->v[i]) + tp_fma_nf(d->v[i], d->v[i], c->v[i] * c->v[i]);
   tp_nd s[2], lo, hi;
-  memcpy(s, acc, 128);
+  tp_nd_get2(acc, s);
   tp_widen16(&q, &lo, &hi);
   s[0] += lo;
   s[1] += hi;
-  memcpy(acc, s, 128);
+  tp_nd_put2(acc, s);
   return 0;
 }
 
@@ -501,7 +556,7 @@ extern "C" inline void* tp_dot64_sq4(tp_v16* acc, tp_v16* a, tp_v16* b, tp_v16* 
 // per lane: below fp32's resolution of dx wherever |x k| < 2^28 |g - x k|, which holds for every lane of a row
 // whose x and g are not nearly parallel, up to the lanes that cancel on their own (where torch's fp32 form
 // leaves 2^-24 |x k|). Half tp_resid64's instructions: no exact product, no eps term.
-extern "C" inline tp_v16 tp_resid_k64(tp_v16 g, tp_v16 x, double k, double rstd) {
+TP_HELPER tp_v16 tp_resid_k64(tp_v16 g, tp_v16 x, double k, double rstd) {
   tp_nd gv[2], xv[2];
   tp_widen16(&g, &gv[0], &gv[1]);
   tp_widen16(&x, &xv[0], &xv[1]);
@@ -514,7 +569,7 @@ extern "C" inline tp_v16 tp_resid_k64(tp_v16 g, tp_v16 x, double k, double rstd)
 // once more: about 1.5 fp32 ulps plus 2^-48 |x k| (torch's fp32 form: 2^-24 |x k|). For dx of 16-bit dtypes,
 // whose rounding is 2^15 times coarser, the same as tp_resid_k64's but for near-ties; no conversions to fp64
 // (on Zen 4, 512-bit conversions are what tp_resid_k64's loop waits on: 2.9x this loop's time on bf16).
-extern "C" inline tp_v16 tp_resid_pair(tp_v16 g, tp_v16 x, tp_v16 kh, tp_v16 kl, tp_v16 rh, tp_v16 rl) {
+TP_HELPER tp_v16 tp_resid_pair(tp_v16 g, tp_v16 x, tp_v16 kh, tp_v16 kl, tp_v16 rh, tp_v16 rl) {
   tp_v16 out;
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) {
@@ -528,7 +583,7 @@ extern "C" inline tp_v16 tp_resid_pair(tp_v16 g, tp_v16 x, tp_v16 kh, tp_v16 kl,
 // the correctly rounded 1/sqrt(s), then truncated to 8 fraction bits, so its relative error lies in
 // [0, 2^-8) = [0, 3.9e-3), mean about 2e-3. Newton-Raphson steps y <- y * (1.5 - 0.5 * s * y * y) in the
 // kernel then refine it (error e -> 1.5 e^2: about 2e-5 after one step, fp32 rounding after two).
-extern "C" inline float tp_rsqrt_approx(float s) {
+TP_HELPER float tp_rsqrt_approx(float s) {
   float r = 1.0f / sqrtf(s);
   uint32_t b;
   memcpy(&b, &r, 4);
@@ -541,7 +596,7 @@ extern "C" inline float tp_rsqrt_approx(float s) {
 // A plain store first reads the destination line (read-for-ownership), so a kernel writing y moves 3 units
 // of memory where a copy with streaming stores moves 2. Streamed where the destination is aligned to the
 // register width, plain stores otherwise; the driver ends with a fence so the lines are visible on return.
-extern "C" inline void* tp_store_f32_nt(tp_v16* src, float* dst) {
+TP_HELPER void* tp_store_f32_nt(tp_v16* src, float* dst) {
 #if defined(__AVX512F__)
   if (((uintptr_t)dst & 63) == 0) {
     _mm512_stream_ps(dst, _mm512_loadu_ps((const float*)src));
@@ -573,32 +628,32 @@ inline void tp_stream32(const uint16_t* h, uint16_t* dst) {  // 16 x uint16 = 32
   memcpy(dst, h, 32);
 }
 
-extern "C" inline void* tp_store_f16_nt(tp_v16* src, uint16_t* dst) {
+TP_HELPER void* tp_store_f16_nt(tp_v16* src, uint16_t* dst) {
   uint16_t h[16];
   tp_store_f16(src, h);
   tp_stream32(h, dst);
   return 0;
 }
 
-extern "C" inline void* tp_store_bf16_nt(tp_v16* src, uint16_t* dst) {
+TP_HELPER void* tp_store_bf16_nt(tp_v16* src, uint16_t* dst) {
   uint16_t h[16];
   tp_store_bf16(src, h);
   tp_stream32(h, dst);
   return 0;
 }
 
-extern "C" inline void tp_store_fence() {
+TP_HELPER void tp_store_fence() {
 #if defined(__SSE2__)
   _mm_sfence();
 #endif
 }
 
 // The exact rounding error of t = a + b (Knuth's TwoSum, no branch, no ordering of |a| and |b|): a + b - t.
-static inline tp_nf tp_two_sum_err_n(tp_nf a, tp_nf b, tp_nf t) {
+TP_INLINE tp_nf tp_two_sum_err_n(tp_nf a, tp_nf b, tp_nf t) {
   tp_nf bb = t - a;
   return (a - (t - bb)) + (b - bb);
 }
-extern "C" inline tp_v16 tp_two_sum_err(tp_v16 a, tp_v16 b, tp_v16 t) {
+TP_HELPER tp_v16 tp_two_sum_err(tp_v16 a, tp_v16 b, tp_v16 t) {
   tp_v16 e;
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) e.v[i] = tp_two_sum_err_n(a.v[i], b.v[i], t.v[i]);
@@ -607,7 +662,7 @@ extern "C" inline tp_v16 tp_two_sum_err(tp_v16 a, tp_v16 b, tp_v16 t) {
 
 // A partial's compensation is nan once the running sum t is inf (inf - inf in its TwoSum), and would turn an
 // inf column sum (what torch's sum gives) into nan: where t is not finite, the compensation is 0.
-extern "C" inline tp_v16 tp_finite_comp(tp_v16 c, tp_v16 t) {
+TP_HELPER tp_v16 tp_finite_comp(tp_v16 c, tp_v16 t) {
   tp_v16 r;
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) {
@@ -623,12 +678,12 @@ extern "C" inline tp_v16 tp_finite_comp(tp_v16 c, tp_v16 t) {
 // element, what lost to torch's fp32 layer_norm at L1). ml: the low part of an fp64 mean given as an fp32 pair
 // (0 for a given fp32 mean). Where d is inf or nan (x is, or x - m overflows), e is 0: the pair's error terms
 // would be inf - inf.
-static inline tp_nf tp_difference(tp_nf x, tp_nf m, tp_nf* e) {  // d = x - m rounded, *e its exact error
+TP_INLINE tp_nf tp_difference(tp_nf x, tp_nf m, tp_nf* e) {  // d = x - m rounded, *e its exact error
   tp_nf d = x - m;
   *e = (tp_nf)((tp_ni)tp_two_sum_err_n(x, -m, d) & ((d - d) == 0));
   return d;
 }
-extern "C" inline tp_v16 tp_centered(tp_v16 x, tp_v16 m, tp_v16 ml, tp_v16 r) {
+TP_HELPER tp_v16 tp_centered(tp_v16 x, tp_v16 m, tp_v16 ml, tp_v16 r) {
   tp_v16 out;
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) {
@@ -641,7 +696,7 @@ extern "C" inline tp_v16 tp_centered(tp_v16 x, tp_v16 m, tp_v16 ml, tp_v16 r) {
 // tp_centered with the scale given as an fp32 pair rh + rl (an fp64 rstd): d * rh + (d * rl + (e - ml) * rh), the
 // small terms first, then one FMA. Scaling by the rounded rstd alone leaves its rounding (up to 2^-25, the same
 // for a whole row) in every centred value: what layer_norm's fp32 dweight kept against the golden on two rows.
-extern "C" inline tp_v16 tp_centered_pair(tp_v16 x, tp_v16 m, tp_v16 ml, tp_v16 rh, tp_v16 rl) {
+TP_HELPER tp_v16 tp_centered_pair(tp_v16 x, tp_v16 m, tp_v16 ml, tp_v16 rh, tp_v16 rl) {
   tp_v16 out;
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) {
@@ -659,7 +714,7 @@ extern "C" inline tp_v16 tp_centered_pair(tp_v16 x, tp_v16 m, tp_v16 ml, tp_v16 
 // twice and keeps rh's own rounding: both showed as first-seed failures of fp32 dweight at L0. Where g * q is
 // not finite (g or x is inf or nan: q's FMA gives inf - inf, or g * q is inf * 0), it is 0, so the term is
 // g * p as the plain product gives it (an inf dy column sums to inf, not nan).
-extern "C" inline tp_v16 tp_scaled_product(tp_v16 g, tp_v16 x, tp_v16 rh, tp_v16 rl) {
+TP_HELPER tp_v16 tp_scaled_product(tp_v16 g, tp_v16 x, tp_v16 rh, tp_v16 rl) {
   tp_v16 out;
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) {
@@ -678,7 +733,7 @@ extern "C" inline tp_v16 tp_scaled_product(tp_v16 g, tp_v16 x, tp_v16 rh, tp_v16
 // (add_rms_norm's L1 case 9060) that lost to torch's fp32 column sum (median RMSE ratio 1.1 over 1000 seeds)
 // where the exact sum of the same terms, rounded once, beats it (0.66).
 // One thread (or few columns) runs inline (tp_parallel_for, threads.h).
-extern "C" inline void tp_reduce_partials(float* part, int64_t nb, int64_t d, float* out, int32_t nthreads) {
+TP_HELPER void tp_reduce_partials(float* part, int64_t nb, int64_t d, float* out, int32_t nthreads) {
   auto columns = [&](int64_t c0) {
     const int64_t c1 = c0 + 64 < d ? c0 + 64 : d;
     double acc[64] = {0.0};
@@ -698,7 +753,7 @@ extern "C" inline void tp_reduce_partials(float* part, int64_t nb, int64_t d, fl
 // by Horner; 2^n applied as two powers 2^(n/2) so neither overflows nor goes subnormal before the product
 // (e^x down to fp32's subnormals, 2^128 * 0.98 up to its max). Measured against fp64 exp: within 2 ulp
 // (tests/backends/test_cpu_simd.py). x < -104 gives 0, x > 89 inf, nan stays nan.
-static inline tp_nf tp_exp_n(tp_nf x) {
+TP_INLINE tp_nf tp_exp_n(tp_nf x) {
   const tp_nf lo = (tp_nf){} - 104.0f, hi = (tp_nf){} + 89.0f, shift = (tp_nf){} + 12582912.0f;
   tp_nf xc = x < lo ? lo : (x > hi ? hi : x);
   tp_nf n = (xc * 1.44269504088896341f + shift) - shift;
@@ -724,7 +779,7 @@ static inline tp_nf tp_exp_n(tp_nf x) {
   e = x < lo ? (tp_nf){} : e;
   return x != x ? x : e;
 }
-extern "C" inline tp_v16 tp_exp(tp_v16 x) {
+TP_HELPER tp_v16 tp_exp(tp_v16 x) {
   tp_v16 r;
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) r.v[i] = tp_exp_n(x.v[i]);
@@ -733,13 +788,13 @@ extern "C" inline tp_v16 tp_exp(tp_v16 x) {
 
 // Lane-wise max (a nan in a lane stays there: a row with a nan gives a nan softmax, as torch's), and the max of
 // 16 lanes as a fixed tree.
-extern "C" inline tp_v16 tp_max(tp_v16 a, tp_v16 b) {
+TP_HELPER tp_v16 tp_max(tp_v16 a, tp_v16 b) {
   tp_v16 r;
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) r.v[i] = (a.v[i] > b.v[i] || a.v[i] != a.v[i]) ? a.v[i] : b.v[i];
   return r;
 }
-extern "C" inline float tp_hmax(tp_v16 v) {
+TP_HELPER float tp_hmax(tp_v16 v) {
   float t[16];
   memcpy(t, &v, 64);
   for (int w = 8; w > 0; w /= 2)
@@ -748,4 +803,4 @@ extern "C" inline float tp_hmax(tp_v16 v) {
 }
 
 // A row statistic that torch's Welford update leaves nan where the row holds inf (inf - inf): layer_norm's mean.
-extern "C" inline double tp_nan_if_inf(double v) { return isinf(v) ? NAN : v; }
+TP_HELPER double tp_nan_if_inf(double v) { return isinf(v) ? NAN : v; }

@@ -20,7 +20,7 @@ from .runtime import CACHE, check_shape, threads_for
 
 PRELUDE = r"""
 // silu(v) = v / (1 + exp(-v)), torch's form: the forward's (eager 16-bit is bit for bit with torch's through it).
-extern "C" inline tp_v16 tp_silu(tp_v16 v) {
+TP_HELPER tp_v16 tp_silu(tp_v16 v) {
   tp_v16 r;
   for (int i = 0; i < TP_PARTS; ++i) r.v[i] = v.v[i] / (1.0f + tp_exp_n(0.0f - v.v[i]));
   return r;
@@ -33,7 +33,7 @@ extern "C" inline tp_v16 tp_silu(tp_v16 v) {
 // product too, only E's error is left in the sum (half torch's mean relative error there; 1 - s as a quotient
 // of its own exp had 1.5x torch's). Where E overflows (v < -88.7) s is 0 and so is silu' (nan at v = -inf, as
 // torch's).
-extern "C" inline tp_v16 tp_silu_grad(tp_v16 v) {
+TP_HELPER tp_v16 tp_silu_grad(tp_v16 v) {
   tp_v16 r;
   for (int i = 0; i < TP_PARTS; ++i) {
     tp_nf x = v.v[i], e = tp_exp_n(0.0f - x), d = 1.0f + e, s = 1.0f / d, t = e / d;

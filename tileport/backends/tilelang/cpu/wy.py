@@ -43,7 +43,7 @@ static inline tp_ni tp_wy_columns(int32_t first) {  // first, first + 1, ... in 
 }
 // Row r's 16 columns from s0: decay = exp(gr - gc_s) where s <= r, else 0 (exp(-inf)); a = (kk * decay) * br where
 // s < r, else 0.
-extern "C" inline void* tp_wy_row(float* gcs, float gr, float br, float* kk, float* decay, float* a, int32_t s0,
+TP_HELPER void* tp_wy_row(float* gcs, float gr, float br, float* kk, float* decay, float* a, int32_t s0,
                                   int32_t r) {
   const tp_nf ninf = (tp_nf){} - INFINITY;
 #pragma GCC unroll 4
@@ -61,13 +61,13 @@ extern "C" inline void* tp_wy_row(float* gcs, float gr, float br, float* kk, flo
   return 0;
 }
 // acc = the unit row's 16 columns (1 in lane `lane`, if 0 <= lane < 16).
-extern "C" inline void* tp_wy_unit(tp_v16* acc, int32_t lane) {
+TP_HELPER void* tp_wy_unit(tp_v16* acc, int32_t lane) {
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) acc->v[i] = tp_wy_columns(i * TP_NATIVE) == lane ? (tp_nf){} + 1.0f : (tp_nf){};
   return 0;
 }
 // acc -= a * x (16 columns of a row of X), one FMA per lane.
-extern "C" inline void* tp_wy_sub(tp_v16* acc, float a, float* x) {
+TP_HELPER void* tp_wy_sub(tp_v16* acc, float a, float* x) {
   tp_v16 t;
   memcpy(&t, acc, 64);
 #if defined(__AVX512F__)
@@ -86,7 +86,7 @@ extern "C" inline void* tp_wy_sub(tp_v16* acc, float a, float* x) {
   memcpy(acc, &t, 64);
   return 0;
 }
-extern "C" inline void* tp_wy_add(tp_v16* acc, tp_v16* other) {
+TP_HELPER void* tp_wy_add(tp_v16* acc, tp_v16* other) {
   tp_v16 t, o;
   memcpy(&t, acc, 64);
   memcpy(&o, other, 64);
@@ -94,7 +94,7 @@ extern "C" inline void* tp_wy_add(tp_v16* acc, tp_v16* other) {
   memcpy(acc, &t, 64);
   return 0;
 }
-extern "C" inline void* tp_wy_store(tp_v16* acc, float* dst) {
+TP_HELPER void* tp_wy_store(tp_v16* acc, float* dst) {
 #pragma GCC unroll 4
   for (int i = 0; i < TP_PARTS; ++i) memcpy(dst + i * TP_NATIVE, &acc->v[i], sizeof(tp_nf));
   return 0;
