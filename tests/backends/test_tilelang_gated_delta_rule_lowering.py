@@ -71,9 +71,10 @@ def _cuda_checks(name: str, src: str, used: int):
     [
         pytest.param(BF16, 128, FORWARD, id="bf16-128-forward"),
         pytest.param(BF16, 128, CHUNK_KERNELS[3:], id="bf16-128-backward", marks=pytest.mark.slow),
-        pytest.param(FP16, 128, CHUNK_KERNELS, id="fp16-128", marks=pytest.mark.slow),
         pytest.param(FP32, 128, CHUNK_KERNELS, id="fp32-128", marks=pytest.mark.slow),
-        pytest.param(BF16, 64, CHUNK_KERNELS, id="bf16-64", marks=pytest.mark.slow),
+        # fp16's tiles are bf16's but for the casts; a head of 64 changes the tiles: a kernel of each kind
+        pytest.param(FP16, 128, FORWARD, id="fp16-128-forward", marks=pytest.mark.slow),
+        pytest.param(BF16, 64, (gdd.PREPARE, gdd.OUTPUT, gdd.BWD_DQKWG), id="bf16-64", marks=pytest.mark.slow),
     ],
 )
 def test_cuda_chunk_kernels_lower(backend, dtype, dim, names):

@@ -83,6 +83,31 @@ def test_double_buffered_chunks_for_long_rows(backend):
     assert "version_counter" in fwd  # T.Pipelined's two UB stages
 
 
+def test_a_lowering_is_kept_on_disk_with_what_it_printed(backend, tmp_path, monkeypatch, capfd):
+    """A kernel lowered once is read back from the disk cache (source, on-chip bytes and what the lowering printed,
+    printed again); another kernel is a key of its own."""
+    from tileport.backends.tilelang import lowered, targets
+
+    monkeypatch.setenv("TILEPORT_CACHE_DIR", str(tmp_path))
+    funcs = backend.kernels("l2norm", "cuda").lowered(torch.float16, 64)
+    calls = []
+    real = lowered.lower_kernel
+
+    def lower_kernel(func, target):
+        calls.append(target)
+        print("a warning the lowering printed")
+        return real(func, target)
+
+    monkeypatch.setattr(lowered, "lower_kernel", lower_kernel)
+    first = lowered.lower(funcs["l2norm_fwd"], targets.cuda_target())
+    assert "a warning the lowering printed" in "".join(capfd.readouterr())
+    again = lowered.lower(funcs["l2norm_fwd"], targets.cuda_target())
+    assert len(calls) == 1 and again == first and isinstance(again[1], targets.OnChip)
+    assert "a warning the lowering printed" in "".join(capfd.readouterr())  # printed again from the cache
+    lowered.lower(funcs["l2norm_bwd"], targets.cuda_target())
+    assert len(calls) == 2 and len(list(lowered.folder(__import__("tilelang").__version__).glob("*.json"))) == 2
+
+
 def test_lowered_sources_are_memoized_per_width_bucket(backend):
     from tileport.backends import tilelang
 

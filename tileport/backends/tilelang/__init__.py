@@ -15,8 +15,9 @@ import torch
 
 from .. import platform
 from ..registry import REGISTRY, Availability, declared_support, kernel_modules
+from . import lowered
 from .cpu import settings
-from .targets import RUNNERS, cuda_target, lower_kernel
+from .targets import RUNNERS, cuda_target
 
 _CPU_DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16})
 _HERE = os.path.dirname(__file__)
@@ -141,12 +142,13 @@ _LOWERED: dict[tuple, tuple[str, int]] = {}  # (op, target, dtype, width bucket,
 
 
 def _lowered_kernel(key: tuple, name: str, func) -> tuple[str, int]:
-    """The device source of ``func`` and its on-chip bytes, lowered once per process for its key."""
+    """The device source of ``func`` and its on-chip bytes, lowered once per process for its key (and read from
+    the disk cache where this kernel was lowered before: ``lowered.py``)."""
 
     found = _LOWERED.get(key + (name,))
     if found is None:
         tgt = cuda_target(key[4]) if key[1] == "cuda" else "ascend"
-        found = _LOWERED[key + (name,)] = lower_kernel(func, tgt)
+        found = _LOWERED[key + (name,)] = lowered.lower(func, tgt)
     return found
 
 

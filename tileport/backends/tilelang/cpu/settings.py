@@ -103,8 +103,12 @@ def isa(environ=os.environ) -> Isa:
     return _isa(environ.get("CXX", "g++"), arch_flags(environ))
 
 
+def cache_root(environ=os.environ) -> Path:
+    """``$TILEPORT_CACHE_DIR``, default ``~/.cache/tileport``: tileport's disk caches."""
+    return Path(environ.get("TILEPORT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tileport"))
+
+
 def cache_dir(tilelang_version: str, environ=os.environ) -> Path:
-    """``$TILEPORT_CACHE_DIR`` (default ``~/.cache/tileport``) per TileLang version, CPU model and target ISA:
-    TileLang's own cache key holds the flag text ``-march=native``, not what it means on this CPU."""
-    root = environ.get("TILEPORT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tileport")
-    return Path(root) / f"tilelang-{tilelang_version}" / f"{platform.cpu_tag()}-isa-{isa(environ).digest()}"
+    """The compiled CPU kernels' cache, per TileLang version, CPU model and target ISA: TileLang's own cache key
+    holds the flag text ``-march=native``, not what it means on this CPU."""
+    return cache_root(environ) / f"tilelang-{tilelang_version}" / f"{platform.cpu_tag()}-isa-{isa(environ).digest()}"
