@@ -39,10 +39,13 @@ def lower(func, target) -> tuple[str, OnChip]:
         pass
     with _printed() as printed:
         source, used = lower_kernel(func, target)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as f:
-        json.dump({"source": source, "used": int(used), "cube": used.cube, "printed": printed[0]}, f)
-    os.replace(f.name, path)  # whole or absent: two processes lowering the same kernel both write a full file
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as f:
+            json.dump({"source": source, "used": int(used), "cube": used.cube, "printed": printed[0]}, f)
+        os.replace(f.name, path)  # whole or absent: two processes lowering the same kernel both write a full file
+    except OSError:  # a read-only or full cache folder: the lowering stands, it is not kept
+        pass
     return source, used
 
 
