@@ -225,7 +225,7 @@ TP_HELPER void* tp_store_bf16s(tp_v16* src, uint16_t* dst) {
 }
 
 // ---- partial (tail) moves: the first n lanes, 0 <= n <= 16; loads zero the other lanes ----
-#if defined(__AVX2__) && !defined(__AVX512F__)
+#if defined(__AVX2__)  // also where AVX512F has no AVX512BW: the 16-bit tails below
 // AVX2's masked moves are of 32-bit lanes: lane i of the half starting at lane `from` is on where i + from < n.
 TP_INLINE __m256i tp_lanes_below(int32_t n, int32_t from) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n - from), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
