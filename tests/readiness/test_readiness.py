@@ -24,6 +24,13 @@ def _lower(*args):
 
 
 KERNELS = Path(__file__).with_name("kernels.py")
+
+
+def _lower_a2(name: str, arg: str, out):
+    """``tileport lower --impl kernels.py:NAME --arg ARG --target ascend-a2 --out OUT``."""
+    return _lower("--impl", f"{KERNELS}:{name}", "--arg", arg, "--target", "ascend-a2", "--out", str(out))
+
+
 needs_triton_ascend = pytest.mark.skipif(
     ascend.triton_ascend_version() is None,
     reason="triton-ascend is not the installed Triton here (.ci/run's second environment)",
@@ -135,7 +142,7 @@ def test_impl_needs_an_ascend_target_and_arguments(tmp_path):
 @pytest.mark.parametrize("name", sorted(TRIPS))
 def test_each_kernel_is_reported_with_its_cause_and_fix(name, tmp_path):
     arg, key, lowers, fails = TRIPS[name]
-    res = _lower("--impl", f"{KERNELS}:{name}", "--arg", arg, "--target", "ascend-a2", "--out", str(tmp_path))
+    res = _lower_a2(name, arg, tmp_path)
     assert res.exit_code == (1 if fails else 0), res.output
     report = json.loads((tmp_path / "lower.json").read_text())
     (kernel,) = report["kernels"]
@@ -154,16 +161,7 @@ def test_each_kernel_is_reported_with_its_cause_and_fix(name, tmp_path):
 @needs_triton_ascend
 def test_an_unknown_cause_is_said_with_the_error_quoted(tmp_path):
     """The failing line follows a comment about float64: no fp64 finding; unknown, and the error quoted."""
-    res = _lower(
-        "--impl",
-        f"{KERNELS}:commented_unknown",
-        "--arg",
-        "x=4096:float32",
-        "--target",
-        "ascend-a2",
-        "--out",
-        str(tmp_path),
-    )
+    res = _lower_a2("commented_unknown", "x=4096:float32", tmp_path)
     assert res.exit_code == 1, res.output
     error = "ValueError: reshape() cannot change total number of elements in tensor"
     assert f"error: {error} (at 5:20: tl.store(" in res.output and "unknown: no cause" in res.output
@@ -177,16 +175,7 @@ def test_an_unknown_cause_is_said_with_the_error_quoted(tmp_path):
 @needs_triton_ascend
 def test_a_libdevice_stub_is_named_where_its_none_fails(tmp_path):
     """The compiler stops at the store of the stub's None; the finding names the stub, not that line."""
-    res = _lower(
-        "--impl",
-        f"{KERNELS}:libdevice_stub",
-        "--arg",
-        "x=4096:float32",
-        "--target",
-        "ascend-a2",
-        "--out",
-        str(tmp_path),
-    )
+    res = _lower_a2("libdevice_stub", "x=4096:float32", tmp_path)
     assert res.exit_code == 1, res.output
     (kernel,) = json.loads((tmp_path / "lower.json").read_text())["kernels"]
     (finding,) = kernel["findings"]
