@@ -110,14 +110,8 @@ def run_forward(x, t, w, eps, zs, cap, grad="new", scales=SCALES):
 def test_forward_and_backward_match_the_golden(dtype, c, options):
     weighted, eps, zs, cap = options
     x, t, w = case(9, c, dtype, weighted, seed=c)
-    (loss, z_loss, lse), g = run_forward(x, t, w, eps, zs, cap)
-    gold = golden(x, t, w, eps, zs, cap)
     where = f"{dtype} C={c} {options}"
-    check_stats((loss, z_loss, lse), gold[:3], where)
-    check_grad(g, gold[3], dtype, where + " fused grad")
-    dloss, dz = torch.randn(9), torch.randn(9)
-    dx = _ce().backward(dloss, dz, x, t, w, lse, IGNORE, eps, zs, cap)
-    check_grad(dx, golden(x, t, w, eps, zs, cap, dloss=dloss, dz_loss=dz)[3], dtype, where + " backward")
+    lse, dloss = _check_both_passes(x, t, w, eps, zs, cap, where)
     dx = _ce().backward(dloss, None, x, t, w, lse, IGNORE, eps, zs, cap)
     check_grad(dx, golden(x, t, w, eps, zs, cap, dloss=dloss)[3], dtype, where + " backward, no dz_loss")
 
@@ -130,14 +124,20 @@ def test_an_fp32_weight_beside_16_bit_logits_is_read_as_it_is(dtype, options):
     _, eps, zs, cap = options
     x, t, _ = case(9, 4097, dtype, seed=11)
     w = torch.rand(4097, generator=torch.Generator().manual_seed(12)) + 0.5
+    _check_both_passes(x, t, w, eps, zs, cap, f"{dtype} fp32 weight {options}")
+
+
+def _check_both_passes(x, t, w, eps, zs, cap, where):
+    """The fused forward's statistics and gradient, and the backward given dloss and dz_loss, against the golden;
+    (lse, dloss) for more backward checks."""
     (loss, z_loss, lse), g = run_forward(x, t, w, eps, zs, cap)
     gold = golden(x, t, w, eps, zs, cap)
-    where = f"{dtype} fp32 weight {options}"
     check_stats((loss, z_loss, lse), gold[:3], where)
-    check_grad(g, gold[3], dtype, where + " fused grad")
+    check_grad(g, gold[3], x.dtype, where + " fused grad")
     dloss, dz = torch.randn(9), torch.randn(9)
     dx = _ce().backward(dloss, dz, x, t, w, lse, IGNORE, eps, zs, cap)
-    check_grad(dx, golden(x, t, w, eps, zs, cap, dloss=dloss, dz_loss=dz)[3], dtype, where + " backward")
+    check_grad(dx, golden(x, t, w, eps, zs, cap, dloss=dloss, dz_loss=dz)[3], x.dtype, where + " backward")
+    return lse, dloss
 
 
 @pytest.mark.slow
