@@ -55,11 +55,11 @@ TP_HELPER tp_v16 tp_cc_silu_grad(tp_v16 z) {
 TP_HELPER void* tp_cc_acc64(tp_v16* acc, tp_v16 a, tp_v16 b) {
   tp_v16 p = a * b;
   tp_nd s[2], lo, hi;
-  memcpy(s, acc, 128);
+  tp_nd_get2(acc, s);
   tp_widen16(&p, &lo, &hi);
   s[0] += lo;
   s[1] += hi;
-  memcpy(acc, s, 128);
+  tp_nd_put2(acc, s);
   return 0;
 }
 TP_HELPER void* tp_cc_store64(tp_v16* acc, double* dst) {

@@ -126,33 +126,9 @@ static inline void tp_gd_store_f32(tp_v16* src, float* dst) {
 }
 static inline void tp_gd_load_f16(uint16_t* src, tp_v16* dst) { tp_load_f16(src, dst); }
 static inline void tp_gd_load_bf16(uint16_t* src, tp_v16* dst) { tp_load_bf16(src, dst); }
-// The state rows' tails (V % 16 columns) in fp32: masked moves with AVX (simd.h's portable ones copy through a
-// buffer with a libc memcpy per row).
-TP_HELPER void* tp_gd_loadn_f32(float* src, tp_v16* dst, int32_t n) {
-#if defined(__AVX__) && !defined(__AVX512F__)
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  __m256 lo = _mm256_maskload_ps(src, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane));
-  __m256 hi = _mm256_maskload_ps(src + 8, _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8), lane));
-  memcpy(dst, &lo, 32);
-  memcpy((float*)dst + 8, &hi, 32);
-  return 0;
-#else
-  return tp_loadn_f32(src, dst, n);
-#endif
-}
-TP_HELPER void* tp_gd_storen_f32(tp_v16* src, float* dst, int32_t n) {
-#if defined(__AVX__) && !defined(__AVX512F__)
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  __m256 lo, hi;
-  memcpy(&lo, src, 32);
-  memcpy(&hi, (float*)src + 8, 32);
-  _mm256_maskstore_ps(dst, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane), lo);
-  _mm256_maskstore_ps(dst + 8, _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8), lane), hi);
-  return 0;
-#else
-  return tp_storen_f32(src, dst, n);
-#endif
-}
+// The state rows' tails (V % 16 columns): simd.h's partial moves (masked with AVX2 and AVX-512).
+TP_HELPER void* tp_gd_loadn_f32(float* src, tp_v16* dst, int32_t n) { return tp_loadn_f32(src, dst, n); }
+TP_HELPER void* tp_gd_storen_f32(tp_v16* src, float* dst, int32_t n) { return tp_storen_f32(src, dst, n); }
 TP_HELPER void* tp_gd_loadn_f16(uint16_t* src, tp_v16* dst, int32_t n) { return tp_loadn_f16(src, dst, n); }
 TP_HELPER void* tp_gd_loadn_bf16(uint16_t* src, tp_v16* dst, int32_t n) { return tp_loadn_bf16(src, dst, n); }
 
@@ -197,7 +173,8 @@ static inline tp_v16 tp_gd_walk2(tp_v16* acc, const tp_v16& s, float e, float k,
 }
 
 TP_HELPER void* tp_gd_zero64(tp_v16* acc) {
-  memset(acc, 0, 128);
+  const tp_nd zero[2] = {};
+  tp_nd_put2(acc, zero);
   return 0;
 }
 
