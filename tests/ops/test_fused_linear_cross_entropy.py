@@ -125,7 +125,7 @@ def _check(actual, golden, bench, what, dtype):
 
 def _compare(dtype, backend, x, w, t, b, cw, dz=False, **opts):
     """The function against the golden and the benchmark: loss, z-loss and every gradient."""
-    kw = {k: v for k, v in opts.items() if k != "chunk_size"}
+    kw = {k: v for k, v in opts.items() if k not in ("chunk_size", "accum_dtype")}
     dy_shape = t.shape if opts.get("reduction") == "none" else ()
     g = torch.Generator().manual_seed(7)
     dy = torch.randn(dy_shape, generator=g, dtype=torch.float64)
@@ -160,6 +160,21 @@ def test_against_golden(backend, dtype, reduction, option):
     opts = dict(OPTIONS[option])
     x, w, t, b, cw = _inputs(dtype, bias=opts.pop("bias", False), ce_weight=opts.pop("ce_weight", False))
     _compare(dtype, backend, x, w, t, b, cw, reduction=reduction, chunk_size=8, **opts)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_head_gradient_summed_in_its_own_dtype(backend, dtype, reduction):
+    """accum_dtype=None: the head's and the bias's gradients summed over the chunks in their own dtype (Liger's
+    default), against the golden; the 16-bit gradient then owns no fp32 buffer (with the default fp32 sum it is
+    narrowed over the front of one, twice its bytes)."""
+    x, w, t, b, cw = _inputs(dtype, bias=True)
+    _compare(dtype, backend, x, w, t, b, cw, reduction=reduction, chunk_size=8, accum_dtype=None)
+    for accum, share in ((None, 1), (torch.float32, 2 if dtype.itemsize == 2 else 1)):
+        ww = w.detach().requires_grad_(True)
+        fused_linear_cross_entropy(x, ww, t, chunk_size=8, accum_dtype=accum, backend=backend).backward()
+        assert ww.grad.dtype == dtype and ww.grad.untyped_storage().nbytes() == share * ww.grad.nbytes, accum
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -422,6 +437,8 @@ def _raises(exc, match, *args, **kw):
         (TypeError, "chunk_size must be None or an int", {"chunk_size": 2.0}),
         (TypeError, "return_z_loss must be a bool", {"return_z_loss": 1}),
         (TypeError, "ignore_index must be an int", {"ignore_index": 1.0}),
+        (ValueError, r"accum_dtype must be None \(lm_weight's own dtype\), torch.float32", {"accum_dtype": torch.half}),
+        (TypeError, "accum_dtype must be None or a torch.dtype, got str", {"accum_dtype": "float32"}),
     ],
 )
 def test_errors(exc, match, kw):

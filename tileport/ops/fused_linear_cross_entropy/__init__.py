@@ -14,10 +14,12 @@ Semantics (Liger-Kernel's ``LigerFusedLinearCrossEntropyFunction`` and flash-lin
   the size of the hidden states); each chunk's logits are made by torch's matmul (following ``torch.autocast``:
   the logits in its dtype where it is on), and turned into loss and gradient in place by the cross_entropy row
   kernel of the backend chosen (``backend=``); the gradients of input (its dtype), lm_weight and bias are
-  accumulated chunk by chunk, the head's and the bias's in fp32 (fp64 for fp64), rounded once to their dtypes.
+  accumulated chunk by chunk, the head's and the bias's in ``accum_dtype`` (Liger-Kernel's name): torch.float32 by
+  default (fp64 for fp64), rounded once to their dtypes, or None for lm_weight's own dtype (no buffer wider than
+  the head; each chunk's product rounded into the sum).
 - For "sum" and "mean" the gradients are made in the forward (Liger's scheme) and the backward scales them by the
   loss's gradient; the head's gradient is narrowed to its dtype over the front of its fp32 accumulator's storage,
-  so it holds that storage (twice its own bytes) until it is freed. "none", a gradient reaching the z-loss, or a
+  so it holds that storage (twice its own bytes for a 16-bit head) until it is freed. "none", a gradient reaching the z-loss, or a
   second backward through a retained graph make them again from the saved inputs, chunk by chunk.
 - ``FusedLinearCrossEntropyLoss``: the module form, ``forward(input, lm_weight, target, bias=None)``.
 """

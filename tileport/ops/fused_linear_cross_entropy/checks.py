@@ -12,13 +12,15 @@ import torch
 from .. import _checks
 
 REDUCTIONS = ("none", "sum", "mean")
+ACCUM_DTYPES = (torch.float32, torch.float64)  # what accum_dtype may name (None: the head's own dtype)
 AUTOCAST_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # what torch.autocast casts (fp64 is left alone)
 
 
 @dataclass(frozen=True)
 class Call:
     """The settings of one call, checked: the compute dtype is the logits' (the autocast dtype where autocast is
-    on for the device, else input's); ``softcap`` 0.0 for none (the row kernel's convention)."""
+    on for the device, else input's); ``softcap`` 0.0 for none (the row kernel's convention); ``accum_dtype`` the
+    dtype the head's and the bias's gradients are summed in."""
 
     compute_dtype: torch.dtype
     ignore_index: int
@@ -29,6 +31,7 @@ class Call:
     return_z_loss: bool
     chunk_size: int | None
     backend: str | None
+    accum_dtype: torch.dtype = torch.float32
 
 
 def _tensor(t: object, name: str) -> torch.Tensor:
@@ -69,6 +72,21 @@ def _chunk_size(value: object) -> int | None:
     if value < 1:
         raise ValueError(f"chunk_size must be >= 1 (rows per chunk), got {value}")
     return value
+
+
+def accum_dtype(value: object, lm_weight: torch.Tensor) -> torch.dtype:
+    """The dtype the head's and the bias's gradients are summed in over the chunks: None, the head's own dtype (no
+    fp32 buffer the size of the head, Liger-Kernel's default); torch.float32 (the default, flash-linear-attention's
+    ``accumulate_grad_in_fp32``) or torch.float64, never narrower than the head's dtype."""
+    if value is None:
+        return lm_weight.dtype
+    if not isinstance(value, torch.dtype):
+        raise TypeError(f"accum_dtype must be None or a torch.dtype, got {type(value).__name__}")
+    if value not in ACCUM_DTYPES:
+        raise ValueError(
+            f"accum_dtype must be None (lm_weight's own dtype), torch.float32 or torch.float64, got {value}"
+        )
+    return torch.promote_types(value, lm_weight.dtype)
 
 
 def compute_dtype(input: torch.Tensor, lm_weight: torch.Tensor) -> torch.dtype:
@@ -138,6 +156,7 @@ def call(
     return_z_loss,
     chunk_size,
     backend,
+    accum=torch.float32,
 ) -> Call:
     """Every argument checked (targets' values included); the call's settings."""
     tensors(input, lm_weight, target, bias, ce_weight)
@@ -152,6 +171,7 @@ def call(
         return_z_loss=_checks.flag(return_z_loss, "return_z_loss"),
         chunk_size=_chunk_size(chunk_size),
         backend=backend,
+        accum_dtype=accum_dtype(accum, lm_weight),
     )
     targets(target, lm_weight.shape[0], ignore_index)
     return settings

@@ -1,7 +1,8 @@
 """The chunked pass of fused_linear_cross_entropy: the hidden states' rows in chunks, each chunk's logits made by
 torch's matmul and turned into loss and gradient (in place, over the logits) by the cross_entropy row kernel, and
 the gradients of the hidden states, the head and the bias accumulated chunk by chunk (the head's and the bias's in
-fp32). No [N, V] tensor is ever made: a chunk's [rows, V] logits are the largest temporary."""
+the call's accum_dtype, fp32 by default). No [N, V] tensor is ever made: a chunk's [rows, V] logits are the largest
+temporary."""
 
 from __future__ import annotations
 
@@ -57,8 +58,8 @@ class Rows:
 class Result:
     """A pass's results: per-row ``loss`` and ``z_loss`` in fp64 and ``lse`` in the stat dtype (None after a
     backward pass);
-    ``grad_input`` in x's dtype, ``grad_weight`` and ``grad_bias`` accumulated in the stat dtype (None where not
-    asked for)."""
+    ``grad_input`` in x's dtype, ``grad_weight`` and ``grad_bias`` accumulated in the call's ``accum_dtype`` (None
+    where not asked for)."""
 
     loss: torch.Tensor | None = None
     z_loss: torch.Tensor | None = None
@@ -158,9 +159,9 @@ def run(
         if wants[0]:
             res.grad_input = torch.empty(x.shape, dtype=x.dtype, device=device)
         if wants[1]:
-            res.grad_weight = torch.zeros(w.shape, dtype=st, device=device)
+            res.grad_weight = torch.zeros(w.shape, dtype=call.accum_dtype, device=device)
         if wants[2] and rows.bias is not None:
-            res.grad_bias = torch.zeros(v, dtype=st, device=device)
+            res.grad_bias = torch.zeros(v, dtype=call.accum_dtype, device=device)
     step = chunk_rows(n, v, x.shape[1], call.chunk_size)
     args = rows.kernel_args()
     with _no_autocast(device):

@@ -122,6 +122,7 @@ def fused_linear_cross_entropy(
     softcap=None,
     return_z_loss=False,
     chunk_size=None,
+    accum_dtype=torch.float32,
     backend=None,
 ):
     """The cross-entropy of ``input @ lm_weight.T + bias`` against ``target``, without the [N, V] logits.
@@ -131,8 +132,11 @@ def fused_linear_cross_entropy(
     ``reduction`` ("none", "sum", "mean"), ``label_smoothing``; Liger-Kernel's ``lse_square_scale`` (the z-loss,
     included in the loss; "mean" divides it by the non-ignored targets' count) and ``softcap`` (None or 0.0: none).
     The loss in fp32 (fp64 for fp64 inputs); ``return_z_loss=True`` returns ``(loss, z_loss)``. Rows go in chunks of
-    ``chunk_size`` (default: Liger's heuristic); the matmuls follow ``torch.autocast``. Differentiable in input,
-    lm_weight and bias. IndexError for a target outside [0, V) that is not ignore_index."""
+    ``chunk_size`` (default: Liger's heuristic); the matmuls follow ``torch.autocast``. The head's and the bias's
+    gradients are summed over the chunks in ``accum_dtype`` (Liger-Kernel's name): torch.float32 by default
+    (flash-linear-attention's), or None for lm_weight's own dtype (Liger's default: no fp32 buffer the size of the
+    head, each chunk's product rounded into the sum). Differentiable in input, lm_weight and bias. IndexError for a
+    target outside [0, V) that is not ignore_index."""
     call = checks.call(
         input,
         lm_weight,
@@ -147,6 +151,7 @@ def fused_linear_cross_entropy(
         return_z_loss,
         chunk_size,
         backend,
+        accum_dtype,
     )
     x, t = input.reshape(target.numel(), input.shape[-1]), target.reshape(-1)  # (N, H), H = 0 too
     if x.shape[0] == 0:

@@ -24,6 +24,7 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
         softcap=None,
         return_z_loss=False,
         chunk_size=None,
+        accum_dtype=torch.float32,
         backend=None,
     ):
         super().__init__()
@@ -32,7 +33,7 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
         self.register_buffer("ce_weight", ce_weight)
         self.ignore_index, self.reduction, self.label_smoothing = ignore_index, reduction, label_smoothing
         self.lse_square_scale, self.softcap, self.return_z_loss = lse_square_scale, softcap, return_z_loss
-        self.chunk_size, self.backend = chunk_size, backend
+        self.chunk_size, self.accum_dtype, self.backend = chunk_size, accum_dtype, backend
 
     def forward(self, input, lm_weight, target, bias=None):
         return fused_linear_cross_entropy(
@@ -48,11 +49,13 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
             softcap=self.softcap,
             return_z_loss=self.return_z_loss,
             chunk_size=self.chunk_size,
+            accum_dtype=self.accum_dtype,
             backend=self.backend,
         )
 
     def extra_repr(self) -> str:
         return (
             f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, label_smoothing={self.label_smoothing}, "
-            f"lse_square_scale={self.lse_square_scale}, softcap={self.softcap}, return_z_loss={self.return_z_loss}"
+            f"lse_square_scale={self.lse_square_scale}, softcap={self.softcap}, return_z_loss={self.return_z_loss}, "
+            f"accum_dtype={self.accum_dtype}"
         )

@@ -19,6 +19,13 @@ ATTRS = (
     s.Attr("softcap", 0.0, "0.0 (none) or finite > 0", s.EPS),
 )
 CHUNK = s.Attr("chunk_size", 0, "rows per chunk (0: the default heuristic)", s.INT)  # the cases': run maps it
+ACCUM = s.Attr(  # the cases': run maps "none" to accum_dtype=None
+    "accum_dtype",
+    "float32",
+    "float32 or none (the head's gradient summed in its own dtype)",
+    s.CHOICE,
+    choices=("float32", "none"),
+)
 DEFAULTS = {a.name: a.default for a in ATTRS}
 
 
@@ -86,8 +93,9 @@ def _seed(d: torch.Tensor | None, out: torch.Tensor) -> torch.Tensor:
 
 def run(inputs: dict, backend: str | None, backward: bool) -> dict:
     """verify's executor: the public function on the case (the loss and z-loss it returns) and its gradients; the
-    case's chunk_size 0 is the default heuristic."""
+    case's chunk_size 0 is the default heuristic, its accum_dtype "none" the head's own dtype."""
     kw = {k: inputs[k] for k in DEFAULTS if k in inputs} | {"chunk_size": inputs.get(CHUNK.name) or None}
+    kw["accum_dtype"] = None if inputs.get(ACCUM.name) == "none" else torch.float32
 
     def fn(x, w, b):
         return fused_linear_cross_entropy(
@@ -190,7 +198,7 @@ SPEC = s.OpSpec(
         "ce_weight: [V] like:input optional",
     ),
     attrs=ATTRS,
-    case_attrs=(CHUNK,),
+    case_attrs=(CHUNK, ACCUM),
     outputs=("loss: [N] stat:input", "z_loss: [N] stat:input"),
     grads=("dinput: [N, H] like:input", "dlm_weight: [V, H] like:input", "dbias: [V] like:input optional"),
     where=("V >= 1",),
