@@ -321,10 +321,15 @@ def test_torch_compile(backend):
         return loss * 2
 
     torch._dynamo.reset()
-    got = _loss_and_grad(torch.compile(step, fullgraph=False), x)
+    compiled = torch.compile(step, fullgraph=True)  # the targets' range check breaks no graph
+    got = _loss_and_grad(compiled, x)
     ref = _loss_and_grad(step, x)
     for a, b in zip(got, ref):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+    t[5] = 33  # the check runs when the compiled graph does, in training and inference
+    for v in (x.detach().requires_grad_(True), x.detach()):
+        with pytest.raises(IndexError, match=r"target\[5\] = 33 is outside \[0, C\) = \[0, 33\)"):
+            compiled(v)
 
 
 def test_int32_targets_and_empty_batch():

@@ -205,7 +205,7 @@ def _den(x, t, weight, ignore_index, eps, scale, cap, reduction, probs, backend)
     if probs:
         n = x.shape[0] if reduction == "mean" else 1
         return torch.full((2,), float(n), dtype=cdt, device=x.device)
-    return fused.denominators(t, weight, ignore_index, reduction, cdt)
+    return fused.denominators_of(x, t, weight, ignore_index, reduction, cdt)
 
 
 def _rows_results(x, t, weight, ignore_index, eps, scale, cap, reduction, probs, backend, grad, den=None):

@@ -19,8 +19,8 @@ Semantics (Liger-Kernel's ``LigerFusedLinearCrossEntropyFunction`` and flash-lin
   the head; each chunk's product rounded into the sum).
 - For "sum" and "mean" the gradients are made in the forward (Liger's scheme) and the backward scales them by the
   loss's gradient; the head's gradient is narrowed to its dtype over the front of its fp32 accumulator's storage,
-  so it holds that storage (twice its own bytes for a 16-bit head) until it is freed. "none", a gradient reaching the z-loss, or a
-  second backward through a retained graph make them again from the saved inputs, chunk by chunk.
+  so it holds that storage (twice its own bytes for a 16-bit head) until it is freed. "none", a gradient reaching
+  the z-loss, or a second backward through a retained graph make them again from the saved inputs, chunk by chunk.
 - ``FusedLinearCrossEntropyLoss``: the module form, ``forward(input, lm_weight, target, bias=None)``.
 """
 
