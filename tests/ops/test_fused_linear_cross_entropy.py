@@ -443,3 +443,31 @@ def _raises(exc, match, *args, **kw):
 )
 def test_errors(exc, match, kw):
     _raises(exc, match, **kw)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("z_loss", [0.0, 1e-3])
+def test_torch_compile_has_no_graph_break(backend, reduction, z_loss):
+    """Both passes are custom ops under torch.compile (fullgraph): the loss and every gradient as in eager mode; the
+    targets' range, which reads the data, is still checked when the compiled graph runs."""
+    x, w, t, b, _cw = _inputs(torch.float32, bias=True)
+
+    def step(xx, ww, bb):
+        out = fused_linear_cross_entropy(
+            xx, ww, t, bb, reduction=reduction, lse_square_scale=z_loss, chunk_size=8, backend=backend
+        )
+        return (out.sum() if reduction == "none" else out) * 0.7
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    got, ref = _leaves(x, w, b), _leaves(x, w, b)
+    loss, expected = compiled(*got), step(*ref)
+    loss.backward()
+    expected.backward()
+    torch.testing.assert_close(loss, expected, rtol=1e-6, atol=1e-7)
+    for a, e in zip(got, ref):
+        torch.testing.assert_close(a.grad, e.grad, rtol=1e-5, atol=1e-7)
+    t[3] = V
+    with pytest.raises(IndexError, match=r"target 301 is out of bounds: targets must be in \[0, 301\)"):
+        compiled(*_leaves(x, w, b))

@@ -158,7 +158,8 @@ def call(
     backend,
     accum=torch.float32,
 ) -> Call:
-    """Every argument checked (targets' values included); the call's settings."""
+    """Every argument checked (targets' values included, by the custom op under torch.compile); the call's
+    settings."""
     tensors(input, lm_weight, target, bias, ce_weight)
     ignore_index = _checks.integer(ignore_index, "ignore_index")
     settings = Call(
@@ -173,5 +174,6 @@ def call(
         backend=backend,
         accum_dtype=accum_dtype(accum, lm_weight),
     )
-    targets(target, lm_weight.shape[0], ignore_index)
+    if not torch.compiler.is_compiling():  # it reads the targets: under torch.compile the forward's custom op checks
+        targets(target, lm_weight.shape[0], ignore_index)
     return settings

@@ -7,35 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from ...backends.registry import REGISTRY
 from ...dtypes import stat_dtype
-from . import checks, chunks
-
-
-def _scales(target: torch.Tensor, ce_weight: torch.Tensor | None, call: checks.Call) -> tuple[float, float]:
-    """The reduction's (a, b), found once over all targets before the chunks: the cross-entropy term's and the
-    z-loss's factors. "mean": 1 / the non-ignored targets' summed class weights (torch's denominator) and 1 / their
-    count; nan where that is 0 (torch's 0 / 0: nan loss; ignored rows still get zero gradients)."""
-    if call.reduction != "mean":
-        return 1.0, 1.0
-    valid = target != call.ignore_index
-    count = int(valid.sum())
-    total = float(count) if ce_weight is None else float(ce_weight.to(torch.float64)[target[valid].long()].sum())
-    return (1.0 / total if total else float("nan")), (1.0 / count if count else float("nan"))
-
-
-def _reduce(loss: torch.Tensor, z_loss: torch.Tensor, call: checks.Call, scales, dtype: torch.dtype):
-    """The returned (loss, z_loss) in ``dtype`` from the per-row terms (fp64): the loss includes the z-loss
-    (Liger's convention), which is exactly 0 where its scale is (whatever the rows' lse: no 0 * inf). Added,
-    summed and scaled in fp64 and rounded once: rows of one value (saturated softcap logits) would otherwise
-    carry one rounding error each into the sum."""
-    if not call.lse_square_scale:
-        z_loss = torch.zeros_like(z_loss)
-    if call.reduction == "none":
-        return (loss + z_loss).to(dtype), z_loss.to(dtype)
-    a, b = scales if call.reduction == "mean" else (1.0, 1.0)
-    ce, z = loss.sum(dtype=torch.float64), z_loss.sum(dtype=torch.float64)
-    return (ce * a + z * b).to(dtype), (z * b).to(dtype)
+from . import checks, chunks, compiled, passes
 
 
 class _FusedLinearCrossEntropy(torch.autograd.Function):
@@ -43,22 +16,18 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, target, bias, ce_weight, call: checks.Call, wants: tuple[bool, bool, bool]):
-        rows = _rows(x, weight, target, bias, ce_weight, call)
-        scales = _scales(target, rows.ce_weight, call)
-        eager = call.reduction != "none" and any(wants)
-        res = chunks.run(rows, wants, scales=scales if eager else None)
-        ctx.call, ctx.wants, ctx.scales = call, wants, scales
+        fwd = passes.forward(x, weight, target, bias, ce_weight, call, wants)
+        ctx.call, ctx.wants, ctx.scales, ctx.grads = call, wants, fwd.scales, fwd.grads
         ctx.dtypes = (x.dtype, weight.dtype, None if bias is None else bias.dtype)
-        ctx.grads = (res.grad_input, res.grad_weight, res.grad_bias) if eager else None
-        ctx.save_for_backward(x, weight, target, bias, ce_weight, None if eager else res.lse)
+        ctx.save_for_backward(x, weight, target, bias, ce_weight, None if fwd.grads is not None else fwd.lse)
         ctx.set_materialize_grads(False)
-        return _reduce(res.loss, res.z_loss, call, scales, res.lse.dtype)
+        return fwd.loss, fwd.z_loss
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dloss, dz_loss):
         x, weight, target, bias, ce_weight, lse = ctx.saved_tensors
-        call, (a, b) = ctx.call, ctx.scales
+        call = ctx.call
         grads, ctx.grads = ctx.grads, None  # the forward's gradients serve one backward pass; then they are made again
         if not call.lse_square_scale:
             dz_loss = None  # the z-loss is 0 whatever the logits: its gradient adds nothing
@@ -68,32 +37,12 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
             if grad_input is not None and g != 1.0:
                 grad_input.mul_(g)
         else:
-            rows = _rows(x, weight, target, bias, ce_weight, call)
-            if lse is not None:  # "none": per-row gradients through the kernel's backward
-                st = lse.dtype
-                dl = torch.zeros_like(lse) if dloss is None else dloss.to(st).contiguous()
-                dz = None if not call.lse_square_scale else dl + (0 if dz_loss is None else dz_loss.to(st).contiguous())
-                res = chunks.run(rows, ctx.wants, row_grads=(dl, dz, lse))
-            else:
-                g = 0.0 if dloss is None else float(dloss)
-                gz = 0.0 if dz_loss is None else float(dz_loss)
-                res = chunks.run(rows, ctx.wants, scales=(g * a, (g + gz) * b))
+            res = passes.recompute(x, weight, target, bias, ce_weight, call, ctx.wants, ctx.scales, lse, dloss, dz_loss)
             grad_input, acc_w, acc_b, g = res.grad_input, res.grad_weight, res.grad_bias, 1.0
         _, dw, db = ctx.dtypes
         grad_weight = None if acc_w is None else chunks.narrowed(acc_w, dw, g)
         grad_bias = None if acc_b is None else chunks.narrowed(acc_b, db, g)
         return grad_input, grad_weight, None, grad_bias, None, None, None
-
-
-def _rows(x, weight, target, bias, ce_weight, call: checks.Call) -> chunks.Rows:
-    """The pass's inputs: the head, bias and class weights in the compute dtype, the row kernel for it."""
-    cd = call.compute_dtype
-    kernel = REGISTRY.kernels("cross_entropy", x.device, (cd,), call.backend)
-
-    def cast(t):
-        return None if t is None else t.to(cd).contiguous()
-
-    return chunks.Rows(x, weight.to(cd), cast(bias), target, cast(ce_weight), call, kernel)
 
 
 def _empty(x, weight, bias, call: checks.Call):
@@ -163,7 +112,10 @@ def fused_linear_cross_entropy(
             train and lm_weight.requires_grad,
             train and bias is not None and bias.requires_grad,
         )
-        loss, z_loss = _FusedLinearCrossEntropy.apply(x, lm_weight, t, bias, ce_weight, call, wants)
+        if torch.compiler.is_compiling():  # the passes as custom ops: no graph break
+            loss, z_loss = compiled.apply(x, lm_weight, t, bias, ce_weight, call, wants)
+        else:
+            loss, z_loss = _FusedLinearCrossEntropy.apply(x, lm_weight, t, bias, ce_weight, call, wants)
     if call.reduction == "none":
         loss, z_loss = loss.view(target.shape), z_loss.view(target.shape)
     return (loss, z_loss) if call.return_z_loss else loss
