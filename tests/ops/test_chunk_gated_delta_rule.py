@@ -283,3 +283,23 @@ def test_decode_step_is_forward_only_and_refuses_what_tileport_lacks():
         o.sum().backward()
     with pytest.raises(NotImplementedError, match=r"^fused_recurrent_gated_delta_rule: gk = a tensor is not"):
         tileport.fused_recurrent_gated_delta_rule(q, inp["k"], inp["v"], gk=inp["k"])
+
+
+@pytest.mark.parametrize("state", [False, True])
+def test_the_benchmarks_fallback_takes_packed_sequences_one_at_a_time(state):
+    """The bench's composite, transformers' pure-torch fallback, knows no cu_seqlens: it runs each sequence alone
+    (with or without initial states) and agrees with the operator."""
+    pytest.importorskip("transformers")
+    from tileport.ops.chunk_gated_delta_rule.spec import composite, example
+
+    ins = example((2, 40, 2, 4, 16, 16, 3), torch.float32, "cpu", torch.Generator().manual_seed(3))
+    args = [ins[k] for k in ("q", "k", "v", "g", "beta")]
+    h0 = torch.randn(3, 4, 16, 16, generator=torch.Generator().manual_seed(4)) if state else None
+    o, final = composite(*args, initial_state=h0, cu_seqlens=ins["cu_seqlens"], use_qk_l2norm_in_kernel=True)
+    want, want_final = tileport.chunk_gated_delta_rule(
+        *args, initial_state=h0, output_final_state=state, use_qk_l2norm_in_kernel=True, cu_seqlens=ins["cu_seqlens"]
+    )
+    torch.testing.assert_close(o, want, rtol=1e-4, atol=1e-4)
+    assert (final is None) == (not state)
+    if state:
+        torch.testing.assert_close(final, want_final, rtol=1e-4, atol=1e-4)

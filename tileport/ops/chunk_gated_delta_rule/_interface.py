@@ -134,7 +134,7 @@ def _backward_impl(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal_state
     if q.numel() == 0:  # every output empty: no kernel is called
         shapes = _backward_shapes(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal_state)
         if _rt.all_empty(shapes):
-            return _rt.allocate(shapes, (q.dtype, q.dtype, q.dtype, g.dtype, beta.dtype, initial_state.dtype), q.device)
+            return _rt.allocate(shapes, (q.dtype, q.dtype, q.dtype, g.dtype, beta.dtype, (initial_state.dtype if initial_state is not None else None)), q.device)
     return impl.backward(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal_state, scale)
 
 
@@ -162,7 +162,7 @@ def _bwd_op(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal_state, scale
 
 
 def _bwd_fake(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal_state, scale, backend):
-    return _rt.fake(_backward_shapes(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal_state), (q.dtype, q.dtype, q.dtype, g.dtype, beta.dtype, initial_state.dtype), q)
+    return _rt.fake(_backward_shapes(q, k, v, g, beta, initial_state, cu_seqlens, do, dfinal_state), (q.dtype, q.dtype, q.dtype, g.dtype, beta.dtype, (initial_state.dtype if initial_state is not None else None)), q)
 
 
 _bwd_custom = torch.library.custom_op("tileport::chunk_gated_delta_rule_bwd", _bwd_op, mutates_args=(), schema='(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor? initial_state, Tensor? cu_seqlens, Tensor do, Tensor? dfinal_state, float scale, str? backend) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)')

@@ -169,7 +169,7 @@ def composite(q, k, v, g, beta, initial_state=None, cu_seqlens=None, scale=None,
         )
         outs.append(o)
         finals.append(ht)
-    return torch.cat(outs, 1), torch.cat(finals)
+    return torch.cat(outs, 1), (torch.cat(finals) if initial_state is not None else None)
 
 
 def _sizes(shape) -> tuple[int, ...]:
