@@ -87,7 +87,10 @@ class Writer:
             return {"int64": "torch.int64", "index": "torch.int64", "int32": "torch.int32", "bool": "torch.bool"}[
                 t.dtype
             ]
-        return f"{self._pick(name, form)}.dtype"
+        pick = self._pick(name, form)
+        if any(u.name == pick and u.optional for u in form.tensors):  # absent: so is the result (no dtype read)
+            return f"({pick}.dtype if {pick} is not None else None)"
+        return f"{pick}.dtype"
 
     def _pick(self, name: str, form: Form) -> str:
         """The form's tensor of ``name``'s dtype group: its first required one (or its first), else the primary."""
