@@ -92,3 +92,30 @@ def test_compiled_decode_steps_carry_the_states():
         torch._dynamo.reset()
         tileport.unpatch(model)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _training_graphs(model, tokens) -> int:
+    """The graphs dynamo makes of a training step (forward with labels, the loss's backward)."""
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    out = torch.compile(model, backend=counter)(tokens, labels=tokens)
+    out.loss.backward()
+    torch._dynamo.reset()
+    return counter.frame_count
+
+
+@pytest.mark.parametrize("family", zoo.FAMILIES)
+def test_a_compiled_training_step_patched_by_default_has_no_more_graphs(family):
+    """tileport.patch with its defaults (the fused linear loss included) adds no graph to a compiled training step:
+    the unpatched model's count or fewer, for every family patch knows."""
+    model = zoo.model(family, seed=6).train()
+    tokens = torch.randint(1, 128, (2, 9), generator=torch.Generator().manual_seed(2))
+    unpatched = _training_graphs(model, tokens)
+    tileport.patch(model)
+    try:
+        patched = _training_graphs(model, tokens)
+    finally:
+        tileport.unpatch(model)
+    assert patched <= unpatched, (family, patched, unpatched)
