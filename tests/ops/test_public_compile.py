@@ -51,3 +51,26 @@ def test_the_public_call_compiles_into_one_graph(op):
         assert any(v.grad is not None for v in leaves.values() if isinstance(v, torch.Tensor)), op
     torch._dynamo.reset()
     assert counter.frame_count == 1, f"{op}: {counter.frame_count} graphs"
+
+
+def test_inductor_meets_the_fakes_strides_in_the_backward():
+    """Inductor asserts each custom op result's strides against its fake's: given q and k as transformers holds
+    them ([B, H, T, D] seen as [B, T, H, D]), rope's backward gave back gradients in that permuted layout (a compiled
+    training step of a patched model failed on it); the results are contiguous, as the fakes. The gradients are
+    eager's."""
+    g = torch.Generator().manual_seed(0)
+    B, T, H, D = 1, 32, 2, 16
+    cos, sin = torch.randn(T, D // 2, generator=g), torch.randn(T, D // 2, generator=g)
+    heads = [torch.randn(B, H, T, D, generator=g) for _ in range(2)]
+
+    def step(q, k):
+        qo, ko = tileport.rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+        return (qo * 1.5).sum() + ko.sum()
+
+    got, want = [h.clone().requires_grad_(True) for h in heads], [h.clone().requires_grad_(True) for h in heads]
+    torch._dynamo.reset()
+    torch.compile(step)(*got).backward()
+    step(*want).backward()
+    torch._dynamo.reset()
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a.grad, b.grad, rtol=0, atol=0)

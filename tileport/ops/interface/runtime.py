@@ -199,10 +199,12 @@ def allocate(shapes: tuple, dtypes: tuple, device) -> tuple:
 
 
 def as_tensors(results, like: torch.Tensor):
-    """A custom op's results: an absent (None) result as an empty tensor (custom ops return tensors only)."""
+    """A custom op's results: an absent (None) result as an empty tensor (custom ops return tensors only), each
+    contiguous, as its fake is (inductor asserts the fake's strides: a backend's result laid out otherwise, such
+    as a gradient written per head and given back as a permuted view, is copied once)."""
     if isinstance(results, tuple):
-        return tuple(like.new_empty(0) if r is None else r for r in results)
-    return results
+        return tuple(like.new_empty(0) if r is None else r.contiguous() for r in results)
+    return results.contiguous()
 
 
 def fake(shapes: tuple, dtypes: tuple, like: torch.Tensor) -> tuple:
