@@ -747,7 +747,8 @@ def bench(
         metavar="CONFIG",
         help=(
             "a model's training and forward steps instead of an operator: a transformers config.json, a directory "
-            "holding one, or a test family (llama, qwen3, ...); unpatched, under torch.compile and patched by tileport"
+            "holding one, or a test family (llama, qwen3, ...); unpatched and patched by tileport, each eager and "
+            "under torch.compile"
         ),
     ),
     mode: list[str] | None = typer.Option(None, metavar="MODE", help="fwd, bwd, fwdbwd (repeatable; default: all)"),
