@@ -109,7 +109,7 @@ def _backward_impl(dloss, dz_loss, input, target, weight, lse, ignore_index, lab
 
 
 def _fwd_op(input, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, backend):
-    _rt.check_values(_FORWARD, {'input': input, 'target': target, 'weight': weight}, {'ignore_index': ignore_index, 'label_smoothing': label_smoothing, 'lse_square_scale': lse_square_scale, 'softcap': softcap}, traced=True)
+    _rt.check_values(_FORWARD, {'input': input, 'target': target, 'weight': weight}, {'ignore_index': ignore_index, 'label_smoothing': label_smoothing, 'lse_square_scale': lse_square_scale, 'softcap': softcap})
     return _rt.as_tensors(_forward_impl(input, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, backend), input)
 
 
@@ -128,7 +128,7 @@ def _fwd(input, target, weight, ignore_index, label_smoothing, lse_square_scale,
 
 
 def _bwd_op(dloss, dz_loss, input, target, weight, lse, ignore_index, label_smoothing, lse_square_scale, softcap, backend):
-    _rt.check_values(_BACKWARD, {'dloss': dloss, 'dz_loss': dz_loss, 'input': input, 'target': target, 'weight': weight, 'lse': lse}, {'ignore_index': ignore_index, 'label_smoothing': label_smoothing, 'lse_square_scale': lse_square_scale, 'softcap': softcap}, traced=True)
+    _rt.check_values(_BACKWARD, {'dloss': dloss, 'dz_loss': dz_loss, 'input': input, 'target': target, 'weight': weight, 'lse': lse}, {'ignore_index': ignore_index, 'label_smoothing': label_smoothing, 'lse_square_scale': lse_square_scale, 'softcap': softcap})
     return _rt.as_tensors(_backward_impl(dloss, dz_loss, input, target, weight, lse, ignore_index, label_smoothing, lse_square_scale, softcap, backend), dloss)
 
 

@@ -33,18 +33,13 @@ def denominators(target, weight, ignore_index: int, reduction: str, dtype) -> to
     return torch.stack((ce, (target != ignore_index).sum().to(dtype)))
 
 
-def _target_range(x, target, ignore_index: int, label_smoothing=0.0, lse_square_scale=0.0, softcap=0.0) -> None:
-    """The targets in [0, C) or ignore_index (IndexError naming the first other), as a custom op's body checks
-    them: while torch.compile traces a call the check (which reads the data) is skipped and runs here."""
-    attrs = {"ignore_index": ignore_index, "label_smoothing": label_smoothing}
-    attrs |= {"lse_square_scale": lse_square_scale, "softcap": softcap}
-    # the weight is not read by the check (an fp32 one beside 16-bit logits is not the declaration's dtype)
-    tensors = {"input": x, "target": target, "weight": None}
-    runtime.check_values(SPEC.api.namespace["_FORWARD"], tensors, attrs, traced=True)
-
-
 def _checked_denominators(x, target, weight, ignore_index: int, reduction: str, dtype: torch.dtype) -> torch.Tensor:
-    _target_range(x, target, ignore_index)
+    """The denominators as a custom op's body: the targets in [0, C) or ignore_index first (IndexError naming the
+    first other; skipped while torch.compile traces the call, as it reads the data). The fused ops take its result,
+    so it runs before them: they need no check of their own."""
+    attrs = {"ignore_index": ignore_index, "label_smoothing": 0.0, "lse_square_scale": 0.0, "softcap": 0.0}
+    # the weight is not read by the check (an fp32 one beside 16-bit logits is not the declaration's dtype)
+    runtime.check_values(SPEC.api.namespace["_FORWARD"], {"input": x, "target": target, "weight": None}, attrs)
     return denominators(target, weight, ignore_index, reduction, dtype)
 
 
@@ -106,30 +101,20 @@ def _inplace_fake(x, target, weight, ignore_index, label_smoothing, lse_square_s
     return tuple(x.new_empty(x.shape[0], dtype=stat_dtype(x.dtype)) for _ in range(3))
 
 
-def _checked(body):
-    """``body`` as a custom op's: the targets' range checked first (``_target_range``)."""
-
-    def op(x, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, den, backend):
-        _target_range(x, target, ignore_index, label_smoothing, lse_square_scale, softcap)
-        return body(x, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, den, backend)
-
-    return op
-
-
 _ARGS = (
     "Tensor target, Tensor? weight, int ignore_index, float label_smoothing, float lse_square_scale, "
     "float softcap, Tensor den, str? backend"
 )
 _fused_op = torch.library.custom_op(
     f"tileport::{OP}_fused",
-    _checked(_fused),
+    _fused,
     mutates_args=(),
     schema=f"(Tensor x, {_ARGS}) -> (Tensor, Tensor, Tensor, Tensor)",
 )
 _fused_op.register_fake(_fused_fake)
 _inplace_op = torch.library.custom_op(
     f"tileport::{OP}_fused_inplace",
-    _checked(_inplace),
+    _inplace,
     mutates_args=("x",),
     schema=f"(Tensor(a!) x, {_ARGS}) -> (Tensor, Tensor, Tensor)",
 )

@@ -202,7 +202,7 @@ class Writer:
         src = f"def _{tag}_op({_join(call)}):\n"
         if any(t.ranged for t in form.tensors):  # the checks reading data, skipped while tracing, run here
             decl = "_FORWARD" if form is self.g.forward else "_BACKWARD"
-            src += f"    _rt.check_values({decl}, {_values(form.names)}, {_values(attrs)}, traced=True)\n"
+            src += f"    _rt.check_values({decl}, {_values(form.names)}, {_values(attrs)})\n"
         src += f"    return _rt.as_tensors({fn}({_join(call)}), {p})\n\n\n"
         src += f"def _{tag}_fake({_join(call)}):\n"
         if len(dts) == 1:

@@ -155,11 +155,11 @@ def explain(declaration: dims.Declaration, tensors: dict, attrs: dict) -> None:
     )
 
 
-def check_values(declaration: dims.Declaration, tensors: dict, attrs: dict, traced: bool = False) -> None:
+def check_values(declaration: dims.Declaration, tensors: dict, attrs: dict) -> None:
     """Integer tensors' values within their declared ranges (IndexError naming the first outside). Reading the
-    data would break a torch.compile graph: while tracing the check is left to the custom op's body, which runs
-    it (``traced``) when the compiled graph runs."""
-    if not traced and torch.compiler.is_compiling():
+    data would break a torch.compile graph: while dynamo traces, the check is skipped; the custom op's body, which
+    runs when the compiled graph does (never while tracing), makes it again."""
+    if torch.compiler.is_compiling():
         return
     dims.bind(declaration, tensors, attrs).check_values()
 
